@@ -1,0 +1,206 @@
+#include "algorithms/memory_link.h"
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "core/check.h"
+
+namespace tributary {
+namespace {
+
+struct Message {
+  std::vector<std::byte> bytes;
+  std::uint32_t check = 0;
+  TimePoint visible_at{};
+};
+
+struct PendingRecv {
+  int peer = 0;
+  Tag tag;
+  std::span<std::byte> out;
+};
+
+}  // namespace
+
+class MemoryFabric::Impl {
+ public:
+  explicit Impl(int size) : size_(size), links_(), frozen_(size, false), dead_(size, false),
+                             delay_(size, Duration::zero()),
+                             broken_(static_cast<std::size_t>(size) * size, false) {}
+
+  class RankLink;
+
+  int size_;
+  std::vector<std::unique_ptr<RankLink>> links_;
+  // One lock for the whole fabric: tests favour simplicity over scalability here.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<bool> frozen_;
+  std::vector<bool> dead_;
+  std::vector<Duration> delay_;
+  std::vector<bool> broken_;  // [a * size + b]
+
+  bool is_broken(int a, int b) const { return broken_[static_cast<std::size_t>(a) * size_ + b]; }
+};
+
+class MemoryFabric::Impl::RankLink final : public Link {
+ public:
+  RankLink(Impl* fabric, int rank) : fabric_(fabric), rank_(rank) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return fabric_->size_; }
+
+  Handle send(int peer, Tag tag, std::span<const std::byte> data) override {
+    TRIB_CHECK(peer >= 0 && peer < size() && peer != rank_) << "bad peer " << peer;
+    const Handle h = next_handle_++;
+    std::lock_guard lock(fabric_->mu_);
+    Status st;
+    if (!aborted_.is_ok()) {
+      st = aborted_;
+    } else if (fabric_->dead_[peer] || fabric_->is_broken(rank_, peer)) {
+      st = error(StatusCode::kPeerLost, "rank " + std::to_string(peer) + " is unreachable");
+    } else if (!fabric_->frozen_[rank_]) {
+      Message m;
+      m.bytes.assign(data.begin(), data.end());
+      m.check = tag.check;
+      m.visible_at = std::chrono::steady_clock::now() + fabric_->delay_[rank_];
+      auto& box = fabric_->links_[peer]->mailbox_[{rank_, tag}];
+      box.push_back(std::move(m));
+      fabric_->cv_.notify_all();
+    }
+    sends_.emplace(h, st);
+    return h;
+  }
+
+  Handle recv(int peer, Tag tag, std::span<std::byte> data) override {
+    TRIB_CHECK(peer >= 0 && peer < size() && peer != rank_) << "bad peer " << peer;
+    const Handle h = next_handle_++;
+    recvs_.emplace(h, PendingRecv{peer, tag, data});
+    return h;
+  }
+
+  Status wait(Handle h, Deadline deadline) override {
+    if (auto it = sends_.find(h); it != sends_.end()) {
+      Status st = std::move(it->second);
+      sends_.erase(it);
+      return st;
+    }
+    auto it = recvs_.find(h);
+    TRIB_CHECK(it != recvs_.end()) << "unknown handle " << h;
+    const PendingRecv pending = it->second;
+    recvs_.erase(it);
+
+    std::unique_lock lock(fabric_->mu_);
+    const std::pair<int, Tag> key{pending.peer, pending.tag};
+    for (;;) {
+      if (!aborted_.is_ok()) return aborted_;
+      const auto now = std::chrono::steady_clock::now();
+      auto box = mailbox_.find(key);
+      TimePoint wake = deadline.at;
+      if (box != mailbox_.end() && !box->second.empty()) {
+        Message& m = box->second.front();
+        if (m.visible_at <= now) {
+          Status st;
+          if (m.bytes.size() != pending.out.size() || m.check != pending.tag.check) {
+            st = error(StatusCode::kMismatch,
+                       "rank " + std::to_string(pending.peer) + " sent " +
+                           std::to_string(m.bytes.size()) + " bytes (check " +
+                           std::to_string(m.check) + "), expected " +
+                           std::to_string(pending.out.size()) + " (check " +
+                           std::to_string(pending.tag.check) + ")");
+          } else if (!m.bytes.empty()) {
+            std::memcpy(pending.out.data(), m.bytes.data(), m.bytes.size());
+          }
+          box->second.pop_front();
+          if (box->second.empty()) mailbox_.erase(box);
+          return st;
+        }
+        wake = std::min(wake, m.visible_at);
+      } else if (fabric_->dead_[pending.peer] || fabric_->is_broken(rank_, pending.peer)) {
+        return error(StatusCode::kPeerLost,
+                     "rank " + std::to_string(pending.peer) + " is unreachable");
+      }
+      if (deadline.passed(now)) {
+        return error(StatusCode::kTimedOut,
+                     "no message from rank " + std::to_string(pending.peer) + " before deadline");
+      }
+      if (wake == TimePoint::max()) {
+        fabric_->cv_.wait(lock);
+      } else {
+        fabric_->cv_.wait_until(lock, wake);
+      }
+    }
+  }
+
+  void abort(const Status& reason) override {
+    std::lock_guard lock(fabric_->mu_);
+    if (aborted_.is_ok()) {
+      aborted_ = reason.is_ok() ? error(StatusCode::kAborted, "aborted") : reason;
+    }
+    fabric_->cv_.notify_all();
+  }
+
+  // Guarded by fabric_->mu_.
+  std::map<std::pair<int, Tag>, std::deque<Message>> mailbox_;
+  Status aborted_;
+
+ private:
+  Impl* fabric_;
+  int rank_;
+  // Touched only by the owning thread.
+  Handle next_handle_ = 1;
+  std::unordered_map<Handle, Status> sends_;
+  std::unordered_map<Handle, PendingRecv> recvs_;
+};
+
+MemoryFabric::MemoryFabric(int size) : impl_(std::make_unique<Impl>(size)) {
+  TRIB_CHECK(size >= 1) << "size=" << size;
+  for (int r = 0; r < size; ++r) impl_->links_.push_back(std::make_unique<Impl::RankLink>(impl_.get(), r));
+}
+
+MemoryFabric::~MemoryFabric() = default;
+
+int MemoryFabric::size() const { return impl_->size_; }
+
+Link& MemoryFabric::link(int rank) {
+  TRIB_CHECK(rank >= 0 && rank < impl_->size_) << "rank=" << rank;
+  return *impl_->links_[rank];
+}
+
+void MemoryFabric::set_delay(int rank, Duration delay) {
+  std::lock_guard lock(impl_->mu_);
+  impl_->delay_[rank] = delay;
+}
+
+void MemoryFabric::kill(int rank) {
+  {
+    std::lock_guard lock(impl_->mu_);
+    impl_->dead_[rank] = true;
+    // Whatever the dead rank had sent but nobody consumed is lost with it.
+    for (auto& link : impl_->links_) {
+      for (auto it = link->mailbox_.begin(); it != link->mailbox_.end();) {
+        it = it->first.first == rank ? link->mailbox_.erase(it) : std::next(it);
+      }
+    }
+  }
+  impl_->links_[rank]->abort(error(StatusCode::kAborted, "this rank was killed"));
+}
+
+void MemoryFabric::freeze(int rank) {
+  std::lock_guard lock(impl_->mu_);
+  impl_->frozen_[rank] = true;
+}
+
+void MemoryFabric::fail_link(int a, int b) {
+  std::lock_guard lock(impl_->mu_);
+  impl_->broken_[static_cast<std::size_t>(a) * impl_->size_ + b] = true;
+  impl_->broken_[static_cast<std::size_t>(b) * impl_->size_ + a] = true;
+  impl_->cv_.notify_all();
+}
+
+}  // namespace tributary

@@ -1,0 +1,42 @@
+// An in-process Link for tests and benchmarks: ranks are threads, messages are copied
+// through per-rank mailboxes. It can inject what real networks do to collectives:
+// delay a rank's messages, kill a rank (its peers see kPeerLost), freeze a rank (it goes
+// silent, as under SIGSTOP: peers see kTimedOut at their deadline), fail one link.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "algorithms/link.h"
+
+namespace tributary {
+
+class MemoryFabric {
+ public:
+  explicit MemoryFabric(int size);
+  ~MemoryFabric();
+  MemoryFabric(const MemoryFabric&) = delete;
+  MemoryFabric& operator=(const MemoryFabric&) = delete;
+
+  int size() const;
+  // The link of `rank`; owned by the fabric, valid for its lifetime.
+  Link& link(int rank);
+
+  // Messages sent by `rank` become visible to their receiver `delay` after the send.
+  void set_delay(int rank, Duration delay);
+  // `rank` is dead: its own operations fail with kAborted, peers waiting on it (now or
+  // later) fail with kPeerLost, as when a process is killed and its sockets reset.
+  void kill(int rank);
+  // `rank` goes silent: nothing it sent from now on is delivered, nothing fails
+  // explicitly; its peers notice only through their deadlines.
+  void freeze(int rank);
+  // The link between a and b breaks in both directions (kPeerLost on both sides).
+  void fail_link(int a, int b);
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tributary

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages Tributary builds, tests and benchmarks with, when missing.
+set -euo pipefail
+packages=(
+  build-essential cmake ninja-build ccache pkg-config
+  libgtest-dev libgmock-dev
+  libasio-dev libzmq3-dev cppzmq-dev libzstd-dev zlib1g-dev libssl-dev
+  protobuf-compiler libprotobuf-dev
+  prometheus-cpp-dev prometheus
+  libgloo-dev openmpi-bin libopenmpi-dev iperf3
+  iproute2 procps python3
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "tributary: installing ${missing[*]}" >&2
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
