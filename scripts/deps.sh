@@ -4,7 +4,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
   libgtest-dev libgmock-dev
-  libasio-dev libzmq3-dev cppzmq-dev libzstd-dev zlib1g-dev libssl-dev
+  libcli11-dev libasio-dev libzmq3-dev cppzmq-dev libzstd-dev zlib1g-dev libssl-dev
   protobuf-compiler libprotobuf-dev
   prometheus-cpp-dev prometheus
   libgloo-dev openmpi-bin libopenmpi-dev iperf3
