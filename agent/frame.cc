@@ -1,0 +1,163 @@
+#include "agent/frame.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace tributary::agent {
+namespace {
+
+template <typename T>
+void put(std::byte* p, T v) {
+  for (std::size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
+}
+
+template <typename T>
+T get(const std::byte* p) {
+  T v = 0;
+  for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(static_cast<T>(p[i]) << (8 * i));
+  return v;
+}
+
+bool all_zero(const std::byte* begin, const std::byte* end) {
+  return std::all_of(begin, end, [](std::byte b) { return b == std::byte{0}; });
+}
+
+Status bad(std::string what) { return error(StatusCode::kBadFrame, std::move(what)); }
+
+}  // namespace
+
+FrameHeaderBytes encode_frame_header(const FrameHeader& h) {
+  FrameHeaderBytes b{};
+  put<std::uint32_t>(&b[0], kFrameMagic);
+  b[4] = static_cast<std::byte>(kWireVersion);
+  put<std::uint64_t>(&b[8], h.epoch);
+  put<std::uint64_t>(&b[16], h.seq);
+  put<std::uint32_t>(&b[24], h.slot);
+  put<std::uint32_t>(&b[28], h.check);
+  put<std::uint64_t>(&b[32], h.length);
+  return b;
+}
+
+Result<FrameHeader> decode_frame_header(std::span<const std::byte, kFrameHeaderBytes> b,
+                                        std::uint64_t max_payload) {
+  const auto magic = get<std::uint32_t>(&b[0]);
+  if (magic != kFrameMagic) return bad("bad frame magic " + std::to_string(magic));
+  const auto version = static_cast<std::uint8_t>(b[4]);
+  if (version != kWireVersion) return bad("unsupported frame version " + std::to_string(version));
+  if (!all_zero(&b[5], &b[8])) return bad("nonzero reserved frame bits");
+  FrameHeader h;
+  h.epoch = get<std::uint64_t>(&b[8]);
+  h.seq = get<std::uint64_t>(&b[16]);
+  h.slot = get<std::uint32_t>(&b[24]);
+  h.check = get<std::uint32_t>(&b[28]);
+  h.length = get<std::uint64_t>(&b[32]);
+  if (h.length > max_payload) {
+    return bad("frame length " + std::to_string(h.length) + " exceeds the limit of " +
+               std::to_string(max_payload) + " bytes");
+  }
+  return h;
+}
+
+HandshakeBytes encode_handshake(const HandshakeMessage& m) {
+  HandshakeBytes b{};
+  put<std::uint32_t>(&b[0], kHandshakeMagic);
+  b[4] = static_cast<std::byte>(m.version);
+  b[5] = static_cast<std::byte>(m.type);
+  std::byte* body = &b[8];
+  switch (m.type) {
+    case HandshakeType::kHello:
+      put<std::uint64_t>(body, m.epoch);
+      put<std::uint32_t>(body + 8, m.from_rank);
+      put<std::uint32_t>(body + 12, m.to_rank);
+      put<std::uint32_t>(body + 16, m.group_size);
+      std::memcpy(body + 24, m.nonce.data(), m.nonce.size());
+      break;
+    case HandshakeType::kChallenge:
+      std::memcpy(body, m.nonce.data(), m.nonce.size());
+      break;
+    case HandshakeType::kResponse:
+    case HandshakeType::kAccept:
+      std::memcpy(body, m.mac.data(), m.mac.size());
+      break;
+    case HandshakeType::kReject:
+      body[0] = static_cast<std::byte>(m.reason);
+      put<std::uint64_t>(body + 8, m.epoch);
+      break;
+  }
+  return b;
+}
+
+Result<HandshakeMessage> decode_handshake(std::span<const std::byte, kHandshakeBytes> b) {
+  const auto magic = get<std::uint32_t>(&b[0]);
+  if (magic != kHandshakeMagic) return bad("not a tributary handshake (bad magic)");
+  HandshakeMessage m;
+  m.version = static_cast<std::uint8_t>(b[4]);
+  const auto type = static_cast<std::uint8_t>(b[5]);
+  if (type < 1 || type > 5) return bad("unknown handshake message type " + std::to_string(type));
+  m.type = static_cast<HandshakeType>(type);
+  if (!all_zero(&b[6], &b[8])) return bad("nonzero reserved handshake bits");
+  if (m.version != kWireVersion && m.type != HandshakeType::kReject) {
+    return bad("unsupported handshake version " + std::to_string(m.version) + " (we speak " +
+               std::to_string(kWireVersion) + ")");
+  }
+  const std::byte* body = &b[8];
+  const std::byte* end = b.data() + b.size();
+  const std::byte* used = body;
+  switch (m.type) {
+    case HandshakeType::kHello:
+      m.epoch = get<std::uint64_t>(body);
+      m.from_rank = get<std::uint32_t>(body + 8);
+      m.to_rank = get<std::uint32_t>(body + 12);
+      m.group_size = get<std::uint32_t>(body + 16);
+      if (!all_zero(body + 20, body + 24)) return bad("nonzero reserved handshake bits");
+      std::memcpy(m.nonce.data(), body + 24, m.nonce.size());
+      used = body + 24 + m.nonce.size();
+      // Ranks travel as u32 but are ints everywhere else; the group bound keeps them small.
+      if (m.group_size == 0 || m.group_size > (1u << 20) || m.from_rank >= m.group_size ||
+          m.to_rank >= m.group_size || m.from_rank == m.to_rank) {
+        return bad("hello names impossible ranks " + std::to_string(m.from_rank) + " -> " +
+                   std::to_string(m.to_rank) + " in a group of " + std::to_string(m.group_size));
+      }
+      break;
+    case HandshakeType::kChallenge:
+      std::memcpy(m.nonce.data(), body, m.nonce.size());
+      used = body + m.nonce.size();
+      break;
+    case HandshakeType::kResponse:
+    case HandshakeType::kAccept:
+      std::memcpy(m.mac.data(), body, m.mac.size());
+      used = body + m.mac.size();
+      break;
+    case HandshakeType::kReject: {
+      const auto reason = static_cast<std::uint8_t>(body[0]);
+      if (reason < 1 || reason > 6) return bad("unknown reject reason " + std::to_string(reason));
+      m.reason = static_cast<RejectReason>(reason);
+      if (!all_zero(body + 1, body + 8)) return bad("nonzero reserved handshake bits");
+      m.epoch = get<std::uint64_t>(body + 8);
+      used = body + 16;
+      break;
+    }
+  }
+  if (!all_zero(used, end)) return bad("nonzero padding in handshake message");
+  return m;
+}
+
+Mac handshake_mac(std::string_view secret, HandshakeRole role, const HandshakeMessage& hello,
+                  const Nonce& acceptor_nonce) {
+  HandshakeMessage transcript_hello = hello;
+  transcript_hello.type = HandshakeType::kHello;
+  const HandshakeBytes hb = encode_handshake(transcript_hello);
+  std::vector<std::uint8_t> msg;
+  msg.reserve(32 + hb.size() + acceptor_nonce.size());
+  const std::string_view label =
+      role == HandshakeRole::kConnector ? "tributary-tcp-v1 connector" : "tributary-tcp-v1 acceptor";
+  msg.insert(msg.end(), label.begin(), label.end());
+  msg.push_back(0);
+  for (std::byte x : hb) msg.push_back(static_cast<std::uint8_t>(x));
+  msg.insert(msg.end(), acceptor_nonce.begin(), acceptor_nonce.end());
+  return hmac_sha256(secret, msg);
+}
+
+}  // namespace tributary::agent
