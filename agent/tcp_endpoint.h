@@ -1,0 +1,95 @@
+// The TCP data plane of one agent process: a listening socket that lives across epochs,
+// and, per epoch, a fully connected group of authenticated links (see tcp_link.h for
+// what a link guarantees on the hot path).
+//
+// Connection setup: for every pair the lower rank dials the higher one. Both ends prove
+// the cluster secret by HMAC challenge-response (frame.h); the secret never travels.
+// A connection that fails the challenge, speaks another version, or names an epoch older
+// than the newest one this endpoint was asked for is refused and logged with the peer's
+// address; connections for a newer epoch that arrive before connect_group() of that
+// epoch are authenticated and parked until it is called. Nothing here throws.
+//
+// Threading: one internal thread runs Asio for accepting and handshaking only; it never
+// carries data. connect_group() blocks its caller until the group is up, fails, or the
+// deadline passes. Links returned stay valid after the endpoint is destroyed (they own
+// their sockets); destroying the endpoint refuses further connections.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/tcp_link.h"
+#include "algorithms/link.h"
+#include "core/clock.h"
+#include "core/status.h"
+
+namespace tributary {
+
+struct TcpEndpointConfig {
+  std::string bind_host = "127.0.0.1";
+  std::uint16_t port = 0;  // 0: an ephemeral port, read back with port()
+  std::string secret;      // the cluster secret; must not be empty
+  std::size_t max_frame_bytes = std::size_t{1} << 30;
+  Duration handshake_timeout = std::chrono::seconds(5);
+  // Spin before sleeping in poll(2) inside Link::wait (see TcpLinkParams::busy_poll).
+  Duration busy_poll = std::chrono::microseconds(50);
+  // 0 keeps Linux's buffer autotuning, which on loopback beats any fixed size we could
+  // set (a fixed SO_RCVBUF disables autotuning and is capped by net.core.rmem_max).
+  int socket_buffer_bytes = 0;
+  // Where refusals and dropped connections are reported; default: stderr, one line each,
+  // prefixed "tributary: ".
+  agent::LogSink log;
+};
+
+struct TcpPeerStats {
+  int rank = -1;
+  std::string address;
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;
+  std::uint64_t frames_sent = 0;
+  std::uint64_t frames_received = 0;
+};
+
+struct TcpEndpointStats {
+  std::uint64_t epoch = 0;          // of the latest group built
+  std::vector<TcpPeerStats> peers;  // that group's peers by rank (own rank omitted)
+  // Endpoint lifetime totals:
+  std::uint64_t frames_dropped_stale_epoch = 0;
+  std::uint64_t bad_frames = 0;
+  std::uint64_t handshakes_accepted = 0;
+  std::uint64_t handshakes_rejected = 0;
+  std::uint64_t connections_parked = 0;  // right now
+};
+
+class TcpEndpoint {
+ public:
+  static Result<std::unique_ptr<TcpEndpoint>> listen(const TcpEndpointConfig& config);
+  ~TcpEndpoint();
+  TcpEndpoint(const TcpEndpoint&) = delete;
+  TcpEndpoint& operator=(const TcpEndpoint&) = delete;
+
+  std::uint16_t port() const;
+  std::string address() const;  // "host:port" as peers should dial it
+
+  // Builds epoch `epoch`'s links: addresses[r] is rank r's "host:port" ("[v6]:port" for
+  // IPv6). Returns a Link with rank() == rank and size() == addresses.size(), or:
+  // kAuthFailed (a peer refused our secret or failed its challenge), kStaleEpoch (epoch
+  // older than one already built here, or a peer has moved past it), kMismatch (a peer
+  // disagrees on ranks or group size), kTimedOut (someone missing at the deadline,
+  // named), kInvalidArgument. One call at a time per endpoint.
+  Result<std::unique_ptr<Link>> connect_group(std::uint64_t epoch, int rank,
+                                              const std::vector<std::string>& addresses,
+                                              Deadline deadline);
+
+  TcpEndpointStats stats() const;
+
+  class Impl;
+
+ private:
+  explicit TcpEndpoint(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tributary

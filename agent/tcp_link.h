@@ -1,0 +1,70 @@
+// The Link of one epoch over already-authenticated TCP sockets (built by TcpEndpoint;
+// not meant to be constructed elsewhere except by tests of the endpoint).
+//
+// Guarantees, on top of link.h:
+// - No I/O thread: the thread that calls wait() drives every socket of the link (reads
+//   into posted buffers, buffers unexpected messages, flushes queued sends) with poll(2),
+//   so a message exchange needs no thread hand-off. send() writes eagerly when the
+//   socket has room.
+// - Zero-copy where possible: a payload whose recv is already posted is read straight
+//   into the caller's buffer; header and payload leave in one sendmsg. A message that
+//   arrives before its recv is buffered and copied once when matched.
+// - Failures are per peer: a reset, an EOF or a malformed frame on one connection fails
+//   the pending and future operations on that peer only (kPeerLost / kBadFrame, naming
+//   the rank and address) and closes that connection; the other peers carry on.
+//   Frames of another epoch are counted and dropped, never delivered.
+// - When wait() returns (any status) the link never touches that operation's buffer
+//   again: a half-sent message is finished from a private copy so the stream stays valid.
+// - abort() wakes a blocked wait() through an eventfd, shuts the sockets down so peers
+//   learn at once, and returns only once no caller buffer is being touched.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algorithms/link.h"
+
+namespace tributary::agent {
+
+using LogSink = std::function<void(const std::string&)>;
+
+// Counters shared between a link (which bumps them on its own thread) and whoever reads
+// metrics; relaxed atomics, monotonic.
+struct LinkCounters {
+  struct Peer {
+    std::atomic<std::uint64_t> bytes_sent{0};
+    std::atomic<std::uint64_t> bytes_received{0};
+    std::atomic<std::uint64_t> frames_sent{0};
+    std::atomic<std::uint64_t> frames_received{0};
+  };
+  explicit LinkCounters(int size) : peers(static_cast<std::size_t>(size)) {}
+  std::vector<Peer> peers;  // by rank
+  std::atomic<std::uint64_t> frames_dropped_stale_epoch{0};
+  std::atomic<std::uint64_t> bad_frames{0};
+};
+
+struct PeerSocket {
+  int rank = -1;
+  int fd = -1;  // connected, authenticated; the link takes ownership
+  std::string address;
+};
+
+struct TcpLinkParams {
+  std::uint64_t epoch = 0;
+  int rank = 0;
+  int size = 1;
+  std::uint64_t max_frame_bytes = 1ull << 30;
+  // How long wait() polls without blocking before it sleeps in poll(2): trading a little
+  // CPU for not paying a scheduler wake-up on every small message.
+  Duration busy_poll = std::chrono::microseconds(50);
+  LogSink log;
+  std::shared_ptr<LinkCounters> counters;  // required
+};
+
+std::unique_ptr<Link> make_tcp_link(TcpLinkParams params, std::vector<PeerSocket> peers);
+
+}  // namespace tributary::agent
