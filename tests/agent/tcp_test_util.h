@@ -1,0 +1,159 @@
+// Helpers for the TCP data-plane tests: ranks as threads, each with its own endpoint on
+// an ephemeral loopback port, a log sink the test can search, and a raw peer that speaks
+// the wire protocol by hand so tests can misbehave on purpose.
+#pragma once
+
+#include <asio.hpp>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "agent/frame.h"
+#include "agent/tcp_endpoint.h"
+#include "tests/support/rank_threads.h"
+
+namespace tributary::testing {
+
+class LogCapture {
+ public:
+  agent::LogSink sink(std::string prefix) {
+    return [this, prefix](const std::string& line) {
+      std::lock_guard lock(mu_);
+      lines_.push_back(prefix + line);
+    };
+  }
+  bool contains(const std::string& a, const std::string& b = "") const {
+    std::lock_guard lock(mu_);
+    for (const auto& l : lines_) {
+      if (l.find(a) != std::string::npos && l.find(b) != std::string::npos) return true;
+    }
+    return false;
+  }
+  std::string dump() const {
+    std::lock_guard lock(mu_);
+    std::string out;
+    for (const auto& l : lines_) out += l + "\n";
+    return out;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
+inline TcpEndpointConfig test_config(LogCapture& logs, int rank, std::string secret = "s3cret") {
+  TcpEndpointConfig c;
+  c.secret = std::move(secret);
+  c.log = logs.sink("[rank " + std::to_string(rank) + "] ");
+  return c;
+}
+
+struct Cluster {
+  std::vector<std::unique_ptr<TcpEndpoint>> endpoints;
+  std::vector<std::string> addresses;
+  std::vector<std::unique_ptr<Link>> links;
+};
+
+inline Cluster make_cluster(int n, LogCapture& logs) {
+  Cluster c;
+  for (int r = 0; r < n; ++r) {
+    auto ep = TcpEndpoint::listen(test_config(logs, r));
+    if (!ep.is_ok()) throw std::runtime_error(ep.status().to_string());
+    c.addresses.push_back((*ep)->address());
+    c.endpoints.push_back(std::move(*ep));
+  }
+  c.links.resize(static_cast<std::size_t>(n));
+  return c;
+}
+
+// Every rank calls connect_group concurrently; returns each rank's status.
+inline std::vector<Status> connect_all(Cluster& c, std::uint64_t epoch,
+                                       Duration timeout = std::chrono::seconds(10)) {
+  const Deadline deadline = Deadline::after(timeout);
+  return run_ranks(static_cast<int>(c.endpoints.size()), [&](int r) {
+    auto link = c.endpoints[r]->connect_group(epoch, r, c.addresses, deadline);
+    if (!link.is_ok()) return link.status();
+    c.links[r] = std::move(*link);
+    return Status();
+  });
+}
+
+// Speaks the protocol by hand, as rank `from` dialing an endpoint.
+class RawPeer {
+ public:
+  RawPeer() : sock_(io_) {}
+
+  std::error_code connect(std::uint16_t port) {
+    std::error_code ec;
+    sock_.connect(asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), port), ec);
+    if (!ec) sock_.set_option(asio::ip::tcp::no_delay(true), ec);
+    return ec;
+  }
+
+  // Full connector handshake; returns the acceptor's final message (kAccept or kReject).
+  Result<agent::HandshakeMessage> handshake(const std::string& secret, std::uint64_t epoch,
+                                            int from, int to, int size) {
+    using namespace agent;
+    HandshakeMessage hello;
+    hello.type = HandshakeType::kHello;
+    hello.epoch = epoch;
+    hello.from_rank = static_cast<std::uint32_t>(from);
+    hello.to_rank = static_cast<std::uint32_t>(to);
+    hello.group_size = static_cast<std::uint32_t>(size);
+    hello.nonce = random_nonce();
+    write(encode_handshake(hello));
+    auto reply = read_message();
+    if (!reply.is_ok() || reply->type != HandshakeType::kChallenge) return reply;
+    HandshakeMessage response;
+    response.type = HandshakeType::kResponse;
+    response.mac = handshake_mac(secret, HandshakeRole::kConnector, hello, reply->nonce);
+    write(encode_handshake(response));
+    return read_message();
+  }
+
+  Result<agent::HandshakeMessage> read_message() {
+    agent::HandshakeBytes b{};
+    std::error_code ec;
+    asio::read(sock_, asio::buffer(b), ec);
+    if (ec) return error(StatusCode::kPeerLost, ec.message());
+    return agent::decode_handshake(b);
+  }
+
+  template <typename Bytes>
+  void write(const Bytes& bytes) {
+    std::error_code ec;
+    asio::write(sock_, asio::buffer(bytes.data(), bytes.size()), ec);
+  }
+
+  void write_frame(const agent::FrameHeader& h, const std::string& payload) {
+    write(agent::encode_frame_header(h));
+    write(payload);
+  }
+
+  // Blocks until the other side closes (true) or sends something (false).
+  bool closed_by_peer() {
+    char c;
+    std::error_code ec;
+    sock_.read_some(asio::buffer(&c, 1), ec);
+    return ec == asio::error::eof || ec == asio::error::connection_reset;
+  }
+
+  std::string local_address() {
+    std::error_code ec;
+    return "127.0.0.1:" + std::to_string(sock_.local_endpoint(ec).port());
+  }
+
+ private:
+  asio::io_context io_;
+  asio::ip::tcp::socket sock_;
+};
+
+inline std::span<const std::byte> bytes_of(const std::string& s) {
+  return std::as_bytes(std::span(s.data(), s.size()));
+}
+inline std::span<std::byte> bytes_of(std::string& s) {
+  return std::as_writable_bytes(std::span(s.data(), s.size()));
+}
+
+}  // namespace tributary::testing
