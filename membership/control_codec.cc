@@ -1,0 +1,168 @@
+#include "membership/control_codec.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <unordered_set>
+
+namespace tributary::membership {
+namespace {
+
+Status check_label(std::string_view field, const std::string& value, bool required) {
+  if (required && value.empty()) return error(StatusCode::kInvalidArgument, std::string(field) + " is empty");
+  if (value.size() > kMaxLabelBytes) {
+    return error(StatusCode::kInvalidArgument, std::string(field) + " is " + std::to_string(value.size()) +
+                                                   " bytes, max " + std::to_string(kMaxLabelBytes));
+  }
+  return Status::ok();
+}
+
+Status check_capabilities(const google::protobuf::RepeatedPtrField<std::string>& caps) {
+  if (static_cast<std::size_t>(caps.size()) > kMaxCapabilities) {
+    return error(StatusCode::kInvalidArgument, "capabilities: " + std::to_string(caps.size()) + " entries, max " +
+                                                   std::to_string(kMaxCapabilities));
+  }
+  for (const auto& c : caps) TRIB_RETURN_IF_ERROR(check_label("capability", c, true));
+  return Status::ok();
+}
+
+// "host:port" or "[v6]:port" with a port in 1..65535.
+Status check_address(const std::string& address) {
+  TRIB_RETURN_IF_ERROR(check_label("data_address", address, true));
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    return error(StatusCode::kInvalidArgument, "data_address '" + address + "' is not host:port");
+  }
+  unsigned port = 0;
+  const char* first = address.data() + colon + 1;
+  const char* last = address.data() + address.size();
+  auto [ptr, ec] = std::from_chars(first, last, port);
+  if (ec != std::errc{} || ptr != last || port == 0 || port > 65535) {
+    return error(StatusCode::kInvalidArgument, "data_address '" + address + "' has no valid port");
+  }
+  return Status::ok();
+}
+
+template <std::size_t N>
+Result<std::array<std::uint8_t, N>> fixed_bytes(std::string_view what, std::string_view bytes) {
+  if (bytes.size() != N) {
+    return error(StatusCode::kBadFrame,
+                 std::string(what) + " is " + std::to_string(bytes.size()) + " bytes, expected " + std::to_string(N));
+  }
+  std::array<std::uint8_t, N> out{};
+  std::memcpy(out.data(), bytes.data(), N);
+  return out;
+}
+
+}  // namespace
+
+Result<control::Envelope> decode_envelope(std::string_view bytes, std::size_t max_bytes) {
+  if (bytes.size() > max_bytes) {
+    return error(StatusCode::kBadFrame,
+                 "message of " + std::to_string(bytes.size()) + " bytes exceeds " + std::to_string(max_bytes));
+  }
+  control::Envelope envelope;
+  if (!envelope.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return error(StatusCode::kBadFrame, std::to_string(bytes.size()) + " bytes do not parse as a control Envelope");
+  }
+  if (envelope.body_case() == control::Envelope::BODY_NOT_SET) {
+    return error(StatusCode::kBadFrame, "envelope carries no message this version knows");
+  }
+  return envelope;
+}
+
+std::string encode_envelope(const control::Envelope& envelope) { return envelope.SerializeAsString(); }
+
+std::string_view body_name(control::Envelope::BodyCase body) {
+  using E = control::Envelope;
+  switch (body) {
+    case E::kJoinRequest: return "join_request";
+    case E::kChallenge: return "challenge";
+    case E::kJoinProof: return "join_proof";
+    case E::kJoinAccepted: return "join_accepted";
+    case E::kJoinRejected: return "join_rejected";
+    case E::kHeartbeat: return "heartbeat";
+    case E::kHeartbeatAck: return "heartbeat_ack";
+    case E::kView: return "view";
+    case E::kLeave: return "leave";
+    case E::kLeaveAck: return "leave_ack";
+    case E::kEvicted: return "evicted";
+    case E::kFailureReport: return "failure_report";
+    case E::kStepTiming: return "step_timing";
+    case E::BODY_NOT_SET: break;
+  }
+  return "unknown";
+}
+
+void view_to_proto(const View& view, control::View* out) {
+  out->set_epoch(view.epoch);
+  out->clear_members();
+  for (const auto& m : view.members) {
+    control::Member* pm = out->add_members();
+    pm->set_id(m.id);
+    pm->set_rank(m.rank);
+    pm->set_data_address(m.data_address);
+    pm->set_host(m.host);
+    pm->set_zone(m.zone);
+    for (const auto& c : m.capabilities) pm->add_capabilities(c);
+  }
+  out->clear_ring();
+  for (auto r : view.ring) out->add_ring(r);
+}
+
+Result<View> view_from_proto(const control::View& pv) {
+  const auto n = static_cast<std::size_t>(pv.members_size());
+  if (n > kMaxViewMembers) return error(StatusCode::kBadFrame, "view has " + std::to_string(n) + " members");
+  if (static_cast<std::size_t>(pv.ring_size()) != n) {
+    return error(StatusCode::kBadFrame, "view ring lists " + std::to_string(pv.ring_size()) + " ranks for " +
+                                            std::to_string(n) + " members");
+  }
+  View view;
+  view.epoch = pv.epoch();
+  view.members.reserve(n);
+  std::unordered_set<MemberId> ids;
+  for (std::size_t i = 0; i < n; ++i) {
+    const control::Member& pm = pv.members(static_cast<int>(i));
+    if (pm.rank() != i) {
+      return error(StatusCode::kBadFrame, "view member " + std::to_string(i) + " has rank " + std::to_string(pm.rank()));
+    }
+    if (pm.id() == 0 || !ids.insert(pm.id()).second) {
+      return error(StatusCode::kBadFrame, "view has a zero or duplicate member id " + std::to_string(pm.id()));
+    }
+    for (const auto* s : {&pm.data_address(), &pm.host(), &pm.zone()}) {
+      if (Status st = check_label("view label", *s, false); !st) return error(StatusCode::kBadFrame, st.message());
+    }
+    if (Status st = check_capabilities(pm.capabilities()); !st) return error(StatusCode::kBadFrame, st.message());
+    view.members.push_back({pm.id(), pm.rank(), pm.data_address(), pm.host(), pm.zone(),
+                            {pm.capabilities().begin(), pm.capabilities().end()}});
+  }
+  std::vector<bool> seen(n, false);
+  for (auto r : pv.ring()) {
+    if (r >= n || seen[r]) return error(StatusCode::kBadFrame, "view ring is not a permutation of the ranks");
+    seen[r] = true;
+    view.ring.push_back(r);
+  }
+  return view;
+}
+
+Status validate_join_request(const control::JoinRequest& r) {
+  if (r.protocol_version() != kProtocolVersion) {
+    return error(StatusCode::kInvalidArgument, "protocol version " + std::to_string(r.protocol_version()) +
+                                                   ", coordinator speaks " + std::to_string(kProtocolVersion));
+  }
+  TRIB_RETURN_IF_ERROR(check_label("name", r.name(), true));
+  TRIB_RETURN_IF_ERROR(check_label("host", r.host(), true));
+  TRIB_RETURN_IF_ERROR(check_label("zone", r.zone(), false));
+  TRIB_RETURN_IF_ERROR(check_label("process_name", r.process_name(), false));
+  TRIB_RETURN_IF_ERROR(check_address(r.data_address()));
+  return check_capabilities(r.capabilities());
+}
+
+MemberLabels labels_from_request(const control::JoinRequest& r) {
+  return {r.name(), r.host(), r.zone(), r.data_address(), {r.capabilities().begin(), r.capabilities().end()}};
+}
+
+Result<Nonce> nonce_from_bytes(std::string_view bytes) { return fixed_bytes<sizeof(Nonce)>("nonce", bytes); }
+Result<Mac> mac_from_bytes(std::string_view bytes) { return fixed_bytes<sizeof(Mac)>("mac", bytes); }
+
+}  // namespace tributary::membership

@@ -1,0 +1,49 @@
+// A membership view as agent code sees it: plain C++, no protobuf.
+//
+// The coordinator alone issues views. Each view has a strictly larger epoch than the one
+// before it; a view is immutable once issued (a change is a new view). `members` is
+// sorted by rank (members[i].rank == i); `ring` lists ranks in ring order. Today ranks
+// are assigned in ring order, so ring == 0..n-1, but consumers must walk `ring` rather
+// than assume it, so that a later bandwidth-aware ordering can keep ranks stable.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tributary::membership {
+
+using MemberId = std::uint64_t;    // never reused within a coordinator's lifetime; 0 = none
+using Epoch = std::uint64_t;       // 0 = "no view yet"
+
+struct ViewMember {
+  MemberId id = 0;
+  std::uint32_t rank = 0;
+  std::string data_address;        // "host:port"
+  std::string host;                // host label
+  std::string zone;                // zone label
+  std::vector<std::string> capabilities;
+
+  friend bool operator==(const ViewMember&, const ViewMember&) = default;
+};
+
+struct View {
+  Epoch epoch = 0;
+  std::vector<ViewMember> members;  // by rank
+  std::vector<std::uint32_t> ring;  // ranks in ring order
+
+  bool empty() const { return members.empty(); }
+  std::size_t size() const { return members.size(); }
+  // nullptr when `id` is not in this view.
+  const ViewMember* find(MemberId id) const {
+    for (const auto& m : members) {
+      if (m.id == id) return &m;
+    }
+    return nullptr;
+  }
+  bool contains(MemberId id) const { return find(id) != nullptr; }
+
+  friend bool operator==(const View&, const View&) = default;
+};
+
+}  // namespace tributary::membership
