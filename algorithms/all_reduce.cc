@@ -1,0 +1,89 @@
+// all_reduce(): argument checks, the trivial cases, the algorithm choice, dispatch.
+#include <array>
+#include <cstring>
+#include <string>
+
+#include "algorithms/all_reduce_impl.h"
+#include "algorithms/collectives.h"
+#include "algorithms/cost_model.h"
+#include "algorithms/partition.h"
+#include "algorithms/validate.h"
+#include "core/reduce.h"
+
+namespace tributary {
+namespace {
+
+constexpr std::array<std::string_view, kNumAllReduceAlgorithms> kNames = {
+    "auto", "ring", "tree", "double_tree", "halving_doubling", "direct"};
+
+}  // namespace
+
+std::string_view to_string(AllReduceAlgorithm a) {
+  const auto i = static_cast<std::size_t>(a);
+  return i < kNames.size() ? kNames[i] : "unknown";
+}
+
+bool parse_all_reduce_algorithm(std::string_view name, AllReduceAlgorithm* out) {
+  std::string canonical(name);
+  for (char& ch : canonical) {
+    if (ch == '-') ch = '_';
+    if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
+  }
+  if (canonical == "rabenseifner") canonical = "halving_doubling";
+  for (std::size_t i = 0; i < kNames.size(); ++i) {
+    if (canonical == kNames[i]) {
+      *out = static_cast<AllReduceAlgorithm>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+Status all_reduce(Link& link, const void* send, void* recv, std::size_t count, DType dtype,
+                  ReduceOp op, const CollectiveOptions& options) {
+  TRIB_RETURN_IF_ERROR(algo::validate_call(send, recv, count, 1, dtype, &op, options));
+  if (static_cast<std::uint8_t>(options.algorithm) >= kNumAllReduceAlgorithms) {
+    return error(StatusCode::kInvalidArgument,
+                 "unknown all-reduce algorithm " +
+                     std::to_string(static_cast<int>(options.algorithm)));
+  }
+  const std::size_t bytes = count * dtype_size(dtype);
+  if (send != recv && algo::overlaps(send, bytes, recv, bytes)) {
+    return error(StatusCode::kInvalidArgument, "all_reduce: send and recv partially overlap");
+  }
+  const int n = link.size();
+  const CostModel& model = options.cost_model ? *options.cost_model : CostModel::default_model();
+  const AllReduceAlgorithm algorithm = options.algorithm == AllReduceAlgorithm::kAuto
+                                           ? model.choose(n, bytes)
+                                           : options.algorithm;
+  const algo::TagMaker tags(
+      options.seq, algo::family_check(algo::Family::kAllReduce,
+                                      static_cast<std::uint8_t>(algorithm), count, dtype, op));
+  if (count == 0) return algo::ring_handshake(link, tags, options.deadline);
+  if (n == 1) {
+    if (send != recv) std::memcpy(recv, send, bytes);
+    if (op == ReduceOp::kAvg) scale_by_count(recv, count, dtype, 1);
+    return Status::ok();
+  }
+
+  const algo::ReduceJob job{link,
+                            static_cast<const std::byte*>(send),
+                            static_cast<std::byte*>(recv),
+                            count,
+                            dtype,
+                            op,
+                            algo::chunk_elements(options.chunk_bytes, dtype_size(dtype)),
+                            options.deadline,
+                            tags};
+  switch (algorithm) {
+    case AllReduceAlgorithm::kRing: return algo::ring_all_reduce(job);
+    case AllReduceAlgorithm::kTree: return algo::tree_all_reduce(job);
+    case AllReduceAlgorithm::kDoubleTree: return algo::double_tree_all_reduce(job);
+    case AllReduceAlgorithm::kHalvingDoubling: return algo::halving_doubling_all_reduce(job);
+    case AllReduceAlgorithm::kDirect: return algo::direct_all_reduce(job);
+    case AllReduceAlgorithm::kAuto: break;
+  }
+  return error(StatusCode::kInternal, "the cost model chose kAuto");
+}
+
+}  // namespace tributary

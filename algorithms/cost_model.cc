@@ -1,0 +1,104 @@
+#include "algorithms/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "algorithms/partition.h"
+#include "core/check.h"
+
+namespace tributary {
+namespace {
+
+bool usable(double v) { return std::isfinite(v) && v >= 0; }
+
+}  // namespace
+
+CostModel::CostModel(double alpha, double beta, double gamma, std::size_t chunk_bytes)
+    : alpha_(alpha), beta_(beta), gamma_(gamma), chunk_bytes_(chunk_bytes) {
+  TRIB_CHECK(usable(alpha) && usable(beta) && usable(gamma) && chunk_bytes > 0)
+      << "alpha=" << alpha << " beta=" << beta << " gamma=" << gamma
+      << " chunk_bytes=" << chunk_bytes;
+}
+
+Result<CostModel> CostModel::fit(std::size_t small_bytes, double small_seconds,
+                                 std::size_t large_bytes, double large_seconds, double gamma,
+                                 std::size_t chunk_bytes) {
+  if (large_bytes <= small_bytes || !usable(small_seconds) || !usable(large_seconds) ||
+      large_seconds < small_seconds || !usable(gamma) || chunk_bytes == 0) {
+    return error(StatusCode::kInvalidArgument,
+                 "cannot fit a cost model through (" + std::to_string(small_bytes) + " B, " +
+                     std::to_string(small_seconds) + " s) and (" + std::to_string(large_bytes) +
+                     " B, " + std::to_string(large_seconds) + " s)");
+  }
+  const double beta = (large_seconds - small_seconds) /
+                      static_cast<double>(large_bytes - small_bytes);
+  const double alpha = std::max(0.0, small_seconds - beta * static_cast<double>(small_bytes));
+  return CostModel(alpha, beta, gamma, chunk_bytes);
+}
+
+const CostModel& CostModel::default_model() {
+  static const CostModel model;
+  return model;
+}
+
+double CostModel::predict(AllReduceAlgorithm algorithm, int world_size, std::size_t bytes) const {
+  if (world_size <= 1) return 0.0;
+  const double n = world_size;
+  const double s = static_cast<double>(bytes);
+  const double c = static_cast<double>(chunk_bytes_);
+  // Messages of at most one chunk each to move `b` bytes, at least one.
+  auto msgs = [c](double b) { return std::max(1.0, std::ceil(b / c)); };
+  const double depth = algo::floor_log2(world_size);
+  switch (algorithm) {
+    case AllReduceAlgorithm::kAuto:
+      return predict(choose(world_size, bytes), world_size, bytes);
+    case AllReduceAlgorithm::kRing: {
+      // 2(n-1) steps of s/n bytes; the reduction of a chunk overlaps the next transfer.
+      const double per_phase = (n - 1) / n * s;
+      return 2 * (n - 1) * msgs(s / n) * alpha_ + per_phase * beta_ +
+             per_phase * std::max(beta_, gamma_);
+    }
+    case AllReduceAlgorithm::kTree: {
+      // Interior nodes receive 2 chunks and send 1 up, receive 1 and send 2 down, per
+      // chunk; plus the time for the first chunk to reach the root and come back.
+      const double fill = 2 * depth * (alpha_ + std::min(s, c) * beta_);
+      return fill + 6 * msgs(s) * alpha_ + 3 * s * beta_;
+    }
+    case AllReduceAlgorithm::kDoubleTree: {
+      // Interior in one tree (3 x s/2 each way), a leaf in the other (s/2 each way).
+      const double fill = 2 * (depth + 1) * (alpha_ + std::min(s / 2, c) * beta_);
+      return fill + 8 * msgs(s / 2) * alpha_ + 2 * s * beta_;
+    }
+    case AllReduceAlgorithm::kHalvingDoubling: {
+      const int log_p = algo::floor_log2(world_size);
+      const double p = static_cast<double>(1 << log_p);
+      double t = 0;
+      for (int i = 1; i <= log_p; ++i) t += 2 * msgs(s / std::pow(2.0, i)) * alpha_;
+      // Each step reduces before the next can send: the reduction is not hidden.
+      t += 2 * (p - 1) / p * s * beta_ + (p - 1) / p * s * gamma_;
+      if (world_size != (1 << log_p)) t += 2 * msgs(s) * alpha_ + 2 * s * beta_ + s * gamma_;
+      return t;
+    }
+    case AllReduceAlgorithm::kDirect:
+      return (n - 1) * (alpha_ + s * beta_ + s * gamma_);
+  }
+  return 0.0;
+}
+
+AllReduceAlgorithm CostModel::choose(int world_size, std::size_t bytes) const {
+  if (world_size <= 1) return AllReduceAlgorithm::kDirect;
+  AllReduceAlgorithm best = AllReduceAlgorithm::kRing;
+  double best_time = predict(best, world_size, bytes);
+  for (auto a : {AllReduceAlgorithm::kTree, AllReduceAlgorithm::kDoubleTree,
+                 AllReduceAlgorithm::kHalvingDoubling, AllReduceAlgorithm::kDirect}) {
+    const double t = predict(a, world_size, bytes);
+    if (t < best_time) {
+      best = a;
+      best_time = t;
+    }
+  }
+  return best;
+}
+
+}  // namespace tributary

@@ -1,0 +1,326 @@
+// Ring reduce-scatter / all-gather, and the public functions built on them.
+#include "algorithms/ring.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <deque>
+#include <optional>
+#include <string>
+
+#include "algorithms/collectives.h"
+#include "algorithms/validate.h"
+#include "core/check.h"
+#include "core/reduce.h"
+
+namespace tributary::algo {
+namespace {
+
+int mod(int a, int n) { return ((a % n) + n) % n; }
+
+std::size_t largest_block(const std::vector<Range>& blocks) {
+  std::size_t m = 0;
+  for (const Range& b : blocks) m = std::max(m, b.count);
+  return m;
+}
+
+struct Unit {
+  int step = 0;
+  std::size_t chunk = 0;
+  Range range;
+};
+
+// Walks the non-empty (step, chunk) receive units of one ring phase in the order both
+// ends of every ring edge process them: at step s this rank receives block
+// (rank - s - offset) mod n.
+class UnitCursor {
+ public:
+  UnitCursor(const std::vector<Range>& blocks, int rank, int offset, std::size_t per_chunk)
+      : blocks_(blocks), rank_(rank), offset_(offset), per_chunk_(per_chunk),
+        steps_(static_cast<int>(blocks.size()) - 1) {
+    skip_empty();
+  }
+  bool done() const { return step_ >= steps_; }
+  Unit get() const { return {step_, chunk_, chunk_of(block(step_), per_chunk_, chunk_)}; }
+  void next() {
+    ++chunk_;
+    skip_empty();
+  }
+
+ private:
+  const Range& block(int step) const {
+    return blocks_[static_cast<std::size_t>(
+        mod(rank_ - step - offset_, static_cast<int>(blocks_.size())))];
+  }
+  void skip_empty() {
+    while (step_ < steps_ && chunk_ >= num_chunks(block(step_).count, per_chunk_)) {
+      ++step_;
+      chunk_ = 0;
+    }
+  }
+
+  const std::vector<Range>& blocks_;
+  int rank_;
+  int offset_;
+  std::size_t per_chunk_;
+  int steps_;
+  int step_ = 0;
+  std::size_t chunk_ = 0;
+};
+
+struct PostedRecv {
+  Unit unit;
+  Link::Handle handle = 0;
+  std::byte* data = nullptr;
+};
+
+// Scratch for reduced partials when the caller has no room for them (reduce_scatter's
+// recv holds only the own block). A slot is reused only after its send completed.
+inline constexpr std::size_t kPoolSlots = 4;
+
+}  // namespace
+
+std::uint64_t ring_phase_slots(const std::vector<Range>& blocks, std::size_t per_chunk) {
+  const std::uint64_t stride = std::max<std::size_t>(1, num_chunks(largest_block(blocks), per_chunk));
+  return stride * (blocks.size() - 1);
+}
+
+Status ring_reduce_scatter(const ReduceJob& job, const std::vector<Range>& blocks,
+                           const std::byte* mine, std::byte* partials, std::byte* owned_out,
+                           std::uint64_t slot_base, SendWindow& sends) {
+  Link& link = job.link;
+  const int n = link.size();
+  const int rank = link.rank();
+  TRIB_CHECK(static_cast<int>(blocks.size()) == n && n >= 2) << "blocks=" << blocks.size();
+  const int left = mod(rank - 1, n);
+  const int right = mod(rank + 1, n);
+  const int last = n - 2;
+  const std::size_t es = job.element_size();
+  const std::size_t pc = job.chunk_elements;
+  const std::uint64_t stride = std::max<std::size_t>(1, num_chunks(largest_block(blocks), pc));
+  auto tag = [&](int step, std::size_t chunk) {
+    return job.tags.at(slot_base + static_cast<std::uint64_t>(step) * stride + chunk);
+  };
+  auto bytes = [es](const std::byte* base, Range r) {
+    return std::span<const std::byte>(base + r.begin * es, r.count * es);
+  };
+
+  // Step 0 forwards this rank's own contribution to block rank-1: nothing to wait for.
+  const Range first = blocks[static_cast<std::size_t>(mod(rank - 1, n))];
+  for (std::size_t c = 0; c < num_chunks(first.count, pc); ++c) {
+    TRIB_RETURN_IF_ERROR(sends.add(link.send(right, tag(0, c), bytes(mine, chunk_of(first, pc, c)))));
+  }
+
+  const std::size_t slot_bytes = std::min(pc, largest_block(blocks)) * es;
+  std::vector<std::byte> staging(kRecvDepth * slot_bytes);
+  std::vector<std::byte> pool(partials == nullptr ? kPoolSlots * slot_bytes : 0);
+  std::array<std::optional<Link::Handle>, kPoolSlots> pool_sends;
+  std::size_t pool_next = 0;
+
+  UnitCursor cursor(blocks, rank, 2, pc);
+  std::deque<PostedRecv> posted;
+  std::size_t posted_count = 0;
+  auto post = [&] {
+    if (cursor.done()) return;
+    const Unit u = cursor.get();
+    std::byte* slot = staging.data() + (posted_count++ % kRecvDepth) * slot_bytes;
+    const Link::Handle h =
+        link.recv(left, tag(u.step, u.chunk), std::span<std::byte>(slot, u.range.count * es));
+    posted.push_back({u, h, slot});
+    cursor.next();
+  };
+  for (std::size_t i = 0; i + 1 < kRecvDepth; ++i) post();
+
+  const Range owned = blocks[static_cast<std::size_t>(rank)];
+  while (!posted.empty()) {
+    const PostedRecv p = posted.front();
+    posted.pop_front();
+    post();  // reuses the staging slot the previous iteration finished with
+    TRIB_RETURN_IF_ERROR(wait_or_abort(link, p.handle, job.deadline));
+    const Unit& u = p.unit;
+    std::byte* out = nullptr;
+    std::size_t pool_slot = 0;
+    if (u.step == last) {
+      out = owned_out + (u.range.begin - owned.begin) * es;
+    } else if (partials != nullptr) {
+      out = partials + u.range.begin * es;
+    } else {
+      pool_slot = pool_next++ % kPoolSlots;
+      if (auto& pending = pool_sends[pool_slot]) {
+        TRIB_RETURN_IF_ERROR(wait_or_abort(link, *pending, job.deadline));
+        pending.reset();
+      }
+      out = pool.data() + pool_slot * slot_bytes;
+    }
+    reduce_to(out, p.data, mine + u.range.begin * es, u.range.count, job.dtype, job.op);
+    if (u.step == last) continue;
+    const Link::Handle h = link.send(right, tag(u.step + 1, u.chunk),
+                                     std::span<const std::byte>(out, u.range.count * es));
+    if (partials != nullptr) {
+      TRIB_RETURN_IF_ERROR(sends.add(h));
+    } else {
+      pool_sends[pool_slot] = h;
+    }
+  }
+  for (auto& pending : pool_sends) {
+    if (pending) TRIB_RETURN_IF_ERROR(wait_or_abort(link, *pending, job.deadline));
+  }
+  return Status::ok();
+}
+
+Status ring_all_gather(const ReduceJob& job, const std::vector<Range>& blocks,
+                       const std::byte* own, std::byte* out, std::uint64_t slot_base,
+                       SendWindow& sends) {
+  Link& link = job.link;
+  const int n = link.size();
+  const int rank = link.rank();
+  TRIB_CHECK(static_cast<int>(blocks.size()) == n && n >= 2) << "blocks=" << blocks.size();
+  const int left = mod(rank - 1, n);
+  const int right = mod(rank + 1, n);
+  const std::size_t es = job.element_size();
+  const std::size_t pc = job.chunk_elements;
+  const std::uint64_t stride = std::max<std::size_t>(1, num_chunks(largest_block(blocks), pc));
+  auto tag = [&](int step, std::size_t chunk) {
+    return job.tags.at(slot_base + static_cast<std::uint64_t>(step) * stride + chunk);
+  };
+
+  const Range mine = blocks[static_cast<std::size_t>(rank)];
+  for (std::size_t c = 0; c < num_chunks(mine.count, pc); ++c) {
+    const Range r = chunk_of(mine, pc, c);
+    TRIB_RETURN_IF_ERROR(sends.add(link.send(
+        right, tag(0, c),
+        std::span<const std::byte>(own + (r.begin - mine.begin) * es, r.count * es))));
+  }
+
+  // Receives land in their final place, so the look-ahead needs no staging.
+  UnitCursor cursor(blocks, rank, 1, pc);
+  std::deque<PostedRecv> posted;
+  auto post = [&] {
+    if (cursor.done()) return;
+    const Unit u = cursor.get();
+    std::byte* dst = out + u.range.begin * es;
+    posted.push_back({u, link.recv(left, tag(u.step, u.chunk),
+                                   std::span<std::byte>(dst, u.range.count * es)),
+                      dst});
+    cursor.next();
+  };
+  for (std::size_t i = 0; i < kRecvDepth; ++i) post();
+  while (!posted.empty()) {
+    const PostedRecv p = posted.front();
+    posted.pop_front();
+    post();
+    TRIB_RETURN_IF_ERROR(wait_or_abort(link, p.handle, job.deadline));
+    if (p.unit.step == n - 2) continue;
+    TRIB_RETURN_IF_ERROR(sends.add(
+        link.send(right, tag(p.unit.step + 1, p.unit.chunk),
+                  std::span<const std::byte>(p.data, p.unit.range.count * es))));
+  }
+  return Status::ok();
+}
+
+Status ring_handshake(Link& link, const TagMaker& tags, Deadline deadline) {
+  const int n = link.size();
+  if (n == 1) return Status::ok();
+  const Link::Handle s = link.send(mod(link.rank() + 1, n), tags.at(0), {});
+  const Link::Handle r = link.recv(mod(link.rank() - 1, n), tags.at(0), {});
+  TRIB_RETURN_IF_ERROR(wait_or_abort(link, r, deadline));
+  return wait_or_abort(link, s, deadline);
+}
+
+Status ring_all_reduce(const ReduceJob& job) {
+  const int n = job.link.size();
+  const int rank = job.link.rank();
+  const std::size_t es = job.element_size();
+  std::vector<Range> blocks(static_cast<std::size_t>(n));
+  for (int b = 0; b < n; ++b) blocks[static_cast<std::size_t>(b)] = balanced_part(job.count, n, b);
+  const Range owned = blocks[static_cast<std::size_t>(rank)];
+  std::byte* owned_out = job.recv + owned.begin * es;
+
+  // Partials go straight into recv (their final place is overwritten by the all-gather),
+  // so neither layout copies the vector: in-place reduces into it, out-of-place reads
+  // send and writes recv.
+  SendWindow sends(job.link, job.deadline);
+  TRIB_RETURN_IF_ERROR(
+      ring_reduce_scatter(job, blocks, job.send, job.recv, owned_out, 0, sends));
+  // The all-gather overwrites regions the reduce-scatter is still sending from.
+  TRIB_RETURN_IF_ERROR(sends.drain());
+  if (job.op == ReduceOp::kAvg) scale_by_count(owned_out, owned.count, job.dtype, n);
+  TRIB_RETURN_IF_ERROR(ring_all_gather(job, blocks, owned_out, job.recv,
+                                       ring_phase_slots(blocks, job.chunk_elements), sends));
+  return sends.drain();
+}
+
+}  // namespace tributary::algo
+
+namespace tributary {
+
+using algo::Family;
+using algo::Range;
+
+Status reduce_scatter(Link& link, const void* send, void* recv, std::size_t recv_count,
+                      DType dtype, ReduceOp op, const CollectiveOptions& options) {
+  const int n = link.size();
+  TRIB_RETURN_IF_ERROR(
+      algo::validate_call(send, recv, recv_count, static_cast<std::size_t>(n), dtype, &op, options));
+  const std::size_t es = dtype_size(dtype);
+  const std::size_t block_bytes = recv_count * es;
+  const auto* in = static_cast<const std::byte*>(send);
+  auto* out = static_cast<std::byte*>(recv);
+  const bool in_place = out == in + static_cast<std::size_t>(link.rank()) * block_bytes;
+  if (!in_place && algo::overlaps(in, block_bytes * static_cast<std::size_t>(n), out, block_bytes)) {
+    return error(StatusCode::kInvalidArgument,
+                 "reduce_scatter: recv overlaps send but is not send + rank * recv_count");
+  }
+  const algo::TagMaker tags(options.seq,
+                            algo::family_check(Family::kReduceScatter, 0, recv_count, dtype, op));
+  if (recv_count == 0) return algo::ring_handshake(link, tags, options.deadline);
+  if (n == 1) {
+    if (!in_place) std::memcpy(out, in, block_bytes);
+  } else {
+    std::vector<Range> blocks(static_cast<std::size_t>(n));
+    for (int b = 0; b < n; ++b) blocks[static_cast<std::size_t>(b)] = {b * recv_count, recv_count};
+    const algo::ReduceJob job{link, in, out, recv_count * static_cast<std::size_t>(n), dtype, op,
+                              algo::chunk_elements(options.chunk_bytes, es), options.deadline,
+                              tags};
+    algo::SendWindow sends(link, options.deadline);
+    TRIB_RETURN_IF_ERROR(algo::ring_reduce_scatter(job, blocks, in, nullptr, out, 0, sends));
+    TRIB_RETURN_IF_ERROR(sends.drain());
+  }
+  if (op == ReduceOp::kAvg) scale_by_count(out, recv_count, dtype, n);
+  return Status::ok();
+}
+
+Status all_gather(Link& link, const void* send, void* recv, std::size_t send_count, DType dtype,
+                  const CollectiveOptions& options) {
+  const int n = link.size();
+  TRIB_RETURN_IF_ERROR(
+      algo::validate_call(send, recv, send_count, static_cast<std::size_t>(n), dtype, nullptr, options));
+  const std::size_t es = dtype_size(dtype);
+  const std::size_t block_bytes = send_count * es;
+  const auto* in = static_cast<const std::byte*>(send);
+  auto* out = static_cast<std::byte*>(recv);
+  std::byte* own_slot = out + static_cast<std::size_t>(link.rank()) * block_bytes;
+  const bool in_place = in == own_slot;
+  if (!in_place && algo::overlaps(in, block_bytes, out, block_bytes * static_cast<std::size_t>(n))) {
+    return error(StatusCode::kInvalidArgument,
+                 "all_gather: send overlaps recv but is not recv + rank * send_count");
+  }
+  const algo::TagMaker tags(options.seq, algo::family_check(Family::kAllGather, 0, send_count,
+                                                            dtype, ReduceOp::kSum));
+  if (send_count == 0) return algo::ring_handshake(link, tags, options.deadline);
+  if (n > 1) {
+    std::vector<Range> blocks(static_cast<std::size_t>(n));
+    for (int b = 0; b < n; ++b) blocks[static_cast<std::size_t>(b)] = {b * send_count, send_count};
+    const algo::ReduceJob job{link, in, out, send_count * static_cast<std::size_t>(n), dtype,
+                              ReduceOp::kSum, algo::chunk_elements(options.chunk_bytes, es),
+                              options.deadline, tags};
+    algo::SendWindow sends(link, options.deadline);
+    TRIB_RETURN_IF_ERROR(algo::ring_all_gather(job, blocks, in, out, 0, sends));
+    TRIB_RETURN_IF_ERROR(sends.drain());
+  }
+  // The ring sends the own block from `send` and never writes recv's own block.
+  if (!in_place) std::memcpy(own_slot, in, block_bytes);
+  return Status::ok();
+}
+
+}  // namespace tributary

@@ -1,0 +1,39 @@
+// Ring reduce-scatter and all-gather over arbitrary per-rank blocks: the engine behind
+// ring all_reduce, reduce_scatter() and all_gather().
+//
+// Block b of the vector is described by blocks[b] (element ranges; may be empty). In the
+// reduce-scatter, block b is reduced in the fixed order x[b+1], x[b+2], ..., x[b] (ring
+// order starting after its owner) and ends on rank b; in the all-gather, rank b's block
+// travels around the ring unchanged. Each step is cut into chunks and pipelined: the
+// receive of the next chunk is posted before the current one is reduced, and sends stay
+// in flight in `sends` (the caller drains it before writing any buffer they read).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "algorithms/all_reduce_impl.h"
+#include "algorithms/in_flight.h"
+#include "algorithms/partition.h"
+
+namespace tributary::algo {
+
+// Slots one ring phase uses: (size - 1) steps of at most this many chunks.
+std::uint64_t ring_phase_slots(const std::vector<Range>& blocks, std::size_t per_chunk);
+
+// `mine` is this rank's contribution, indexed by the block ranges. Reduced partials of
+// blocks this rank forwards go to `partials` (indexed like `mine`) or, when it is null,
+// to an internal scratch pool; the fully reduced own block goes to `owned_out`.
+// `mine` may equal `partials`, and `owned_out` may equal mine + blocks[rank].begin.
+Status ring_reduce_scatter(const ReduceJob& job, const std::vector<Range>& blocks,
+                           const std::byte* mine, std::byte* partials, std::byte* owned_out,
+                           std::uint64_t slot_base, SendWindow& sends);
+
+// Sends this rank's block from `own` and receives every other block into `out` (indexed
+// by the block ranges). Does not write out's own block.
+Status ring_all_gather(const ReduceJob& job, const std::vector<Range>& blocks,
+                       const std::byte* own, std::byte* out, std::uint64_t slot_base,
+                       SendWindow& sends);
+
+}  // namespace tributary::algo

@@ -1,0 +1,123 @@
+#include "algorithms/tree.h"
+
+#include "core/check.h"
+#include "core/reduce.h"
+
+namespace tributary::algo {
+namespace {
+
+constexpr int kUp = 0;
+constexpr int kDown = 1;
+
+}  // namespace
+
+TreeNode heap_tree_node(int rank, int size, bool mirrored) {
+  auto flip = [&](int x) { return mirrored ? size - 1 - x : x; };
+  const int pos = flip(rank);
+  TreeNode node;
+  if (pos > 0) node.parent = flip((pos - 1) / 2);
+  for (int c = 2 * pos + 1; c <= 2 * pos + 2 && c < size; ++c) {
+    node.children[node.num_children++] = flip(c);
+  }
+  return node;
+}
+
+TreePipeline::TreePipeline(const ReduceJob& job, const TreeNode& node, Range range, int tree_id)
+    : job_(job), node_(node), range_(range), tree_id_(tree_id),
+      chunks_(num_chunks(range.count, job.chunk_elements)),
+      // Long enough for a chunk to climb to the root and come back before this node
+      // waits for it, so waiting for chunk c-lag rarely stalls sending chunk c up.
+      lag_(node.parent < 0 ? 0 : 2 * static_cast<std::size_t>(floor_log2(job.link.size())) + 2),
+      slot_bytes_(std::min(job.chunk_elements, range.count) * job.element_size()),
+      down_sends_(job.link, job.deadline) {
+  if (node_.num_children > 0) staging_.resize(2 * 2 * slot_bytes_);
+}
+
+std::size_t TreePipeline::iterations() const { return chunks_ == 0 ? 0 : chunks_ + lag_; }
+
+Tag TreePipeline::tag(std::size_t chunk, int direction) const {
+  return job_.tags.at(static_cast<std::uint64_t>(chunk) * 4 +
+                      static_cast<std::uint64_t>(tree_id_) * 2 +
+                      static_cast<std::uint64_t>(direction));
+}
+
+std::byte* TreePipeline::staging(int child, std::size_t chunk) {
+  return staging_.data() + (static_cast<std::size_t>(child) * 2 + chunk % 2) * slot_bytes_;
+}
+
+Status TreePipeline::step(std::size_t iteration) {
+  if (iteration < chunks_) TRIB_RETURN_IF_ERROR(up(iteration));
+  if (iteration >= lag_ && iteration - lag_ < chunks_) TRIB_RETURN_IF_ERROR(down(iteration - lag_));
+  return Status::ok();
+}
+
+void TreePipeline::post_children(std::size_t chunk) {
+  const std::size_t bytes = chunk_of(range_, job_.chunk_elements, chunk).count * job_.element_size();
+  for (int c = 0; c < node_.num_children; ++c) {
+    child_recvs_[c][chunk % 2] = job_.link.recv(node_.children[c], tag(chunk, kUp),
+                                                std::span<std::byte>(staging(c, chunk), bytes));
+  }
+}
+
+Status TreePipeline::up(std::size_t chunk) {
+  const std::size_t es = job_.element_size();
+  const Range r = chunk_of(range_, job_.chunk_elements, chunk);
+  const std::byte* mine = job_.send + r.begin * es;
+  std::byte* out = job_.recv + r.begin * es;
+  const std::byte* result = mine;
+  if (node_.num_children > 0) {
+    if (chunk == 0) post_children(0);
+    // The next chunk's receives are posted before this one is reduced.
+    if (chunk + 1 < chunks_) post_children(chunk + 1);
+    TRIB_RETURN_IF_ERROR(wait_or_abort(job_.link, child_recvs_[0][chunk % 2], job_.deadline));
+    reduce_to(out, mine, staging(0, chunk), r.count, job_.dtype, job_.op);
+    if (node_.num_children == 2) {
+      TRIB_RETURN_IF_ERROR(wait_or_abort(job_.link, child_recvs_[1][chunk % 2], job_.deadline));
+      reduce_into(out, staging(1, chunk), r.count, job_.dtype, job_.op);
+    }
+    result = out;
+  }
+  if (node_.parent < 0) {
+    TRIB_CHECK(result == out) << "a root without children cannot reduce";
+    if (job_.op == ReduceOp::kAvg) scale_by_count(out, r.count, job_.dtype, job_.link.size());
+    return Status::ok();
+  }
+  up_sends_.push_back(
+      job_.link.send(node_.parent, tag(chunk, kUp), std::span<const std::byte>(result, r.count * es)));
+  return Status::ok();
+}
+
+Status TreePipeline::down(std::size_t chunk) {
+  const std::size_t es = job_.element_size();
+  const Range r = chunk_of(range_, job_.chunk_elements, chunk);
+  std::byte* out = job_.recv + r.begin * es;
+  if (node_.parent >= 0) {
+    // The up-send of this chunk may read `out` (interior nodes, in-place leaves).
+    TRIB_CHECK(!up_sends_.empty()) << "chunk " << chunk << " came down before going up";
+    const Link::Handle sent = up_sends_.front();
+    up_sends_.pop_front();
+    TRIB_RETURN_IF_ERROR(wait_or_abort(job_.link, sent, job_.deadline));
+    const Link::Handle h =
+        job_.link.recv(node_.parent, tag(chunk, kDown), std::span<std::byte>(out, r.count * es));
+    TRIB_RETURN_IF_ERROR(wait_or_abort(job_.link, h, job_.deadline));
+  }
+  for (int c = 0; c < node_.num_children; ++c) {
+    TRIB_RETURN_IF_ERROR(down_sends_.add(job_.link.send(
+        node_.children[c], tag(chunk, kDown), std::span<const std::byte>(out, r.count * es))));
+  }
+  return Status::ok();
+}
+
+Status TreePipeline::finish() {
+  TRIB_CHECK(up_sends_.empty()) << up_sends_.size() << " chunks never came down";
+  return down_sends_.drain();
+}
+
+Status tree_all_reduce(const ReduceJob& job) {
+  const TreeNode node = heap_tree_node(job.link.rank(), job.link.size(), false);
+  TreePipeline tree(job, node, Range{0, job.count}, 0);
+  for (std::size_t i = 0; i < tree.iterations(); ++i) TRIB_RETURN_IF_ERROR(tree.step(i));
+  return tree.finish();
+}
+
+}  // namespace tributary::algo

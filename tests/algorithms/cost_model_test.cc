@@ -1,0 +1,127 @@
+#include "algorithms/cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "algorithms/collectives.h"
+#include "algorithms/memory_link.h"
+#include "tests/support/rank_threads.h"
+
+namespace tributary {
+namespace {
+
+constexpr AllReduceAlgorithm kConcrete[] = {
+    AllReduceAlgorithm::kRing, AllReduceAlgorithm::kTree, AllReduceAlgorithm::kDoubleTree,
+    AllReduceAlgorithm::kHalvingDoubling, AllReduceAlgorithm::kDirect};
+
+TEST(CostModel, LatencyBoundMessagesAvoidTheRing) {
+  const CostModel& model = CostModel::default_model();
+  for (int n : {2, 3, 4, 8, 12, 16, 64}) {
+    const AllReduceAlgorithm a = model.choose(n, 16);
+    EXPECT_TRUE(a == AllReduceAlgorithm::kDirect || a == AllReduceAlgorithm::kHalvingDoubling)
+        << "n=" << n << " chose " << to_string(a);
+  }
+  EXPECT_EQ(model.choose(2, 8), AllReduceAlgorithm::kDirect);
+  EXPECT_EQ(model.choose(16, 8), AllReduceAlgorithm::kHalvingDoubling);
+}
+
+TEST(CostModel, BandwidthBoundMessagesTakeTheRing) {
+  const CostModel& model = CostModel::default_model();
+  for (int n : {2, 3, 4, 7, 8, 16, 64}) {
+    EXPECT_EQ(model.choose(n, std::size_t{1} << 30), AllReduceAlgorithm::kRing) << "n=" << n;
+  }
+}
+
+TEST(CostModel, PredictionsArePositiveAndGrowWithSize) {
+  const CostModel& model = CostModel::default_model();
+  EXPECT_EQ(model.predict(AllReduceAlgorithm::kRing, 1, 1 << 20), 0.0);
+  for (AllReduceAlgorithm a : kConcrete) {
+    for (int n : {2, 5, 16}) {
+      double previous = 0;
+      for (std::size_t bytes : {std::size_t{0}, std::size_t{4096}, std::size_t{1} << 22, std::size_t{1} << 28}) {
+        const double t = model.predict(a, n, bytes);
+        EXPECT_GT(t, 0) << to_string(a) << " n=" << n << " bytes=" << bytes;
+        EXPECT_GE(t, previous) << to_string(a) << " n=" << n << " bytes=" << bytes;
+        previous = t;
+      }
+    }
+  }
+  // kAuto predicts its own choice, which is the minimum.
+  for (int n : {2, 5, 16}) {
+    for (std::size_t bytes : {std::size_t{64}, std::size_t{1} << 24}) {
+      const double best = model.predict(AllReduceAlgorithm::kAuto, n, bytes);
+      for (AllReduceAlgorithm a : kConcrete) EXPECT_LE(best, model.predict(a, n, bytes));
+    }
+  }
+}
+
+TEST(CostModel, HighLatencyLinksPreferFewerMessages) {
+  // A cross-datacenter profile: 5 ms per message. Even 64 MiB is latency-heavy at n=64.
+  const CostModel wan(5e-3, 1.0 / 1e9);
+  EXPECT_NE(wan.choose(64, std::size_t{1} << 20), AllReduceAlgorithm::kRing);
+  EXPECT_GT(wan.predict(AllReduceAlgorithm::kRing, 64, 1 << 20),
+            wan.predict(AllReduceAlgorithm::kHalvingDoubling, 64, 1 << 20));
+}
+
+TEST(CostModel, FitFromTwoTransfers) {
+  const Result<CostModel> fitted = CostModel::fit(8, 20e-6, 8 + 1000000, 20e-6 + 1e-3);
+  ASSERT_TRUE(fitted.is_ok()) << fitted.status().to_string();
+  EXPECT_NEAR(fitted->beta(), 1e-9, 1e-15);
+  EXPECT_NEAR(fitted->alpha(), 20e-6 - 8e-9, 1e-12);
+  EXPECT_EQ(CostModel::fit(100, 1e-3, 100, 2e-3).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CostModel::fit(10, 2e-3, 100, 1e-3).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CostModel::fit(10, -1, 100, 1e-3).status().code(), StatusCode::kInvalidArgument);
+}
+
+// A link that counts its sends, to see which algorithm all_reduce actually ran.
+class CountingLink final : public Link {
+ public:
+  explicit CountingLink(Link& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  Handle send(int peer, Tag tag, std::span<const std::byte> data) override {
+    ++sends;
+    return inner_.send(peer, tag, data);
+  }
+  Handle recv(int peer, Tag tag, std::span<std::byte> data) override { return inner_.recv(peer, tag, data); }
+  Status wait(Handle h, Deadline d) override { return inner_.wait(h, d); }
+  void abort(const Status& reason) override { inner_.abort(reason); }
+  int sends = 0;
+
+ private:
+  Link& inner_;
+};
+
+int sends_of_rank0(AllReduceAlgorithm algorithm, const CostModel* model, int n, std::size_t count) {
+  MemoryFabric fabric(n);
+  std::vector<int> sends(static_cast<std::size_t>(n));
+  const auto statuses = testing::run_ranks(n, [&](int r) {
+    CountingLink link(fabric.link(r));
+    std::vector<float> data(count, 1.0f);
+    CollectiveOptions options;
+    options.algorithm = algorithm;
+    options.cost_model = model;
+    options.chunk_bytes = 1 << 20;
+    Status st = all_reduce(link, data.data(), data.data(), count, DType::kFloat32, ReduceOp::kSum, options);
+    sends[static_cast<std::size_t>(r)] = link.sends;
+    return st;
+  });
+  for (const Status& st : statuses) EXPECT_TRUE(st.is_ok()) << st.to_string();
+  return sends[0];
+}
+
+TEST(CostModel, AllReduceHonoursForcedAlgorithmAndModel) {
+  // n=8, tiny message: direct sends 7 messages, ring 14, halving-doubling 6.
+  EXPECT_EQ(sends_of_rank0(AllReduceAlgorithm::kDirect, nullptr, 8, 8), 7);
+  EXPECT_EQ(sends_of_rank0(AllReduceAlgorithm::kRing, nullptr, 8, 8), 14);
+  EXPECT_EQ(sends_of_rank0(AllReduceAlgorithm::kHalvingDoubling, nullptr, 8, 8), 6);
+  // kAuto follows the model it is given: with free messages, bandwidth decides (ring).
+  const CostModel free_messages(0.0, 1.0 / 5e9, 1.0 / 10e9);
+  EXPECT_EQ(free_messages.choose(8, 32), AllReduceAlgorithm::kRing);
+  EXPECT_EQ(sends_of_rank0(AllReduceAlgorithm::kAuto, &free_messages, 8, 8), 14);
+  EXPECT_EQ(sends_of_rank0(AllReduceAlgorithm::kAuto, nullptr, 8, 8), 6);
+}
+
+}  // namespace
+}  // namespace tributary
