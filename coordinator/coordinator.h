@@ -1,0 +1,95 @@
+// The coordinator service: owns membership and talks to agents over ZeroMQ.
+//
+// One ROUTER socket, one thread. The thread polls with a timeout bounded by the next
+// heartbeat expiry (and by 50 ms, so stop() is prompt), decodes Envelopes, runs the
+// challenge-response join (coordinator/join_gate.h), feeds events to the pure
+// membership::Membership and carries out its decisions: replies, Evicted notices, and
+// every new View pushed to every member.
+//
+// Guarantees:
+//  - The secret never travels. A wrong secret gets JoinRejected{AUTH_FAILED, "wrong
+//    cluster secret"} and a log line naming the peer.
+//  - Bad input hurts only its sender: a message that does not decode (oversized, not a
+//    protobuf Envelope, unknown message type, more than one frame, an agent sending a
+//    coordinator-only message, a heartbeat or leave for another member's id) is logged
+//    as "dropped malformed message from <peer>: <why>", counted, and from then on that
+//    connection is ignored (and removed, if it was a member). Raw bytes that are not
+//    ZMTP never reach us: libzmq closes that connection; we log the failed handshake.
+//  - Nothing blocks: sends are non-blocking (a peer that does not read loses messages;
+//    it catches up through the view resent on its next heartbeat).
+//
+// Epoch persistence across restarts (the journal) is a later issue: pass the journaled
+// values in CoordinatorConfig::last_epoch / last_member_id.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "core/clock.h"
+#include "core/status.h"
+#include "membership/log_sink.h"
+#include "membership/view.h"
+
+namespace tributary::coordinator {
+
+struct CoordinatorConfig {
+  // "tcp://HOST:PORT"; port 0 or * binds an ephemeral port (read it back with endpoint()).
+  std::string bind_address = "tcp://127.0.0.1:0";
+  std::string secret;                       // required
+  std::size_t initial_world_size = 1;       // members needed before the first view
+  Duration heartbeat_timeout = std::chrono::seconds(5);
+  Duration heartbeat_interval{0};           // advertised to agents; zero: timeout / 3
+  Duration join_timeout = std::chrono::seconds(5);  // a started handshake must finish in this
+  std::size_t max_members = 4096;
+  std::size_t max_pending_joins = 1024;
+  std::size_t max_message_bytes = 1 << 20;  // larger messages drop the connection
+  // "HOST:PORT" for Prometheus /metrics (port 0: ephemeral, see metrics_port()); empty: none.
+  // Note: with metrics on, stop() takes up to 2 s (civetweb's listener polls in 2 s quanta).
+  std::string metrics_address = "127.0.0.1:0";
+  membership::Epoch last_epoch = 0;         // from a journal: first view gets last_epoch + 1
+  membership::MemberId last_member_id = 0;  // from a journal: ids continue after it
+};
+
+// kInvalidArgument naming the field, for configs that cannot work.
+Status validate(const CoordinatorConfig& config);
+
+class Coordinator {
+ public:
+  // `clock` drives heartbeat expiry and handshake timeouts; it must outlive the
+  // coordinator. Tests may pass a FakeClock.
+  explicit Coordinator(CoordinatorConfig config, membership::LogSink log = membership::stderr_log_sink("coordinator"),
+                       const Clock& clock = SteadyClock::instance());
+  ~Coordinator();  // stop()s
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  // Validates the config, binds the ROUTER socket and the metrics endpoint.
+  // kInvalidArgument for a bad config; kUnavailable when an address cannot be bound.
+  Status bind();
+  // Serves on the calling thread until `stop` becomes true (checked at least every 50 ms).
+  // Requires a successful bind().
+  void run_until(const std::atomic<bool>& stop);
+  // bind() (if not done yet) and run_until() on a thread of its own.
+  Status start();
+  // Stops the thread started by start(); idempotent.
+  void stop();
+
+  // "tcp://127.0.0.1:40123": the bound endpoint agents connect to (empty before bind()).
+  std::string endpoint() const;
+  // The bound /metrics port (0 when disabled or before bind()).
+  int metrics_port() const;
+  // Thread-safe snapshots, for tests and admin tools.
+  membership::View current_view() const;
+  std::size_t member_count() const;
+
+ private:
+  class Service;
+  std::unique_ptr<Service> service_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace tributary::coordinator

@@ -1,0 +1,64 @@
+#include "coordinator/coordinator_metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+namespace tributary::coordinator {
+
+CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry) {
+  size_ = &prometheus::BuildGauge()
+               .Name("tributary_membership_size")
+               .Help("Members the coordinator counts (joined, including those waiting for the initial world)")
+               .Register(registry)
+               .Add({});
+  epoch_ = &prometheus::BuildGauge().Name("tributary_epoch").Help("Epoch of the latest view issued").Register(registry).Add({});
+  joins_ = &prometheus::BuildCounter().Name("tributary_joins_total").Help("Members admitted").Register(registry).Add({});
+  leaves_ = &prometheus::BuildCounter().Name("tributary_leaves_total").Help("Members that left cleanly").Register(registry).Add({});
+  malformed_ = &prometheus::BuildCounter()
+                    .Name("tributary_control_malformed_total")
+                    .Help("Control messages or connections dropped as malformed")
+                    .Register(registry)
+                    .Add({});
+  auth_failures_ = &prometheus::BuildCounter()
+                        .Name("tributary_join_auth_failures_total")
+                        .Help("Joins rejected because the proof did not match the cluster secret")
+                        .Register(registry)
+                        .Add({});
+  removed_ = &prometheus::BuildCounter()
+                  .Name("tributary_members_removed_total")
+                  .Help("Members removed by the coordinator, by reason (clean leaves not included)")
+                  .Register(registry);
+  messages_ = &prometheus::BuildCounter()
+                   .Name("tributary_control_messages_total")
+                   .Help("Well-formed control messages received, by type")
+                   .Register(registry);
+  // Series that exist from the start read 0 instead of "no data" on dashboards.
+  for (auto reason : {membership::RemovalReason::kHeartbeatTimeout, membership::RemovalReason::kMalformed}) {
+    removed_->Add({{"reason", std::string(membership::to_string(reason))}});
+  }
+}
+
+void CoordinatorMetrics::set_membership(std::size_t members, membership::Epoch epoch) {
+  size_->Set(static_cast<double>(members));
+  epoch_->Set(static_cast<double>(epoch));
+}
+
+void CoordinatorMetrics::joined() { joins_->Increment(); }
+void CoordinatorMetrics::left() { leaves_->Increment(); }
+void CoordinatorMetrics::malformed() { malformed_->Increment(); }
+void CoordinatorMetrics::auth_failed() { auth_failures_->Increment(); }
+
+void CoordinatorMetrics::removed(membership::RemovalReason reason) {
+  removed_->Add({{"reason", std::string(membership::to_string(reason))}}).Increment();
+}
+
+void CoordinatorMetrics::message(std::string_view type) {
+  auto it = message_counters_.find(type);
+  if (it == message_counters_.end()) {
+    it = message_counters_.emplace(std::string(type), &messages_->Add({{"type", std::string(type)}})).first;
+  }
+  it->second->Increment();
+}
+
+}  // namespace tributary::coordinator

@@ -1,0 +1,47 @@
+// The coordinator's Prometheus metrics (prometheus-cpp), registered in one registry.
+// Updated from the coordinator thread; scraped from civetweb's threads (prometheus-cpp
+// metrics are thread-safe).
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "membership/membership.h"
+
+namespace prometheus {
+class Counter;
+class Gauge;
+template <typename T>
+class Family;
+class Registry;
+}  // namespace prometheus
+
+namespace tributary::coordinator {
+
+class CoordinatorMetrics {
+ public:
+  explicit CoordinatorMetrics(prometheus::Registry& registry);
+
+  void set_membership(std::size_t members, membership::Epoch epoch);
+  void joined();
+  void left();
+  // Involuntary removals only (heartbeat_timeout, malformed); leaves count in left().
+  void removed(membership::RemovalReason reason);
+  void message(std::string_view type);
+  void malformed();
+  void auth_failed();
+
+ private:
+  prometheus::Gauge* size_;
+  prometheus::Gauge* epoch_;
+  prometheus::Counter* joins_;
+  prometheus::Counter* leaves_;
+  prometheus::Counter* malformed_;
+  prometheus::Counter* auth_failures_;
+  prometheus::Family<prometheus::Counter>* removed_;
+  prometheus::Family<prometheus::Counter>* messages_;
+  std::map<std::string, prometheus::Counter*, std::less<>> message_counters_;
+};
+
+}  // namespace tributary::coordinator

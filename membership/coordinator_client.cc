@@ -1,0 +1,395 @@
+#include "membership/coordinator_client.h"
+
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <zmq.hpp>
+
+#include "membership/control_codec.h"
+#include "core/check.h"
+#include "membership/join_auth.h"
+
+namespace tributary::membership {
+namespace {
+
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+long poll_timeout_ms(TimePoint now, TimePoint until) {
+  if (until <= now) return 0;
+  // Round up: a 0 ms poll for a deadline 0.4 ms away would spin.
+  const auto ms = duration_cast<milliseconds>(until - now + milliseconds(1) - Duration{1}).count();
+  return static_cast<long>(std::min<std::int64_t>(ms, 1000));
+}
+
+std::string default_name(const std::string& host) {
+  return host + "/" + program_invocation_short_name + ":" + std::to_string(::getpid());
+}
+
+bool send_envelope(zmq::socket_t& socket, const control::Envelope& envelope) {
+  const std::string bytes = encode_envelope(envelope);
+  // Non-blocking: when the coordinator is gone the pipe fills and we drop, rather than
+  // block the heartbeat thread.
+  return socket.send(zmq::buffer(bytes), zmq::send_flags::dontwait).has_value();
+}
+
+}  // namespace
+
+struct CoordinatorClient::Impl {
+  LogSink log;
+  prometheus::Gauge* size_gauge = nullptr;
+  prometheus::Gauge* epoch_gauge = nullptr;
+
+  zmq::context_t context{1};
+  zmq::socket_t dealer;
+  zmq::socket_t wake_rx;  // owned by the worker thread
+  zmq::socket_t wake_tx;  // any API thread, under wake_mu
+  std::mutex wake_mu;
+  std::thread worker;
+  std::string endpoint;
+
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  MemberId id = 0;
+  View view;
+  Duration interval{std::chrono::seconds(1)};
+  TimePoint last_ack{};
+  bool evicted = false;
+  std::string evicted_reason;
+  bool leaving = false;
+  bool left = false;
+  std::atomic<std::uint64_t> step{0};
+
+  ~Impl() {
+    if (worker.joinable()) {
+      wake('q');
+      worker.join();
+    }
+  }
+
+  void wake(char command) {
+    std::lock_guard lock(wake_mu);
+    wake_tx.send(zmq::buffer(&command, 1), zmq::send_flags::none);
+  }
+
+  Result<Joined> handshake(const ClientConfig& config, Deadline deadline);
+  void run();
+  void handle(const control::Envelope& envelope, TimePoint now);
+  void publish_view(View v);
+};
+
+CoordinatorClient::CoordinatorClient(LogSink log, prometheus::Registry* metrics) : impl_(std::make_unique<Impl>()) {
+  impl_->log = log ? std::move(log) : [](std::string_view) {};
+  if (metrics != nullptr) {
+    impl_->size_gauge = &prometheus::BuildGauge()
+                              .Name("tributary_membership_size")
+                              .Help("Members in the view this agent holds")
+                              .Register(*metrics)
+                              .Add({});
+    impl_->epoch_gauge = &prometheus::BuildGauge()
+                               .Name("tributary_epoch")
+                               .Help("Epoch of the view this agent holds")
+                               .Register(*metrics)
+                               .Add({});
+  }
+}
+
+CoordinatorClient::~CoordinatorClient() = default;
+
+Result<Joined> CoordinatorClient::join(const ClientConfig& config, Deadline deadline) {
+  {
+    std::lock_guard lock(impl_->mu);
+    if (impl_->id != 0 || impl_->worker.joinable()) {
+      return error(StatusCode::kInvalidArgument, "join() called twice on one CoordinatorClient");
+    }
+  }
+  try {
+    return impl_->handshake(config, deadline);
+  } catch (const zmq::error_t& e) {
+    // Only setup calls throw (a malformed endpoint, no file descriptors).
+    return error(StatusCode::kInvalidArgument, "coordinator endpoint '" + config.endpoint + "': " + e.what());
+  }
+}
+
+Result<Joined> CoordinatorClient::Impl::handshake(const ClientConfig& config, Deadline deadline) {
+  endpoint = config.endpoint;
+  if (config.secret.empty()) return error(StatusCode::kInvalidArgument, "empty cluster secret");
+  control::Envelope request_env;
+  control::JoinRequest& request = *request_env.mutable_join_request();
+  request.set_protocol_version(kProtocolVersion);
+  request.set_name(config.name.empty() ? default_name(config.host) : config.name);
+  request.set_host(config.host);
+  request.set_zone(config.zone);
+  request.set_data_address(config.data_address);
+  for (const auto& c : config.capabilities) request.add_capabilities(c);
+  request.set_pid(static_cast<std::uint32_t>(::getpid()));
+  request.set_process_name(program_invocation_short_name);
+  if (Status st = validate_join_request(request); !st) return error(StatusCode::kInvalidArgument, "join request: " + st.message());
+  const std::string name = request.name();
+
+  dealer = zmq::socket_t(context, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(kMaxControlMessageBytes));
+  dealer.connect(config.endpoint);
+  send_envelope(dealer, request_env);
+
+  std::optional<Nonce> server_nonce;
+  Nonce client_nonce{};
+  bool heard_back = false;
+  for (;;) {
+    const TimePoint now = std::chrono::steady_clock::now();
+    if (deadline.passed(now)) break;
+    zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, milliseconds(poll_timeout_ms(now, deadline.at)));
+    if ((item.revents & ZMQ_POLLIN) == 0) continue;
+    zmq::message_t msg;
+    if (!dealer.recv(msg, zmq::recv_flags::dontwait)) continue;
+    heard_back = true;
+    auto decoded = decode_envelope(msg.to_string_view());
+    if (!decoded) {
+      log("ignored malformed message from coordinator " + endpoint + ": " + decoded.status().message());
+      continue;
+    }
+    const control::Envelope& env = *decoded;
+    switch (env.body_case()) {
+      case control::Envelope::kChallenge: {
+        auto nonce = nonce_from_bytes(env.challenge().nonce());
+        if (!nonce) return error(StatusCode::kBadFrame, "coordinator " + endpoint + " sent a bad challenge: " + nonce.status().message());
+        server_nonce = *nonce;
+        client_nonce = random_nonce();
+        control::Envelope proof;
+        proof.mutable_join_proof()->set_client_nonce(to_bytes(client_nonce));
+        proof.mutable_join_proof()->set_mac(to_bytes(join_proof_mac(config.secret, *server_nonce, client_nonce, name)));
+        send_envelope(dealer, proof);
+        break;
+      }
+      case control::Envelope::kJoinRejected: {
+        const auto& rej = env.join_rejected();
+        const std::string what = "coordinator " + endpoint + " rejected the join: " + rej.reason();
+        log(what);
+        switch (rej.kind()) {
+          case control::JoinRejected::AUTH_FAILED: return error(StatusCode::kAuthFailed, what);
+          case control::JoinRejected::INVALID_REQUEST: return error(StatusCode::kInvalidArgument, what);
+          default: return error(StatusCode::kUnavailable, what);
+        }
+      }
+      case control::Envelope::kJoinAccepted: {
+        const auto& acc = env.join_accepted();
+        if (!server_nonce) return error(StatusCode::kBadFrame, "coordinator " + endpoint + " accepted a join it never challenged");
+        auto their_mac = mac_from_bytes(acc.coordinator_mac());
+        if (!their_mac || !macs_equal(*their_mac, coordinator_proof_mac(config.secret, *server_nonce, client_nonce, acc.member_id()))) {
+          const std::string what = "coordinator " + endpoint +
+                                   " could not prove the cluster secret (its secret differs from ours, or it is not our coordinator)";
+          log(what);
+          return error(StatusCode::kAuthFailed, what);
+        }
+        View admitted;
+        if (acc.has_view() && acc.view().epoch() > 0) {
+          auto v = view_from_proto(acc.view());
+          if (!v) return error(StatusCode::kBadFrame, "coordinator " + endpoint + " sent a bad view: " + v.status().message());
+          if (!v->contains(acc.member_id())) return error(StatusCode::kBadFrame, "coordinator " + endpoint + " admitted us in a view without us");
+          admitted = std::move(v).value();
+        }
+        {
+          std::lock_guard lock(mu);
+          id = acc.member_id();
+          if (config.heartbeat_interval > Duration::zero()) {
+            interval = config.heartbeat_interval;
+          } else if (acc.heartbeat_interval_ms() > 0) {
+            interval = milliseconds(acc.heartbeat_interval_ms());
+          }
+          last_ack = now;
+        }
+        publish_view(admitted);
+        log("joined coordinator " + endpoint + " as member " + std::to_string(acc.member_id()) + " (" + name + ")");
+        // The worker thread takes the sockets over; starting it is the memory barrier.
+        const std::string wake_endpoint = "inproc://tributary-client-wake";
+        wake_rx = zmq::socket_t(context, zmq::socket_type::pair);
+        wake_rx.bind(wake_endpoint);
+        wake_tx = zmq::socket_t(context, zmq::socket_type::pair);
+        wake_tx.connect(wake_endpoint);
+        worker = std::thread([this] { run(); });
+        return Joined{acc.member_id(), admitted};
+      }
+      default:
+        log(std::string("ignored unexpected ") + std::string(body_name(env.body_case())) + " during join from " + endpoint);
+        break;
+    }
+  }
+  if (!heard_back) {
+    return error(StatusCode::kUnavailable,
+                 "no answer from coordinator " + endpoint + " by the deadline (unreachable, or not a Tributary coordinator)");
+  }
+  return error(StatusCode::kTimedOut, "join handshake with coordinator " + endpoint + " did not finish by the deadline");
+}
+
+void CoordinatorClient::Impl::publish_view(View v) {
+  {
+    std::lock_guard lock(mu);
+    if (v.epoch <= view.epoch) return;  // stale or duplicate push
+    view = std::move(v);
+    if (size_gauge != nullptr) size_gauge->Set(static_cast<double>(view.size()));
+    if (epoch_gauge != nullptr) epoch_gauge->Set(static_cast<double>(view.epoch));
+  }
+  cv.notify_all();
+}
+
+void CoordinatorClient::Impl::run() {
+  TimePoint next_heartbeat = std::chrono::steady_clock::now();
+  for (;;) {
+    TimePoint now = std::chrono::steady_clock::now();
+    zmq::pollitem_t items[] = {{wake_rx.handle(), 0, ZMQ_POLLIN, 0}, {dealer.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, 2, milliseconds(poll_timeout_ms(now, next_heartbeat)));
+    now = std::chrono::steady_clock::now();
+    if (items[0].revents & ZMQ_POLLIN) {
+      zmq::message_t cmd;
+      if (wake_rx.recv(cmd, zmq::recv_flags::dontwait) && cmd.to_string_view() == "q") return;
+      next_heartbeat = now;  // 'l': send the Leave right away, below
+    }
+    if (items[1].revents & ZMQ_POLLIN) {
+      zmq::message_t msg;
+      while (dealer.recv(msg, zmq::recv_flags::dontwait)) {
+        auto decoded = decode_envelope(msg.to_string_view());
+        if (!decoded) {
+          log("ignored malformed message from coordinator " + endpoint + ": " + decoded.status().message());
+          continue;
+        }
+        handle(*decoded, now);
+      }
+    }
+    if (now < next_heartbeat) continue;
+    Duration wait;
+    control::Envelope out;
+    {
+      std::lock_guard lock(mu);
+      wait = interval;
+      if (evicted || left) {
+        next_heartbeat = TimePoint::max();
+        continue;
+      }
+      // While leaving, repeat the Leave each interval until it is acknowledged.
+      if (leaving) {
+        out.mutable_leave()->set_member_id(id);
+      } else {
+        auto* hb = out.mutable_heartbeat();
+        hb->set_member_id(id);
+        hb->set_epoch(view.epoch);
+        hb->set_step(step.load());
+      }
+    }
+    send_envelope(dealer, out);
+    next_heartbeat = now + wait;
+  }
+}
+
+void CoordinatorClient::Impl::handle(const control::Envelope& env, TimePoint now) {
+  switch (env.body_case()) {
+    case control::Envelope::kView: {
+      auto v = view_from_proto(env.view());
+      if (!v) {
+        log("ignored bad view from coordinator " + endpoint + ": " + v.status().message());
+        return;
+      }
+      if (!v->contains(id)) {
+        log("ignored view epoch " + std::to_string(v->epoch) + " that does not include member " + std::to_string(id));
+        return;
+      }
+      publish_view(std::move(v).value());
+      return;
+    }
+    case control::Envelope::kHeartbeatAck: {
+      std::lock_guard lock(mu);
+      last_ack = now;
+      return;
+    }
+    case control::Envelope::kEvicted: {
+      {
+        std::lock_guard lock(mu);
+        if (left || evicted) return;
+        evicted = true;
+        evicted_reason = env.evicted().reason();
+      }
+      log("coordinator " + endpoint + " removed member " + std::to_string(id) + ": " + env.evicted().reason());
+      cv.notify_all();
+      return;
+    }
+    case control::Envelope::kLeaveAck: {
+      {
+        std::lock_guard lock(mu);
+        left = true;
+      }
+      cv.notify_all();
+      return;
+    }
+    default:
+      log(std::string("ignored unexpected ") + std::string(body_name(env.body_case())) + " from coordinator " + endpoint);
+      return;
+  }
+}
+
+Result<View> CoordinatorClient::wait_for_view(Epoch min_epoch, Deadline deadline) {
+  std::unique_lock lock(impl_->mu);
+  if (impl_->id == 0) return error(StatusCode::kInvalidArgument, "wait_for_view() before join()");
+  auto done = [&] { return impl_->view.epoch >= min_epoch || impl_->evicted || impl_->left; };
+  if (deadline.at == TimePoint::max()) {
+    impl_->cv.wait(lock, done);
+  } else if (!impl_->cv.wait_until(lock, deadline.at, done)) {
+    return error(StatusCode::kTimedOut, "no view with epoch >= " + std::to_string(min_epoch) + " by the deadline (holding epoch " +
+                                            std::to_string(impl_->view.epoch) + ")");
+  }
+  if (impl_->evicted) return error(StatusCode::kEvicted, "removed by the coordinator: " + impl_->evicted_reason);
+  if (impl_->left) return error(StatusCode::kAborted, "this member left");
+  return impl_->view;
+}
+
+View CoordinatorClient::view() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->view;
+}
+
+MemberId CoordinatorClient::member_id() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->id;
+}
+
+void CoordinatorClient::set_step(std::uint64_t step) { impl_->step.store(step); }
+
+Status CoordinatorClient::health() const {
+  std::lock_guard lock(impl_->mu);
+  if (impl_->id == 0) return error(StatusCode::kUnavailable, "not joined");
+  if (impl_->evicted) return error(StatusCode::kEvicted, "removed by the coordinator: " + impl_->evicted_reason);
+  if (impl_->left) return error(StatusCode::kAborted, "this member left");
+  const auto silent = std::chrono::steady_clock::now() - impl_->last_ack;
+  if (silent > 5 * impl_->interval) {
+    return error(StatusCode::kUnavailable, "coordinator " + impl_->endpoint + " acknowledged no heartbeat for " +
+                                               std::to_string(duration_cast<milliseconds>(silent).count()) + " ms");
+  }
+  return Status::ok();
+}
+
+Status CoordinatorClient::leave(Deadline deadline) {
+  {
+    std::lock_guard lock(impl_->mu);
+    if (impl_->id == 0) return error(StatusCode::kInvalidArgument, "leave() before join()");
+    if (impl_->evicted || impl_->left) return Status::ok();
+    impl_->leaving = true;
+  }
+  impl_->wake('l');
+  std::unique_lock lock(impl_->mu);
+  auto done = [&] { return impl_->left || impl_->evicted; };
+  if (!impl_->cv.wait_until(lock, deadline.at, done)) {
+    return error(StatusCode::kTimedOut, "coordinator " + impl_->endpoint + " did not acknowledge the leave by the deadline");
+  }
+  return Status::ok();
+}
+
+}  // namespace tributary::membership

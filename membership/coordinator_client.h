@@ -1,0 +1,88 @@
+// The agent's side of the control plane: one ZeroMQ DEALER connection to the coordinator.
+//
+// join() runs the challenge-response handshake on the calling thread (the secret never
+// travels; the coordinator must prove it knows the secret too). Once joined, a background
+// thread owned by the client sends heartbeats at the interval the coordinator asks for
+// and receives pushed views; callers read them with view() / wait_for_view(). Nothing
+// blocks without a deadline.
+//
+// Thread-safety: every method may be called from any thread; join() at most once.
+// Destroying the client stops the heartbeat thread and closes the connection *without*
+// leaving: to the coordinator that is a crash, detected by heartbeat timeout. Call
+// leave() first for a clean exit.
+//
+// This header includes no protobuf or ZeroMQ header.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/status.h"
+#include "membership/log_sink.h"
+#include "membership/view.h"
+
+namespace prometheus {
+class Registry;
+}
+
+namespace tributary::membership {
+
+struct ClientConfig {
+  std::string endpoint;      // "tcp://host:port" of the coordinator
+  std::string secret;        // cluster secret
+  std::string host;          // host label (defaults to nothing: required)
+  std::string zone;          // zone label, may be empty
+  std::string data_address;  // "host:port" of this agent's data-plane listener
+  std::vector<std::string> capabilities;
+  std::string name;          // empty: "<host>/<process name>:<pid>"
+  Duration heartbeat_interval{0};  // zero: the interval the coordinator advertises
+};
+
+struct Joined {
+  MemberId member_id = 0;
+  // The view that admitted this member, or an empty view (epoch 0) while the coordinator
+  // is still gathering its initial world: then wait_for_view(1, deadline).
+  View view;
+};
+
+class CoordinatorClient {
+ public:
+  // `metrics`, when given, gets gauges tributary_membership_size and tributary_epoch for
+  // the view this agent holds (one client per registry). It must outlive the client.
+  explicit CoordinatorClient(LogSink log = stderr_log_sink("agent"), prometheus::Registry* metrics = nullptr);
+  ~CoordinatorClient();
+  CoordinatorClient(const CoordinatorClient&) = delete;
+  CoordinatorClient& operator=(const CoordinatorClient&) = delete;
+
+  // kAuthFailed: the coordinator rejected our proof (wrong cluster secret) or could not
+  //   prove the secret itself. kInvalidArgument: a label or the endpoint is unusable (or
+  //   join() was called twice). kUnavailable: no answer by the deadline (ZeroMQ connects
+  //   lazily, so an unreachable coordinator shows up only as silence) or the coordinator
+  //   is full. kTimedOut: the handshake started but did not finish by the deadline.
+  Result<Joined> join(const ClientConfig& config, Deadline deadline);
+
+  // The first view with epoch >= min_epoch that includes this member. kEvicted when the
+  // coordinator removed us, kAborted after leave(), kTimedOut at the deadline.
+  Result<View> wait_for_view(Epoch min_epoch, Deadline deadline);
+  // The latest view received (epoch 0 before the first).
+  View view() const;
+  MemberId member_id() const;
+  // The training step reported in heartbeats (future straggler policy input).
+  void set_step(std::uint64_t step);
+  // ok while the coordinator answers heartbeats; kEvicted once removed; kUnavailable when
+  // no heartbeat was acknowledged for more than 5 heartbeat intervals.
+  Status health() const;
+  // Stops heartbeats and tells the coordinator we go; waits for its acknowledgement.
+  // ok also when we were already out (evicted). kTimedOut at the deadline (the
+  // coordinator then removes us by heartbeat timeout anyway).
+  Status leave(Deadline deadline);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tributary::membership

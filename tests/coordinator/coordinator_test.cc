@@ -1,0 +1,374 @@
+// A real coordinator on an ephemeral port with real agent clients on threads. Every
+// wait has a deadline; nothing sleeps for a fixed time.
+#include "coordinator/coordinator.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <optional>
+#include <zmq.hpp>
+
+#include "membership/coordinator_client.h"
+#include "tests/support/rank_threads.h"
+
+namespace tributary::coordinator {
+namespace {
+
+using membership::ClientConfig;
+using membership::CoordinatorClient;
+using membership::View;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr char kSecret[] = "correct horse battery staple";
+
+// Collects log lines from every component; tests wait for a line with a deadline.
+class LogCapture {
+ public:
+  membership::LogSink sink(std::string who) {
+    return [this, who](std::string_view line) {
+      std::fprintf(stderr, "[%s] %.*s\n", who.c_str(), static_cast<int>(line.size()), line.data());
+      {
+        std::lock_guard lock(mu_);
+        lines_.push_back(who + ": " + std::string(line));
+      }
+      cv_.notify_all();
+    };
+  }
+  // True once a line contains every needle.
+  bool wait_for(std::initializer_list<std::string_view> needles, Deadline deadline = Deadline::after(seconds(10))) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_until(lock, deadline.at, [&] {
+      for (const auto& line : lines_) {
+        bool all = true;
+        for (auto n : needles) all = all && line.find(n) != std::string::npos;
+        if (all) return true;
+      }
+      return false;
+    });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> lines_;
+};
+
+// Metrics off unless a test scrapes them: stopping civetweb takes up to 2 s.
+CoordinatorConfig coordinator_config(std::size_t initial, milliseconds heartbeat_timeout = milliseconds(2000),
+                                     bool metrics = false) {
+  CoordinatorConfig c;
+  c.secret = kSecret;
+  if (!metrics) c.metrics_address.clear();
+  c.initial_world_size = initial;
+  c.heartbeat_timeout = heartbeat_timeout;
+  return c;
+}
+
+ClientConfig client_config(const Coordinator& coordinator, std::string host, int port, std::string secret = kSecret) {
+  ClientConfig c;
+  c.endpoint = coordinator.endpoint();
+  c.secret = std::move(secret);
+  c.host = host;
+  c.zone = "test";
+  c.data_address = "127.0.0.1:" + std::to_string(port);
+  c.capabilities = {"tcp"};
+  c.name = host + "-" + std::to_string(port);
+  return c;
+}
+
+Deadline soon() { return Deadline::after(seconds(10)); }
+
+// A minimal HTTP/1.0 GET of /metrics; empty on failure.
+std::string scrape(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return {};
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string body;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string req = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
+    if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
+      char buf[4096];
+      for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) body.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  ::close(fd);
+  return body;
+}
+
+// The value of the first sample whose line starts with `series` (name plus labels).
+std::optional<double> metric(const std::string& text, const std::string& series) {
+  std::size_t pos = 0;
+  while ((pos = text.find(series + " ", pos)) != std::string::npos) {
+    if (pos == 0 || text[pos - 1] == '\n') return std::stod(text.substr(pos + series.size() + 1));
+    pos += series.size();
+  }
+  return std::nullopt;
+}
+
+// Writes `bytes` on a plain TCP connection to the coordinator's port and closes it.
+void raw_tcp_write(const std::string& endpoint, const std::string& bytes) {
+  const int port = std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  EXPECT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  ::close(fd);
+}
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  void start(CoordinatorConfig config) {
+    coordinator_ = std::make_unique<Coordinator>(std::move(config), logs_.sink("coordinator"));
+    Status st = coordinator_->start();
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    ASSERT_TRUE(coordinator_->endpoint().starts_with("tcp://127.0.0.1:")) << coordinator_->endpoint();
+  }
+  std::unique_ptr<CoordinatorClient> client(std::string name) {
+    return std::make_unique<CoordinatorClient>(logs_.sink(std::move(name)));
+  }
+  // Joins `host` and returns the client, failing the test on error.
+  std::unique_ptr<CoordinatorClient> joined(const std::string& host, int port) {
+    auto c = client(host);
+    auto r = c->join(client_config(*coordinator_, host, port), soon());
+    EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+    return c;
+  }
+
+  LogCapture logs_;
+  std::unique_ptr<Coordinator> coordinator_;
+};
+
+TEST_F(CoordinatorTest, ClientsJoinAndShareOneViewWithHostsAdjacent) {
+  start(coordinator_config(4, milliseconds(2000), true));
+  ASSERT_GT(coordinator_->metrics_port(), 0) << "civetweb reports the ephemeral port it bound";
+  const std::vector<std::string> hosts = {"b", "a", "b", "a"};
+  std::vector<std::unique_ptr<CoordinatorClient>> clients(hosts.size());
+  std::vector<View> views(hosts.size());
+  auto results = testing::run_ranks(static_cast<int>(hosts.size()), [&](int r) -> Status {
+    auto& c = clients[static_cast<std::size_t>(r)];
+    c = client("agent" + std::to_string(r));
+    auto j = c->join(client_config(*coordinator_, hosts[static_cast<std::size_t>(r)], 7000 + r), soon());
+    if (!j) return j.status();
+    if (j->member_id == 0) return error(StatusCode::kInternal, "member id 0");
+    auto v = c->wait_for_view(1, soon());
+    if (!v) return v.status();
+    views[static_cast<std::size_t>(r)] = *v;
+    return Status::ok();
+  });
+  for (const auto& st : results) ASSERT_TRUE(st.is_ok()) << st.to_string();
+  for (const auto& v : views) EXPECT_EQ(v, views[0]) << "every member holds the same view";
+  const View& v = views[0];
+  EXPECT_EQ(v.epoch, 1u);
+  ASSERT_EQ(v.size(), 4u);
+  EXPECT_EQ(v.members[0].host, "a");
+  EXPECT_EQ(v.members[1].host, "a");
+  EXPECT_EQ(v.members[2].host, "b");
+  EXPECT_EQ(v.members[3].host, "b");
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    const auto* me = v.find(clients[i]->member_id());
+    ASSERT_NE(me, nullptr);
+    EXPECT_EQ(me->data_address, "127.0.0.1:" + std::to_string(7000 + i));
+    EXPECT_EQ(me->capabilities, std::vector<std::string>{"tcp"});
+  }
+  EXPECT_EQ(coordinator_->current_view(), v);
+
+  const std::string text = scrape(coordinator_->metrics_port());
+  EXPECT_EQ(metric(text, "tributary_membership_size"), 4.0) << text;
+  EXPECT_EQ(metric(text, "tributary_epoch"), 1.0);
+  EXPECT_EQ(metric(text, "tributary_joins_total"), 4.0);
+  EXPECT_EQ(metric(text, "tributary_control_messages_total{type=\"join_request\"}"), 4.0);
+  EXPECT_EQ(metric(text, "tributary_control_malformed_total"), 0.0);
+  for (auto& c : clients) EXPECT_TRUE(c->health().is_ok()) << c->health().to_string();
+}
+
+TEST_F(CoordinatorTest, WrongSecretIsRejectedWithAClearMessageOnBothSides) {
+  start(coordinator_config(1, milliseconds(2000), true));
+  auto intruder = client("intruder");
+  auto r = intruder->join(client_config(*coordinator_, "evil", 6666, "guessed secret"), soon());
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kAuthFailed);
+  EXPECT_NE(r.status().message().find("wrong cluster secret"), std::string::npos) << r.status().to_string();
+  EXPECT_TRUE(logs_.wait_for({"coordinator: rejected join from", "name 'evil-6666'", "wrong cluster secret"}));
+  EXPECT_TRUE(logs_.wait_for({"intruder: coordinator", "rejected the join: wrong cluster secret"}));
+
+  auto good = joined("good", 7000);
+  EXPECT_EQ(good->view().size(), 1u) << "the honest agent is not disturbed";
+  EXPECT_EQ(metric(scrape(coordinator_->metrics_port()), "tributary_join_auth_failures_total"), 1.0);
+}
+
+TEST_F(CoordinatorTest, GarbageDropsOnlyTheConnectionThatSentIt) {
+  start(coordinator_config(1, milliseconds(600), true));
+  auto a = joined("a", 7000);
+  ASSERT_EQ(a->view().epoch, 1u);
+
+  // A ZeroMQ peer speaking garbage: bytes that are no Envelope, then a proper JoinRequest
+  // on the same connection, which must now be ignored.
+  zmq::context_t ctx;
+  zmq::socket_t junk(ctx, zmq::socket_type::dealer);
+  junk.set(zmq::sockopt::linger, 0);
+  junk.connect(coordinator_->endpoint());
+  junk.send(zmq::str_buffer("\xff\x01 this is not protobuf \x00\x01"), zmq::send_flags::none);
+  ASSERT_TRUE(logs_.wait_for({"dropped malformed message from", "do not parse"}));
+  // An agent-bound message type from a second connection, and a multi-frame message from a third.
+  zmq::socket_t forger(ctx, zmq::socket_type::dealer);
+  forger.set(zmq::sockopt::linger, 0);
+  forger.connect(coordinator_->endpoint());
+  forger.send(zmq::str_buffer("\x42\x02\x08\x05"), zmq::send_flags::none);  // Envelope{view{epoch 5}}
+  ASSERT_TRUE(logs_.wait_for({"dropped malformed message from", "coordinator-only message 'view'"}));
+  zmq::socket_t frames(ctx, zmq::socket_type::dealer);
+  frames.set(zmq::sockopt::linger, 0);
+  frames.connect(coordinator_->endpoint());
+  frames.send(zmq::str_buffer("one"), zmq::send_flags::sndmore);
+  frames.send(zmq::str_buffer("two"), zmq::send_flags::none);
+  ASSERT_TRUE(logs_.wait_for({"dropped malformed message from", "2 frames, expected 1"}));
+
+  // Plain TCP garbage, no ZMTP at all; and a ZMTP-looking signature followed by junk.
+  raw_tcp_write(coordinator_->endpoint(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n" + std::string(4096, '\x07'));
+  raw_tcp_write(coordinator_->endpoint(), std::string("\xff\x00\x00\x00\x00\x00\x00\x00\x01\x7f", 10) + std::string(64, '\x13'));
+
+  // Everyone else carries on: a newcomer joins, the first member gets the new view and
+  // stays in it past a full heartbeat timeout.
+  auto b = joined("b", 7001);
+  auto v = a->wait_for_view(2, soon());
+  ASSERT_TRUE(v.is_ok()) << v.status().to_string();
+  EXPECT_EQ(v->size(), 2u);
+  EXPECT_TRUE(a->health().is_ok());
+
+  junk.send(zmq::str_buffer(""), zmq::send_flags::none);  // would be malformed again: ignored silently
+  EXPECT_GE(metric(scrape(coordinator_->metrics_port()), "tributary_control_malformed_total").value_or(0), 3.0);
+  auto c = joined("c", 7002);
+  auto v3 = a->wait_for_view(3, soon());
+  ASSERT_TRUE(v3.is_ok()) << v3.status().to_string();
+  EXPECT_EQ(v3->size(), 3u);
+  EXPECT_EQ(coordinator_->member_count(), 3u);
+}
+
+TEST_F(CoordinatorTest, SilentMemberIsRemovedByHeartbeatTimeout) {
+  start(coordinator_config(2, milliseconds(300), true));
+  auto a = client("a");
+  auto b = client("b");
+  auto results = testing::run_ranks(2, [&](int r) -> Status {
+    auto& c = r == 0 ? a : b;
+    auto j = c->join(client_config(*coordinator_, r == 0 ? "a" : "b", 7000 + r), soon());
+    return j ? c->wait_for_view(1, soon()).status() : j.status();
+  });
+  for (const auto& st : results) ASSERT_TRUE(st.is_ok()) << st.to_string();
+  const auto b_id = b->member_id();
+
+  b.reset();  // a crash: no Leave, heartbeats simply stop
+  auto v = a->wait_for_view(2, soon());
+  ASSERT_TRUE(v.is_ok()) << v.status().to_string();
+  EXPECT_EQ(v->size(), 1u);
+  EXPECT_FALSE(v->contains(b_id));
+  EXPECT_EQ(v->members[0].rank, 0u);
+  EXPECT_TRUE(logs_.wait_for({"removed member " + std::to_string(b_id), "heartbeat_timeout"}));
+  const std::string text = scrape(coordinator_->metrics_port());
+  EXPECT_EQ(metric(text, "tributary_members_removed_total{reason=\"heartbeat_timeout\"}"), 1.0) << text;
+  EXPECT_EQ(metric(text, "tributary_epoch"), 2.0);
+  EXPECT_TRUE(a->health().is_ok()) << "the live member kept heartbeating through it";
+}
+
+TEST_F(CoordinatorTest, MemberThatHeartbeatsTooRarelyIsEvictedAndTold) {
+  start(coordinator_config(1, milliseconds(300)));
+  auto a = joined("a", 7000);
+  auto slow = client("slow");
+  ClientConfig cfg = client_config(*coordinator_, "slow", 7001);
+  cfg.heartbeat_interval = seconds(30);  // first heartbeat at once, then silence
+  ASSERT_TRUE(slow->join(cfg, soon()).is_ok());
+  auto v = slow->wait_for_view(100, soon());
+  EXPECT_EQ(v.status().code(), StatusCode::kEvicted) << v.status().to_string();
+  EXPECT_NE(v.status().message().find("heartbeat_timeout"), std::string::npos);
+  EXPECT_EQ(slow->health().code(), StatusCode::kEvicted);
+  EXPECT_TRUE(slow->leave(soon()).is_ok()) << "leaving when already out is fine";
+}
+
+TEST_F(CoordinatorTest, LeaveAndLateJoinEachProduceANewView) {
+  start(coordinator_config(2, milliseconds(2000), true));
+  auto a = client("a");
+  auto b = client("b");
+  auto results = testing::run_ranks(2, [&](int r) -> Status {
+    auto& c = r == 0 ? a : b;
+    auto j = c->join(client_config(*coordinator_, r == 0 ? "a" : "b", 7000 + r), soon());
+    return j ? c->wait_for_view(1, soon()).status() : j.status();
+  });
+  for (const auto& st : results) ASSERT_TRUE(st.is_ok()) << st.to_string();
+
+  auto late = client("late");
+  auto j = late->join(client_config(*coordinator_, "a", 7002), soon());
+  ASSERT_TRUE(j.is_ok()) << j.status().to_string();
+  EXPECT_EQ(j->view.epoch, 2u) << "a joiner after the first view is admitted in the next view";
+  EXPECT_EQ(j->view.find(j->member_id)->rank, 1u) << "next to the other member on host a";
+  ASSERT_TRUE(b->wait_for_view(2, soon()).is_ok());
+
+  const auto b_id = b->member_id();
+  ASSERT_TRUE(b->leave(soon()).is_ok());
+  EXPECT_EQ(b->wait_for_view(3, soon()).status().code(), StatusCode::kAborted);
+  auto v = a->wait_for_view(3, soon());
+  ASSERT_TRUE(v.is_ok()) << v.status().to_string();
+  EXPECT_EQ(v->epoch, 3u);
+  EXPECT_EQ(v->size(), 2u);
+  EXPECT_FALSE(v->contains(b_id));
+  EXPECT_TRUE(logs_.wait_for({"member " + std::to_string(b_id), "left"}));
+  const std::string text = scrape(coordinator_->metrics_port());
+  EXPECT_EQ(metric(text, "tributary_leaves_total"), 1.0) << text;
+  EXPECT_EQ(metric(text, "tributary_members_removed_total{reason=\"heartbeat_timeout\"}"), 0.0);
+}
+
+TEST_F(CoordinatorTest, UnreachableCoordinatorIsUnavailableByTheDeadline) {
+  std::string endpoint;
+  {
+    Coordinator gone(coordinator_config(1), logs_.sink("gone"));
+    ASSERT_TRUE(gone.bind().is_ok());
+    endpoint = gone.endpoint();
+  }  // closed: nothing listens on that port now
+  CoordinatorClient c(logs_.sink("lonely"));
+  ClientConfig cfg;
+  cfg.endpoint = endpoint;
+  cfg.secret = kSecret;
+  cfg.host = "h";
+  cfg.data_address = "127.0.0.1:7000";
+  auto r = c.join(cfg, Deadline::after(milliseconds(300)));
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find(endpoint), std::string::npos) << r.status().to_string();
+}
+
+TEST_F(CoordinatorTest, BadConfigurationAndLabelsAreInvalidArgument) {
+  CoordinatorConfig no_secret = coordinator_config(1);
+  no_secret.secret.clear();
+  EXPECT_EQ(Coordinator(no_secret, logs_.sink("x")).start().code(), StatusCode::kInvalidArgument);
+  CoordinatorConfig udp = coordinator_config(1);
+  udp.bind_address = "udp://127.0.0.1:0";
+  EXPECT_EQ(validate(udp).code(), StatusCode::kInvalidArgument);
+
+  start(coordinator_config(1));
+  auto c = client("bad");
+  ClientConfig cfg = client_config(*coordinator_, "h", 7000);
+  cfg.data_address = "no-port";
+  auto r = c->join(cfg, soon());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("data_address"), std::string::npos) << r.status().to_string();
+  auto bad_endpoint = client("bad-endpoint");
+  cfg = client_config(*coordinator_, "h", 7000);
+  cfg.endpoint = "carrier-pigeon://coop";
+  EXPECT_EQ(bad_endpoint->join(cfg, soon()).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tributary::coordinator

@@ -1,0 +1,77 @@
+// The coordinator's handshake bookkeeping, with hand-driven time.
+#include "coordinator/join_gate.h"
+
+#include <gtest/gtest.h>
+
+#include "membership/join_auth.h"
+
+namespace tributary::coordinator {
+namespace {
+
+using std::chrono::milliseconds;
+
+membership::MemberLabels labels(std::string name) { return {std::move(name), "h", "z", "h:1", {}}; }
+
+TEST(JoinGate, RightProofAdmitsOnceAndCoordinatorProofMatches) {
+  FakeClock clock;
+  JoinGate gate("secret", milliseconds(500), 8);
+  auto nonce = gate.challenge("id-1", labels("w0"), clock.now());
+  ASSERT_TRUE(nonce.is_ok());
+  const Nonce client = random_nonce();
+  const Mac mac = membership::join_proof_mac("secret", *nonce, client, "w0");
+  auto admitted = gate.verify("id-1", client, mac, clock.now());
+  ASSERT_TRUE(admitted.is_ok()) << admitted.status().to_string();
+  EXPECT_EQ(admitted->labels.name, "w0");
+  EXPECT_TRUE(macs_equal(gate.coordinator_proof(*admitted, 5), membership::coordinator_proof_mac("secret", *nonce, client, 5)));
+  EXPECT_EQ(gate.verify("id-1", client, mac, clock.now()).status().code(), StatusCode::kInvalidArgument)
+      << "a challenge answers one proof only";
+}
+
+TEST(JoinGate, WrongSecretIsAuthFailedAndConsumesTheChallenge) {
+  FakeClock clock;
+  JoinGate gate("secret", milliseconds(500), 8);
+  auto nonce = gate.challenge("id-1", labels("w0"), clock.now());
+  const Nonce client = random_nonce();
+  auto r = gate.verify("id-1", client, membership::join_proof_mac("guess", *nonce, client, "w0"), clock.now());
+  EXPECT_EQ(r.status().code(), StatusCode::kAuthFailed);
+  EXPECT_EQ(gate.pending(), 0u);
+}
+
+TEST(JoinGate, ProofForAnotherNameOrConnectionFails) {
+  FakeClock clock;
+  JoinGate gate("secret", milliseconds(500), 8);
+  auto nonce = gate.challenge("id-1", labels("w0"), clock.now());
+  const Nonce client = random_nonce();
+  EXPECT_EQ(gate.verify("id-2", client, membership::join_proof_mac("secret", *nonce, client, "w0"), clock.now()).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(gate.verify("id-1", client, membership::join_proof_mac("secret", *nonce, client, "w1"), clock.now()).status().code(),
+            StatusCode::kAuthFailed);
+}
+
+TEST(JoinGate, ChallengesExpire) {
+  FakeClock clock;
+  JoinGate gate("secret", milliseconds(500), 8);
+  auto nonce = gate.challenge("id-1", labels("w0"), clock.now());
+  clock.advance(milliseconds(500));
+  const Nonce client = random_nonce();
+  EXPECT_EQ(gate.verify("id-1", client, membership::join_proof_mac("secret", *nonce, client, "w0"), clock.now()).status().code(),
+            StatusCode::kInvalidArgument);
+  ASSERT_TRUE(gate.challenge("id-2", labels("w1"), clock.now()).is_ok());
+  clock.advance(milliseconds(501));
+  gate.expire(clock.now());
+  EXPECT_EQ(gate.pending(), 0u);
+}
+
+TEST(JoinGate, PendingHandshakesAreBounded) {
+  FakeClock clock;
+  JoinGate gate("secret", milliseconds(500), 2);
+  EXPECT_TRUE(gate.challenge("a", labels("a"), clock.now()).is_ok());
+  EXPECT_TRUE(gate.challenge("b", labels("b"), clock.now()).is_ok());
+  EXPECT_EQ(gate.challenge("c", labels("c"), clock.now()).status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(gate.challenge("a", labels("a"), clock.now()).is_ok()) << "a retry reuses its slot";
+  clock.advance(milliseconds(600));
+  EXPECT_TRUE(gate.challenge("c", labels("c"), clock.now()).is_ok()) << "expired slots free up";
+}
+
+}  // namespace
+}  // namespace tributary::coordinator
