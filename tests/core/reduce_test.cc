@@ -120,9 +120,7 @@ W ref_minmax(W a, W b, bool is_min) {
   using U = std::conditional_t<sizeof(W) == 4, std::uint32_t, std::uint64_t>;
   const U ua = std::bit_cast<U>(a);
   const U ub = std::bit_cast<U>(b);
-  if (std::isnan(a) && std::isnan(b)) return std::bit_cast<W>(ua > ub ? ua : ub);
-  if (std::isnan(a)) return a;
-  if (std::isnan(b)) return b;
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<W>::quiet_NaN();  // +qNaN
   if (a == b) return std::bit_cast<W>(is_min ? (ua | ub) : (ua & ub));
   return is_min ? (a < b ? a : b) : (a > b ? a : b);
 }
@@ -496,18 +494,25 @@ TEST(ReduceFloat, MinMaxPropagateNaNInBothOperandOrders) {
 }
 
 TEST(ReduceFloat, MinMaxAreCommutativeToTheBit) {
-  // -0 < +0, and of two NaNs the larger bit pattern, so aliased forms (which swap operands)
-  // and any reduction tree agree.
+  // -0 < +0, and any NaN gives the default quiet NaN, so aliased forms (which swap
+  // operands) and any reduction tree agree.
   const float pz = 0.0f, nz = -0.0f;
   for (auto [x, y] : {std::pair{pz, nz}, std::pair{nz, pz}}) {
     EXPECT_TRUE(std::signbit(reduce1(x, y, DType::kFloat32, ReduceOp::kMin)));
     EXPECT_FALSE(std::signbit(reduce1(x, y, DType::kFloat32, ReduceOp::kMax)));
   }
   const float n1 = std::bit_cast<float>(0x7fc00001u), n2 = std::bit_cast<float>(0x7fc00002u);
+  const float neg_nan = std::bit_cast<float>(0xffc00003u);
   EXPECT_EQ(std::bit_cast<std::uint32_t>(reduce1(n1, n2, DType::kFloat32, ReduceOp::kMin)),
-            0x7fc00002u);
-  EXPECT_EQ(std::bit_cast<std::uint32_t>(reduce1(n2, n1, DType::kFloat32, ReduceOp::kMin)),
-            0x7fc00002u);
+            0x7fc00000u);
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(reduce1(n2, n1, DType::kFloat32, ReduceOp::kMax)),
+            0x7fc00000u);
+  EXPECT_EQ(std::bit_cast<std::uint32_t>(reduce1(neg_nan, 1.0f, DType::kFloat32, ReduceOp::kMin)),
+            0x7fc00000u);
+  EXPECT_EQ(std::bit_cast<std::uint64_t>(reduce1(1.0, -NAN * 1.0, DType::kFloat64, ReduceOp::kMax)),
+            0x7ff8000000000000u);
+  EXPECT_EQ(reduce1<std::uint16_t>(0xfc01, 0x3c00, DType::kFloat16, ReduceOp::kMin), 0x7e00);
+  EXPECT_EQ(reduce1<std::uint16_t>(0x3f80, 0xff81, DType::kBFloat16, ReduceOp::kMax), 0x7fc0);
   const std::uint16_t hpz = 0x0000, hnz = 0x8000;
   EXPECT_EQ(reduce1(hpz, hnz, DType::kFloat16, ReduceOp::kMin), 0x8000);
   EXPECT_EQ(reduce1(hnz, hpz, DType::kBFloat16, ReduceOp::kMax), 0x0000);
