@@ -168,6 +168,7 @@ class Coordinator::Service {
 };
 
 Status Coordinator::Service::bind() {
+  if (bound()) return error(StatusCode::kInvalidArgument, "coordinator already bound to " + endpoint());
   TRIB_RETURN_IF_ERROR(validate(config_));
   std::string bound;
   try {
@@ -175,8 +176,10 @@ Status Coordinator::Service::bind() {
     router_.set(zmq::sockopt::linger, 0);
     // libzmq itself drops a connection that sends a larger message, before we see it.
     router_.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(config_.max_message_bytes));
-    zmq_socket_monitor(router_.handle(), kMonitorEndpoint,
-                       ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL);
+    if (zmq_socket_monitor(router_.handle(), kMonitorEndpoint,
+                           ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0) {
+      throw zmq::error_t();
+    }
     monitor_ = zmq::socket_t(context_, zmq::socket_type::pair);
     monitor_.connect(kMonitorEndpoint);
     router_.bind(zmq_bind_address(config_.bind_address));

@@ -42,6 +42,16 @@ bool send_envelope(zmq::socket_t& socket, const control::Envelope& envelope) {
   return socket.send(zmq::buffer(bytes), zmq::send_flags::dontwait).has_value();
 }
 
+// Deadline::max() means "no deadline"; keep it away from wait_until's arithmetic.
+template <typename Predicate>
+bool wait_until(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Deadline deadline, Predicate done) {
+  if (deadline.at == TimePoint::max()) {
+    cv.wait(lock, done);
+    return true;
+  }
+  return cv.wait_until(lock, deadline.at, done);
+}
+
 }  // namespace
 
 struct CoordinatorClient::Impl {
@@ -340,9 +350,7 @@ Result<View> CoordinatorClient::wait_for_view(Epoch min_epoch, Deadline deadline
   std::unique_lock lock(impl_->mu);
   if (impl_->id == 0) return error(StatusCode::kInvalidArgument, "wait_for_view() before join()");
   auto done = [&] { return impl_->view.epoch >= min_epoch || impl_->evicted || impl_->left; };
-  if (deadline.at == TimePoint::max()) {
-    impl_->cv.wait(lock, done);
-  } else if (!impl_->cv.wait_until(lock, deadline.at, done)) {
+  if (!wait_until(impl_->cv, lock, deadline, done)) {
     return error(StatusCode::kTimedOut, "no view with epoch >= " + std::to_string(min_epoch) + " by the deadline (holding epoch " +
                                             std::to_string(impl_->view.epoch) + ")");
   }
@@ -386,7 +394,7 @@ Status CoordinatorClient::leave(Deadline deadline) {
   impl_->wake('l');
   std::unique_lock lock(impl_->mu);
   auto done = [&] { return impl_->left || impl_->evicted; };
-  if (!impl_->cv.wait_until(lock, deadline.at, done)) {
+  if (!wait_until(impl_->cv, lock, deadline, done)) {
     return error(StatusCode::kTimedOut, "coordinator " + impl_->endpoint + " did not acknowledge the leave by the deadline");
   }
   return Status::ok();

@@ -14,7 +14,9 @@
 #include <optional>
 #include <zmq.hpp>
 
+#include "membership/control_codec.h"
 #include "membership/coordinator_client.h"
+#include "membership/join_auth.h"
 #include "tests/support/rank_threads.h"
 
 namespace tributary::coordinator {
@@ -257,6 +259,70 @@ TEST_F(CoordinatorTest, GarbageDropsOnlyTheConnectionThatSentIt) {
   ASSERT_TRUE(v3.is_ok()) << v3.status().to_string();
   EXPECT_EQ(v3->size(), 3u);
   EXPECT_EQ(coordinator_->member_count(), 3u);
+}
+
+// Waits up to `deadline` for one Envelope on a raw DEALER.
+std::optional<control::Envelope> receive(zmq::socket_t& s, Deadline deadline = soon()) {
+  while (!deadline.passed()) {
+    zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, milliseconds(20));
+    zmq::message_t msg;
+    if ((item.revents & ZMQ_POLLIN) && s.recv(msg, zmq::recv_flags::dontwait)) {
+      auto env = membership::decode_envelope(msg.to_string_view());
+      if (env) return *env;
+    }
+  }
+  return std::nullopt;
+}
+
+void send(zmq::socket_t& s, const control::Envelope& env) {
+  const std::string bytes = membership::encode_envelope(env);
+  s.send(zmq::buffer(bytes), zmq::send_flags::none);
+}
+
+TEST_F(CoordinatorTest, MemberThatBreaksTheProtocolIsRemovedOthersCarryOn) {
+  start(coordinator_config(1));
+  auto honest = joined("honest", 7000);
+
+  // A member driven by hand over a raw DEALER: join properly, then heartbeat on behalf of
+  // the honest member's id (an impersonation attempt).
+  zmq::context_t ctx;
+  zmq::socket_t rogue(ctx, zmq::socket_type::dealer);
+  rogue.set(zmq::sockopt::linger, 0);
+  rogue.connect(coordinator_->endpoint());
+  control::Envelope req;
+  auto* jr = req.mutable_join_request();
+  jr->set_protocol_version(membership::kProtocolVersion);
+  jr->set_name("rogue");
+  jr->set_host("r");
+  jr->set_data_address("127.0.0.1:7999");
+  send(rogue, req);
+  auto challenge = receive(rogue);
+  ASSERT_TRUE(challenge && challenge->has_challenge());
+  const Nonce server = *membership::nonce_from_bytes(challenge->challenge().nonce());
+  const Nonce client = random_nonce();
+  control::Envelope proof;
+  proof.mutable_join_proof()->set_client_nonce(membership::to_bytes(client));
+  proof.mutable_join_proof()->set_mac(membership::to_bytes(membership::join_proof_mac(kSecret, server, client, "rogue")));
+  send(rogue, proof);
+  auto accepted = receive(rogue);
+  ASSERT_TRUE(accepted && accepted->has_join_accepted());
+  const auto rogue_id = accepted->join_accepted().member_id();
+  ASSERT_TRUE(honest->wait_for_view(2, soon()).is_ok());
+
+  control::Envelope hb;
+  hb.mutable_heartbeat()->set_member_id(honest->member_id());
+  send(rogue, hb);
+  EXPECT_TRUE(logs_.wait_for({"dropped malformed message from", "(member " + std::to_string(rogue_id) + ")",
+                              "heartbeat for member " + std::to_string(honest->member_id())}));
+  auto v = honest->wait_for_view(3, soon());
+  ASSERT_TRUE(v.is_ok()) << v.status().to_string();
+  EXPECT_FALSE(v->contains(rogue_id));
+  EXPECT_TRUE(v->contains(honest->member_id()));
+  auto evicted = receive(rogue);
+  ASSERT_TRUE(evicted && evicted->has_evicted());
+  EXPECT_EQ(evicted->evicted().reason(), "malformed");
+  EXPECT_TRUE(honest->health().is_ok());
 }
 
 TEST_F(CoordinatorTest, SilentMemberIsRemovedByHeartbeatTimeout) {
