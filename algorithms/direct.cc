@@ -3,6 +3,7 @@
 // latency; n-1 times the bytes of a ring, so only the cost model's smallest sizes use it.
 // Every rank evaluates the same expression on the same bits, so results agree bitwise.
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "algorithms/all_reduce_impl.h"
@@ -22,11 +23,12 @@ Status direct_all_reduce(const ReduceJob& job) {
   // In place, recv is overwritten while the own contribution is still an operand (and
   // still being sent), so it is kept aside; out of place it is read from `send`.
   const bool in_place = job.send == job.recv;
-  std::vector<std::byte> scratch((in_place ? un : un - 1) * bytes);
+  // Left uninitialised: every byte is received or copied before it is read.
+  const auto scratch = std::make_unique_for_overwrite<std::byte[]>((in_place ? un : un - 1) * bytes);
   std::vector<std::byte*> landing(un, nullptr);  // where rank j's vector is received
   std::size_t used = 0;
   for (std::size_t j = 0; j < un; ++j) {
-    if (j != static_cast<std::size_t>(rank) || in_place) landing[j] = scratch.data() + used++ * bytes;
+    if (j != static_cast<std::size_t>(rank) || in_place) landing[j] = scratch.get() + used++ * bytes;
   }
   const std::byte* own = job.send;
   if (in_place) {
