@@ -85,6 +85,16 @@ def read_iperf(run_dir):
     return oneway, fwd, rev
 
 
+def read_load(run_dir):
+    """CPU pressure samples (percent) taken before each launch."""
+    psi = []
+    path = run_dir / "load.txt"
+    if path.exists():
+        for m in re.finditer(r"psi_cpu_some_avg10=([0-9.]+)", path.read_text()):
+            psi.append(float(m.group(1)))
+    return psi
+
+
 def med(xs):
     return statistics.median(xs) if xs else None
 
@@ -156,6 +166,15 @@ def main():
         for line in meta.read_text().splitlines():
             w(f"- {line}")
         w("")
+    psi = read_load(args.runs)
+    if psi:
+        w(f"CPU pressure before each launch (PSI cpu some avg10, % of time "
+          f"runnable tasks waited for a CPU): median {statistics.median(psi):.0f}%, "
+          f"max {max(psi):.0f}% over {len(psi)} launches.\n")
+        if statistics.median(psi) > 20:
+            w("> **Warning: measured on a contended machine** (other work was "
+              "competing for the CPUs); absolute numbers are pessimistic and "
+              "noisy. Compare systems only within this run.\n")
     if "tributary" not in systems:
         w("> **Tributary not included in this run** (its bench binary was "
           "missing); the Tributary columns and ratios are empty.\n")
