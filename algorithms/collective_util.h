@@ -8,9 +8,12 @@
 //   consuming each other's bytes.
 // - Chunking and PipelineTree are pure functions of values every rank must agree on
 //   (count, dtype, chunk_bytes, size, root), so all ranks derive the same schedule.
-// - Waiter::wait() returns the first error unchanged and aborts the link first, so no
-//   operation still posted on a caller's (or a scratch) buffer can touch it after the
-//   collective returns.
+// - Waiter::wait() aborts the link before it hands back an error, so an operation still
+//   posted on a caller's (or a scratch) buffer cannot touch it after the collective
+//   returns, and the error itself is returned unchanged.
+// - None of these collectives confirms completion back to senders: a rank that only sends
+//   (broadcast root, reduce leaf, gather member) may return kOk while a peer downstream
+//   fails. Deciding whether the step counts is the runtime's agreement step, not theirs.
 #pragma once
 
 #include <cstddef>

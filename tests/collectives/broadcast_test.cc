@@ -72,6 +72,24 @@ INSTANTIATE_TEST_SUITE_P(
       return sweep_name(std::get<0>(info.param), std::get<1>(info.param));
     });
 
+TEST(Broadcast, RelayForwardsFirstChunkBeforeTheRestArrives) {
+  constexpr int kWorld = 4;
+  constexpr std::size_t kCount = 4096;
+  MemoryFabric fabric(kWorld);
+  FirstSendProbe relay(fabric.link(1));
+  std::vector<float> in(kCount, 1.25f);
+  std::vector<std::vector<float>> out(kWorld, std::vector<float>(kCount));
+  const auto statuses = run_ranks(kWorld, [&](int r) {
+    CollectiveOptions options;
+    options.chunk_bytes = 128;  // 128 chunks: a chain
+    Link& link = r == 1 ? relay : fabric.link(r);
+    return broadcast(link, in.data(), out[r].data(), kCount, DType::kFloat32, 0, options);
+  });
+  for (const Status& s : statuses) ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(relay.waits_before_first_send(), 1);
+  EXPECT_EQ(out[3], in);
+}
+
 TEST(Broadcast, RootOutOfRangeIsInvalidArgument) {
   MemoryFabric fabric(3);
   std::vector<float> buf(4);

@@ -177,6 +177,24 @@ TEST(Reduce, RoundingInputsGiveRepeatableBits) {
   }
 }
 
+TEST(Reduce, RelayPassesFirstChunkOnBeforeTheRestArrives) {
+  constexpr int kWorld = 4;
+  constexpr std::size_t kCount = 4096;
+  MemoryFabric fabric(kWorld);
+  FirstSendProbe relay(fabric.link(2));  // the chain runs 3 -> 2 -> 1 -> 0
+  std::vector<std::int32_t> in(kCount, 2);
+  std::vector<std::int32_t> out(kCount);
+  const auto statuses = run_ranks(kWorld, [&](int r) {
+    CollectiveOptions options;
+    options.chunk_bytes = 128;
+    Link& link = r == 2 ? relay : fabric.link(r);
+    return reduce(link, in.data(), out.data(), kCount, DType::kInt32, ReduceOp::kSum, 0, options);
+  });
+  for (const Status& s : statuses) ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(relay.waits_before_first_send(), 1);
+  EXPECT_EQ(out, std::vector<std::int32_t>(kCount, 2 * kWorld));
+}
+
 TEST(Reduce, InvalidRootAndOpAreInvalidArgument) {
   MemoryFabric fabric(2);
   std::vector<float> buf(4);

@@ -1,6 +1,7 @@
 // Shared pieces of the collective tests: the sweep axes (world size, count, chunk size,
-// dtype, root), deterministic byte patterns, and a Link wrapper that injects a fault at
-// an exact point of one rank's progress, so "mid-collective" faults need no sleeps.
+// dtype, root), deterministic byte patterns, and Link wrappers: one injects a fault at an
+// exact point of one rank's progress, so "mid-collective" faults need no sleeps; one
+// observes whether a relay forwards before it has received everything.
 #pragma once
 
 #include <cstddef>
@@ -117,6 +118,36 @@ class TriggerLink final : public Link {
   int after_waits_;
   int waits_ = 0;
   std::function<void()> action_;
+};
+
+// Forwards to `inner` and remembers how many waits this rank had made when it posted its
+// first send: 1 for a relay that forwards chunk 0 as soon as it lands (pipelined), the
+// whole chunk count for one that stores the message before forwarding it.
+class FirstSendProbe final : public Link {
+ public:
+  explicit FirstSendProbe(Link& inner) : inner_(inner) {}
+
+  int waits_before_first_send() const { return waits_before_first_send_; }
+
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  Handle send(int peer, Tag tag, std::span<const std::byte> data) override {
+    if (waits_before_first_send_ < 0) waits_before_first_send_ = waits_;
+    return inner_.send(peer, tag, data);
+  }
+  Handle recv(int peer, Tag tag, std::span<std::byte> data) override {
+    return inner_.recv(peer, tag, data);
+  }
+  Status wait(Handle handle, Deadline deadline) override {
+    ++waits_;
+    return inner_.wait(handle, deadline);
+  }
+  void abort(const Status& reason) override { inner_.abort(reason); }
+
+ private:
+  Link& inner_;
+  int waits_ = 0;
+  int waits_before_first_send_ = -1;
 };
 
 }  // namespace tributary::testing
