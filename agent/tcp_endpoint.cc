@@ -165,6 +165,7 @@ class TcpEndpoint::Impl {
     s.epoch = stats_epoch_;
     s.frames_dropped_stale_epoch = retired_stale_;
     s.bad_frames = retired_bad_;
+    s.bytes_copied_unexpected = retired_copied_;
     if (counters_) {
       for (std::size_t r = 0; r < counters_->peers.size(); ++r) {
         if (static_cast<int>(r) == stats_rank_) continue;
@@ -175,6 +176,7 @@ class TcpEndpoint::Impl {
       }
       s.frames_dropped_stale_epoch += counters_->frames_dropped_stale_epoch.load();
       s.bad_frames += counters_->bad_frames.load();
+      s.bytes_copied_unexpected += counters_->bytes_copied_unexpected.load();
     }
     s.handshakes_accepted = handshakes_accepted_.load();
     s.handshakes_rejected = handshakes_rejected_.load();
@@ -585,6 +587,7 @@ class TcpEndpoint::Impl {
   std::uint64_t stats_epoch_ = 0;
   std::uint64_t retired_stale_ = 0;
   std::uint64_t retired_bad_ = 0;
+  std::uint64_t retired_copied_ = 0;
 };
 
 Result<std::unique_ptr<Link>> TcpEndpoint::Impl::connect_group(
@@ -639,6 +642,7 @@ Result<std::unique_ptr<Link>> TcpEndpoint::Impl::connect_group(
     if (counters_) {
       retired_stale_ += counters_->frames_dropped_stale_epoch.load();
       retired_bad_ += counters_->bad_frames.load();
+      retired_copied_ += counters_->bytes_copied_unexpected.load();
     }
     counters_ = counters;
     stats_addresses_ = addresses;

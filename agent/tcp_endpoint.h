@@ -58,6 +58,7 @@ struct TcpEndpointStats {
   // Endpoint lifetime totals:
   std::uint64_t frames_dropped_stale_epoch = 0;
   std::uint64_t bad_frames = 0;
+  std::uint64_t bytes_copied_unexpected = 0;  // arrived before their recv: one extra copy
   std::uint64_t handshakes_accepted = 0;
   std::uint64_t handshakes_rejected = 0;
   std::uint64_t connections_parked = 0;  // right now

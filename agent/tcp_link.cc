@@ -1,6 +1,7 @@
 #include "agent/tcp_link.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -20,6 +21,7 @@ namespace {
 
 constexpr std::size_t kStagingBytes = 64 * 1024;
 constexpr int kMaxIov = 64;
+constexpr std::size_t kMaxSpareBytes = 64u << 20;
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -108,17 +110,22 @@ class TcpLink final : public Link {
       // The rest of this payload goes straight into the caller's buffer.
       const std::uint64_t have = u->length - p.remaining;
       if (have > 0) std::memcpy(op.data, u->bytes.get(), have);
+      params_.counters->bytes_copied_unexpected.fetch_add(have, std::memory_order_relaxed);
       p.state = RecvState::kDirect;
       p.dst = op.data;
       p.direct_op = i;
     } else {
-      if (st.is_ok() && u->length > 0) std::memcpy(op.data, u->bytes.get(), u->length);
+      if (st.is_ok() && u->length > 0) {
+        std::memcpy(op.data, u->bytes.get(), u->length);
+        params_.counters->bytes_copied_unexpected.fetch_add(u->length, std::memory_order_relaxed);
+      }
       if (in_flight) {
         p.state = RecvState::kDiscard;
         p.dst = nullptr;
       }
       finish(op, std::move(st));
     }
+    recycle(std::move(u->bytes));
     p.unexpected.erase(u);
     return handle_of(i);
   }
@@ -177,11 +184,19 @@ class TcpLink final : public Link {
     std::unique_ptr<std::byte[]> owned;
   };
 
+  // Early-arriving payloads land here; buffers are recycled because fresh ones cost a
+  // page fault per 4 KiB on first touch, which dominated large pipelined collectives.
+  struct Buffer {
+    std::unique_ptr<std::byte[]> data;
+    std::size_t capacity = 0;
+    std::byte* get() const { return data.get(); }
+  };
+
   struct Unexpected {
     Tag tag;
     std::uint32_t check = 0;
     std::uint64_t length = 0;
-    std::unique_ptr<std::byte[]> bytes;
+    Buffer bytes;
     bool complete = false;
   };
 
@@ -338,6 +353,8 @@ class TcpLink final : public Link {
     int n;
     if (timeout == Duration::zero()) {
       n = ::poll(pollfds_.data(), pollfds_.size(), 0);
+      // When ranks outnumber cores the peer we wait for may need this very core.
+      if (n == 0) sched_yield();
     } else if (deadline.at == TimePoint::max()) {
       n = ::ppoll(pollfds_.data(), pollfds_.size(), nullptr, nullptr);
     } else {
@@ -428,11 +445,15 @@ class TcpLink final : public Link {
         iov[cnt++] = iovec{p.staging.get() + p.stage_end, kStagingBytes - p.stage_end};
       } else {
         p.stage_begin = p.stage_end = 0;
+        std::size_t overflow = kStagingBytes;
         if (p.dst != nullptr) {
           direct = static_cast<std::size_t>(p.remaining);
           iov[cnt++] = iovec{p.dst + (p.length - p.remaining), direct};
+          // Behind a large payload take only the next header, so the payload after it
+          // can go straight to its destination too instead of through staging.
+          if (direct >= kStagingBytes) overflow = kFrameHeaderBytes;
         }
-        iov[cnt++] = iovec{p.staging.get(), kStagingBytes};
+        iov[cnt++] = iovec{p.staging.get(), overflow};
       }
       std::size_t requested = 0;
       for (int k = 0; k < cnt; ++k) requested += iov[k].iov_len;
@@ -529,7 +550,7 @@ class TcpLink final : public Link {
         u.tag = tag;
         u.check = h.check;
         u.length = h.length;
-        u.bytes = std::make_unique_for_overwrite<std::byte[]>(h.length);
+        u.bytes = take_buffer(h.length);
         p.state = RecvState::kUnexpected;
         p.dst = u.bytes.get();
       }
@@ -557,7 +578,10 @@ class TcpLink final : public Link {
     ::close(p.fd);
     p.fd = -1;
     if (p.state == RecvState::kDirect) finish(ops_[p.direct_op], st);
-    if (p.state == RecvState::kUnexpected) p.unexpected.pop_back();
+    if (p.state == RecvState::kUnexpected) {
+      recycle(std::move(p.unexpected.back().bytes));
+      p.unexpected.pop_back();
+    }
     p.state = RecvState::kHeader;
     p.dst = nullptr;
     for (std::uint32_t i : p.posted) finish(ops_[i], st);
@@ -573,6 +597,30 @@ class TcpLink final : public Link {
     p.head_sent = 0;
   }
 
+  Buffer take_buffer(std::size_t length) {
+    auto best = spare_.end();
+    for (auto it = spare_.begin(); it != spare_.end(); ++it) {
+      if (it->capacity >= length && (best == spare_.end() || it->capacity < best->capacity)) best = it;
+    }
+    if (best == spare_.end()) {
+      return Buffer{std::make_unique_for_overwrite<std::byte[]>(length), length};
+    }
+    Buffer b = std::move(*best);
+    spare_.erase(best);
+    spare_bytes_ -= b.capacity;
+    return b;
+  }
+
+  void recycle(Buffer b) {
+    if (b.capacity == 0 || b.capacity > kMaxSpareBytes) return;
+    while (!spare_.empty() && spare_bytes_ + b.capacity > kMaxSpareBytes) {
+      spare_bytes_ -= spare_.front().capacity;
+      spare_.erase(spare_.begin());
+    }
+    spare_bytes_ += b.capacity;
+    spare_.push_back(std::move(b));
+  }
+
   void log(const std::string& line) const {
     if (params_.log) params_.log(line);
   }
@@ -584,6 +632,8 @@ class TcpLink final : public Link {
   // Owner thread only (guarded additionally by io_mu_ where abort() can race).
   std::vector<Op> ops_;
   std::vector<std::uint32_t> free_ops_;
+  std::vector<Buffer> spare_;  // oldest first
+  std::size_t spare_bytes_ = 0;
   std::vector<pollfd> pollfds_;
   std::vector<Peer*> poll_peers_;
 

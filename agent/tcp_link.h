@@ -45,6 +45,8 @@ struct LinkCounters {
   std::vector<Peer> peers;  // by rank
   std::atomic<std::uint64_t> frames_dropped_stale_epoch{0};
   std::atomic<std::uint64_t> bad_frames{0};
+  // Payload bytes that arrived before their recv was posted and were copied once more.
+  std::atomic<std::uint64_t> bytes_copied_unexpected{0};
 };
 
 struct PeerSocket {

@@ -1,7 +1,7 @@
 // Sanity numbers for the TCP data plane on loopback: ranks are threads of this process,
 // each with its own endpoint. Measured as nccl-tests does (mean time per iteration after
 // warm-up, max over ranks; busbw = algbw * 2(n-1)/n). Not the product benchmark.
-//   tcp_link_bench [ranks=4] [algorithm=auto]
+//   tcp_link_bench [ranks=4] [algorithm=auto] [busy_poll_us=50] [max_bytes=256M]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -20,8 +20,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "unknown algorithm %s\n", argv[2]);
     return 2;
   }
+  const Duration busy_poll = std::chrono::microseconds(argc > 3 ? std::atoi(argv[3]) : 50);
+  const std::size_t max_bytes = argc > 4 ? std::strtoull(argv[4], nullptr, 10) : (std::size_t{256} << 20);
   LogCapture logs;
-  Cluster c = make_cluster(n, logs);
+  Cluster c = make_cluster(n, logs, busy_poll);
   for (const Status& s : connect_all(c, 1)) {
     if (!s.is_ok()) {
       std::fprintf(stderr, "connect: %s\n", s.to_string().c_str());
@@ -32,6 +34,7 @@ int main(int argc, char** argv) {
   std::uint64_t seq = 1;
   for (std::size_t bytes : {std::size_t{4} << 10, std::size_t{64} << 10, std::size_t{1} << 20,
                             std::size_t{16} << 20, std::size_t{64} << 20, std::size_t{256} << 20}) {
+    if (bytes > max_bytes) break;
     const std::size_t count = bytes / sizeof(float);
     const int iters = bytes <= (64u << 10) ? 2000 : bytes <= (1u << 20) ? 200 : bytes <= (16u << 20) ? 20 : 5;
     const int warmup = std::max(2, iters / 10);
@@ -69,5 +72,10 @@ int main(int argc, char** argv) {
     std::printf("%-12zu %12.1f %10.3f %10.3f %7d\n", bytes, t * 1e6, algbw,
                 algbw * 2.0 * (n - 1) / n, total_wrong);
   }
+  std::uint64_t received = 0;
+  for (const auto& p : c.endpoints[0]->stats().peers) received += p.bytes_received;
+  std::printf("rank 0: %llu bytes received, %llu copied once more (arrived before their recv)\n",
+              static_cast<unsigned long long>(received),
+              static_cast<unsigned long long>(c.endpoints[0]->stats().bytes_copied_unexpected));
   return 0;
 }

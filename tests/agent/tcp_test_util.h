@@ -55,10 +55,12 @@ struct Cluster {
   std::vector<std::unique_ptr<Link>> links;
 };
 
-inline Cluster make_cluster(int n, LogCapture& logs) {
+inline Cluster make_cluster(int n, LogCapture& logs, Duration busy_poll = TcpEndpointConfig{}.busy_poll) {
   Cluster c;
   for (int r = 0; r < n; ++r) {
-    auto ep = TcpEndpoint::listen(test_config(logs, r));
+    TcpEndpointConfig config = test_config(logs, r);
+    config.busy_poll = busy_poll;
+    auto ep = TcpEndpoint::listen(config);
     if (!ep.is_ok()) throw std::runtime_error(ep.status().to_string());
     c.addresses.push_back((*ep)->address());
     c.endpoints.push_back(std::move(*ep));
