@@ -1,0 +1,85 @@
+#include "agent/agent_metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <map>
+
+namespace tributary {
+
+class AgentMetrics::Impl {
+ public:
+  std::unique_ptr<prometheus::Exposer> exposer;
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  prometheus::Family<prometheus::Counter>* collectives = nullptr;
+  prometheus::Family<prometheus::Histogram>* latency = nullptr;
+  prometheus::Family<prometheus::Counter>* bytes_sent = nullptr;
+  prometheus::Family<prometheus::Counter>* bytes_received = nullptr;
+  // Last cumulative values seen per peer address, to turn snapshots into increments.
+  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> seen;
+  std::uint16_t port = 0;
+};
+
+Result<std::unique_ptr<AgentMetrics>> AgentMetrics::serve(const std::string& bind) {
+  auto impl = std::make_unique<Impl>();
+  try {
+    impl->exposer = std::make_unique<prometheus::Exposer>(bind);
+  } catch (const std::exception& e) {
+    return error(StatusCode::kUnavailable, "cannot serve /metrics on " + bind + ": " + e.what());
+  }
+  const auto ports = impl->exposer->GetListeningPorts();
+  impl->port = ports.empty() ? 0 : static_cast<std::uint16_t>(ports.front());
+  auto& r = *impl->registry;
+  impl->collectives = &prometheus::BuildCounter()
+                           .Name("tributary_collectives_total")
+                           .Help("Collectives run by this agent, by operation, algorithm and result")
+                           .Register(r);
+  impl->latency = &prometheus::BuildHistogram()
+                       .Name("tributary_collective_seconds")
+                       .Help("Collective latency on this agent")
+                       .Register(r);
+  impl->bytes_sent = &prometheus::BuildCounter()
+                          .Name("tributary_link_bytes_sent_total")
+                          .Help("Data-plane payload bytes sent, by peer address")
+                          .Register(r);
+  impl->bytes_received = &prometheus::BuildCounter()
+                              .Name("tributary_link_bytes_received_total")
+                              .Help("Data-plane payload bytes received, by peer address")
+                              .Register(r);
+  impl->exposer->RegisterCollectable(impl->registry);
+  return std::unique_ptr<AgentMetrics>(new AgentMetrics(std::move(impl)));
+}
+
+AgentMetrics::AgentMetrics(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+AgentMetrics::~AgentMetrics() = default;
+
+std::uint16_t AgentMetrics::port() const { return impl_->port; }
+prometheus::Registry& AgentMetrics::registry() { return *impl_->registry; }
+
+void AgentMetrics::record_collective(std::string_view op, std::string_view algorithm,
+                                     const Status& result, double seconds) {
+  const std::string result_label(result.is_ok() ? "ok" : to_string(result.code()));
+  impl_->collectives
+      ->Add({{"op", std::string(op)}, {"algorithm", std::string(algorithm)}, {"result", result_label}})
+      .Increment();
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {
+      1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1, 3, 10};
+  impl_->latency->Add({{"op", std::string(op)}}, kBuckets).Observe(seconds);
+}
+
+void AgentMetrics::sync_links(const TcpEndpointStats& stats) {
+  for (const auto& p : stats.peers) {
+    auto& [sent, received] = impl_->seen[p.address];
+    // A new epoch's link restarts its counters from zero.
+    if (p.bytes_sent < sent || p.bytes_received < received) sent = received = 0;
+    impl_->bytes_sent->Add({{"peer", p.address}}).Increment(static_cast<double>(p.bytes_sent - sent));
+    impl_->bytes_received->Add({{"peer", p.address}})
+        .Increment(static_cast<double>(p.bytes_received - received));
+    sent = p.bytes_sent;
+    received = p.bytes_received;
+  }
+}
+
+}  // namespace tributary

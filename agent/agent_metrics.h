@@ -1,0 +1,43 @@
+// The agent's Prometheus series, served on WorkerConfig::metrics_bind:
+//   tributary_collectives_total{op,algorithm,result}   collectives run, by outcome
+//   tributary_collective_seconds{op}                     latency histogram
+//   tributary_link_bytes_sent_total{peer}, _received_total{peer}   data-plane bytes by peer
+//   tributary_membership_size, tributary_epoch           from the coordinator client
+// Updated only from the collective thread; the exposer thread only reads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "agent/tcp_endpoint.h"
+#include "core/status.h"
+
+namespace prometheus {
+class Registry;
+}
+
+namespace tributary {
+
+class AgentMetrics {
+ public:
+  // bind: "127.0.0.1:0" for an ephemeral port.
+  static Result<std::unique_ptr<AgentMetrics>> serve(const std::string& bind);
+  ~AgentMetrics();
+
+  std::uint16_t port() const;
+  prometheus::Registry& registry();
+
+  void record_collective(std::string_view op, std::string_view algorithm, const Status& result,
+                         double seconds);
+  // Folds the endpoint's cumulative per-peer byte counts into the counters.
+  void sync_links(const TcpEndpointStats& stats);
+
+  class Impl;
+
+ private:
+  explicit AgentMetrics(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tributary

@@ -1,0 +1,89 @@
+#include "cli/launcher.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "core/auth.h"
+
+namespace tributary {
+
+std::string random_secret() {
+  static const char* kHex = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < 2; ++i) {
+    for (std::uint8_t b : random_nonce()) {
+      s += kHex[b >> 4];
+      s += kHex[b & 15];
+    }
+  }
+  return s;
+}
+
+Result<ChildProcess> start_coordinator_process(int world_size, std::string* endpoint,
+                                               Deadline deadline,
+                                               const std::vector<std::string>& extra_args) {
+  char dir_template[] = "/tmp/tributary-XXXXXX";
+  const char* dir = ::mkdtemp(dir_template);
+  if (dir == nullptr) return error(StatusCode::kInternal, "mkdtemp failed");
+  const std::string ready = std::string(dir) + "/coordinator.endpoint";
+  std::vector<std::string> argv = {self_executable(), "coordinator", "--bind", "tcp://127.0.0.1:0",
+                                   "--world-size", std::to_string(world_size), "--ready-file",
+                                   ready};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  auto child = ChildProcess::spawn(argv);
+  if (!child) return child.status();
+  // The coordinator writes the file atomically (rename) once it is bound.
+  auto pause = std::chrono::milliseconds(1);
+  for (;;) {
+    std::ifstream in(ready);
+    std::string line;
+    if (in && std::getline(in, line) && !line.empty()) {
+      *endpoint = line;
+      ::unlink(ready.c_str());
+      ::rmdir(dir);
+      return std::move(*child);
+    }
+    if (auto code = child->wait(Deadline{std::chrono::steady_clock::now()}); code) {
+      return error(StatusCode::kUnavailable,
+                   "the coordinator exited with status " + std::to_string(*code) + " before binding");
+    }
+    if (deadline.passed()) return error(StatusCode::kTimedOut, "the coordinator did not bind in time");
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+}
+
+Result<std::vector<ChildProcess>> start_agents(int n, const std::string& endpoint,
+                                               const std::vector<std::string>& agent_args) {
+  std::vector<ChildProcess> agents;
+  for (int i = 0; i < n; ++i) {
+    std::vector<std::string> argv = {self_executable(), "agent", "--coordinator", endpoint};
+    argv.insert(argv.end(), agent_args.begin(), agent_args.end());
+    auto child = ChildProcess::spawn(argv);
+    if (!child) return child.status();
+    agents.push_back(std::move(*child));
+  }
+  return agents;
+}
+
+int wait_all(std::vector<ChildProcess>& agents, Deadline deadline) {
+  int first_failure = 0;
+  for (auto& a : agents) {
+    auto code = a.wait(deadline);
+    if (!code) {
+      std::fprintf(stderr, "tributary: agent pid %d did not finish in time; killing it\n", a.pid());
+      a.signal(SIGKILL);
+      code = a.wait(Deadline::after(std::chrono::seconds(5)));
+      if (first_failure == 0) first_failure = 124;
+      continue;
+    }
+    if (*code != 0 && first_failure == 0) first_failure = *code;
+  }
+  return first_failure;
+}
+
+}  // namespace tributary

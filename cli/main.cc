@@ -1,0 +1,351 @@
+// The `tributary` command line: coordinator, agent, bench and demo subcommands. Flags and
+// environment variables are parsed here, once, into typed config structs that the rest of
+// the code receives; nothing below reads the environment.
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "agent/worker.h"
+#include "cli/launcher.h"
+#include "cli/train_workload.h"
+#include "cli/workloads.h"
+#include "coordinator/coordinator.h"
+
+namespace tributary {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void on_signal(int) { g_stop = true; }
+
+int report(const Status& s, const char* what) {
+  std::fprintf(stderr, "tributary %s: %s\n", what, s.to_string().c_str());
+  return 1;
+}
+
+// --- coordinator --------------------------------------------------------------------
+
+struct CoordinatorFlags {
+  coordinator::CoordinatorConfig config;
+  long heartbeat_timeout_ms = 5000;
+  std::string ready_file;
+};
+
+void add_coordinator_flags(CLI::App& cmd, CoordinatorFlags& f) {
+  f.config.bind_address = "tcp://127.0.0.1:7070";
+  f.config.metrics_address = "";
+  cmd.add_option("--bind", f.config.bind_address, "ZeroMQ endpoint to bind (port 0: ephemeral)")
+      ->capture_default_str();
+  cmd.add_option("--secret", f.config.secret, "cluster secret")->envname("TRIBUTARY_SECRET");
+  cmd.add_option("--world-size", f.config.initial_world_size,
+                 "members to gather before the first view")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--heartbeat-timeout-ms", f.heartbeat_timeout_ms,
+                 "silence after which a member is removed")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--metrics", f.config.metrics_address,
+                 "serve Prometheus /metrics on HOST:PORT (port 0: ephemeral; empty: off)");
+  cmd.add_option("--ready-file", f.ready_file,
+                 "write the bound endpoint to this file once listening");
+}
+
+int run_coordinator(CoordinatorFlags& f) {
+  if (f.config.secret.empty()) {
+    return report(error(StatusCode::kInvalidArgument,
+                        "no cluster secret: pass --secret or set TRIBUTARY_SECRET"),
+                  "coordinator");
+  }
+  f.config.heartbeat_timeout = std::chrono::milliseconds(f.heartbeat_timeout_ms);
+  coordinator::Coordinator coordinator(f.config);
+  if (Status s = coordinator.bind(); !s) return report(s, "coordinator");
+  if (!f.ready_file.empty()) {
+    const std::string tmp = f.ready_file + ".tmp";
+    std::ofstream(tmp) << coordinator.endpoint() << "\n";
+    std::rename(tmp.c_str(), f.ready_file.c_str());
+  }
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGINT, on_signal);
+  coordinator.run_until(g_stop);
+  return 0;
+}
+
+// --- agent --------------------------------------------------------------------------
+
+struct AgentFlags {
+  WorkerConfig worker;
+  std::string workload = "train";
+  BenchSpec bench;
+  std::string bench_ops = "all_reduce";
+  std::string dtype = "float32";
+  std::string redop = "sum";
+  std::string algorithm = "auto";
+  long join_timeout_ms = 30000;
+  long timeout_ms = 30000;
+  TrainSpec train;
+};
+
+void add_worker_flags(CLI::App& cmd, AgentFlags& f) {
+  cmd.add_option("--coordinator", f.worker.coordinator, "coordinator endpoint")
+      ->envname("TRIBUTARY_COORDINATOR")->capture_default_str();
+  cmd.add_option("--secret", f.worker.secret, "cluster secret")->envname("TRIBUTARY_SECRET");
+  cmd.add_option("--host", f.worker.host, "host label (default: hostname)");
+  cmd.add_option("--zone", f.worker.zone, "zone label");
+  cmd.add_option("--bind-host", f.worker.bind_host, "data-plane address")->capture_default_str();
+  cmd.add_option("--data-port", f.worker.data_port, "data-plane port (0: ephemeral)");
+  cmd.add_option("--join-timeout-ms", f.join_timeout_ms, "deadline to join and connect")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd.add_option("--timeout-ms", f.timeout_ms, "deadline of each collective")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd.add_option("--chunk-bytes", f.worker.chunk_bytes, "pipeline chunk size")
+      ->transform(CLI::AsSizeValue(false))->capture_default_str();
+  cmd.add_option("--algorithm", f.algorithm,
+                 "all-reduce algorithm: auto, ring, tree, double_tree, halving_doubling, direct")
+      ->capture_default_str();
+  cmd.add_option("--metrics", f.worker.metrics_bind,
+                 "serve Prometheus /metrics on HOST:PORT (port 0: ephemeral)");
+}
+
+void add_bench_flags(CLI::App& cmd, AgentFlags& f) {
+  cmd.add_option("-b,--min-bytes", f.bench.min_bytes, "smallest size")
+      ->transform(CLI::AsSizeValue(false))->capture_default_str();
+  cmd.add_option("-e,--max-bytes", f.bench.max_bytes, "largest size")
+      ->transform(CLI::AsSizeValue(false))->capture_default_str();
+  cmd.add_option("-f,--factor", f.bench.factor, "size multiplication factor")
+      ->capture_default_str()->check(CLI::Range(1.01, 1e6));
+  cmd.add_option("--iters", f.bench.iters, "timed iterations")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--warmup", f.bench.warmup, "warm-up iterations")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--op", f.bench_ops,
+                 "collectives, comma-separated, or 'all' (all_reduce, reduce_scatter, "
+                 "all_gather, broadcast, reduce, gather, scatter, all_to_all, barrier)")
+      ->capture_default_str();
+  cmd.add_option("--dtype", f.dtype, "element type")->capture_default_str();
+  cmd.add_option("--redop", f.redop, "reduction: sum, prod, min, max, avg")->capture_default_str();
+}
+
+void add_train_flags(CLI::App& cmd, TrainSpec& t) {
+  cmd.add_option("--epochs", t.epochs, "passes over the training shards")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--batch", t.batch_size, "minibatch per worker")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--lr", t.learning_rate, "learning rate")->capture_default_str();
+  cmd.add_flag("--label-sorted", t.label_sorted, "non-IID shards, sorted by label");
+  cmd.add_option("--seed", t.seed, "seed of the model and the batches")->capture_default_str();
+  cmd.add_option("--data", t.data_path, "digits.csv(.gz) path (default: the project's copy)");
+  cmd.add_option("--print-every", t.print_every, "steps between progress lines")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+}
+
+// Turns the string flags into the typed spec; kInvalidArgument names the bad flag.
+Status finish_agent_flags(AgentFlags& f) {
+  f.worker.join_timeout = std::chrono::milliseconds(f.join_timeout_ms);
+  f.worker.collective_timeout = std::chrono::milliseconds(f.timeout_ms);
+  if (!parse_all_reduce_algorithm(f.algorithm, &f.worker.algorithm)) {
+    return error(StatusCode::kInvalidArgument, "--algorithm: unknown algorithm '" + f.algorithm + "'");
+  }
+  auto dtype = parse_dtype(f.dtype);
+  if (!dtype) return error(StatusCode::kInvalidArgument, "--dtype: unknown type '" + f.dtype + "'");
+  f.bench.dtype = *dtype;
+  auto op = parse_reduce_op(f.redop);
+  if (!op) return error(StatusCode::kInvalidArgument, "--redop: unknown op '" + f.redop + "'");
+  f.bench.op = *op;
+  f.bench.kinds.clear();
+  if (f.bench_ops == "all") {
+    f.bench.kinds = all_collective_kinds();
+  } else {
+    std::size_t start = 0;
+    while (start <= f.bench_ops.size()) {
+      const std::size_t comma = std::min(f.bench_ops.find(',', start), f.bench_ops.size());
+      const std::string name = f.bench_ops.substr(start, comma - start);
+      auto kind = parse_collective_kind(name);
+      if (!kind) return error(StatusCode::kInvalidArgument, "--op: unknown collective '" + name + "'");
+      f.bench.kinds.push_back(*kind);
+      start = comma + 1;
+    }
+  }
+  if (f.bench.min_bytes > f.bench.max_bytes) {
+    return error(StatusCode::kInvalidArgument, "-b must not exceed -e");
+  }
+  return Status::ok();
+}
+
+int run_agent(AgentFlags& f) {
+  if (Status s = finish_agent_flags(f); !s) return report(s, "agent");
+  if (f.workload != "train" && f.workload != "bench" && f.workload != "check" &&
+      f.workload != "mismatch") {
+    return report(error(StatusCode::kInvalidArgument,
+                        "--workload: train, bench, check or mismatch"), "agent");
+  }
+  auto worker = Worker::start(f.worker);
+  if (!worker) return report(worker.status(), "agent");
+  Worker& w = **worker;
+  Status status;
+  if (f.workload == "bench") {
+    status = run_bench(w, f.bench, stdout);
+  } else if (f.workload == "check") {
+    status = run_check(w, CheckSpec{}, stdout);
+  } else if (f.workload == "mismatch") {
+    status = run_mismatch(w, stdout);
+    if (!status) {
+      // The expected outcome: report it and exit 3 so tests can tell it from a crash.
+      std::printf("rank %d: %s\n", w.rank(), status.to_string().c_str());
+      std::fflush(stdout);
+      return 3;
+    }
+  } else {
+    auto summary = run_training(w, f.train, stdout);
+    status = summary.status();
+    if (summary && w.rank() == 0) {
+      std::printf(
+          "summary: %ld steps in %.2f s, final loss %.4f, test accuracy %.2f%%, %d workers, "
+          "view epoch %llu, mean all-reduce %.1f us\n",
+          summary->steps, summary->seconds, summary->final_loss, 100.0 * summary->test_accuracy,
+          summary->world_size, static_cast<unsigned long long>(summary->epoch),
+          summary->mean_allreduce_us);
+    }
+  }
+  if (!status) {
+    std::fprintf(stderr, "tributary agent (rank %d): %s\n", w.rank(), status.to_string().c_str());
+    return 1;
+  }
+  if (Status s = w.leave(); !s) return report(s, "agent leave");
+  return 0;
+}
+
+// --- bench / demo: a local cluster ------------------------------------------------------
+
+struct LocalFlags {
+  int processes = 4;
+  long timeout_s = 900;
+};
+
+// Forwards the agent flags that were given, so the agents parse them themselves.
+std::vector<std::string> forwarded_args(const CLI::App& cmd,
+                                        const std::vector<std::string>& names) {
+  std::vector<std::string> args;
+  for (const auto& name : names) {
+    const CLI::Option* opt = cmd.get_option_no_throw(name);
+    if (opt == nullptr || opt->count() == 0) continue;
+    if (opt->get_type_size() == 0) {
+      args.push_back(name);
+    } else {
+      args.push_back(name);
+      args.push_back(opt->as<std::string>());
+    }
+  }
+  return args;
+}
+
+int run_local_cluster(const CLI::App& cmd, const LocalFlags& local, const std::string& workload,
+                      const std::vector<std::string>& names, const std::vector<std::string>& fixed) {
+  // The secret reaches the children through the environment, never their command line.
+  const std::string secret = random_secret();
+  ::setenv("TRIBUTARY_SECRET", secret.c_str(), 1);
+  std::string endpoint;
+  auto coordinator = start_coordinator_process(local.processes, &endpoint,
+                                               Deadline::after(std::chrono::seconds(20)));
+  if (!coordinator) return report(coordinator.status(), workload.c_str());
+  std::vector<std::string> args = {"--workload", workload};
+  auto more = forwarded_args(cmd, names);
+  args.insert(args.end(), more.begin(), more.end());
+  args.insert(args.end(), fixed.begin(), fixed.end());
+  auto agents = start_agents(local.processes, endpoint, args);
+  if (!agents) return report(agents.status(), workload.c_str());
+  const int rc = wait_all(*agents, Deadline::after(std::chrono::seconds(local.timeout_s)));
+  coordinator->signal(SIGTERM);
+  if (!coordinator->wait(Deadline::after(std::chrono::seconds(10)))) coordinator->signal(SIGKILL);
+  return rc;
+}
+
+const std::vector<std::string> kWorkerFlagNames = {"--chunk-bytes", "--algorithm", "--timeout-ms",
+                                                   "--join-timeout-ms", "--metrics"};
+const std::vector<std::string> kBenchFlagNames = {"--min-bytes", "--max-bytes", "--factor", "--iters",
+                                                  "--warmup", "--op", "--dtype", "--redop"};
+const std::vector<std::string> kTrainFlagNames = {"--epochs", "--batch", "--lr", "--label-sorted",
+                                                  "--seed", "--data", "--print-every"};
+
+}  // namespace
+}  // namespace tributary
+
+int main(int argc, char** argv) {
+  using namespace tributary;
+  CLI::App app{"Tributary: elastic, fault-tolerant gradient aggregation"};
+  app.require_subcommand(1);
+
+  CoordinatorFlags coordinator_flags;
+  auto* coordinator_cmd = app.add_subcommand("coordinator", "run the membership coordinator");
+  add_coordinator_flags(*coordinator_cmd, coordinator_flags);
+
+  AgentFlags agent_flags;
+  auto* agent = app.add_subcommand("agent", "join a cluster and run a workload");
+  add_worker_flags(*agent, agent_flags);
+  agent->add_option("--workload", agent_flags.workload, "train, bench or check")->capture_default_str();
+  add_bench_flags(*agent, agent_flags);
+  add_train_flags(*agent, agent_flags.train);
+
+  AgentFlags bench_flags;
+  LocalFlags bench_local;
+  auto* bench = app.add_subcommand("bench", "benchmark collectives among N local agent processes");
+  bench->add_option("--np", bench_local.processes, "number of agent processes")
+      ->capture_default_str()->check(CLI::Range(1, 64));
+  bench->add_option("--timeout-s", bench_local.timeout_s, "bound on the whole run")->capture_default_str();
+  add_bench_flags(*bench, bench_flags);
+  bench->add_option("--chunk-bytes", bench_flags.worker.chunk_bytes, "pipeline chunk size")
+      ->transform(CLI::AsSizeValue(false));
+  bench->add_option("--algorithm", bench_flags.algorithm, "all-reduce algorithm (auto: cost model)");
+  bench->add_option("--timeout-ms", bench_flags.timeout_ms, "deadline of each collective");
+
+  AgentFlags check_flags;
+  LocalFlags check_local;
+  auto* check = app.add_subcommand(
+      "check", "run every collective x dtype among N local agent processes and verify results");
+  check->add_option("--np", check_local.processes, "number of agent processes")
+      ->capture_default_str()->check(CLI::Range(1, 64));
+  check->add_option("--timeout-s", check_local.timeout_s, "bound on the whole run")->capture_default_str();
+  check->add_option("--chunk-bytes", check_flags.worker.chunk_bytes, "pipeline chunk size")
+      ->transform(CLI::AsSizeValue(false));
+  check->add_option("--algorithm", check_flags.algorithm, "all-reduce algorithm (auto: cost model)");
+
+  AgentFlags demo_flags;
+  LocalFlags demo_local;
+  auto* demo = app.add_subcommand(
+      "demo", "train an MLP on the digits data with a local coordinator and N worker processes");
+  demo->add_option("--workers", demo_local.processes, "number of worker processes")
+      ->capture_default_str()->check(CLI::Range(1, 16));
+  demo->add_option("--timeout-s", demo_local.timeout_s, "bound on the whole run")->capture_default_str();
+  add_train_flags(*demo, demo_flags.train);
+  demo->add_option("--algorithm", demo_flags.algorithm, "all-reduce algorithm (auto: cost model)");
+  demo->add_option("--metrics", demo_flags.worker.metrics_bind,
+                   "each worker serves /metrics on HOST:PORT (use port 0)");
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (coordinator_cmd->parsed()) return run_coordinator(coordinator_flags);
+  if (agent->parsed()) return run_agent(agent_flags);
+  if (bench->parsed()) {
+    if (Status s = finish_agent_flags(bench_flags); !s) return report(s, "bench");
+    return run_local_cluster(*bench, bench_local, "bench", [] {
+      auto names = kBenchFlagNames;
+      names.insert(names.end(), {"--chunk-bytes", "--algorithm", "--timeout-ms"});
+      return names;
+    }(), {});
+  }
+  if (check->parsed()) {
+    if (Status s = finish_agent_flags(check_flags); !s) return report(s, "check");
+    return run_local_cluster(*check, check_local, "check", {"--chunk-bytes", "--algorithm"}, {});
+  }
+  if (demo->parsed()) {
+    if (Status s = finish_agent_flags(demo_flags); !s) return report(s, "demo");
+    std::printf("tributary demo: coordinator + %d worker processes on this machine\n",
+                demo_local.processes);
+    std::fflush(stdout);
+    auto names = kTrainFlagNames;
+    names.insert(names.end(), {"--algorithm", "--metrics"});
+    return run_local_cluster(*demo, demo_local, "train", names, {});
+  }
+  return 0;
+}

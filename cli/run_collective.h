@@ -1,0 +1,12 @@
+// Dispatches a CollectiveKind to the Worker's typed entry points.
+#pragma once
+
+#include "agent/worker.h"
+#include "cli/collective_kind.h"
+
+namespace tributary {
+
+Result<Outcome> run_collective(Worker& worker, CollectiveKind kind, const void* send, void* recv,
+                               const BufferShape& shape, DType dtype, ReduceOp op, int root);
+
+}  // namespace tributary
