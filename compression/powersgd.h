@@ -88,6 +88,7 @@ class PowerSgd {
   struct Snapshot {
     std::vector<float> residual;
     std::vector<float> q;
+    std::uint64_t step = 0;
   };
   Snapshot snapshot() const;
   void restore(const Snapshot& snapshot);
@@ -112,6 +113,7 @@ class PowerSgd {
   std::vector<float> residual_;  // total_count (only compressed matrices used)
   std::vector<float> m_;         // M = grad + residual of the current step, total_count
   std::vector<float> q_;         // warm-start Q, q_count
+  std::uint64_t step_ = 0;       // steps reconstructed (keys a fresh Q without warm start)
 };
 
 }  // namespace tributary::compression

@@ -1,0 +1,178 @@
+// Scaled sign (signSGD with a magnitude, as in EF-signSGD): 1 bit per element and one
+// float32 scale per bucket, the bucket's mean |v|. Biased by design: run it with error
+// feedback (wants_error_feedback() says so).
+//
+// scale = total / float(n), with total summed in a fixed order so that every clone and
+// the GPU agree: eight lane sums a[l] += |v[i]| over i = l (mod 8), i ascending from the
+// bucket start, then ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)).
+// bit i%8 of byte i/8 is 1 when v[i] < 0; decoded = bit ? -scale : +scale.
+#include <algorithm>
+#include <cmath>
+
+#include "compression/wire.h"
+
+namespace tributary::compression::wire {
+namespace {
+
+constexpr std::size_t kMaxBucket = std::size_t{1} << 24;
+
+TRIB_CODEC_MULTIVERSION
+float abs_sum(const float* __restrict v, std::size_t n) {
+  float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  const std::size_t full = n / 8 * 8;
+  for (std::size_t i = 0; i < full; i += 8) {
+    for (std::size_t l = 0; l < 8; ++l) a[l] += std::fabs(v[i + l]);
+  }
+  for (std::size_t i = full; i < n; ++i) a[i - full] += std::fabs(v[i]);
+  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+TRIB_CODEC_MULTIVERSION
+void add_residual(float* __restrict r, const float* __restrict x, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) r[i] = x[i] + r[i];
+}
+
+TRIB_CODEC_MULTIVERSION
+void pack_signs(const float* __restrict v, std::uint8_t* __restrict out, std::size_t bytes) {
+  for (std::size_t j = 0; j < bytes; ++j) {
+    unsigned b = 0;
+    for (unsigned k = 0; k < 8; ++k) b |= static_cast<unsigned>(v[8 * j + k] < 0.0f) << k;
+    out[j] = static_cast<std::uint8_t>(b);
+  }
+}
+
+TRIB_CODEC_MULTIVERSION
+void sign_residual(float* __restrict r, const std::uint8_t* __restrict bits, std::size_t bytes,
+                   float s) {
+  for (std::size_t j = 0; j < bytes; ++j) {
+    for (unsigned k = 0; k < 8; ++k) {
+      r[8 * j + k] -= ((bits[j] >> k) & 1u) ? -s : s;
+    }
+  }
+}
+
+TRIB_CODEC_MULTIVERSION
+void unpack_signs(const std::uint8_t* __restrict bits, float* __restrict out, std::size_t bytes,
+                  float s) {
+  for (std::size_t j = 0; j < bytes; ++j) {
+    for (unsigned k = 0; k < 8; ++k) out[8 * j + k] = ((bits[j] >> k) & 1u) ? -s : s;
+  }
+}
+
+TRIB_CODEC_MULTIVERSION
+void unpack_signs_acc(const std::uint8_t* __restrict bits, float* __restrict out,
+                      std::size_t bytes, float s) {
+  for (std::size_t j = 0; j < bytes; ++j) {
+    for (unsigned k = 0; k < 8; ++k) out[8 * j + k] += ((bits[j] >> k) & 1u) ? -s : s;
+  }
+}
+
+// The last bucket's tail (fewer than 8 elements) in scalar code.
+void tail_encode(const float* v, std::uint8_t* out, std::size_t n) {
+  unsigned b = 0;
+  for (std::size_t k = 0; k < n; ++k) b |= static_cast<unsigned>(v[k] < 0.0f) << k;
+  *out = static_cast<std::uint8_t>(b);
+}
+
+class SignCodec final : public Codec {
+ public:
+  explicit SignCodec(std::uint32_t bucket) : bucket_(bucket) {}
+  CodecId id() const override { return CodecId::kSign; }
+  std::string spec() const override { return "sign:bucket=" + std::to_string(bucket_); }
+  std::size_t max_encoded_bytes(std::size_t count) const override {
+    return kHeaderBytes + 4 * ceil_div(count, bucket_) + ceil_div(count, 8);
+  }
+  bool wants_error_feedback() const override { return true; }
+  Status decode(std::span<const std::byte> payload, float* out,
+                std::size_t count) const override {
+    return decode_as(id(), payload, out, count, false);
+  }
+  Status decode_accumulate(std::span<const std::byte> payload, float* accum,
+                           std::size_t count) const override {
+    return decode_as(id(), payload, accum, count, true);
+  }
+
+ protected:
+  Result<std::size_t> encode_f32(const float* x, std::size_t count, std::span<std::byte> out,
+                                 const EncodeOptions& o) const override {
+    const std::size_t nb = ceil_div(count, bucket_);
+    write_header(out.data(), {id(), kPayloadVersion, static_cast<std::uint32_t>(count), bucket_, 0});
+    std::byte* scales = out.data() + kHeaderBytes;
+    auto* bits = reinterpret_cast<std::uint8_t*>(scales + 4 * nb);
+    float* r = o.residual.empty() ? nullptr : o.residual.data();
+    for (std::size_t b = 0; b < nb; ++b) {
+      const std::size_t begin = b * bucket_;
+      const std::size_t n = std::min<std::size_t>(bucket_, count - begin);
+      const float* v = x + begin;
+      if (r != nullptr) {
+        add_residual(r + begin, x + begin, n);
+        v = r + begin;
+      }
+      const float total = abs_sum(v, n);
+      if (!std::isfinite(total)) {
+        return error(StatusCode::kInvalidArgument,
+                     "sign encode: non-finite value (or |sum| overflow) in bucket " +
+                         std::to_string(b));
+      }
+      const float scale = total / static_cast<float>(n);
+      std::memcpy(scales + 4 * b, &scale, 4);
+      std::uint8_t* bb = bits + begin / 8;
+      const std::size_t full = n / 8;
+      pack_signs(v, bb, full);
+      if (n % 8 != 0) tail_encode(v + 8 * full, bb + full, n % 8);
+      if (r != nullptr) {
+        sign_residual(r + begin, bb, full, scale);
+        for (std::size_t k = 8 * full; k < n; ++k) {
+          r[begin + k] -= ((bb[full] >> (k - 8 * full)) & 1u) ? -scale : scale;
+        }
+      }
+    }
+    return max_encoded_bytes(count);
+  }
+
+ private:
+  std::uint32_t bucket_;
+};
+
+}  // namespace
+
+std::unique_ptr<Codec> make_sign_codec(const CodecConfig& c) {
+  return std::make_unique<SignCodec>(c.bucket_size);
+}
+
+Status decode_sign(const PayloadHeader& h, std::span<const std::byte> p, float* out,
+                   std::size_t count, bool accumulate) {
+  const std::size_t bucket = h.param;
+  if (bucket == 0 || bucket > kMaxBucket || bucket % 8 != 0) {
+    return bad_frame(h.codec, "bad bucket size " + std::to_string(bucket));
+  }
+  if (h.flags != 0) return bad_frame(h.codec, "unknown flags");
+  const std::uint64_t nb = ceil_div(count, bucket);
+  const std::uint64_t bit_bytes = ceil_div(count, 8);
+  TRIB_RETURN_IF_ERROR(expect_size(h.codec, p.size(), kHeaderBytes + 4 * nb + bit_bytes));
+  const std::byte* scales = p.data() + kHeaderBytes;
+  const auto* bits = reinterpret_cast<const std::uint8_t*>(scales + 4 * nb);
+  for (std::uint64_t b = 0; b < nb; ++b) {
+    if (!valid_scale(load_f32(scales + 4 * b))) {
+      return bad_frame(h.codec, "scale of bucket " + std::to_string(b) + " is not finite and >= 0");
+    }
+  }
+  if (count % 8 != 0 && (bits[bit_bytes - 1] >> (count % 8)) != 0) {
+    return bad_frame(h.codec, "non-zero pad bits");
+  }
+  for (std::uint64_t b = 0; b < nb; ++b) {
+    const std::size_t begin = b * bucket;
+    const std::size_t n = std::min<std::size_t>(bucket, count - begin);
+    const float s = load_f32(scales + 4 * b);
+    const std::uint8_t* bb = bits + begin / 8;
+    const std::size_t full = n / 8;
+    accumulate ? unpack_signs_acc(bb, out + begin, full, s) : unpack_signs(bb, out + begin, full, s);
+    for (std::size_t k = 8 * full; k < n; ++k) {
+      const float v = ((bb[full] >> (k - 8 * full)) & 1u) ? -s : s;
+      out[begin + k] = accumulate ? out[begin + k] + v : v;
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace tributary::compression::wire

@@ -1,0 +1,88 @@
+// Internal to compression/: little-endian load/store, the payload header, and the
+// per-codec entry points that codec.cc dispatches to. Not part of the public interface.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "compression/codec.h"
+#include "compression/codec_registry.h"
+#include "core/status.h"
+
+// Loads and stores below are memcpy of host integers: the wire is little-endian.
+static_assert(std::endian::native == std::endian::little, "codecs assume a little-endian host");
+
+#if defined(__x86_64__) && !defined(TRIB_COMPRESSION_SINGLE_LEVEL)
+// Same approach as core/reduce.cc: one binary, the loader binds the best clone.
+#define TRIB_CODEC_MULTIVERSION \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define TRIB_CODEC_MULTIVERSION
+#endif
+
+namespace tributary::compression::wire {
+
+inline std::uint32_t load_u32(const std::byte* p) {
+  std::uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline void store_u32(std::byte* p, std::uint32_t v) { std::memcpy(p, &v, 4); }
+inline float load_f32(const std::byte* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+void write_header(std::byte* out, const PayloadHeader& h);
+
+inline Status bad_frame(CodecId id, const std::string& what) {
+  return error(StatusCode::kBadFrame, std::string(to_string(id)) + " payload: " + what);
+}
+
+// Checks that payload size == expected (both sides bounded by the caller's arithmetic in
+// 64 bits, so no overflow on a 32-bit count).
+inline Status expect_size(CodecId id, std::size_t got, std::uint64_t expected) {
+  if (got != expected) {
+    return bad_frame(id, "size " + std::to_string(got) + " bytes, expected " +
+                             std::to_string(expected));
+  }
+  return Status::ok();
+}
+
+inline std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
+
+// Finite and non-negative (rejects NaN, inf, negative and -0 is allowed).
+inline bool valid_scale(float s) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(s);
+  return u < 0x7f800000u || u == 0x80000000u;
+}
+
+// Per-codec decoders; header already read and its count checked against `count`.
+Status decode_cast(const PayloadHeader& h, std::span<const std::byte> p, float* out,
+                   std::size_t count, bool accumulate);
+Status decode_qint(const PayloadHeader& h, std::span<const std::byte> p, float* out,
+                   std::size_t count, bool accumulate);
+Status decode_topk(const PayloadHeader& h, std::span<const std::byte> p, float* out,
+                   std::size_t count, bool accumulate);
+Status decode_sign(const PayloadHeader& h, std::span<const std::byte> p, float* out,
+                   std::size_t count, bool accumulate);
+Status decode_zstd(const PayloadHeader& h, std::span<const std::byte> p, float* out,
+                   std::size_t count, bool accumulate);
+
+// Factories (parameters already validated by make_codec).
+std::unique_ptr<Codec> make_cast_codec(CodecId id);
+std::unique_ptr<Codec> make_qint_codec(const CodecConfig& config);
+std::unique_ptr<Codec> make_topk_codec(const CodecConfig& config);
+std::unique_ptr<Codec> make_sign_codec(const CodecConfig& config);
+
+// Helper for codec classes: decode through the dispatcher, requiring this codec's id.
+Status decode_as(CodecId id, std::span<const std::byte> payload, float* out,
+                 std::size_t count, bool accumulate);
+
+}  // namespace tributary::compression::wire
