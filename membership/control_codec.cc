@@ -68,7 +68,57 @@ Result<control::Envelope> decode_envelope(std::string_view bytes, std::size_t ma
   if (envelope.body_case() == control::Envelope::BODY_NOT_SET) {
     return error(StatusCode::kBadFrame, "envelope carries no message this version knows");
   }
+  TRIB_RETURN_IF_ERROR(validate_body(envelope));
   return envelope;
+}
+
+Status validate_body(const control::Envelope& env) {
+  using E = control::Envelope;
+  auto bad = [&](const std::string& what) {
+    return error(StatusCode::kBadFrame, std::string(body_name(env.body_case())) + ": " + what);
+  };
+  switch (env.body_case()) {
+    case E::kFailureReport:
+      if (env.failure_report().epoch() == 0) return bad("epoch is 0");
+      if (env.failure_report().detail().size() > kMaxDetailBytes) return bad("detail longer than " + std::to_string(kMaxDetailBytes) + " bytes");
+      return Status::ok();
+    case E::kStepTiming: {
+      const double s = env.step_timing().compute_seconds();
+      // NaN fails every comparison: !(s >= 0) catches it.
+      if (!(s >= 0.0) || s > kMaxComputeSeconds) return bad("compute_seconds " + std::to_string(s) + " is not in [0, 1e6]");
+      return Status::ok();
+    }
+    case E::kResumeRequest:
+      if (env.resume_request().member_id() == 0) return bad("member_id is 0");
+      if (!env.resume_request().has_join()) return bad("no join labels");
+      return Status::ok();
+    case E::kReady: {
+      const auto& r = env.ready();
+      if (r.epoch() == 0) return bad("epoch is 0");
+      if (r.previous_epoch() >= r.epoch()) return bad("previous_epoch " + std::to_string(r.previous_epoch()) + " is not below epoch " + std::to_string(r.epoch()));
+      return Status::ok();
+    }
+    case E::kGo: {
+      const auto& g = env.go();
+      if (g.epoch() == 0) return bad("epoch is 0");
+      if (static_cast<std::size_t>(g.joiners_size()) > kMaxViewMembers) return bad(std::to_string(g.joiners_size()) + " joiners");
+      for (auto j : g.joiners()) {
+        if (j == 0) return bad("joiner id 0");
+      }
+      return Status::ok();
+    }
+    case E::kBoundaryRequest:
+      if (env.boundary_request().epoch() == 0) return bad("epoch is 0");
+      return Status::ok();
+    case E::kEvicted:
+    case E::kJoinRejected: {
+      const std::string& reason = env.body_case() == E::kEvicted ? env.evicted().reason() : env.join_rejected().reason();
+      if (reason.size() > kMaxDetailBytes) return bad("reason longer than " + std::to_string(kMaxDetailBytes) + " bytes");
+      return Status::ok();
+    }
+    default:
+      return Status::ok();
+  }
 }
 
 std::string encode_envelope(const control::Envelope& envelope) { return envelope.SerializeAsString(); }
@@ -89,6 +139,10 @@ std::string_view body_name(control::Envelope::BodyCase body) {
     case E::kEvicted: return "evicted";
     case E::kFailureReport: return "failure_report";
     case E::kStepTiming: return "step_timing";
+    case E::kResumeRequest: return "resume_request";
+    case E::kReady: return "ready";
+    case E::kGo: return "go";
+    case E::kBoundaryRequest: return "boundary_request";
     case E::BODY_NOT_SET: break;
   }
   return "unknown";

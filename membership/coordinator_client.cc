@@ -78,6 +78,23 @@ struct CoordinatorClient::Impl {
   bool leaving = false;
   bool left = false;
   std::atomic<std::uint64_t> step{0};
+  std::atomic<bool> joiners_pending{false};
+  // Ready/Go: the Ready being waited on (resent each interval until its Go arrives).
+  std::optional<ViewReady> pending_ready;
+  std::optional<Go> last_go;
+  // Fire-and-forget messages from API threads; the worker thread sends them.
+  std::vector<control::Envelope> outbox;
+
+  // Worker-thread state (no lock needed): what a resume after a coordinator restart needs.
+  ClientConfig config;
+  std::string name;
+  std::uint64_t instance_id = 0;  // the coordinator instance we are a member of
+  struct Resume {
+    TimePoint started{};
+    std::optional<Nonce> server_nonce;
+    Nonce client_nonce{};
+  };
+  std::optional<Resume> resume;
 
   ~Impl() {
     if (worker.joinable()) {
@@ -95,7 +112,94 @@ struct CoordinatorClient::Impl {
   void run();
   void handle(const control::Envelope& envelope, TimePoint now);
   void publish_view(View v);
+  // Queues a message for the worker thread and wakes it.
+  void post(control::Envelope envelope);
+  void start_resume(TimePoint now, std::string_view why);
+  void handle_resume(const control::Envelope& envelope, TimePoint now);
+  void mark_evicted(const std::string& reason);
+  control::JoinRequest join_request() const;
 };
+
+control::JoinRequest CoordinatorClient::Impl::join_request() const {
+  control::JoinRequest request;
+  request.set_protocol_version(kProtocolVersion);
+  request.set_name(name);
+  request.set_host(config.host);
+  request.set_zone(config.zone);
+  request.set_data_address(config.data_address);
+  for (const auto& c : config.capabilities) request.add_capabilities(c);
+  request.set_pid(static_cast<std::uint32_t>(::getpid()));
+  request.set_process_name(program_invocation_short_name);
+  return request;
+}
+
+void CoordinatorClient::Impl::post(control::Envelope envelope) {
+  {
+    std::lock_guard lock(mu);
+    if (id == 0 || evicted || left) return;
+    outbox.push_back(std::move(envelope));
+  }
+  wake('s');
+}
+
+void CoordinatorClient::Impl::mark_evicted(const std::string& reason) {
+  {
+    std::lock_guard lock(mu);
+    if (left || evicted) return;
+    evicted = true;
+    evicted_reason = reason;
+  }
+  log("coordinator " + endpoint + " removed member " + std::to_string(id) + ": " + reason);
+  cv.notify_all();
+}
+
+// The coordinator does not know us although we are a member: it restarted (its journal
+// lists us) or lost us. Re-authenticate with our member id; heartbeats pause meanwhile.
+void CoordinatorClient::Impl::start_resume(TimePoint now, std::string_view why) {
+  if (resume && now - resume->started < 2 * interval + std::chrono::milliseconds(500)) return;  // in progress
+  resume = Resume{now, std::nullopt, random_nonce()};
+  log("resuming member " + std::to_string(id) + " with coordinator " + endpoint + ": " + std::string(why));
+  control::Envelope env;
+  *env.mutable_resume_request()->mutable_join() = join_request();
+  env.mutable_resume_request()->set_member_id(id);
+  send_envelope(dealer, env);
+}
+
+void CoordinatorClient::Impl::handle_resume(const control::Envelope& env, TimePoint now) {
+  switch (env.body_case()) {
+    case control::Envelope::kChallenge: {
+      auto nonce = nonce_from_bytes(env.challenge().nonce());
+      if (!nonce) return log("ignored bad challenge from coordinator " + endpoint + ": " + nonce.status().message());
+      resume->server_nonce = *nonce;
+      control::Envelope proof;
+      proof.mutable_join_proof()->set_client_nonce(to_bytes(resume->client_nonce));
+      proof.mutable_join_proof()->set_mac(to_bytes(resume_proof_mac(config.secret, *nonce, resume->client_nonce, id, name)));
+      send_envelope(dealer, proof);
+      return;
+    }
+    case control::Envelope::kJoinAccepted: {
+      const auto& acc = env.join_accepted();
+      auto their_mac = mac_from_bytes(acc.coordinator_mac());
+      if (!resume->server_nonce || acc.member_id() != id || !their_mac ||
+          !macs_equal(*their_mac, coordinator_proof_mac(config.secret, *resume->server_nonce, resume->client_nonce, id))) {
+        return mark_evicted("coordinator " + endpoint + " answered our resume without proving the cluster secret");
+      }
+      instance_id = acc.instance_id();
+      resume.reset();
+      {
+        std::lock_guard lock(mu);
+        last_ack = now;
+      }
+      log("resumed member " + std::to_string(id) + " with coordinator " + endpoint + " (instance " + std::to_string(instance_id) + ")");
+      return;
+    }
+    case control::Envelope::kJoinRejected:
+      resume.reset();
+      return mark_evicted("coordinator " + endpoint + " refused our resume: " + env.join_rejected().reason());
+    default:
+      return;
+  }
+}
 
 CoordinatorClient::CoordinatorClient(LogSink log, prometheus::Registry* metrics) : impl_(std::make_unique<Impl>()) {
   impl_->log = log ? std::move(log) : [](std::string_view) {};
@@ -133,18 +237,12 @@ Result<Joined> CoordinatorClient::join(const ClientConfig& config, Deadline dead
 Result<Joined> CoordinatorClient::Impl::handshake(const ClientConfig& config, Deadline deadline) {
   endpoint = config.endpoint;
   if (config.secret.empty()) return error(StatusCode::kInvalidArgument, "empty cluster secret");
+  this->config = config;
+  name = config.name.empty() ? default_name(config.host) : config.name;
   control::Envelope request_env;
-  control::JoinRequest& request = *request_env.mutable_join_request();
-  request.set_protocol_version(kProtocolVersion);
-  request.set_name(config.name.empty() ? default_name(config.host) : config.name);
-  request.set_host(config.host);
-  request.set_zone(config.zone);
-  request.set_data_address(config.data_address);
-  for (const auto& c : config.capabilities) request.add_capabilities(c);
-  request.set_pid(static_cast<std::uint32_t>(::getpid()));
-  request.set_process_name(program_invocation_short_name);
+  *request_env.mutable_join_request() = join_request();
+  const control::JoinRequest& request = request_env.join_request();
   if (Status st = validate_join_request(request); !st) return error(StatusCode::kInvalidArgument, "join request: " + st.message());
-  const std::string name = request.name();
 
   dealer = zmq::socket_t(context, zmq::socket_type::dealer);
   dealer.set(zmq::sockopt::linger, 0);
@@ -189,6 +287,7 @@ Result<Joined> CoordinatorClient::Impl::handshake(const ClientConfig& config, De
         switch (rej.kind()) {
           case control::JoinRejected::AUTH_FAILED: return error(StatusCode::kAuthFailed, what);
           case control::JoinRejected::INVALID_REQUEST: return error(StatusCode::kInvalidArgument, what);
+          // COOLDOWN (evicted as a straggler lately), FULL, ...: retry later.
           default: return error(StatusCode::kUnavailable, what);
         }
       }
@@ -212,6 +311,7 @@ Result<Joined> CoordinatorClient::Impl::handshake(const ClientConfig& config, De
         {
           std::lock_guard lock(mu);
           id = acc.member_id();
+          instance_id = acc.instance_id();
           if (config.heartbeat_interval > Duration::zero()) {
             interval = config.heartbeat_interval;
           } else if (acc.heartbeat_interval_ms() > 0) {
@@ -262,8 +362,20 @@ void CoordinatorClient::Impl::run() {
     now = std::chrono::steady_clock::now();
     if (items[0].revents & ZMQ_POLLIN) {
       zmq::message_t cmd;
-      if (wake_rx.recv(cmd, zmq::recv_flags::dontwait) && cmd.to_string_view() == "q") return;
-      next_heartbeat = now;  // 'l': send the Leave right away, below
+      while (wake_rx.recv(cmd, zmq::recv_flags::dontwait)) {
+        if (cmd.to_string_view() == "q") return;
+        if (cmd.to_string_view() == "l") next_heartbeat = now;  // send the Leave right away, below
+        if (cmd.to_string_view() == "r") next_heartbeat = now;  // send a new Ready right away
+      }
+      std::vector<control::Envelope> out;
+      {
+        std::lock_guard lock(mu);
+        out.swap(outbox);
+      }
+      // While resuming the coordinator does not know us yet; these are fire-and-forget.
+      if (!resume) {
+        for (const auto& e : out) send_envelope(dealer, e);
+      }
     }
     if (items[1].revents & ZMQ_POLLIN) {
       zmq::message_t msg;
@@ -279,6 +391,7 @@ void CoordinatorClient::Impl::run() {
     if (now < next_heartbeat) continue;
     Duration wait;
     control::Envelope out;
+    std::optional<control::Envelope> ready_env;
     {
       std::lock_guard lock(mu);
       wait = interval;
@@ -295,13 +408,43 @@ void CoordinatorClient::Impl::run() {
         hb->set_epoch(view.epoch);
         hb->set_step(step.load());
       }
+      // Ready is repeated until its Go arrives: a lost one (a coordinator restart, a full
+      // pipe) must not stall the view change.
+      if (pending_ready && !(last_go && last_go->epoch >= pending_ready->epoch) && pending_ready->epoch >= view.epoch) {
+        ready_env.emplace();
+        auto* r = ready_env->mutable_ready();
+        r->set_member_id(id);
+        r->set_epoch(pending_ready->epoch);
+        r->set_previous_epoch(pending_ready->previous_epoch);
+        r->set_committed_seq(pending_ready->committed_seq);
+        r->set_held_seq(pending_ready->held_seq);
+      }
     }
-    send_envelope(dealer, out);
+    if (resume && !out.has_leave()) {
+      // Restart a resume that got no answer (the coordinator may still be starting).
+      start_resume(now, "previous resume attempt unanswered");
+    } else {
+      send_envelope(dealer, out);
+      if (ready_env) send_envelope(dealer, *ready_env);
+    }
     next_heartbeat = now + wait;
   }
 }
 
 void CoordinatorClient::Impl::handle(const control::Envelope& env, TimePoint now) {
+  if (resume) {
+    switch (env.body_case()) {
+      case control::Envelope::kChallenge:
+      case control::Envelope::kJoinAccepted:
+      case control::Envelope::kJoinRejected:
+        return handle_resume(env, now);
+      case control::Envelope::kEvicted:
+      case control::Envelope::kHeartbeatAck:
+        return;  // answers to what we sent before the restart was noticed
+      default:
+        break;
+    }
+  }
   switch (env.body_case()) {
     case control::Envelope::kView: {
       auto v = view_from_proto(env.view());
@@ -317,18 +460,39 @@ void CoordinatorClient::Impl::handle(const control::Envelope& env, TimePoint now
       return;
     }
     case control::Envelope::kHeartbeatAck: {
+      const auto& ack = env.heartbeat_ack();
+      if (ack.instance_id() != 0 && instance_id != 0 && ack.instance_id() != instance_id) {
+        return start_resume(now, "coordinator instance changed");
+      }
+      joiners_pending.store(ack.joiners_pending());
       std::lock_guard lock(mu);
       last_ack = now;
       return;
     }
     case control::Envelope::kEvicted: {
+      const auto& ev = env.evicted();
+      // "Unknown connection" from a coordinator instance other than ours: it restarted.
+      if (ev.unknown() && ev.instance_id() != instance_id) {
+        {
+          std::lock_guard lock(mu);
+          if (left || evicted || leaving) return;
+        }
+        return start_resume(now, "coordinator restarted (new instance " + std::to_string(ev.instance_id()) + ")");
+      }
+      return mark_evicted(ev.reason());
+    }
+    case control::Envelope::kGo: {
+      const auto& g = env.go();
+      Go go;
+      go.epoch = g.epoch();
+      go.commit_through = g.commit_through();
+      go.joiners.assign(g.joiners().begin(), g.joiners().end());
+      go.state_source = g.state_source();
       {
         std::lock_guard lock(mu);
-        if (left || evicted) return;
-        evicted = true;
-        evicted_reason = env.evicted().reason();
+        if (last_go && last_go->epoch >= go.epoch) return;  // a resend
+        last_go = std::move(go);
       }
-      log("coordinator " + endpoint + " removed member " + std::to_string(id) + ": " + env.evicted().reason());
       cv.notify_all();
       return;
     }
@@ -398,6 +562,76 @@ Status CoordinatorClient::leave(Deadline deadline) {
     return error(StatusCode::kTimedOut, "coordinator " + impl_->endpoint + " did not acknowledge the leave by the deadline");
   }
   return Status::ok();
+}
+
+}  // namespace tributary::membership
+
+namespace tributary::membership {
+
+Result<Go> CoordinatorClient::ready(const ViewReady& r, Deadline deadline) {
+  {
+    std::lock_guard lock(impl_->mu);
+    if (impl_->id == 0) return error(StatusCode::kInvalidArgument, "ready() before join()");
+    if (r.epoch == 0) return error(StatusCode::kInvalidArgument, "ready() for epoch 0");
+    impl_->pending_ready = r;
+  }
+  impl_->wake('r');
+  std::unique_lock lock(impl_->mu);
+  auto& im = *impl_;
+  auto done = [&] {
+    return (im.last_go && im.last_go->epoch >= r.epoch) || im.view.epoch > r.epoch || im.evicted || im.left;
+  };
+  if (!wait_until(im.cv, lock, deadline, done)) {
+    return error(StatusCode::kTimedOut, "no Go for epoch " + std::to_string(r.epoch) + " by the deadline");
+  }
+  if (im.evicted) return error(StatusCode::kEvicted, "removed by the coordinator: " + im.evicted_reason);
+  if (im.left) return error(StatusCode::kAborted, "this member left");
+  if (im.last_go && im.last_go->epoch == r.epoch) return *im.last_go;
+  return error(StatusCode::kAborted, "epoch " + std::to_string(r.epoch) + " was superseded by epoch " +
+                                         std::to_string(std::max(im.view.epoch, im.last_go ? im.last_go->epoch : 0)) +
+                                         " before its Go");
+}
+
+void CoordinatorClient::report_failure(Epoch epoch, MemberId suspect, const std::string& detail) {
+  control::Envelope env;
+  auto* f = env.mutable_failure_report();
+  f->set_reporter(member_id());
+  f->set_suspect(suspect);
+  f->set_epoch(epoch);
+  f->set_detail(detail.substr(0, kMaxDetailBytes));
+  if (epoch == 0) return;  // nothing to report about "no view"
+  impl_->post(std::move(env));
+}
+
+void CoordinatorClient::report_step(std::uint64_t step, double compute_seconds) {
+  if (!(compute_seconds >= 0.0)) compute_seconds = 0.0;
+  compute_seconds = std::min(compute_seconds, kMaxComputeSeconds);
+  control::Envelope env;
+  auto* t = env.mutable_step_timing();
+  t->set_member_id(member_id());
+  t->set_epoch(view().epoch);
+  t->set_step(step);
+  t->set_compute_seconds(compute_seconds);
+  t->set_arrival_unix_ns(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::system_clock::now().time_since_epoch()).count());
+  impl_->post(std::move(env));
+}
+
+bool CoordinatorClient::joiners_pending() const { return impl_->joiners_pending.load(); }
+
+void CoordinatorClient::request_boundary(Epoch epoch, bool leaving) {
+  if (epoch == 0) return;
+  control::Envelope env;
+  auto* b = env.mutable_boundary_request();
+  b->set_member_id(member_id());
+  b->set_epoch(epoch);
+  b->set_leaving(leaving);
+  impl_->post(std::move(env));
+}
+
+bool CoordinatorClient::left() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->left;
 }
 
 }  // namespace tributary::membership

@@ -11,6 +11,13 @@
 // leaving: to the coordinator that is a crash, detected by heartbeat timeout. Call
 // leave() first for a clean exit.
 //
+// View changes (docs/fault-tolerance.md): after adopting a view the agent calls ready()
+// and trains in that epoch only after Go. Failure reports, step timings and boundary
+// requests are fire-and-forget (queued to the client's thread, never blocking).
+// A restarted coordinator (new instance id, or "unknown connection" answers) is resumed
+// transparently: the client re-authenticates with its member id and keeps it; the agent
+// sees just a newer view.
+//
 // This header includes no protobuf or ZeroMQ header.
 #pragma once
 
@@ -48,6 +55,22 @@ struct Joined {
   View view;
 };
 
+// What a member tells the coordinator when it adopts view `epoch` (docs/fault-tolerance.md).
+struct ViewReady {
+  Epoch epoch = 0;                  // the view adopted
+  Epoch previous_epoch = 0;         // the view left (0: a joiner)
+  std::uint64_t committed_seq = 0;  // highest seq committed
+  std::uint64_t held_seq = 0;       // seq whose full result is held uncommitted, or 0
+};
+
+// The coordinator's answer once every member of `epoch` is Ready.
+struct Go {
+  Epoch epoch = 0;
+  std::uint64_t commit_through = 0;  // commit held results with seq <= this; next seq = this + 1
+  std::vector<MemberId> joiners;     // members that need the training state
+  MemberId state_source = 0;         // who sends it (lowest-rank member of the previous view)
+};
+
 class CoordinatorClient {
  public:
   // `metrics`, when given, gets gauges tributary_membership_size and tributary_epoch for
@@ -79,6 +102,24 @@ class CoordinatorClient {
   // ok also when we were already out (evicted). kTimedOut at the deadline (the
   // coordinator then removes us by heartbeat timeout anyway).
   Status leave(Deadline deadline);
+
+  // Sends Ready for `r.epoch` and waits for the coordinator's Go for that epoch (Ready is
+  // repeated every heartbeat interval until then). kAborted when a newer view superseded
+  // r.epoch before Go (re-read view() and call ready() for the newer one) or after
+  // leave(); kEvicted if removed; kTimedOut at the deadline.
+  Result<Go> ready(const ViewReady& r, Deadline deadline);
+  // Non-blocking: this member lost or timed out on `suspect` (0: unknown) in `epoch`.
+  void report_failure(Epoch epoch, MemberId suspect, const std::string& detail);
+  // Non-blocking: per-step compute time of this member (straggler policy input).
+  void report_step(std::uint64_t step, double compute_seconds);
+  // True when the coordinator announced (in heartbeat acks) joiners waiting for a step boundary.
+  bool joiners_pending() const;
+  // Non-blocking: this member reached a step boundary in `epoch` and asks for a boundary
+  // view change. leaving=true: it drains and leaves with that change; the coordinator
+  // answers LeaveAck, after which leave() returns ok at once.
+  void request_boundary(Epoch epoch, bool leaving);
+  // True once the coordinator acknowledged our leave (boundary drain or leave()).
+  bool left() const;
 
  private:
   struct Impl;

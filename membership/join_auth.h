@@ -3,6 +3,8 @@
 // accepted as a coordinator proof (or the other way round).
 //
 //   join proof        = HMAC(secret, "tributary/join/v1"   | server_nonce | client_nonce | name)
+//   resume proof      = HMAC(secret, "tributary/resume/v1" | server_nonce | client_nonce |
+//                                     member_id as 8 bytes big-endian | name)
 //   coordinator proof = HMAC(secret, "tributary/accept/v1" | server_nonce | client_nonce |
 //                                     member_id as 8 bytes big-endian)
 #pragma once
@@ -16,6 +18,8 @@ namespace tributary::membership {
 
 Mac join_proof_mac(std::string_view secret, const Nonce& server_nonce, const Nonce& client_nonce,
                    std::string_view member_name);
+Mac resume_proof_mac(std::string_view secret, const Nonce& server_nonce, const Nonce& client_nonce,
+                      std::uint64_t member_id, std::string_view member_name);
 Mac coordinator_proof_mac(std::string_view secret, const Nonce& server_nonce,
                           const Nonce& client_nonce, std::uint64_t member_id);
 
