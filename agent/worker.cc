@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 
 #include "agent/agent_metrics.h"
 #include "agent/tcp_endpoint.h"
@@ -111,7 +112,12 @@ Status Worker::Impl::start() {
   if (!joined) return joined.status();
   auto first = client->wait_for_view(1, deadline);
   if (!first) return first.status();
-  return connect_view(*first);
+  TRIB_RETURN_IF_ERROR(connect_view(*first));
+  // One line for operators and the integration tests: where this agent can be reached.
+  std::fprintf(stderr, "tributary[agent]: member %llu rank %d data %s metrics %u\n",
+               static_cast<unsigned long long>(client->member_id()), rank,
+               endpoint->address().c_str(), metrics ? static_cast<unsigned>(metrics->port()) : 0u);
+  return Status::ok();
 }
 
 Status Worker::Impl::connect_view(const membership::View& v) {

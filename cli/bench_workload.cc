@@ -2,6 +2,7 @@
 // time per iteration averaged over the timed ones, max over ranks; a check pass counts
 // wrong elements (inputs are small integers, so every dtype's sum is exact).
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -152,10 +153,13 @@ Status run_bench(Worker& w, const BenchSpec& spec, std::FILE* out) {
   return Status::ok();
 }
 
-Status run_mismatch(Worker& w, std::FILE* out) {
-  const std::size_t count = 1000 + (w.rank() == w.size() - 1 ? 1 : 0);
-  std::vector<float> data(count, 1.0f);
-  auto r = w.all_reduce(data.data(), data.data(), count, DType::kFloat32, ReduceOp::kSum);
+Status run_mismatch(Worker& w, MismatchKind kind, std::FILE* out) {
+  const bool odd_one = w.rank() == w.size() - 1;
+  const std::size_t count = 1000 + (odd_one && kind == MismatchKind::kCount ? 1 : 0);
+  const DType dtype = odd_one && kind == MismatchKind::kDType ? DType::kInt32 : DType::kFloat32;
+  static_assert(sizeof(float) == sizeof(std::int32_t));
+  std::vector<float> data(count, 1.0f);  // as int32 these are other numbers: only the bytes matter
+  auto r = w.all_reduce(data.data(), data.data(), count, dtype, ReduceOp::kSum);
   if (r) {
     return Status::ok();  // caller treats success as the failure of this workload
   }

@@ -84,6 +84,7 @@ struct AgentFlags {
   std::string algorithm = "auto";
   long join_timeout_ms = 30000;
   long timeout_ms = 30000;
+  std::string mismatch = "count";
   TrainSpec train;
 };
 
@@ -189,7 +190,8 @@ int run_agent(AgentFlags& f) {
   } else if (f.workload == "check") {
     status = run_check(w, CheckSpec{}, stdout);
   } else if (f.workload == "mismatch") {
-    status = run_mismatch(w, stdout);
+    status = run_mismatch(w, f.mismatch == "dtype" ? MismatchKind::kDType : MismatchKind::kCount,
+                          stdout);
     if (!status) {
       // The expected outcome: report it and exit 3 so tests can tell it from a crash.
       std::printf("rank %d: %s\n", w.rank(), status.to_string().c_str());
@@ -283,9 +285,12 @@ int main(int argc, char** argv) {
   AgentFlags agent_flags;
   auto* agent = app.add_subcommand("agent", "join a cluster and run a workload");
   add_worker_flags(*agent, agent_flags);
-  agent->add_option("--workload", agent_flags.workload, "train, bench or check")->capture_default_str();
+  agent->add_option("--workload", agent_flags.workload, "train, bench, check or mismatch")->capture_default_str();
   add_bench_flags(*agent, agent_flags);
   add_train_flags(*agent, agent_flags.train);
+  agent->add_option("--mismatch", agent_flags.mismatch,
+                    "with --workload mismatch: what the last rank gets wrong (count, dtype)")
+      ->capture_default_str()->check(CLI::IsMember({"count", "dtype"}));
 
   AgentFlags bench_flags;
   LocalFlags bench_local;

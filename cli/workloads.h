@@ -37,9 +37,16 @@ struct CheckSpec {
 // kMismatch naming the first wrong case. Rank 0 prints a one-line summary.
 Status run_check(Worker& worker, const CheckSpec& spec, std::FILE* out);
 
-// Every rank runs one all-reduce, the last rank with one element more: every rank must
-// come back with an error (never a hang, never a wrong sum). Returns that error.
-Status run_mismatch(Worker& worker, std::FILE* out);
+// What the last rank gets wrong in run_mismatch.
+enum class MismatchKind {
+  kCount,  // 1001 elements instead of 1000
+  kDType,  // int32 instead of float32: the same byte count, so only the dtype differs
+};
+
+// Every rank runs one all-reduce of 1000 float32, the last rank with `kind` different:
+// every rank must come back with an error (never a hang, never a wrong sum). Returns
+// that error.
+Status run_mismatch(Worker& worker, MismatchKind kind, std::FILE* out);
 
 // Deterministic input element i of `rank`: small integers, so sums are exact in every dtype.
 double check_value(int rank, std::size_t i);
