@@ -88,10 +88,10 @@ struct EncodeOptions {
   // Error feedback (empty = off): exactly `count` floats, this slice's residual. encode()
   // compresses x + residual and leaves residual = (x + residual) - decode(payload).
   // Typically ErrorFeedback::residual(id, tensor_count).subspan(offset, count).
-  std::span<float> residual;
+  std::span<float> residual = {};
   // DGC momentum correction for top-k (empty, or a codec with momentum 0 = off):
   // exactly `count` floats of velocity, updated u = m*u + g and masked where sent.
-  std::span<float> momentum;
+  std::span<float> momentum = {};
 };
 
 class Codec {

@@ -3,7 +3,6 @@
 
 #include <charconv>
 #include <cmath>
-#include <sstream>
 #include <vector>
 
 #include "compression/wire.h"
@@ -16,23 +15,18 @@ Status bad(const std::string& what) {
   return error(StatusCode::kInvalidArgument, "codec spec: " + what);
 }
 
+// Strict: the whole string must be the number.
 template <typename T>
 bool parse_number(std::string_view s, T& out) {
-  if constexpr (std::is_floating_point_v<T>) {
-    // std::from_chars for double is in GCC 12's libstdc++; keep it strict (whole string).
-    const auto r = std::from_chars(s.data(), s.data() + s.size(), out);
-    return r.ec == std::errc() && r.ptr == s.data() + s.size();
-  } else {
-    const auto r = std::from_chars(s.data(), s.data() + s.size(), out);
-    return r.ec == std::errc() && r.ptr == s.data() + s.size();
-  }
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), out);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
 }
 
+// Shortest text that parses back to the same double.
 std::string format_double(double v) {
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  return os.str();
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, r.ptr);
 }
 
 }  // namespace

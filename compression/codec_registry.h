@@ -46,7 +46,7 @@ struct CodecConfig {
   // zstd's output only when it saves at least `zstd_min_gain` of the bytes.
   bool zstd = false;
   int zstd_level = 1;
-  double zstd_min_gain = 0.05;
+  double zstd_min_gain = 0.10;
 };
 
 // "qint4:bucket=256,stochastic=0,zstd,zstd_level=3" -> CodecConfig. Keys: bucket,

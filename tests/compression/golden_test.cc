@@ -1,0 +1,64 @@
+// Wire format pinned byte for byte, one payload per codec, for the GPU port and for any
+// future change: if one of these fails, the wire format changed (bump kPayloadVersion and
+// docs/compression.md), or the change is a bug.
+#include "compression/counter_rng.h"
+#include "test_util.h"
+
+namespace tributary::compression {
+namespace {
+
+// 16 inputs exercising signs, zero, a tie and a bucket boundary (bucket 8).
+const std::vector<float> kInput = {0.5f,  -1.25f, 3.0f,   0.0f,  -0.75f, 2.0f, -3.5f, 0.125f,
+                                   1.0f,  -0.5f,  0.25f,  -2.0f, 4.0f,   -4.0f, 0.0f, 1.5f};
+const EncodeOptions kOptions{.seed = 1234, .stream = 5, .step = 6, .rank = 7, .element_offset = 8};
+
+std::string golden(const std::string& spec) {
+  return testing::hex(testing::encode(*testing::must_make(spec), kInput, kOptions));
+}
+
+TEST(Golden, CounterRng) {
+  const RngKey k = rng_key(1234, 5, 6, 7);
+  EXPECT_EQ(k.k0, 1433432235u);
+  EXPECT_EQ(k.k1, 3310679815u);
+  EXPECT_EQ(rng_bits(k, std::uint64_t{0}), 1687968108u);
+  EXPECT_EQ(rng_bits(k, (std::uint64_t{1} << 32) + 9), 17560797u);
+}
+
+TEST(Golden, Payloads) {
+  EXPECT_EQ(golden("float32"),
+            "544301011000000000000000000000000000003f0000a0bf0000404000000000000040bf00000040000060c00000003e0000803f000000bf0000803e000000c000008040000080c0000000000000c03f");
+  EXPECT_EQ(golden("float16"),
+            "54430201100000000000000000000000003800bd0042000000ba004000c30030003c00b8003400c0004400c40000003e");
+  EXPECT_EQ(golden("bfloat16"),
+            "54430301100000000000000000000000003fa0bf4040000040bf004060c0003e803f00bf803e00c0804080c00000c03f");
+  EXPECT_EQ(golden("qint8:bucket=8"),
+            "5443040110000000080000000100000087c3e13c0402013d12d36d00e449810520f108c17f810030");
+  EXPECT_EQ(golden("qint8:bucket=8,stochastic=0"),
+            "5443040110000000080000000000000087c3e13c0402013d12d36d00e549810520f008c07f810030");
+  EXPECT_EQ(golden("qint4:bucket=8"),
+            "544305011000000008000000010000000000003f2549123f698ec6818a591fb8");
+  EXPECT_EQ(golden("sign:bucket=8"),
+            "544307011000000008000000000000000000b23f0000d43f522a");
+  // 4 of 16 with 2 indices per bitmap byte: the bitmap (2 bytes) beats varint (4).
+  EXPECT_EQ(golden("topk:density=0.25"),
+            "54430601100000000400000004000000020000004430404060c0804080c0");
+  EXPECT_EQ(golden("topk:density=1,values=f16"),
+            "54430601100000000e0000000500000002000000f7bf003800bd004200ba004000c30030003c00b8003400c0004400c4003e");
+  EXPECT_EQ(golden("qint8:bucket=8,zstd,zstd_min_gain=0.5"),
+            "544308011000000028000000000000005443040110000000080000000100000087c3e13c0402013d12d36d00e449810520f108c17f810030");
+}
+
+TEST(Golden, TopKVarintIndices) {
+  // 5 of 100: varint deltas 3, 36, 0, 48, 8 (5 bytes) beat the 13-byte bitmap.
+  std::vector<float> x(100, 0.0f);
+  x[3] = 1.0f;
+  x[40] = -2.0f;
+  x[41] = 3.0f;
+  x[90] = -0.5f;
+  x[99] = 1e-3f;
+  EXPECT_EQ(testing::hex(testing::encode(*testing::must_make("topk:density=0.05"), x, kOptions)),
+            "54430601640000000500000000000000050000000324003008803f00c0404000bf833a");
+}
+
+}  // namespace
+}  // namespace tributary::compression
