@@ -17,10 +17,16 @@
 // Loads and stores below are memcpy of host integers: the wire is little-endian.
 static_assert(std::endian::native == std::endian::little, "codecs assume a little-endian host");
 
-#if defined(__x86_64__) && !defined(TRIB_COMPRESSION_SINGLE_LEVEL)
+#if !defined(TRIB_COMPRESSION_SINGLE_LEVEL)
 // Same approach as core/reduce.cc: one binary, the loader binds the best clone.
 #define TRIB_CODEC_MULTIVERSION \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#elif TRIB_COMPRESSION_SINGLE_LEVEL == 4
+// Test builds only (tests/compression/CMakeLists.txt): one level alone, so the golden
+// test checks that every clone produces the same bytes.
+#define TRIB_CODEC_MULTIVERSION __attribute__((target("arch=x86-64-v4")))
+#elif TRIB_COMPRESSION_SINGLE_LEVEL == 3
+#define TRIB_CODEC_MULTIVERSION __attribute__((target("arch=x86-64-v3")))
 #else
 #define TRIB_CODEC_MULTIVERSION
 #endif
