@@ -17,6 +17,7 @@
 #include "core/check.h"
 #include "coordinator/join_gate.h"
 #include "membership/control_codec.h"
+#include "membership/journal.h"
 #include "membership/membership.h"
 
 namespace tributary::coordinator {
@@ -81,6 +82,11 @@ Status validate(const CoordinatorConfig& c) {
   if (c.join_timeout <= Duration::zero()) return bad("join_timeout must be positive");
   if (c.max_message_bytes < 1024) return bad("max_message_bytes below 1024");
   if (c.max_pending_joins < 1) return bad("max_pending_joins must be >= 1");
+  if (c.confirm_silence < Duration::zero()) return bad("confirm_silence must be >= 0");
+  if (c.ready_timeout <= Duration::zero()) return bad("ready_timeout must be positive");
+  if (c.boundary_timeout <= Duration::zero()) return bad("boundary_timeout must be positive");
+  if (c.resume_timeout <= Duration::zero()) return bad("resume_timeout must be positive");
+  if (Status st = membership::validate(c.straggler); !st) return bad(st.message());
   return Status::ok();
 }
 
@@ -92,9 +98,13 @@ class Coordinator::Service {
       : config_(std::move(config)),
         log_(log ? std::move(log) : [](std::string_view) {}),
         clock_(clock),
-        membership_(membership::MembershipConfig{config_.initial_world_size, config_.heartbeat_timeout,
-                                                 config_.max_members, config_.last_epoch, config_.last_member_id}),
-        gate_(config_.secret, config_.join_timeout, config_.max_pending_joins) {}
+        gate_(config_.secret, config_.join_timeout, config_.max_pending_joins) {
+    const Nonce r = random_nonce();
+    for (int i = 0; i < 8; ++i) instance_id_ = (instance_id_ << 8) | r[static_cast<std::size_t>(i)];
+    if (instance_id_ == 0) instance_id_ = 1;
+  }
+
+  std::uint64_t instance_id() const { return instance_id_; }
 
   Status bind();
   void run_until(const std::atomic<bool>& stop);
@@ -115,7 +125,7 @@ class Coordinator::Service {
     std::lock_guard lock(snapshot_mu_);
     return member_count_;
   }
-  bool bound() const { return router_.handle() != nullptr; }
+  bool bound() const { return router_.handle() != nullptr && membership_.has_value(); }
 
  private:
   struct Peer {
@@ -131,11 +141,20 @@ class Coordinator::Service {
   void on_join_proof(const Peer& peer, const control::JoinProof& proof);
   void on_heartbeat(const Peer& peer, const control::Heartbeat& heartbeat);
   void on_leave(const Peer& peer, const control::Leave& leave);
+  void on_resume_request(const Peer& peer, const control::ResumeRequest& request);
+  // The member behind this connection, if `claimed` is its id; otherwise drops the
+  // connection as malformed (an impersonation attempt) or ignores a non-member.
+  std::optional<MemberId> sender(const Peer& peer, MemberId claimed, std::string_view what);
+  Duration interval() const {
+    return config_.heartbeat_interval > Duration::zero() ? config_.heartbeat_interval : config_.heartbeat_timeout / 3;
+  }
+  Status open_journal();
+  void journal_view(const membership::View& view);
   void drop_malformed(const Peer& peer, const std::string& why);
   void reject(const Peer& peer, control::JoinRejected::Kind kind, const std::string& reason);
   // Carries out membership decisions; the view is not pushed to `skip` (who got it in
   // its JoinAccepted).
-  void apply(const membership::Decisions& decisions, MemberId skip = 0);
+  void apply(const membership::Decisions& decisions, MemberId skip = 0, bool journaled = false);
   void send(const std::string& identity, const control::Envelope& env);
   void publish_snapshot();
   std::optional<MemberId> member_of(const std::string& identity) const {
@@ -147,7 +166,9 @@ class Coordinator::Service {
   CoordinatorConfig config_;
   membership::LogSink log_;
   const Clock& clock_;
-  membership::Membership membership_;
+  std::uint64_t instance_id_ = 0;
+  std::optional<membership::Membership> membership_;  // built by bind(), after the journal replay
+  std::unique_ptr<membership::Journal> journal_;
   JoinGate gate_;
   std::unordered_map<std::string, MemberId> member_of_;  // routing id -> member
   std::unordered_map<MemberId, std::string> route_of_;   // member -> routing id
@@ -170,6 +191,7 @@ class Coordinator::Service {
 Status Coordinator::Service::bind() {
   if (bound()) return error(StatusCode::kInvalidArgument, "coordinator already bound to " + endpoint());
   TRIB_RETURN_IF_ERROR(validate(config_));
+  TRIB_RETURN_IF_ERROR(open_journal());
   std::string bound;
   try {
     router_ = zmq::socket_t(context_, zmq::socket_type::router);
@@ -209,8 +231,60 @@ Status Coordinator::Service::bind() {
   publish_snapshot();
   log_("listening on " + bound + (port ? ", metrics on port " + std::to_string(port) : std::string()) +
        ", initial world size " + std::to_string(config_.initial_world_size) + ", heartbeat timeout " +
-       std::to_string(duration_cast<milliseconds>(config_.heartbeat_timeout).count()) + " ms");
+       std::to_string(duration_cast<milliseconds>(config_.heartbeat_timeout).count()) + " ms, instance " +
+       std::to_string(instance_id_));
   return Status::ok();
+}
+
+Status Coordinator::Service::open_journal() {
+  membership::MembershipConfig mc;
+  mc.initial_world_size = config_.initial_world_size;
+  mc.heartbeat_timeout = config_.heartbeat_timeout;
+  mc.max_members = config_.max_members;
+  mc.last_epoch = config_.last_epoch;
+  mc.last_member_id = config_.last_member_id;
+  mc.confirm_silence = config_.confirm_silence > Duration::zero() ? config_.confirm_silence : 3 * interval();
+  mc.ready_timeout = config_.ready_timeout;
+  mc.boundary_timeout = config_.boundary_timeout;
+  mc.resume_timeout = config_.resume_timeout;
+  mc.straggler = config_.straggler;
+  membership::JournalState state;
+  if (!config_.journal_path.empty()) {
+    auto journal = membership::Journal::open(config_.journal_path, &state);
+    if (!journal) return journal.status();
+    journal_ = std::move(journal).value();
+    if (!state.warning.empty()) {
+      log_("journal " + config_.journal_path + ": ignored a bad tail after " + std::to_string(state.records) +
+           " good records: " + state.warning);
+    }
+    log_("journal " + config_.journal_path + ": " + std::to_string(state.records) + " records, last epoch " +
+         std::to_string(state.last_epoch) + ", last member id " + std::to_string(state.last_member_id) + ", " +
+         std::to_string(state.members.size()) + " members to resume");
+    mc.last_epoch = std::max(mc.last_epoch, state.last_epoch);
+    mc.last_member_id = std::max(mc.last_member_id, state.last_member_id);
+  }
+  membership_.emplace(mc);
+  if (!state.members.empty()) {
+    std::vector<std::pair<MemberId, membership::MemberLabels>> members;
+    for (auto& m : state.members) members.emplace_back(m.id, std::move(m.labels));
+    membership_->restore(std::move(members), clock_.now());
+  }
+  return Status::ok();
+}
+
+// Written and fsync'ed before the view reaches anyone: a restarted coordinator never
+// reissues an epoch somebody saw.
+void Coordinator::Service::journal_view(const membership::View& view) {
+  if (!journal_) return;
+  membership::JournalEntry entry;
+  entry.epoch = view.epoch;
+  entry.last_member_id = membership_->last_member_id();
+  for (const auto& m : view.members) {
+    const auto* p = membership_->find(m.id);
+    membership::MemberLabels labels = p ? p->labels : membership::MemberLabels{"", m.host, m.zone, m.data_address, m.capabilities};
+    entry.members.push_back({m.id, std::move(labels)});
+  }
+  if (Status st = journal_->append(entry); !st) log_("JOURNAL WRITE FAILED (a restart may forget this view): " + st.to_string());
 }
 
 void Coordinator::Service::run_until(const std::atomic<bool>& stop) {
@@ -218,7 +292,7 @@ void Coordinator::Service::run_until(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     try {
       const TimePoint now = clock_.now();
-      const TimePoint next = membership_.next_expiry();
+      const TimePoint next = membership_->next_expiry();
       const Duration wait = next <= now ? Duration::zero() : std::min<Duration>(next - now, kMaxPollWait);
       zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0}, {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
       // Round up so a sub-millisecond wait does not spin.
@@ -227,7 +301,7 @@ void Coordinator::Service::run_until(const std::atomic<bool>& stop) {
       if (items[0].revents & ZMQ_POLLIN) drain_router();
       const TimePoint after = clock_.now();
       gate_.expire(after);
-      apply(membership_.tick(after));
+      apply(membership_->tick(after));
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) return;
       if (e.num() != EINTR) log_(std::string("zeromq error in the coordinator loop: ") + e.what());
@@ -293,14 +367,66 @@ void Coordinator::Service::handle(const Peer& peer, const control::Envelope& env
     case E::kJoinProof: return on_join_proof(peer, env.join_proof());
     case E::kHeartbeat: return on_heartbeat(peer, env.heartbeat());
     case E::kLeave: return on_leave(peer, env.leave());
-    case E::kFailureReport:
-    case E::kStepTiming:
-      // Accepted and counted; acted on by the failure-detection and straggler issues.
+    case E::kResumeRequest: return on_resume_request(peer, env.resume_request());
+    case E::kReady: {
+      const auto& r = env.ready();
+      if (const auto id = sender(peer, r.member_id(), "ready")) {
+        apply(membership_->ready(*id, {r.epoch(), r.previous_epoch(), r.committed_seq(), r.held_seq()}, clock_.now()));
+      }
       return;
+    }
+    case E::kBoundaryRequest: {
+      const auto& b = env.boundary_request();
+      if (const auto id = sender(peer, b.member_id(), "boundary request")) {
+        apply(membership_->boundary(*id, b.epoch(), b.leaving(), clock_.now()));
+      }
+      return;
+    }
+    case E::kFailureReport: {
+      const auto& f = env.failure_report();
+      if (const auto id = sender(peer, f.reporter(), "failure report")) {
+        log_("member " + std::to_string(*id) + " reports " +
+             (f.suspect() ? "member " + std::to_string(f.suspect()) : std::string("an unknown peer")) + " in epoch " +
+             std::to_string(f.epoch()) + ": " + f.detail());
+        apply(membership_->failure_report(*id, f.epoch(), f.suspect(), clock_.now()));
+      }
+      return;
+    }
+    case E::kStepTiming: {
+      const auto& t = env.step_timing();
+      if (const auto id = sender(peer, t.member_id(), "step timing")) {
+        apply(membership_->step_timing(*id, t.step(), t.compute_seconds(), clock_.now()));
+      }
+      return;
+    }
     default:
       return drop_malformed(peer, std::string("agent sent coordinator-only message '") +
                                       std::string(membership::body_name(env.body_case())) + "'");
   }
+}
+
+std::optional<MemberId> Coordinator::Service::sender(const Peer& peer, MemberId claimed, std::string_view what) {
+  const auto id = member_of(peer.identity);
+  if (!id) return std::nullopt;  // not (any more) a member: its heartbeats tell it so
+  if (claimed != *id) {
+    drop_malformed(peer, std::string(what) + " for member " + std::to_string(claimed) + " from the connection of member " +
+                             std::to_string(*id));
+    return std::nullopt;
+  }
+  return id;
+}
+
+void Coordinator::Service::on_resume_request(const Peer& peer, const control::ResumeRequest& request) {
+  using R = control::JoinRejected;
+  if (member_of(peer.identity)) return reject(peer, R::PROTOCOL, "this connection is already a member");
+  if (Status st = membership::validate_join_request(request.join()); !st) {
+    return reject(peer, R::INVALID_REQUEST, "invalid resume request: " + st.message());
+  }
+  auto nonce = gate_.challenge(peer.identity, membership::labels_from_request(request.join()), clock_.now(), request.member_id());
+  if (!nonce) return reject(peer, R::FULL, "coordinator busy: " + nonce.status().message());
+  control::Envelope out;
+  out.mutable_challenge()->set_nonce(membership::to_bytes(*nonce));
+  send(peer.identity, out);
 }
 
 void Coordinator::Service::on_join_request(const Peer& peer, const control::JoinRequest& request) {
@@ -337,28 +463,45 @@ void Coordinator::Service::on_join_proof(const Peer& peer, const control::JoinPr
     }
     return reject(peer, R::PROTOCOL, admitted.status().message());
   }
-  auto joined = membership_.join(admitted->labels, now);
-  if (!joined) return reject(peer, R::FULL, joined.status().message());
+  const bool resuming = admitted->resume_id != 0;
+  auto joined = resuming ? membership_->resume(admitted->resume_id, admitted->labels, now) : membership_->join(admitted->labels, now);
+  if (!joined) {
+    if (resuming) return reject(peer, R::UNKNOWN_MEMBER, "cannot resume: " + joined.status().message());
+    if (joined.status().code() == StatusCode::kEvicted) return reject(peer, R::COOLDOWN, joined.status().message());
+    return reject(peer, R::FULL, joined.status().message());
+  }
   const MemberId id = joined->id;
+  if (resuming) forget_member(id);  // a reconnect: the old connection is dead
   member_of_[peer.identity] = id;
   route_of_[id] = peer.identity;
-  // Metrics and snapshots first: whoever hears of the join may look at them at once.
-  metrics_->joined();
-  publish_snapshot();
   const auto& l = admitted->labels;
-  log_("member " + std::to_string(id) + " joined from " + peer.name() + ": name '" + l.name + "', host '" + l.host +
-       "', zone '" + l.zone + "', data " + l.data_address);
+  if (resuming) {
+    log_("member " + std::to_string(id) + " ('" + l.name + "') resumed from " + peer.name());
+  } else {
+    // Metrics and snapshots first: whoever hears of the join may look at them at once.
+    metrics_->joined();
+    if (journal_) {
+      // The id counter, so that a restart never hands this id out again.
+      if (Status st = journal_->append({id, 0, {}}); !st) log_("JOURNAL WRITE FAILED: " + st.to_string());
+    }
+    log_("member " + std::to_string(id) + " joined from " + peer.name() + ": name '" + l.name + "', host '" + l.host +
+         "', zone '" + l.zone + "', data " + l.data_address +
+         (joined->decisions.new_view || membership_->epoch() == 0 ? "" : " (waits for a step boundary)"));
+  }
+  publish_snapshot();
 
   control::Envelope out;
   auto* acc = out.mutable_join_accepted();
   acc->set_member_id(id);
-  if (joined->decisions.new_view) membership::view_to_proto(*joined->decisions.new_view, acc->mutable_view());
-  const Duration interval =
-      config_.heartbeat_interval > Duration::zero() ? config_.heartbeat_interval : config_.heartbeat_timeout / 3;
-  acc->set_heartbeat_interval_ms(static_cast<std::uint32_t>(std::max<std::int64_t>(1, duration_cast<milliseconds>(interval).count())));
+  if (joined->decisions.new_view) {
+    journal_view(*joined->decisions.new_view);
+    membership::view_to_proto(*joined->decisions.new_view, acc->mutable_view());
+  }
+  acc->set_heartbeat_interval_ms(static_cast<std::uint32_t>(std::max<std::int64_t>(1, duration_cast<milliseconds>(interval()).count())));
   acc->set_coordinator_mac(membership::to_bytes(gate_.coordinator_proof(*admitted, id)));
+  acc->set_instance_id(instance_id_);
   send(peer.identity, out);
-  apply(joined->decisions, id);
+  apply(joined->decisions, id, /*journaled=*/true);
 }
 
 void Coordinator::Service::on_heartbeat(const Peer& peer, const control::Heartbeat& hb) {
@@ -367,19 +510,23 @@ void Coordinator::Service::on_heartbeat(const Peer& peer, const control::Heartbe
   if (!id) {
     out.mutable_evicted()->set_member_id(hb.member_id());
     out.mutable_evicted()->set_reason("not a member of this coordinator (removed earlier, or never joined)");
+    out.mutable_evicted()->set_unknown(true);
+    out.mutable_evicted()->set_instance_id(instance_id_);
     return send(peer.identity, out);
   }
   if (hb.member_id() != *id) {
     return drop_malformed(peer, "heartbeat for member " + std::to_string(hb.member_id()) + " from the connection of member " +
                                     std::to_string(*id));
   }
-  const auto decision = membership_.heartbeat(*id, hb.epoch(), hb.step(), clock_.now());
+  const auto decision = membership_->heartbeat(*id, hb.epoch(), hb.step(), clock_.now());
   out.mutable_heartbeat_ack()->set_epoch(decision.current_epoch);
+  out.mutable_heartbeat_ack()->set_joiners_pending(decision.joiners_pending);
+  out.mutable_heartbeat_ack()->set_instance_id(instance_id_);
   send(peer.identity, out);
   if (decision.resend_view) {
     // The member missed a push (its pipe was full, or it reconnected): catch it up.
     control::Envelope view;
-    membership::view_to_proto(membership_.view(), view.mutable_view());
+    membership::view_to_proto(membership_->view(), view.mutable_view());
     send(peer.identity, view);
   }
 }
@@ -393,9 +540,7 @@ void Coordinator::Service::on_leave(const Peer& peer, const control::Leave& leav
     return drop_malformed(peer, "leave for member " + std::to_string(leave.member_id()) + " from the connection of member " +
                                     std::to_string(*id));
   }
-  metrics_->left();
-  apply(membership_.leave(*id, clock_.now()));
-  send(peer.identity, ack);
+  apply(membership_->leave(*id, clock_.now()));  // sends the LeaveAck
 }
 
 void Coordinator::Service::drop_malformed(const Peer& peer, const std::string& why) {
@@ -406,7 +551,7 @@ void Coordinator::Service::drop_malformed(const Peer& peer, const std::string& w
   if (const auto id = member_of(peer.identity)) member = " (member " + std::to_string(*id) + ")";
   log_("dropped malformed message from " + peer.name() + member + ": " + why);
   if (const auto id = member_of(peer.identity)) {
-    apply(membership_.remove(*id, membership::RemovalReason::kMalformed, clock_.now()));
+    apply(membership_->remove(*id, membership::RemovalReason::kMalformed, clock_.now()));
   }
 }
 
@@ -418,35 +563,41 @@ void Coordinator::Service::reject(const Peer& peer, control::JoinRejected::Kind 
   send(peer.identity, out);
 }
 
-void Coordinator::Service::apply(const membership::Decisions& decisions, MemberId skip) {
+void Coordinator::Service::apply(const membership::Decisions& decisions, MemberId skip, bool journaled) {
   if (decisions.empty()) return;
   publish_snapshot();  // before any message goes out, so a peer that reacts sees it
+  for (const auto& line : decisions.log) log_(line);
   for (const auto& removal : decisions.removed) {
     auto route = route_of_.find(removal.id);
+    control::Envelope out;
     if (removal.reason == membership::RemovalReason::kLeft) {
+      metrics_->left();
       log_("member " + std::to_string(removal.id) + " ('" + removal.name + "') left");
+      out.mutable_leave_ack()->set_member_id(removal.id);
     } else {
       metrics_->removed(removal.reason);
+      metrics_->evicted(removal.reason, removal.name);
       std::string why(membership::to_string(removal.reason));
       if (removal.reason == membership::RemovalReason::kHeartbeatTimeout) {
         why += " (silent for more than " +
                std::to_string(duration_cast<milliseconds>(config_.heartbeat_timeout).count()) + " ms)";
       }
       log_("removed member " + std::to_string(removal.id) + " ('" + removal.name + "'): " + why);
-      if (route != route_of_.end()) {
-        control::Envelope out;
-        out.mutable_evicted()->set_member_id(removal.id);
-        out.mutable_evicted()->set_reason(why);
-        send(route->second, out);
-      }
+      out.mutable_evicted()->set_member_id(removal.id);
+      out.mutable_evicted()->set_reason(why);
+      out.mutable_evicted()->set_instance_id(instance_id_);
     }
+    if (route != route_of_.end()) send(route->second, out);
     forget_member(removal.id);
   }
   if (decisions.new_view) {
     const membership::View& view = *decisions.new_view;
+    if (!journaled) journal_view(view);
+    metrics_->view_change(decisions.cause);
     std::string ranks;
     for (const auto& m : view.members) ranks += (ranks.empty() ? "" : " ") + std::to_string(m.id) + "@" + m.host;
-    log_("view epoch " + std::to_string(view.epoch) + ": " + std::to_string(view.size()) + " members, ring [" + ranks + "]");
+    log_("view epoch " + std::to_string(view.epoch) + " (" + std::string(membership::to_string(decisions.cause)) + "): " +
+         std::to_string(view.size()) + " members, ring [" + ranks + "]");
     control::Envelope out;
     membership::view_to_proto(view, out.mutable_view());
     const std::string bytes = membership::encode_envelope(out);  // encode once, send to all
@@ -454,6 +605,26 @@ void Coordinator::Service::apply(const membership::Decisions& decisions, MemberI
       if (m.id == skip) continue;
       auto route = route_of_.find(m.id);
       TRIB_CHECK(route != route_of_.end()) << "member " << m.id << " in the view has no route";
+      router_.send(zmq::buffer(route->second), zmq::send_flags::sndmore);
+      (void)router_.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
+    }
+  }
+  if (decisions.go) {
+    const auto& g = *decisions.go;
+    control::Envelope out;
+    auto* go = out.mutable_go();
+    go->set_epoch(g.epoch);
+    go->set_commit_through(g.commit_through);
+    for (auto j : g.joiners) go->add_joiners(j);
+    go->set_state_source(g.state_source);
+    if (g.recipients.size() > 1 || (g.recipients.size() == 1 && membership_->view().size() == 1)) {
+      log_("go epoch " + std::to_string(g.epoch) + ": commit_through " + std::to_string(g.commit_through) + ", " +
+           std::to_string(g.joiners.size()) + " joiners, state source " + std::to_string(g.state_source));
+    }
+    const std::string bytes = membership::encode_envelope(out);
+    for (MemberId id : g.recipients) {
+      auto route = route_of_.find(id);
+      if (route == route_of_.end()) continue;
       router_.send(zmq::buffer(route->second), zmq::send_flags::sndmore);
       (void)router_.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
     }
@@ -475,10 +646,13 @@ void Coordinator::Service::forget_member(MemberId id) {
 }
 
 void Coordinator::Service::publish_snapshot() {
-  metrics_->set_membership(membership_.size(), membership_.epoch());
+  metrics_->set_membership(membership_->size(), membership_->epoch());
+  std::size_t pending = 0;
+  for (const auto& [id, p] : membership_->peers()) pending += p.phase == membership::PeerPhase::kPending;
+  metrics_->set_joiners_pending(pending);
   std::lock_guard lock(snapshot_mu_);
-  view_snapshot_ = membership_.view();
-  member_count_ = membership_.size();
+  view_snapshot_ = membership_->view();
+  member_count_ = membership_->size();
 }
 
 Coordinator::Coordinator(CoordinatorConfig config, membership::LogSink log, const Clock& clock)
@@ -507,5 +681,6 @@ std::string Coordinator::endpoint() const { return service_->endpoint(); }
 int Coordinator::metrics_port() const { return service_->metrics_port(); }
 membership::View Coordinator::current_view() const { return service_->current_view(); }
 std::size_t Coordinator::member_count() const { return service_->member_count(); }
+std::uint64_t Coordinator::instance_id() const { return service_->instance_id(); }
 
 }  // namespace tributary::coordinator

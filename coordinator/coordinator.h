@@ -18,8 +18,16 @@
 //  - Nothing blocks: sends are non-blocking (a peer that does not read loses messages;
 //    it catches up through the view resent on its next heartbeat).
 //
-// Epoch persistence across restarts (the journal) is a later issue: pass the journaled
-// values in CoordinatorConfig::last_epoch / last_member_id.
+// The fault-tolerance protocol (docs/fault-tolerance.md) is decided by the pure
+// membership::Membership; this service only routes messages to it and carries out its
+// Decisions: Evicted / LeaveAck to the removed, the journal record (fsync'ed) and then the
+// View to every member, Go to the Ready, log lines and metrics.
+//
+// Restarts: with `journal_path` set, bind() replays the journal, never reissues a
+// journaled epoch, and waits up to `resume_timeout` for the journaled members to Resume
+// (challenge-response naming their member id) before issuing the next view. Every
+// coordinator process has a random instance id (in JoinAccepted, HeartbeatAck and
+// Evicted) so that agents can tell a restart from an eviction.
 #pragma once
 
 #include <atomic>
@@ -31,6 +39,7 @@
 #include "core/clock.h"
 #include "core/status.h"
 #include "membership/log_sink.h"
+#include "membership/straggler_policy.h"
 #include "membership/view.h"
 
 namespace tributary::coordinator {
@@ -40,8 +49,14 @@ struct CoordinatorConfig {
   std::string bind_address = "tcp://127.0.0.1:0";
   std::string secret;                       // required
   std::size_t initial_world_size = 1;       // members needed before the first view
-  Duration heartbeat_timeout = std::chrono::seconds(5);
-  Duration heartbeat_interval{0};           // advertised to agents; zero: timeout / 3
+  Duration heartbeat_timeout = std::chrono::seconds(1);     // silent this long: removed
+  Duration heartbeat_interval = std::chrono::milliseconds(100);  // advertised; zero: timeout / 3
+  Duration confirm_silence{0};              // failure reports: zero = 3 heartbeat intervals
+  Duration ready_timeout = std::chrono::seconds(2);     // Ready after a view, or removed
+  Duration boundary_timeout = std::chrono::seconds(2);  // boundary requests from everyone
+  Duration resume_timeout = std::chrono::seconds(3);    // after a restart: resumes
+  membership::StragglerConfig straggler;
+  std::string journal_path;                 // empty: no journal (a restart forgets everything)
   Duration join_timeout = std::chrono::seconds(5);  // a started handshake must finish in this
   std::size_t max_members = 4096;
   std::size_t max_pending_joins = 1024;
@@ -49,8 +64,8 @@ struct CoordinatorConfig {
   // "HOST:PORT" for Prometheus /metrics (port 0: ephemeral, see metrics_port()); empty: none.
   // Note: with metrics on, stop() takes up to 2 s (civetweb's listener polls in 2 s quanta).
   std::string metrics_address = "127.0.0.1:0";
-  membership::Epoch last_epoch = 0;         // from a journal: first view gets last_epoch + 1
-  membership::MemberId last_member_id = 0;  // from a journal: ids continue after it
+  membership::Epoch last_epoch = 0;         // floor under the journal's: first view gets > this
+  membership::MemberId last_member_id = 0;  // floor under the journal's: ids continue after it
 };
 
 // kInvalidArgument naming the field, for configs that cannot work.
@@ -84,6 +99,8 @@ class Coordinator {
   // Thread-safe snapshots, for tests and admin tools.
   membership::View current_view() const;
   std::size_t member_count() const;
+  // Random per Coordinator object; agents notice a restart by its change.
+  std::uint64_t instance_id() const;
 
  private:
   class Service;

@@ -33,6 +33,24 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry) {
                    .Name("tributary_control_messages_total")
                    .Help("Well-formed control messages received, by type")
                    .Register(registry);
+  failures_confirmed_ = &prometheus::BuildCounter()
+                             .Name("tributary_failures_confirmed_total")
+                             .Help("Member failures the coordinator confirmed (heartbeat timeout, confirmed report, ready/boundary timeout)")
+                             .Register(registry)
+                             .Add({});
+  evictions_ = &prometheus::BuildCounter()
+                    .Name("tributary_evictions_total")
+                    .Help("Involuntary removals, by reason and member name")
+                    .Register(registry);
+  view_changes_ = &prometheus::BuildCounter()
+                       .Name("tributary_view_changes_total")
+                       .Help("Views issued, by cause")
+                       .Register(registry);
+  joiners_pending_ = &prometheus::BuildGauge()
+                          .Name("tributary_joiners_pending")
+                          .Help("Joiners waiting for a step boundary")
+                          .Register(registry)
+                          .Add({});
   // Series that exist from the start read 0 instead of "no data" on dashboards.
   for (auto reason : {membership::RemovalReason::kHeartbeatTimeout, membership::RemovalReason::kMalformed}) {
     removed_->Add({{"reason", std::string(membership::to_string(reason))}});
@@ -52,6 +70,21 @@ void CoordinatorMetrics::auth_failed() { auth_failures_->Increment(); }
 void CoordinatorMetrics::removed(membership::RemovalReason reason) {
   removed_->Add({{"reason", std::string(membership::to_string(reason))}}).Increment();
 }
+
+void CoordinatorMetrics::evicted(membership::RemovalReason reason, const std::string& member) {
+  using R = membership::RemovalReason;
+  if (reason == R::kHeartbeatTimeout || reason == R::kFailureConfirmed || reason == R::kReadyTimeout ||
+      reason == R::kBoundaryTimeout) {
+    failures_confirmed_->Increment();
+  }
+  evictions_->Add({{"reason", std::string(membership::to_string(reason))}, {"member", member}}).Increment();
+}
+
+void CoordinatorMetrics::view_change(membership::ViewCause cause) {
+  view_changes_->Add({{"cause", std::string(membership::to_string(cause))}}).Increment();
+}
+
+void CoordinatorMetrics::set_joiners_pending(std::size_t n) { joiners_pending_->Set(static_cast<double>(n)); }
 
 void CoordinatorMetrics::message(std::string_view type) {
   auto it = message_counters_.find(type);

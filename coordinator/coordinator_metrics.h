@@ -28,6 +28,11 @@ class CoordinatorMetrics {
   void left();
   // Involuntary removals only (heartbeat_timeout, malformed); leaves count in left().
   void removed(membership::RemovalReason reason);
+  // Failures confirmed by the coordinator (heartbeat timeout, confirmed report, ready or
+  // boundary timeout), and every involuntary removal by reason and member name.
+  void evicted(membership::RemovalReason reason, const std::string& member);
+  void view_change(membership::ViewCause cause);
+  void set_joiners_pending(std::size_t n);
   void message(std::string_view type);
   void malformed();
   void auth_failed();
@@ -41,6 +46,10 @@ class CoordinatorMetrics {
   prometheus::Counter* auth_failures_;
   prometheus::Family<prometheus::Counter>* removed_;
   prometheus::Family<prometheus::Counter>* messages_;
+  prometheus::Counter* failures_confirmed_;
+  prometheus::Family<prometheus::Counter>* evictions_;
+  prometheus::Family<prometheus::Counter>* view_changes_;
+  prometheus::Gauge* joiners_pending_;
   std::map<std::string, prometheus::Counter*, std::less<>> message_counters_;
 };
 

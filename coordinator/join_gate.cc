@@ -9,7 +9,8 @@ namespace tributary::coordinator {
 JoinGate::JoinGate(std::string secret, Duration timeout, std::size_t max_pending)
     : secret_(std::move(secret)), timeout_(timeout), max_pending_(max_pending) {}
 
-Result<Nonce> JoinGate::challenge(const std::string& identity, membership::MemberLabels labels, TimePoint now) {
+Result<Nonce> JoinGate::challenge(const std::string& identity, membership::MemberLabels labels, TimePoint now,
+                                  membership::MemberId resume_id) {
   expire(now);
   if (!pending_.contains(identity) && pending_.size() >= max_pending_) {
     return error(StatusCode::kUnavailable, std::to_string(pending_.size()) + " join handshakes already open");
@@ -18,6 +19,7 @@ Result<Nonce> JoinGate::challenge(const std::string& identity, membership::Membe
   p.labels = std::move(labels);
   p.server_nonce = random_nonce();
   p.expires = now + timeout_;
+  p.resume_id = resume_id;
   return p.server_nonce;
 }
 
@@ -30,9 +32,11 @@ Result<JoinGate::Admitted> JoinGate::verify(const std::string& identity, const N
   }
   Pending p = std::move(it->second);
   pending_.erase(it);  // one proof per challenge, right or wrong
-  const Mac expected = membership::join_proof_mac(secret_, p.server_nonce, client_nonce, p.labels.name);
+  const Mac expected =
+      p.resume_id != 0 ? membership::resume_proof_mac(secret_, p.server_nonce, client_nonce, p.resume_id, p.labels.name)
+                       : membership::join_proof_mac(secret_, p.server_nonce, client_nonce, p.labels.name);
   if (!macs_equal(expected, mac)) return error(StatusCode::kAuthFailed, "wrong cluster secret");
-  return Admitted{std::move(p.labels), p.server_nonce, client_nonce};
+  return Admitted{std::move(p.labels), p.server_nonce, client_nonce, p.resume_id};
 }
 
 Mac JoinGate::coordinator_proof(const Admitted& admitted, membership::MemberId id) const {

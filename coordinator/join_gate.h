@@ -23,13 +23,16 @@ class JoinGate {
   JoinGate(std::string secret, Duration timeout, std::size_t max_pending);
 
   // Opens (or restarts) the handshake for `identity`; returns the nonce to send in a
-  // Challenge. kUnavailable when max_pending handshakes are already open.
-  Result<Nonce> challenge(const std::string& identity, membership::MemberLabels labels, TimePoint now);
+  // Challenge. kUnavailable when max_pending handshakes are already open. `resume_id`
+  // non-zero: a Resume of that member (its proof binds the id: join_auth.h).
+  Result<Nonce> challenge(const std::string& identity, membership::MemberLabels labels, TimePoint now,
+                          membership::MemberId resume_id = 0);
 
   struct Admitted {
     membership::MemberLabels labels;
     Nonce server_nonce{};
     Nonce client_nonce{};
+    membership::MemberId resume_id = 0;  // non-zero: a verified Resume of this member
   };
   // kAuthFailed (the labels are returned in the message for the log) when the MAC does
   // not match; kInvalidArgument when no live challenge is pending for `identity`.
@@ -48,6 +51,7 @@ class JoinGate {
     membership::MemberLabels labels;
     Nonce server_nonce{};
     TimePoint expires{};
+    membership::MemberId resume_id = 0;
   };
   std::string secret_;
   Duration timeout_;

@@ -6,10 +6,30 @@
 // tested by hand-driven time (tests/membership/). The coordinator service
 // (coordinator/) owns the sockets and carries decisions out.
 //
-// Rules this class guarantees:
-//  - No view is issued until `initial_world_size` members have joined. From then on,
-//    every change (join, leave, removal) issues exactly one new view, and several
-//    removals found by one tick() are batched into one view.
+// Rules this class guarantees (docs/fault-tolerance.md is the protocol):
+//  - No view is issued until `initial_world_size` members have joined. After the first
+//    view, joiners wait (phase kPending, announced by HeartbeatDecision::joiners_pending)
+//    until a step boundary: once every member of the current epoch sent a boundary
+//    request (or `boundary_timeout` passed: the silent ones are removed as failed), ONE
+//    view is issued with the leavers removed and the pending joiners added. When the
+//    current view is empty, joiners are admitted at once.
+//  - Every other change (leave, removal) issues exactly one new view without joiners, and
+//    several removals found by one tick() are batched into one view.
+//  - After every view, each member must report Ready within `ready_timeout` (the silent
+//    are removed, which issues the next view); once all did, one Go goes to all of them,
+//    with commit_through (membership/commit_rule.h) over the members that were in the
+//    last started (Go'd) view, the joiners (members of no started view; none on a fresh
+//    start) and state_source (the lowest-rank member of the last started view).
+//  - Failure reports about the current epoch are confirmed when the suspect (any member
+//    for suspect 0) is silent for more than `confirm_silence`, re-checked on every tick;
+//    confirmed suspects are removed at once. A report that cannot be confirmed within
+//    `heartbeat_timeout` while its reporter is alive means the epoch's links are broken:
+//    a new view with the same members follows (a fresh epoch rebuilds the links).
+//  - Step timings feed the straggler policy (membership/straggler_policy.h); an evicted
+//    straggler cannot join again (by name) before the cool-down.
+//  - After a coordinator restart, restore() lists the journaled members as kResuming;
+//    the first view (epoch > journaled) is issued once all resumed or `resume_timeout`
+//    passed, with those that resumed.
 //  - Epochs strictly increase: each view's epoch is the previous one + 1, starting after
 //    `config.last_epoch` (so a restarted coordinator that journals its epoch never reuses
 //    one).
@@ -30,18 +50,27 @@
 #include <string_view>
 #include <vector>
 
+#include <deque>
+
 #include "core/clock.h"
 #include "core/status.h"
+#include "membership/commit_rule.h"
+#include "membership/straggler_policy.h"
 #include "membership/view.h"
 
 namespace tributary::membership {
 
 struct MembershipConfig {
   std::size_t initial_world_size = 1;  // members needed before the first view
-  Duration heartbeat_timeout = std::chrono::seconds(5);
+  Duration heartbeat_timeout = std::chrono::seconds(1);
   std::size_t max_members = 4096;      // joins beyond this are refused
   Epoch last_epoch = 0;                // the first view gets last_epoch + 1
   MemberId last_member_id = 0;         // the first member gets last_member_id + 1
+  Duration confirm_silence = std::chrono::milliseconds(300);  // a suspect this silent is dead
+  Duration ready_timeout = std::chrono::seconds(2);     // members must be Ready within this
+  Duration boundary_timeout = std::chrono::seconds(2);  // a boundary waits this for everyone
+  Duration resume_timeout = std::chrono::seconds(3);    // after restore(): wait for resumes
+  StragglerConfig straggler;
 };
 
 // What a joiner says about itself (validated by the caller before join()).
@@ -54,8 +83,10 @@ struct MemberLabels {
 };
 
 enum class PeerPhase : std::uint8_t {
-  kWaiting,  // joined, but the initial world is not complete: in no view yet
-  kInView,   // part of the current view
+  kWaiting,   // joined (or resumed), but no view issued yet: in no view
+  kPending,   // joined after the first view: waits for a step boundary
+  kInView,    // part of the current view
+  kResuming,  // journaled member of a restarted coordinator, not heard from yet
 };
 
 // Everything the coordinator knows about one member: one record, not parallel maps.
@@ -67,14 +98,25 @@ struct PeerState {
   TimePoint last_heartbeat{};  // the join counts as the first heartbeat
   Epoch known_epoch = 0;       // latest epoch the member reported
   std::uint64_t step = 0;      // latest step the member reported
+  std::optional<ReadyReport> ready;  // its last Ready (for the epoch in ready->epoch)
+  Epoch boundary_epoch = 0;    // the epoch of its last boundary request
+  bool leaving = false;        // ... and whether it leaves with that boundary
+  std::deque<bool> lag_history;  // straggler verdicts of its last W evaluated steps
 };
 
 enum class RemovalReason : std::uint8_t {
-  kLeft,              // the member asked to leave
+  kLeft,              // the member asked to leave (Leave, or a leaving boundary request)
   kHeartbeatTimeout,  // silent for longer than heartbeat_timeout
   kMalformed,         // sent bytes that do not decode, or broke the protocol
+  kFailureConfirmed,  // a peer reported it and it was silent for confirm_silence
+  kReadyTimeout,      // sent no Ready within ready_timeout after a view
+  kBoundaryTimeout,   // sent no boundary request within boundary_timeout
+  kStraggler,         // evicted by the straggler policy
+  kResumeTimeout,     // journaled, but did not resume after a coordinator restart
 };
-std::string_view to_string(RemovalReason reason);  // "left", "heartbeat_timeout", "malformed"
+// "left", "heartbeat_timeout", "malformed", "failure_confirmed", "ready_timeout",
+// "boundary_timeout", "straggler", "resume_timeout"
+std::string_view to_string(RemovalReason reason);
 
 struct Removal {
   MemberId id = 0;
@@ -82,13 +124,40 @@ struct Removal {
   std::string name;  // the member's name, for logs
 };
 
-// What the caller must carry out, in this order: tell each removed member it is out,
-// then send `new_view` (if any) to every member in it.
+// Why a view was issued (the `cause` label of tributary_view_changes_total).
+enum class ViewCause : std::uint8_t {
+  kInitial,      // the initial world is complete
+  kJoin,         // a joiner admitted directly into an empty view
+  kLeave,        // a Leave outside a step boundary
+  kFailure,      // removals: heartbeat timeout, confirmed report, ready/boundary timeout, malformed
+  kBoundary,     // a step boundary: leavers out, pending joiners in
+  kStraggler,    // the straggler policy evicted someone
+  kLinkRebuild,  // an unconfirmable failure report: same members, fresh epoch
+  kResume,       // the first view after a coordinator restart
+};
+std::string_view to_string(ViewCause cause);
+
+// The answer to a complete Ready round.
+struct GoDecision {
+  Epoch epoch = 0;
+  std::uint64_t commit_through = 0;
+  std::vector<MemberId> joiners;
+  MemberId state_source = 0;
+  std::vector<MemberId> recipients;  // everyone, or one member that repeated its Ready
+};
+
+// What the caller must carry out, in this order: tell each removed member it is out
+// (LeaveAck for kLeft, Evicted otherwise), journal and then send `new_view` (if any) to
+// every member in it, then send `go` (if any) to its recipients. `log` holds decisions
+// worth a line of their own (straggler verdicts, unconfirmed suspicions).
 struct Decisions {
   std::vector<Removal> removed;
   std::optional<View> new_view;
+  ViewCause cause = ViewCause::kFailure;  // meaningful with new_view
+  std::optional<GoDecision> go;
+  std::vector<std::string> log;
 
-  bool empty() const { return removed.empty() && !new_view; }
+  bool empty() const { return removed.empty() && !new_view && !go && log.empty(); }
 };
 
 struct JoinDecision {
@@ -100,23 +169,46 @@ struct HeartbeatDecision {
   bool known = false;       // false: not a member (removed or never joined)
   Epoch current_epoch = 0;
   bool resend_view = false; // the member reported an older epoch than its current view
+  bool joiners_pending = false;
 };
 
 class Membership {
  public:
   explicit Membership(MembershipConfig config);
 
-  // kUnavailable when max_members are already in.
+  // kUnavailable when max_members are already in; kEvicted (the message says until when)
+  // for a member evicted as a straggler whose cool-down has not passed (matched by name).
   Result<JoinDecision> join(MemberLabels labels, TimePoint now);
+  // After restore(): a journaled member is back (kResuming -> kWaiting; the view follows
+  // once all are back). A current member that reconnected is simply known again (no view
+  // change). kInvalidArgument for an id this membership does not expect or a name that
+  // differs from the journaled one.
+  Result<JoinDecision> resume(MemberId id, MemberLabels labels, TimePoint now);
+  // A restarted coordinator: the members of the journaled view, to wait for.
+  void restore(std::vector<std::pair<MemberId, MemberLabels>> members, TimePoint now);
+  // A member adopted view r.epoch. Reports for another epoch are ignored.
+  Decisions ready(MemberId id, const ReadyReport& report, TimePoint now);
+  // A member reached a step boundary in `epoch` (ignored unless it is the current one).
+  Decisions boundary(MemberId id, Epoch epoch, bool leaving, TimePoint now);
+  // `reporter` lost `suspect` (0: unknown) in `epoch` (ignored unless current).
+  Decisions failure_report(MemberId reporter, Epoch epoch, MemberId suspect, TimePoint now);
+  // Compute seconds of `id` in `step` (straggler policy input).
+  Decisions step_timing(MemberId id, std::uint64_t step, double compute_seconds, TimePoint now);
   // Unknown ids are ignored (empty Decisions): a leave may race a timeout.
   Decisions leave(MemberId id, TimePoint now);
   Decisions remove(MemberId id, RemovalReason reason, TimePoint now);
   HeartbeatDecision heartbeat(MemberId id, Epoch known_epoch, std::uint64_t step, TimePoint now);
-  // Removes every member silent for longer than heartbeat_timeout.
+  // Removes every member silent for longer than heartbeat_timeout; enforces the ready,
+  // boundary and resume timeouts; re-checks failure suspicions.
   Decisions tick(TimePoint now);
 
-  // The earliest time at which tick() could remove someone; TimePoint::max() if nobody.
+  // The earliest time at which tick() could decide something; TimePoint::max() if never.
   TimePoint next_expiry() const;
+  bool joiners_pending() const;
+  // The member id counter (the last id handed out).
+  MemberId last_member_id() const { return last_id_; }
+  // The epoch whose Go was sent last (0: none yet).
+  Epoch started_epoch() const { return started_epoch_; }
   // The latest issued view (epoch 0 and empty before the first one).
   const View& view() const { return view_; }
   Epoch epoch() const { return view_.epoch; }
@@ -126,10 +218,28 @@ class Membership {
   const MembershipConfig& config() const { return config_; }
 
  private:
-  Decisions remove_all(const std::vector<std::pair<MemberId, RemovalReason>>& gone);
+  using Gone = std::vector<std::pair<MemberId, RemovalReason>>;
+  // Removes `gone`; issues a view when a member of the current view went (or `force`),
+  // admitting pending joiners if `admit_joiners` or if the view would be empty.
+  Decisions remove_all(const Gone& gone, ViewCause cause, TimePoint now, bool force = false,
+                       bool admit_joiners = false);
   // Issues a new view if the initial world is (or was) complete.
-  std::optional<View> maybe_issue_view();
+  std::optional<View> maybe_issue_view(TimePoint now, bool admit_joiners);
   View build_view(Epoch epoch) const;
+  bool in_view(MemberId id) const;
+  // Round completions.
+  std::optional<GoDecision> maybe_go();
+  Decisions finish_boundary(TimePoint now, const Gone& silent);
+  Decisions check_suspicions(TimePoint now);
+  Decisions finish_resume(TimePoint now);
+  Decisions evaluate_step(std::uint64_t step, TimePoint now);
+
+  struct Suspicion {
+    MemberId reporter = 0;
+    MemberId suspect = 0;  // 0: unknown
+    Epoch epoch = 0;
+    TimePoint reported_at{};
+  };
 
   MembershipConfig config_;
   std::map<MemberId, PeerState> peers_;  // ordered: deterministic iteration
@@ -137,6 +247,18 @@ class Membership {
   Epoch last_epoch_;
   MemberId last_id_;
   bool first_view_issued_ = false;
+  // The Ready round of view_ (none before the first view); go_sent once it completed.
+  TimePoint ready_deadline_ = TimePoint::max();
+  bool go_sent_ = false;
+  std::optional<GoDecision> last_go_;
+  // The members of the last started (Go'd) view: "the previous epoch" of the commit rule.
+  Epoch started_epoch_ = 0;
+  std::vector<MemberId> started_members_;
+  TimePoint boundary_deadline_ = TimePoint::max();  // max: no boundary in progress
+  std::vector<Suspicion> suspicions_;
+  TimePoint resume_deadline_ = TimePoint::max();    // max: not resuming
+  std::map<std::uint64_t, std::map<MemberId, double>> step_times_;  // step -> reports
+  std::map<std::string, TimePoint> cooldown_until_;  // evicted straggler name -> earliest rejoin
 };
 
 }  // namespace tributary::membership

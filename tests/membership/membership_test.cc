@@ -37,6 +37,14 @@ MemberId join(Membership& m, MemberLabels l, const FakeClock& clock, std::option
   return r->id;
 }
 
+// Every member of the current view reaches a step boundary: pending joiners get in.
+std::optional<View> boundary_all(Membership& m, const FakeClock& clock) {
+  const View v = m.view();
+  Decisions d;
+  for (const auto& member : v.members) d = m.boundary(member.id, v.epoch, false, clock.now());
+  return d.new_view;
+}
+
 std::vector<MemberId> ring_ids(const View& v) {
   std::vector<MemberId> ids;
   for (auto rank : v.ring) ids.push_back(v.members[rank].id);
@@ -93,6 +101,7 @@ TEST(Membership, MembersOfOneHostAreAdjacentAndOrderIsStable) {
   EXPECT_EQ(ring_ids(m.view()), (std::vector<MemberId>{a1, a2, b1, b2, c1}));
   // A later joiner on host b slots in after b's members; nobody else is reordered.
   const MemberId b3 = join(m, labels("b"), clock);
+  ASSERT_TRUE(boundary_all(m, clock));
   EXPECT_EQ(ring_ids(m.view()), (std::vector<MemberId>{a1, a2, b1, b2, b3, c1}));
   EXPECT_EQ(m.view().find(b3)->rank, 4u);
   EXPECT_EQ(m.view().find(c1)->rank, 5u);
@@ -121,7 +130,7 @@ TEST(Membership, ViewCarriesLabels) {
   EXPECT_EQ(vm->capabilities, (std::vector<std::string>{"tcp", "shm"}));
 }
 
-TEST(Membership, JoinAfterFirstViewIssuesNextEpoch) {
+TEST(Membership, JoinAfterFirstViewWaitsForAStepBoundary) {
   FakeClock clock;
   Membership m(config(2));
   join(m, labels("a"), clock);
@@ -129,6 +138,10 @@ TEST(Membership, JoinAfterFirstViewIssuesNextEpoch) {
   ASSERT_EQ(m.epoch(), 1u);
   std::optional<View> v;
   const MemberId c = join(m, labels("c"), clock, &v);
+  EXPECT_FALSE(v) << "joiners after the first view wait for a step boundary";
+  EXPECT_EQ(m.find(c)->phase, PeerPhase::kPending);
+  EXPECT_TRUE(m.joiners_pending());
+  v = boundary_all(m, clock);
   ASSERT_TRUE(v);
   EXPECT_EQ(v->epoch, 2u);
   EXPECT_TRUE(v->contains(c));
@@ -239,7 +252,8 @@ TEST(Membership, HeartbeatAsksForViewResendWhenMemberIsBehind) {
   const MemberId a = join(m, labels("a"), clock);
   EXPECT_FALSE(m.heartbeat(a, 0, 0, clock.now()).resend_view) << "waiting member: no view to resend";
   join(m, labels("b"), clock);
-  join(m, labels("c"), clock);  // epoch 2
+  join(m, labels("c"), clock);
+  ASSERT_TRUE(boundary_all(m, clock));  // epoch 2
   HeartbeatDecision hb = m.heartbeat(a, 1, 7, clock.now());
   EXPECT_TRUE(hb.known);
   EXPECT_EQ(hb.current_epoch, 2u);
@@ -270,7 +284,7 @@ TEST(Membership, FullMembershipRefusesJoins) {
   auto r = m.join(labels("c"), clock.now());
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
-  EXPECT_EQ(m.epoch(), 2u);
+  EXPECT_EQ(m.epoch(), 1u) << "b waits for a step boundary";
 }
 
 TEST(Membership, EpochsAndIdsContinueAfterJournaledValues) {

@@ -1,0 +1,435 @@
+// The fault-tolerance rules of the pure membership state machine (docs/fault-tolerance.md):
+// Ready/Go and the commit rule, step boundaries, failure confirmation, straggler policy,
+// restart and resume. FakeClock only: no sockets, no sleeps.
+#include <gtest/gtest.h>
+
+#include <optional>
+
+#include "membership/commit_rule.h"
+#include "membership/membership.h"
+#include "membership/straggler_policy.h"
+
+namespace tributary::membership {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+MemberLabels labels(const std::string& name) { return {name, "h-" + name, "z", "127.0.0.1:9000", {"tcp"}}; }
+
+MembershipConfig config(std::size_t initial) {
+  MembershipConfig c;
+  c.initial_world_size = initial;
+  c.heartbeat_timeout = milliseconds(1000);
+  c.confirm_silence = milliseconds(300);
+  c.ready_timeout = milliseconds(2000);
+  c.boundary_timeout = milliseconds(2000);
+  c.resume_timeout = milliseconds(3000);
+  c.straggler.enabled = false;
+  return c;
+}
+
+// A membership with `n` members in view 1, all Ready, Go sent.
+struct Cluster {
+  explicit Cluster(std::size_t n, MembershipConfig c = config(0)) : m(fix(c, n)) {
+    for (std::size_t i = 0; i < n; ++i) {
+      std::string name = "m";
+      name += std::to_string(i);
+      ids.push_back(m.join(labels(name), clock.now())->id);
+    }
+    EXPECT_EQ(m.epoch(), 1u);
+    EXPECT_TRUE(all_ready({}).go);
+  }
+  static MembershipConfig fix(MembershipConfig c, std::size_t n) {
+    if (c.initial_world_size == 0) c.initial_world_size = n;
+    return c;
+  }
+  // Every member of the current view sends Ready with `report` (epoch filled in).
+  Decisions all_ready(ReadyReport report) {
+    report.epoch = m.epoch();
+    Decisions d;
+    for (const auto& member : m.view().members) d = m.ready(member.id, report, clock.now());
+    return d;
+  }
+  void heartbeat_all_but(MemberId silent) {
+    for (const auto& [id, p] : m.peers()) {
+      if (id != silent) m.heartbeat(id, m.epoch(), 0, clock.now());
+    }
+  }
+  FakeClock clock;
+  Membership m;
+  std::vector<MemberId> ids;
+};
+
+// --- commit rule ----------------------------------------------------------------------
+
+TEST(CommitRule, CasesFromTheProtocolDoc) {
+  using R = ReadyReport;
+  // Everyone committed S on the fast path.
+  EXPECT_EQ(commit_through(std::vector<R>{{2, 1, 7, 0}, {2, 1, 7, 0}}), 7u);
+  // Some committed S, the others hold it: S.
+  EXPECT_EQ(commit_through(std::vector<R>{{2, 1, 7, 0}, {2, 1, 6, 7}, {2, 1, 6, 7}}), 7u);
+  // Everyone holds S: S (nobody can have discarded it).
+  EXPECT_EQ(commit_through(std::vector<R>{{2, 1, 6, 7}, {2, 1, 6, 7}}), 7u);
+  // One survivor does not hold S: S is re-run, commit through S-1.
+  EXPECT_EQ(commit_through(std::vector<R>{{2, 1, 6, 7}, {2, 1, 6, 0}}), 6u);
+  // Nobody holds anything.
+  EXPECT_EQ(commit_through(std::vector<R>{{2, 1, 6, 0}, {2, 1, 6, 0}}), 6u);
+  // A stale held seq below what was committed changes nothing.
+  EXPECT_EQ(commit_through(std::vector<R>{{2, 1, 9, 4}, {2, 1, 9, 0}}), 9u);
+  EXPECT_EQ(commit_through(std::vector<R>{}), 0u);
+}
+
+// --- Ready / Go -----------------------------------------------------------------------
+
+TEST(ReadyGo, GoOnlyOnceEveryMemberIsReadyWithCommitThrough) {
+  Cluster c(3);
+  c.m.remove(c.ids[2], RemovalReason::kHeartbeatTimeout, c.clock.now());  // epoch 2: ids 0, 1
+  ASSERT_EQ(c.m.epoch(), 2u);
+  Decisions d = c.m.ready(c.ids[0], {2, 1, 6, 7}, c.clock.now());
+  EXPECT_FALSE(d.go) << "member 1 is not Ready yet";
+  EXPECT_TRUE(c.m.ready(c.ids[0], {1, 0, 6, 7}, c.clock.now()).empty()) << "Ready for an old epoch is ignored";
+  d = c.m.ready(c.ids[1], {2, 1, 7, 0}, c.clock.now());
+  ASSERT_TRUE(d.go);
+  EXPECT_EQ(d.go->epoch, 2u);
+  EXPECT_EQ(d.go->commit_through, 7u);
+  EXPECT_TRUE(d.go->joiners.empty());
+  EXPECT_EQ(d.go->state_source, c.m.view().members[0].id);
+  EXPECT_EQ(d.go->recipients.size(), 2u);
+  EXPECT_EQ(c.m.started_epoch(), 2u);
+  // A repeated Ready gets the same Go, to itself only.
+  d = c.m.ready(c.ids[0], {2, 1, 6, 7}, c.clock.now());
+  ASSERT_TRUE(d.go);
+  EXPECT_EQ(d.go->commit_through, 7u);
+  EXPECT_EQ(d.go->recipients, std::vector<MemberId>{c.ids[0]});
+}
+
+TEST(ReadyGo, FirstViewHasNoJoinersAndNoStateSource) {
+  Cluster c(2);
+  // Cluster's constructor ran the round; check what it decided via a repeat.
+  Decisions d = c.m.ready(c.ids[0], {1, 0, 0, 0}, c.clock.now());
+  ASSERT_TRUE(d.go);
+  EXPECT_TRUE(d.go->joiners.empty());
+  EXPECT_EQ(d.go->state_source, 0u);
+  EXPECT_EQ(d.go->commit_through, 0u);
+}
+
+TEST(ReadyGo, SilentMemberIsRemovedAfterReadyTimeoutAndTheRoundRepeats) {
+  Cluster c(3);
+  c.m.boundary(c.ids[0], 1, false, c.clock.now());
+  c.m.boundary(c.ids[1], 1, false, c.clock.now());
+  ASSERT_TRUE(c.m.boundary(c.ids[2], 1, false, c.clock.now()).new_view);  // epoch 2
+  c.m.ready(c.ids[0], {2, 1, 5, 0}, c.clock.now());
+  c.m.ready(c.ids[1], {2, 1, 5, 0}, c.clock.now());
+  c.clock.advance(milliseconds(1999));
+  c.heartbeat_all_but(0);
+  EXPECT_TRUE(c.m.tick(c.clock.now()).empty());
+  EXPECT_LE(c.m.next_expiry(), c.clock.now() + milliseconds(2));
+  c.clock.advance(milliseconds(2));
+  Decisions d = c.m.tick(c.clock.now());
+  ASSERT_EQ(d.removed.size(), 1u);
+  EXPECT_EQ(d.removed[0].id, c.ids[2]);
+  EXPECT_EQ(d.removed[0].reason, RemovalReason::kReadyTimeout);
+  ASSERT_TRUE(d.new_view);
+  EXPECT_EQ(d.new_view->epoch, 3u);
+  EXPECT_EQ(d.cause, ViewCause::kFailure);
+  // The new round: reports about the last *started* epoch (1) still count.
+  c.m.ready(c.ids[0], {3, 1, 5, 6}, c.clock.now());
+  d = c.m.ready(c.ids[1], {3, 1, 5, 6}, c.clock.now());
+  ASSERT_TRUE(d.go);
+  EXPECT_EQ(d.go->commit_through, 6u);
+}
+
+// --- step boundaries ------------------------------------------------------------------
+
+TEST(Boundary, LeaversOutJoinersInOneView) {
+  Cluster c(3);
+  const MemberId j1 = c.m.join(labels("j1"), c.clock.now())->id;
+  const MemberId j2 = c.m.join(labels("j2"), c.clock.now())->id;
+  EXPECT_TRUE(c.m.joiners_pending());
+  EXPECT_TRUE(c.m.heartbeat(c.ids[0], 1, 0, c.clock.now()).joiners_pending);
+  EXPECT_EQ(c.m.epoch(), 1u) << "joiners wait";
+  EXPECT_TRUE(c.m.boundary(c.ids[0], 1, false, c.clock.now()).empty());
+  EXPECT_TRUE(c.m.boundary(c.ids[1], 1, true, c.clock.now()).empty());
+  EXPECT_TRUE(c.m.boundary(c.ids[1], 0, false, c.clock.now()).empty()) << "old epoch: ignored";
+  Decisions d = c.m.boundary(c.ids[2], 1, false, c.clock.now());
+  ASSERT_TRUE(d.new_view);
+  EXPECT_EQ(d.cause, ViewCause::kBoundary);
+  EXPECT_EQ(d.new_view->epoch, 2u);
+  ASSERT_EQ(d.removed.size(), 1u);
+  EXPECT_EQ(d.removed[0].id, c.ids[1]);
+  EXPECT_EQ(d.removed[0].reason, RemovalReason::kLeft);
+  EXPECT_EQ(d.new_view->size(), 4u);
+  EXPECT_TRUE(d.new_view->contains(j1));
+  EXPECT_TRUE(d.new_view->contains(j2));
+  EXPECT_FALSE(d.new_view->contains(c.ids[1]));
+  EXPECT_FALSE(c.m.joiners_pending());
+  // Go names the joiners and the lowest-rank survivor as the state source.
+  Decisions go = c.all_ready({0, 1, 10, 0});
+  ASSERT_TRUE(go.go);
+  EXPECT_EQ(go.go->joiners, (std::vector<MemberId>{j1, j2}));
+  EXPECT_EQ(go.go->state_source, c.ids[0]);
+  EXPECT_EQ(go.go->commit_through, 10u) << "joiners' reports do not count";
+}
+
+TEST(Boundary, SilentMembersAreRemovedAfterTheBoundaryTimeout) {
+  Cluster c(3);
+  const MemberId j = c.m.join(labels("j"), c.clock.now())->id;
+  c.m.boundary(c.ids[0], 1, false, c.clock.now());
+  c.m.boundary(c.ids[1], 1, false, c.clock.now());
+  c.clock.advance(milliseconds(2001));
+  c.heartbeat_all_but(0);
+  Decisions d = c.m.tick(c.clock.now());
+  ASSERT_TRUE(d.new_view);
+  EXPECT_EQ(d.cause, ViewCause::kBoundary);
+  ASSERT_EQ(d.removed.size(), 1u);
+  EXPECT_EQ(d.removed[0].id, c.ids[2]);
+  EXPECT_EQ(d.removed[0].reason, RemovalReason::kBoundaryTimeout);
+  EXPECT_TRUE(d.new_view->contains(j));
+}
+
+TEST(Boundary, FailureViewsDoNotAdmitJoinersButAnEmptyViewDoes) {
+  Cluster c(2);
+  const MemberId j = c.m.join(labels("j"), c.clock.now())->id;
+  Decisions d = c.m.remove(c.ids[0], RemovalReason::kHeartbeatTimeout, c.clock.now());
+  ASSERT_TRUE(d.new_view);
+  EXPECT_FALSE(d.new_view->contains(j)) << "joiners wait for a step boundary";
+  d = c.m.leave(c.ids[1], c.clock.now());
+  ASSERT_TRUE(d.new_view);
+  EXPECT_TRUE(d.new_view->contains(j)) << "nobody is left to reach a boundary: admit";
+  // A joiner into an empty view is admitted at once.
+  Cluster e(1);
+  e.m.leave(e.ids[0], e.clock.now());
+  auto r = e.m.join(labels("x"), e.clock.now());
+  ASSERT_TRUE(r->decisions.new_view);
+  EXPECT_EQ(r->decisions.cause, ViewCause::kJoin);
+  EXPECT_TRUE(r->decisions.new_view->contains(r->id));
+}
+
+// --- failure reports ------------------------------------------------------------------
+
+TEST(FailureReport, SilentSuspectIsConfirmedAfterConfirmSilence) {
+  Cluster c(3);
+  c.clock.advance(milliseconds(200));
+  c.heartbeat_all_but(c.ids[2]);  // ids[2] froze at t=0
+  Decisions d = c.m.failure_report(c.ids[0], 1, c.ids[2], c.clock.now());
+  EXPECT_TRUE(d.empty()) << "200 ms of silence is not yet 300";
+  EXPECT_EQ(c.m.next_expiry(), TimePoint{} + milliseconds(300) + Duration{1});
+  c.clock.advance(milliseconds(101));
+  d = c.m.tick(c.clock.now());
+  ASSERT_EQ(d.removed.size(), 1u);
+  EXPECT_EQ(d.removed[0].id, c.ids[2]);
+  EXPECT_EQ(d.removed[0].reason, RemovalReason::kFailureConfirmed);
+  ASSERT_TRUE(d.new_view);
+  EXPECT_EQ(d.cause, ViewCause::kFailure);
+  EXPECT_EQ(d.new_view->size(), 2u);
+}
+
+TEST(FailureReport, AlreadySilentSuspectIsConfirmedAtOnce) {
+  Cluster c(3);
+  c.clock.advance(milliseconds(400));
+  c.heartbeat_all_but(c.ids[1]);
+  Decisions d = c.m.failure_report(c.ids[2], 1, c.ids[1], c.clock.now());
+  ASSERT_EQ(d.removed.size(), 1u);
+  EXPECT_EQ(d.removed[0].id, c.ids[1]);
+}
+
+TEST(FailureReport, UnknownSuspectConfirmsWhoeverIsSilent) {
+  Cluster c(4);
+  c.clock.advance(milliseconds(350));
+  c.heartbeat_all_but(c.ids[3]);
+  Decisions d = c.m.failure_report(c.ids[0], 1, 0, c.clock.now());
+  ASSERT_EQ(d.removed.size(), 1u);
+  EXPECT_EQ(d.removed[0].id, c.ids[3]);
+}
+
+TEST(FailureReport, FalseSuspicionRebuildsLinksWithTheSameMembers) {
+  Cluster c(3);
+  EXPECT_TRUE(c.m.failure_report(c.ids[0], 1, c.ids[1], c.clock.now()).empty());
+  EXPECT_TRUE(c.m.failure_report(c.ids[0], 7, c.ids[1], c.clock.now()).empty()) << "other epochs: ignored";
+  for (int i = 0; i < 10; ++i) {
+    c.clock.advance(milliseconds(100));
+    c.heartbeat_all_but(0);
+    EXPECT_TRUE(c.m.tick(c.clock.now()).empty()) << "suspect alive; no confirmation within heartbeat_timeout yet";
+  }
+  c.clock.advance(milliseconds(1));
+  Decisions d = c.m.tick(c.clock.now());
+  EXPECT_TRUE(d.removed.empty());
+  ASSERT_TRUE(d.new_view);
+  EXPECT_EQ(d.cause, ViewCause::kLinkRebuild);
+  EXPECT_EQ(d.new_view->epoch, 2u);
+  EXPECT_EQ(d.new_view->size(), 3u);
+  ASSERT_EQ(d.log.size(), 1u);
+  EXPECT_NE(d.log[0].find("not confirmed"), std::string::npos);
+}
+
+TEST(FailureReport, ReportsFromNonMembersOrOldEpochsChangeNothing) {
+  Cluster c(2);
+  c.clock.advance(milliseconds(500));
+  EXPECT_TRUE(c.m.failure_report(999, 1, c.ids[0], c.clock.now()).empty());
+  EXPECT_TRUE(c.m.failure_report(c.ids[0], 2, c.ids[1], c.clock.now()).empty());
+}
+
+// --- straggler policy -----------------------------------------------------------------
+
+TEST(StragglerPolicy, LowerMedianAndVerdicts) {
+  EXPECT_EQ(lower_median({}), 0.0);
+  EXPECT_EQ(lower_median({3, 1, 2}), 2.0);
+  EXPECT_EQ(lower_median({4, 1, 3, 2}), 2.0);
+  StragglerConfig sc;
+  sc.k = 2;
+  sc.floor_seconds = 0.1;
+  double median = 0;
+  auto v = judge_step(sc, {{1, 0.05}, {2, 0.05}, {3, 0.09}}, &median);
+  EXPECT_FALSE(v[2].straggler) << "below the floor";
+  v = judge_step(sc, {{1, 1.0}, {2, 1.0}, {3, 2.0}}, &median);
+  EXPECT_FALSE(v[2].straggler) << "exactly k x median is not above it";
+  v = judge_step(sc, {{1, 1.0}, {2, 1.0}, {3, 2.1}}, &median);
+  EXPECT_EQ(median, 1.0);
+  EXPECT_TRUE(v[2].straggler);
+  EXPECT_FALSE(judge_step(sc, {{1, 9.0}}, nullptr)[0].straggler) << "alone: nobody to lag behind";
+  std::deque<bool> h;
+  sc.m = 2;
+  sc.w = 3;
+  for (bool b : {true, false, false, true}) record_verdict(sc, h, b);
+  EXPECT_EQ(h.size(), 3u);
+  EXPECT_FALSE(should_evict(sc, h));
+  record_verdict(sc, h, true);
+  EXPECT_TRUE(should_evict(sc, h));
+  StragglerConfig bad;
+  bad.m = 4;
+  bad.w = 3;
+  EXPECT_EQ(validate(bad).code(), StatusCode::kInvalidArgument);
+}
+
+MembershipConfig straggler_config(std::size_t min_world) {
+  MembershipConfig c = config(0);
+  c.straggler.enabled = true;
+  c.straggler.k = 2;
+  c.straggler.floor_seconds = 0.05;
+  c.straggler.m = 2;
+  c.straggler.w = 3;
+  c.straggler.cooldown = seconds(10);
+  c.straggler.min_world_size = min_world;
+  return c;
+}
+
+// One step: everyone 0.1 s except `slow` at `slow_seconds`.
+Decisions step(Cluster& c, std::uint64_t s, MemberId slow, double slow_seconds) {
+  Decisions d;
+  for (const auto& m : c.m.view().members) {
+    Decisions x = c.m.step_timing(m.id, s, m.id == slow ? slow_seconds : 0.1, c.clock.now());
+    if (!x.empty()) d = x;
+  }
+  return d;
+}
+
+TEST(StragglerPolicy, EvictsAfterMOfWStepsThenCooldownRefusesRejoin) {
+  Cluster c(4, straggler_config(2));
+  const MemberId slow = c.ids[3];
+  Decisions d = step(c, 1, slow, 0.5);
+  EXPECT_FALSE(d.new_view);
+  ASSERT_EQ(d.log.size(), 1u) << "each verdict is logged with the member named";
+  EXPECT_NE(d.log[0].find("'m3'"), std::string::npos) << d.log[0];
+  EXPECT_FALSE(step(c, 2, slow, 0.15).new_view) << "within k x median: not straggling";
+  d = step(c, 3, slow, 0.5);  // 2 of the last 3
+  ASSERT_TRUE(d.new_view);
+  EXPECT_EQ(d.cause, ViewCause::kStraggler);
+  ASSERT_EQ(d.removed.size(), 1u);
+  EXPECT_EQ(d.removed[0].id, slow);
+  EXPECT_EQ(d.removed[0].reason, RemovalReason::kStraggler);
+  EXPECT_FALSE(d.new_view->contains(slow));
+  auto again = c.m.join(labels("m3"), c.clock.now());
+  ASSERT_FALSE(again.is_ok());
+  EXPECT_EQ(again.status().code(), StatusCode::kEvicted);
+  EXPECT_NE(again.status().message().find("cool-down"), std::string::npos);
+  EXPECT_TRUE(c.m.join(labels("other"), c.clock.now()).is_ok()) << "others are not affected";
+  c.clock.advance(seconds(10));
+  EXPECT_TRUE(c.m.join(labels("m3"), c.clock.now()).is_ok()) << "after the cool-down";
+}
+
+TEST(StragglerPolicy, NeverBelowMinWorldSizeAndDisabledDoesNothing) {
+  Cluster c(2, straggler_config(2));
+  for (std::uint64_t s = 1; s <= 5; ++s) {
+    Decisions d = step(c, s, c.ids[1], 1.0);
+    EXPECT_FALSE(d.new_view) << "step " << s;
+  }
+  EXPECT_EQ(c.m.view().size(), 2u);
+  MembershipConfig off = straggler_config(1);
+  off.straggler.enabled = false;
+  Cluster d(3, off);
+  for (std::uint64_t s = 1; s <= 5; ++s) EXPECT_TRUE(step(d, s, d.ids[2], 9.0).empty());
+}
+
+TEST(StragglerPolicy, IncompleteStepsAreNotJudged) {
+  Cluster c(3, straggler_config(1));
+  for (std::uint64_t s = 1; s <= 4; ++s) {
+    c.m.step_timing(c.ids[0], s, 0.1, c.clock.now());
+    EXPECT_TRUE(c.m.step_timing(c.ids[2], s, 5.0, c.clock.now()).empty());
+  }
+  EXPECT_TRUE(c.m.find(c.ids[2])->lag_history.empty());
+}
+
+// --- restart and resume ---------------------------------------------------------------
+
+TEST(Resume, ViewOfThoseThatResumedWithALargerEpoch) {
+  FakeClock clock;
+  MembershipConfig cfg = config(3);
+  cfg.last_epoch = 7;
+  cfg.last_member_id = 12;
+  Membership m(cfg);
+  m.restore({{10, labels("a")}, {11, labels("b")}, {12, labels("c")}}, clock.now());
+  EXPECT_EQ(m.size(), 3u);
+  EXPECT_EQ(m.resume(99, labels("x"), clock.now()).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.resume(10, labels("not-a"), clock.now()).status().code(), StatusCode::kInvalidArgument);
+  auto r = m.resume(10, labels("a"), clock.now());
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_FALSE(r->decisions.new_view);
+  // A joiner meanwhile waits for a boundary; its id continues after the journaled counter.
+  auto j = m.join(labels("j"), clock.now());
+  ASSERT_TRUE(j.is_ok());
+  EXPECT_EQ(j->id, 13u);
+  EXPECT_FALSE(j->decisions.new_view);
+  clock.advance(milliseconds(500));
+  ASSERT_TRUE(m.resume(11, labels("b"), clock.now()).is_ok());
+  m.heartbeat(10, 0, 0, clock.now());
+  clock.advance(milliseconds(2501));
+  m.heartbeat(10, 0, 0, clock.now());
+  m.heartbeat(11, 0, 0, clock.now());
+  m.heartbeat(13, 0, 0, clock.now());
+  Decisions d = m.tick(clock.now());
+  ASSERT_TRUE(d.new_view);
+  EXPECT_EQ(d.cause, ViewCause::kResume);
+  EXPECT_EQ(d.new_view->epoch, 8u) << "never reissue a journaled epoch";
+  EXPECT_EQ(d.new_view->size(), 2u);
+  EXPECT_TRUE(d.new_view->contains(10));
+  EXPECT_TRUE(d.new_view->contains(11));
+  ASSERT_EQ(d.removed.size(), 1u);
+  EXPECT_EQ(d.removed[0].id, 12u);
+  EXPECT_EQ(d.removed[0].reason, RemovalReason::kResumeTimeout);
+  // The survivors of the journaled view are the "previous epoch": Go has a state source.
+  m.ready(10, {8, 7, 3, 0}, clock.now());
+  Decisions go = m.ready(11, {8, 7, 3, 4}, clock.now());
+  ASSERT_TRUE(go.go);
+  EXPECT_EQ(go.go->commit_through, 3u);
+  EXPECT_NE(go.go->state_source, 0u);
+}
+
+TEST(Resume, AllBackIssuesTheViewAtOnceAndReconnectChangesNothing) {
+  FakeClock clock;
+  MembershipConfig cfg = config(1);
+  cfg.last_epoch = 3;
+  Membership m(cfg);
+  m.restore({{1, labels("a")}, {2, labels("b")}}, clock.now());
+  EXPECT_FALSE(m.resume(1, labels("a"), clock.now())->decisions.new_view);
+  auto r = m.resume(2, labels("b"), clock.now());
+  ASSERT_TRUE(r->decisions.new_view);
+  EXPECT_EQ(r->decisions.new_view->epoch, 4u);
+  EXPECT_EQ(r->decisions.new_view->size(), 2u);
+  auto again = m.resume(2, labels("b"), clock.now());
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_TRUE(again->decisions.empty()) << "a reconnecting member is simply known again";
+}
+
+}  // namespace
+}  // namespace tributary::membership
