@@ -1,8 +1,8 @@
 // Top-k sparsification, DGC-style (Lin et al., 2018).
 //
 // Selection: |v| >= t where the threshold t comes from a random sample of |v| (counter
-// RNG, no sort of the tensor), then one vectorised counting pass checks how many pass;
-// when that is outside [k/1.5, 1.5k] the sample quantile is moved and the count redone
+// RNG, no sort of the tensor), then one vectorised gather pass collects what passes;
+// when that is outside [k/1.5, 1.5k] the sample quantile is moved and counted again
 // (a few times at most), and a candidate set still above 1.5k is cut to exactly k by a
 // selection on the candidates only. Exact zeros are never sent.
 //
@@ -37,12 +37,12 @@ std::size_t count_ge(const float* __restrict v, std::size_t n, std::uint32_t t) 
   return c;
 }
 
-// Appends the indices i with |v[i]| >= t. Blocks of 64 are tested with a vectorised
+// Appends the indices i with |v[i]| >= t. Blocks of 16 are tested with a vectorised
 // any-of first: at 1% density most blocks hold nothing and are skipped.
 TRIB_CODEC_MULTIVERSION
 void gather_ge(const float* __restrict v, std::size_t n, std::uint32_t t,
                std::vector<std::uint32_t>& out) {
-  constexpr std::size_t kB = 64;
+  constexpr std::size_t kB = 16;
   std::size_t i = 0;
   for (; i + kB <= n; i += kB) {
     unsigned any = 0;
@@ -93,14 +93,11 @@ void widen_values(std::uint32_t type, const std::byte* in, float* out, std::size
   type == kValuesF16 ? half_to_float(in, out, n) : bfloat16_to_float(in, out, n);
 }
 
-// Threshold (as |float| bits) such that about k of the n elements have |v| >= it.
-struct Threshold {
-  std::uint32_t bits = 0;
-  std::size_t passing = 0;
-};
-
-Threshold find_threshold(const float* v, std::size_t n, std::size_t k, RngKey key,
-                         std::vector<std::uint32_t>& sample) {
+// Selects about k of the n elements: the indices with |v| >= t, t a sampled quantile.
+// The gather pass doubles as the check (one streaming pass over the tensor in the usual
+// case); a count outside [k/1.5, 1.5k] moves the quantile and gathers again.
+void select_threshold(const float* v, std::size_t n, std::size_t k, RngKey key,
+                      std::vector<std::uint32_t>& sample, std::vector<std::uint32_t>& idx) {
   const double density = static_cast<double>(k) / static_cast<double>(n);
   const std::size_t want = std::clamp<std::size_t>(static_cast<std::size_t>(256.0 / density),
                                                    16384, std::size_t{1} << 20);
@@ -112,33 +109,33 @@ Threshold find_threshold(const float* v, std::size_t n, std::size_t k, RngKey ke
   } else {
     for (std::size_t j = 0; j < s; ++j) {
       // Multiply-shift maps 32 random bits onto [0, n) (n < 2^32); the bias is < n/2^32.
-      const std::uint64_t idx = (std::uint64_t{rng_bits(key, std::uint64_t{j})} * n) >> 32;
-      sample[j] = abs_bits(v[idx]);
+      const std::uint64_t i = (std::uint64_t{rng_bits(key, std::uint64_t{j})} * n) >> 32;
+      sample[j] = abs_bits(v[i]);
     }
   }
   double frac = density;  // fraction of the sample that should pass
-  Threshold t;
   for (int round = 0; round < 6; ++round) {
     std::size_t above = static_cast<std::size_t>(std::ceil(frac * static_cast<double>(s)));
     above = std::clamp<std::size_t>(above, 1, s);
     const std::size_t pos = s - above;
     std::nth_element(sample.begin(), sample.begin() + static_cast<std::ptrdiff_t>(pos), sample.end());
-    t.bits = std::max<std::uint32_t>(sample[pos], 1);  // never send exact zeros
-    t.passing = exact && round == 0 ? static_cast<std::size_t>(std::count_if(
-                                          sample.begin(), sample.end(),
-                                          [&](std::uint32_t b) { return b >= t.bits; }))
-                                    : count_ge(v, n, t.bits);
-    if (exact) break;  // the sample is the tensor: the cut below makes it exact
-    const double ratio = static_cast<double>(t.passing) / static_cast<double>(k);
-    if (ratio <= 1.5 && ratio >= 1.0 / 1.5) break;
-    if (t.passing == 0) {
-      frac *= 4;
-    } else {
-      frac *= 1.0 / ratio;
+    const std::uint32_t t = std::max<std::uint32_t>(sample[pos], 1);  // never send exact zeros
+    if (!exact && round > 0) {
+      // A retry: count first (cheaper than gathering) and only gather when it is in range.
+      const std::size_t c = count_ge(v, n, t);
+      const double ratio = static_cast<double>(c) / static_cast<double>(k);
+      if ((ratio > 1.5 || ratio < 1.0 / 1.5) && round < 5) {
+        frac = std::clamp(c == 0 ? frac * 4 : frac / ratio, 1.0 / static_cast<double>(s), 1.0);
+        continue;
+      }
     }
-    frac = std::clamp(frac, 1.0 / static_cast<double>(s), 1.0);
+    idx.clear();
+    gather_ge(v, n, t, idx);
+    if (exact || round > 0) return;  // exact: the cut to k below makes it exact
+    const double ratio = static_cast<double>(idx.size()) / static_cast<double>(k);
+    if (ratio <= 1.5 && ratio >= 1.0 / 1.5) return;
+    frac = std::clamp(idx.empty() ? frac * 4 : frac / ratio, 1.0 / static_cast<double>(s), 1.0);
   }
-  return t;
 }
 
 class TopKCodec final : public Codec {
@@ -196,9 +193,7 @@ class TopKCodec final : public Codec {
       const double density = topk_density_at(config_, o.step);
       const std::size_t k = target_k(count, density);
       const std::size_t cap = max_nnz(count, density);
-      const Threshold t = find_threshold(v, count, k, rng_key(o.seed, o.stream, o.step, o.rank), sample);
-      idx.reserve(t.passing);
-      gather_ge(v, count, t.bits, idx);
+      select_threshold(v, count, k, rng_key(o.seed, o.stream, o.step, o.rank), sample, idx);
       if (idx.size() > cap) {
         // Ties or a skewed sample: keep the k largest candidates exactly.
         std::nth_element(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end(),
