@@ -1,0 +1,115 @@
+// The `tributary` command as a user meets it: the demo trains and prints its summary; bad
+// flags and impossible setups end with a non-zero status and a message naming the
+// problem, promptly, never a hang.
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "tests/integration/process.h"
+
+namespace tributary::integration {
+namespace {
+
+struct Ran {
+  int code = -1;
+  std::string out;
+  std::string err;
+  std::string dump;
+};
+
+// Runs `tributary <args>` to completion (bounded); fails the test if it does not exit.
+Ran run(const std::vector<std::string>& args, seconds limit = seconds(60),
+        const std::vector<std::string>& env = {}) {
+  TempDir dir;
+  std::vector<std::string> argv = {tributary_bin()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Process p(dir, "tributary", argv, env);
+  const auto code = p.wait_until(deadline_after(limit));
+  Ran r;
+  r.out = p.out();
+  r.err = p.err();
+  r.dump = p.dump();
+  EXPECT_TRUE(code.has_value()) << "did not exit within " << limit.count() << " s\n" << r.dump;
+  r.code = code.value_or(-1);
+  return r;
+}
+
+TEST(Demo, TrainsAndPrintsASummaryWithAccuracy) {
+  const Ran r = run({"demo", "--workers", "3", "--epochs", "3", "--timeout-s", "240"}, seconds(300));
+  ASSERT_EQ(r.code, 0) << r.dump;
+  std::smatch m;
+  const std::regex summary(
+      R"(summary: (\d+) steps in [0-9.]+ s, final loss [0-9.]+, test accuracy ([0-9.]+)%, 3 workers)");
+  ASSERT_TRUE(std::regex_search(r.out, m, summary)) << r.dump;
+  EXPECT_GT(std::stol(m[1]), 0);
+  // Three epochs of the digits MLP is plenty to beat chance (10%) by far.
+  EXPECT_GT(std::stod(m[2]), 50.0) << r.dump;
+  EXPECT_NE(r.out.find("coordinator + 3 worker processes"), std::string::npos) << r.dump;
+}
+
+struct BadInvocation {
+  std::string name;
+  std::vector<std::string> args;
+  std::string message;  // a regex the stderr must contain
+};
+
+void PrintTo(const BadInvocation& b, std::ostream* os) { *os << b.name; }
+
+class BadFlags : public ::testing::TestWithParam<BadInvocation> {};
+
+TEST_P(BadFlags, ExitNonZeroWithAClearMessage) {
+  const Ran r = run(GetParam().args, seconds(60));
+  EXPECT_NE(r.code, 0) << r.dump;
+  EXPECT_TRUE(std::regex_search(r.err + r.out, std::regex(GetParam().message))) << r.dump;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cli, BadFlags,
+    ::testing::Values(
+        BadInvocation{"bench_unknown_dtype", {"bench", "--dtype", "float128"},
+                      "--dtype: unknown type 'float128'"},
+        BadInvocation{"bench_unknown_op", {"bench", "--op", "all_reduce,frobnicate"},
+                      "--op: unknown collective 'frobnicate'"},
+        BadInvocation{"bench_unknown_redop", {"bench", "--redop", "median"},
+                      "--redop: unknown op 'median'"},
+        BadInvocation{"bench_min_over_max", {"bench", "-b", "1M", "-e", "4K"},
+                      "-b must not exceed -e"},
+        BadInvocation{"check_unknown_algorithm", {"check", "--np", "2", "--algorithm", "bogo"},
+                      "--algorithm: unknown algorithm 'bogo'"},
+        BadInvocation{"check_zero_processes", {"check", "--np", "0"}, "--np"},
+        BadInvocation{"agent_without_secret", {"agent"}, "no cluster secret"},
+        BadInvocation{"coordinator_without_secret", {"coordinator", "--bind", "tcp://127.0.0.1:0"},
+                      "no cluster secret"},
+        BadInvocation{"agent_unknown_workload", {"agent", "--secret", "s", "--workload", "dance"},
+                      "--workload"},
+        BadInvocation{"agent_unknown_mismatch", {"agent", "--secret", "s", "--mismatch", "size"},
+                      "--mismatch"},
+        BadInvocation{"no_subcommand", {}, "subcommand"},
+        // CLI11 answers "A subcommand is required" without naming the word it did not know.
+        BadInvocation{"unknown_subcommand", {"frobnicate"}, "subcommand"}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(Agent, WithNoCoordinatorGivesUpAtItsJoinDeadline) {
+  // Nobody listens on this port (a moment ago, at least); the agent must not wait forever.
+  const int port = pick_free_port();
+  ASSERT_GT(port, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Ran r = run({"agent", "--secret", "s", "--coordinator", "tcp://127.0.0.1:" + std::to_string(port),
+                     "--join-timeout-ms", "2000", "--workload", "check"},
+                    seconds(60));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(r.code, 0) << r.dump;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex("no answer from coordinator"))) << r.dump;
+  EXPECT_LT(took, 30.0) << r.dump;
+}
+
+TEST(Help, EverySubcommandExplainsItself) {
+  for (const char* sub : {"coordinator", "agent", "bench", "check", "demo"}) {
+    const Ran r = run({sub, "--help"}, seconds(30));
+    EXPECT_EQ(r.code, 0) << sub << "\n" << r.dump;
+    EXPECT_NE(r.out.find("--"), std::string::npos) << sub << "\n" << r.dump;
+  }
+}
+
+}  // namespace
+}  // namespace tributary::integration
