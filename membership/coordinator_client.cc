@@ -471,13 +471,17 @@ void CoordinatorClient::Impl::handle(const control::Envelope& env, TimePoint now
     }
     case control::Envelope::kEvicted: {
       const auto& ev = env.evicted();
-      // "Unknown connection" from a coordinator instance other than ours: it restarted.
-      if (ev.unknown() && ev.instance_id() != instance_id) {
+      // "Unknown connection": the coordinator restarted (another instance id) or our
+      // connection was re-established (ZeroMQ gives it a new routing id). Resume: a
+      // coordinator that removed us refuses it, and then we are evicted.
+      if (ev.unknown()) {
         {
           std::lock_guard lock(mu);
           if (left || evicted || leaving) return;
         }
-        return start_resume(now, "coordinator restarted (new instance " + std::to_string(ev.instance_id()) + ")");
+        return start_resume(now, ev.instance_id() != instance_id
+                                     ? "coordinator restarted (new instance " + std::to_string(ev.instance_id()) + ")"
+                                     : std::string("the coordinator no longer knows this connection"));
       }
       return mark_evicted(ev.reason());
     }

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "membership/join_auth.h"
 
 namespace tributary::membership {
@@ -116,6 +118,58 @@ TEST(JoinAuth, ProofsBindEveryInputAndDifferByDirection) {
   const Mac coord = coordinator_proof_mac("secret", s, c, 1);
   EXPECT_FALSE(macs_equal(base, coord));
   EXPECT_FALSE(macs_equal(coord, coordinator_proof_mac("secret", s, c, 2)));
+}
+
+// The fault-tolerance messages: out-of-bounds fields are kBadFrame naming the field.
+TEST(ControlCodec, FaultToleranceMessagesAreBoundsChecked) {
+  auto decode = [](const control::Envelope& e) { return decode_envelope(encode_envelope(e)); };
+  control::Envelope ok;
+  auto* r = ok.mutable_ready();
+  r->set_member_id(1);
+  r->set_epoch(5);
+  r->set_previous_epoch(4);
+  r->set_committed_seq(9);
+  EXPECT_TRUE(decode(ok).is_ok());
+  r->set_previous_epoch(5);
+  auto bad = decode(ok);
+  EXPECT_EQ(bad.status().code(), StatusCode::kBadFrame);
+  EXPECT_NE(bad.status().message().find("previous_epoch"), std::string::npos) << bad.status().to_string();
+
+  control::Envelope timing;
+  timing.mutable_step_timing()->set_compute_seconds(0.25);
+  EXPECT_TRUE(decode(timing).is_ok());
+  for (double v : {-1.0, 1e9, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+    timing.mutable_step_timing()->set_compute_seconds(v);
+    EXPECT_EQ(decode(timing).status().code(), StatusCode::kBadFrame) << v;
+  }
+
+  control::Envelope go;
+  go.mutable_go()->set_epoch(3);
+  go.mutable_go()->add_joiners(4);
+  EXPECT_TRUE(decode(go).is_ok());
+  go.mutable_go()->add_joiners(0);
+  EXPECT_EQ(decode(go).status().code(), StatusCode::kBadFrame);
+
+  control::Envelope report;
+  report.mutable_failure_report()->set_epoch(2);
+  report.mutable_failure_report()->set_detail(std::string(kMaxDetailBytes + 1, 'x'));
+  EXPECT_EQ(decode(report).status().code(), StatusCode::kBadFrame);
+  control::Envelope boundary;
+  boundary.mutable_boundary_request()->set_member_id(1);
+  EXPECT_EQ(decode(boundary).status().code(), StatusCode::kBadFrame) << "epoch 0";
+  control::Envelope resume;
+  resume.mutable_resume_request()->set_member_id(3);
+  EXPECT_EQ(decode(resume).status().code(), StatusCode::kBadFrame) << "no labels";
+  resume.mutable_resume_request()->mutable_join()->set_name("n");
+  EXPECT_TRUE(decode(resume).is_ok());
+}
+
+TEST(JoinAuth, ResumeProofBindsTheMemberIdAndDiffersFromAJoinProof) {
+  const Nonce s = random_nonce();
+  const Nonce c = random_nonce();
+  EXPECT_NE(resume_proof_mac("k", s, c, 1, "n"), resume_proof_mac("k", s, c, 2, "n"));
+  EXPECT_NE(resume_proof_mac("k", s, c, 1, "n"), resume_proof_mac("k", s, c, 1, "m"));
+  EXPECT_NE(resume_proof_mac("k", s, c, 1, "n"), join_proof_mac("k", s, c, "n"));
 }
 
 }  // namespace
