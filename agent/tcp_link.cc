@@ -20,6 +20,10 @@ namespace tributary::agent {
 namespace {
 
 constexpr std::size_t kStagingBytes = 64 * 1024;
+// Payloads at least this large are read on their own: the header first (alone), then the
+// payload straight into its destination. Smaller ones come with their header through
+// staging, where one copy is cheaper than a second read(2).
+constexpr std::size_t kDirectReadBytes = 16 * 1024;
 constexpr int kMaxIov = 64;
 constexpr std::size_t kMaxSpareBytes = 64u << 20;
 
@@ -442,7 +446,12 @@ class TcpLink final : public Link {
           p.stage_begin = 0;
           p.stage_end = avail;
         }
-        iov[cnt++] = iovec{p.staging.get() + p.stage_end, kStagingBytes - p.stage_end};
+        // After a large payload the next one is probably large too: read just its header
+        // so that the payload lands in its destination without a pass through staging.
+        const std::size_t want = p.length >= kDirectReadBytes
+                                     ? kFrameHeaderBytes - p.stage_end
+                                     : kStagingBytes - p.stage_end;
+        iov[cnt++] = iovec{p.staging.get() + p.stage_end, want};
       } else {
         p.stage_begin = p.stage_end = 0;
         std::size_t overflow = kStagingBytes;
@@ -451,7 +460,7 @@ class TcpLink final : public Link {
           iov[cnt++] = iovec{p.dst + (p.length - p.remaining), direct};
           // Behind a large payload take only the next header, so the payload after it
           // can go straight to its destination too instead of through staging.
-          if (direct >= kStagingBytes) overflow = kFrameHeaderBytes;
+          if (p.length >= kDirectReadBytes) overflow = kFrameHeaderBytes;
         }
         iov[cnt++] = iovec{p.staging.get(), overflow};
       }

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -72,11 +73,15 @@ struct PostedRecv {
   Unit unit;
   Link::Handle handle = 0;
   std::byte* data = nullptr;
+  bool staged = false;  // landed in a staging slot rather than in its final place
 };
 
 // Scratch for reduced partials when the caller has no room for them (reduce_scatter's
 // recv holds only the own block). A slot is reused only after its send completed.
 inline constexpr std::size_t kPoolSlots = 4;
+// Staging slots for receives that cannot land in their final place (in-place calls,
+// where that place still holds this rank's operand).
+inline constexpr std::size_t kStageSlots = 4;
 
 }  // namespace
 
@@ -85,6 +90,12 @@ std::uint64_t ring_phase_slots(const std::vector<Range>& blocks, std::size_t per
   return stride * (blocks.size() - 1);
 }
 
+// Receives are posted as far ahead as their landing place allows, so payloads are read
+// straight from the socket into place instead of arriving unexpected and being copied:
+// a receive that lands in its final place (out of place: partials and owned_out) is
+// posted at once for the whole phase; one that needs staging waits for a free slot.
+// Landing early is safe: a region is written by its receive before this rank reduces
+// and forwards it, and is received into only once per phase.
 Status ring_reduce_scatter(const ReduceJob& job, const std::vector<Range>& blocks,
                            const std::byte* mine, std::byte* partials, std::byte* owned_out,
                            std::uint64_t slot_base, SendWindow& sends) {
@@ -104,6 +115,41 @@ Status ring_reduce_scatter(const ReduceJob& job, const std::vector<Range>& block
   auto bytes = [es](const std::byte* base, Range r) {
     return std::span<const std::byte>(base + r.begin * es, r.count * es);
   };
+  const Range owned = blocks[static_cast<std::size_t>(rank)];
+  // Where unit u's reduced result goes, when the caller provides room for it.
+  auto final_place = [&](const Unit& u) -> std::byte* {
+    if (u.step == last) return owned_out + (u.range.begin - owned.begin) * es;
+    return partials != nullptr ? partials + u.range.begin * es : nullptr;
+  };
+
+  const std::size_t slot_bytes = std::min(pc, largest_block(blocks)) * es;
+  std::unique_ptr<std::byte[]> staging;
+  std::size_t staged_posted = 0;
+  std::size_t staged_live = 0;
+  std::unique_ptr<std::byte[]> pool;
+  std::array<std::optional<Link::Handle>, kPoolSlots> pool_sends;
+  std::size_t pool_next = 0;
+
+  UnitCursor cursor(blocks, rank, 2, pc);
+  std::deque<PostedRecv> posted;
+  auto post_ahead = [&] {
+    while (!cursor.done()) {
+      const Unit u = cursor.get();
+      std::byte* dst = final_place(u);
+      const bool staged = dst == nullptr || dst == mine + u.range.begin * es;
+      if (staged) {
+        if (staged_live == kStageSlots) return;
+        if (!staging) staging = std::make_unique_for_overwrite<std::byte[]>(kStageSlots * slot_bytes);
+        dst = staging.get() + (staged_posted++ % kStageSlots) * slot_bytes;
+        ++staged_live;
+      }
+      posted.push_back({u, link.recv(left, tag(u.step, u.chunk),
+                                     std::span<std::byte>(dst, u.range.count * es)),
+                        dst, staged});
+      cursor.next();
+    }
+  };
+  post_ahead();
 
   // Step 0 forwards this rank's own contribution to block rank-1: nothing to wait for.
   const Range first = blocks[static_cast<std::size_t>(mod(rank - 1, n))];
@@ -111,48 +157,28 @@ Status ring_reduce_scatter(const ReduceJob& job, const std::vector<Range>& block
     TRIB_RETURN_IF_ERROR(sends.add(link.send(right, tag(0, c), bytes(mine, chunk_of(first, pc, c)))));
   }
 
-  const std::size_t slot_bytes = std::min(pc, largest_block(blocks)) * es;
-  std::vector<std::byte> staging(kRecvDepth * slot_bytes);
-  std::vector<std::byte> pool(partials == nullptr ? kPoolSlots * slot_bytes : 0);
-  std::array<std::optional<Link::Handle>, kPoolSlots> pool_sends;
-  std::size_t pool_next = 0;
-
-  UnitCursor cursor(blocks, rank, 2, pc);
-  std::deque<PostedRecv> posted;
-  std::size_t posted_count = 0;
-  auto post = [&] {
-    if (cursor.done()) return;
-    const Unit u = cursor.get();
-    std::byte* slot = staging.data() + (posted_count++ % kRecvDepth) * slot_bytes;
-    const Link::Handle h =
-        link.recv(left, tag(u.step, u.chunk), std::span<std::byte>(slot, u.range.count * es));
-    posted.push_back({u, h, slot});
-    cursor.next();
-  };
-  for (std::size_t i = 0; i + 1 < kRecvDepth; ++i) post();
-
-  const Range owned = blocks[static_cast<std::size_t>(rank)];
   while (!posted.empty()) {
     const PostedRecv p = posted.front();
     posted.pop_front();
-    post();  // reuses the staging slot the previous iteration finished with
     TRIB_RETURN_IF_ERROR(wait_or_abort(link, p.handle, job.deadline));
     const Unit& u = p.unit;
-    std::byte* out = nullptr;
+    std::byte* out = final_place(u);
     std::size_t pool_slot = 0;
-    if (u.step == last) {
-      out = owned_out + (u.range.begin - owned.begin) * es;
-    } else if (partials != nullptr) {
-      out = partials + u.range.begin * es;
-    } else {
+    if (out == nullptr) {
       pool_slot = pool_next++ % kPoolSlots;
       if (auto& pending = pool_sends[pool_slot]) {
         TRIB_RETURN_IF_ERROR(wait_or_abort(link, *pending, job.deadline));
         pending.reset();
       }
-      out = pool.data() + pool_slot * slot_bytes;
+      if (!pool) pool = std::make_unique_for_overwrite<std::byte[]>(kPoolSlots * slot_bytes);
+      out = pool.get() + pool_slot * slot_bytes;
     }
+    // incoming (op) mine: out may be exactly where the incoming partial landed.
     reduce_to(out, p.data, mine + u.range.begin * es, u.range.count, job.dtype, job.op);
+    if (p.staged) {
+      --staged_live;
+      post_ahead();  // into the slot just reduced from
+    }
     if (u.step == last) continue;
     const Link::Handle h = link.send(right, tag(u.step + 1, u.chunk),
                                      std::span<const std::byte>(out, u.range.count * es));
@@ -168,53 +194,52 @@ Status ring_reduce_scatter(const ReduceJob& job, const std::vector<Range>& block
   return Status::ok();
 }
 
-Status ring_all_gather(const ReduceJob& job, const std::vector<Range>& blocks,
-                       const std::byte* own, std::byte* out, std::uint64_t slot_base,
-                       SendWindow& sends) {
+RingAllGather::RingAllGather(const ReduceJob& job, const std::vector<Range>& blocks,
+                             std::byte* out, std::uint64_t slot_base)
+    : job_(job), blocks_(blocks), out_(out), slot_base_(slot_base),
+      stride_(std::max<std::size_t>(1, num_chunks(largest_block(blocks), job.chunk_elements))) {
   Link& link = job.link;
   const int n = link.size();
-  const int rank = link.rank();
   TRIB_CHECK(static_cast<int>(blocks.size()) == n && n >= 2) << "blocks=" << blocks.size();
-  const int left = mod(rank - 1, n);
-  const int right = mod(rank + 1, n);
+  const int left = mod(link.rank() - 1, n);
   const std::size_t es = job.element_size();
-  const std::size_t pc = job.chunk_elements;
-  const std::uint64_t stride = std::max<std::size_t>(1, num_chunks(largest_block(blocks), pc));
-  auto tag = [&](int step, std::size_t chunk) {
-    return job.tags.at(slot_base + static_cast<std::uint64_t>(step) * stride + chunk);
-  };
+  // Every receive lands in its final place, so all of them are posted up front.
+  for (UnitCursor cursor(blocks, link.rank(), 1, job.chunk_elements); !cursor.done(); cursor.next()) {
+    const Unit u = cursor.get();
+    std::byte* dst = out + u.range.begin * es;
+    posted_.push_back({u.step, u.chunk, u.range,
+                       link.recv(left, tag(u.step, u.chunk),
+                                 std::span<std::byte>(dst, u.range.count * es))});
+  }
+}
 
-  const Range mine = blocks[static_cast<std::size_t>(rank)];
+Tag RingAllGather::tag(int step, std::size_t chunk) const {
+  return job_.tags.at(slot_base_ + static_cast<std::uint64_t>(step) * stride_ + chunk);
+}
+
+Status RingAllGather::run(const std::byte* own, SendWindow& sends) {
+  Link& link = job_.link;
+  const int n = link.size();
+  const int rank = link.rank();
+  const int right = mod(rank + 1, n);
+  const std::size_t es = job_.element_size();
+  const std::size_t pc = job_.chunk_elements;
+
+  const Range mine = blocks_[static_cast<std::size_t>(rank)];
   for (std::size_t c = 0; c < num_chunks(mine.count, pc); ++c) {
     const Range r = chunk_of(mine, pc, c);
     TRIB_RETURN_IF_ERROR(sends.add(link.send(
         right, tag(0, c),
         std::span<const std::byte>(own + (r.begin - mine.begin) * es, r.count * es))));
   }
-
-  // Receives land in their final place, so the look-ahead needs no staging.
-  UnitCursor cursor(blocks, rank, 1, pc);
-  std::deque<PostedRecv> posted;
-  auto post = [&] {
-    if (cursor.done()) return;
-    const Unit u = cursor.get();
-    std::byte* dst = out + u.range.begin * es;
-    posted.push_back({u, link.recv(left, tag(u.step, u.chunk),
-                                   std::span<std::byte>(dst, u.range.count * es)),
-                      dst});
-    cursor.next();
-  };
-  for (std::size_t i = 0; i < kRecvDepth; ++i) post();
-  while (!posted.empty()) {
-    const PostedRecv p = posted.front();
-    posted.pop_front();
-    post();
-    TRIB_RETURN_IF_ERROR(wait_or_abort(link, p.handle, job.deadline));
-    if (p.unit.step == n - 2) continue;
+  for (const Posted& p : posted_) {
+    TRIB_RETURN_IF_ERROR(wait_or_abort(link, p.handle, job_.deadline));
+    if (p.step == n - 2) continue;
     TRIB_RETURN_IF_ERROR(sends.add(
-        link.send(right, tag(p.unit.step + 1, p.unit.chunk),
-                  std::span<const std::byte>(p.data, p.unit.range.count * es))));
+        link.send(right, tag(p.step + 1, p.chunk),
+                  std::span<const std::byte>(out_ + p.range.begin * es, p.range.count * es))));
   }
+  posted_.clear();
   return Status::ok();
 }
 
@@ -236,17 +261,20 @@ Status ring_all_reduce(const ReduceJob& job) {
   const Range owned = blocks[static_cast<std::size_t>(rank)];
   std::byte* owned_out = job.recv + owned.begin * es;
 
+  // The all-gather's receives are posted before the reduce-scatter starts, so a
+  // neighbour that finishes its reduce-scatter first sends straight into recv. They
+  // cannot land early: block b comes back around the ring only after every rank,
+  // this one included, has forwarded its partial of b, so this rank has finished
+  // writing and sending b's region before anything can be received into it.
+  RingAllGather gather(job, blocks, job.recv, ring_phase_slots(blocks, job.chunk_elements));
   // Partials go straight into recv (their final place is overwritten by the all-gather),
   // so neither layout copies the vector: in-place reduces into it, out-of-place reads
   // send and writes recv.
   SendWindow sends(job.link, job.deadline);
   TRIB_RETURN_IF_ERROR(
       ring_reduce_scatter(job, blocks, job.send, job.recv, owned_out, 0, sends));
-  // The all-gather overwrites regions the reduce-scatter is still sending from.
-  TRIB_RETURN_IF_ERROR(sends.drain());
   if (job.op == ReduceOp::kAvg) scale_by_count(owned_out, owned.count, job.dtype, n);
-  TRIB_RETURN_IF_ERROR(ring_all_gather(job, blocks, owned_out, job.recv,
-                                       ring_phase_slots(blocks, job.chunk_elements), sends));
+  TRIB_RETURN_IF_ERROR(gather.run(owned_out, sends));
   return sends.drain();
 }
 
@@ -314,8 +342,9 @@ Status all_gather(Link& link, const void* send, void* recv, std::size_t send_cou
     const algo::ReduceJob job{link, in, out, send_count * static_cast<std::size_t>(n), dtype,
                               ReduceOp::kSum, algo::chunk_elements(options.chunk_bytes, es),
                               options.deadline, tags};
+    algo::RingAllGather gather(job, blocks, out, 0);
     algo::SendWindow sends(link, options.deadline);
-    TRIB_RETURN_IF_ERROR(algo::ring_all_gather(job, blocks, in, out, 0, sends));
+    TRIB_RETURN_IF_ERROR(gather.run(in, sends));
     TRIB_RETURN_IF_ERROR(sends.drain());
   }
   // The ring sends the own block from `send` and never writes recv's own block.

@@ -4,9 +4,9 @@
 // Block b of the vector is described by blocks[b] (element ranges; may be empty). In the
 // reduce-scatter, block b is reduced in the fixed order x[b+1], x[b+2], ..., x[b] (ring
 // order starting after its owner) and ends on rank b; in the all-gather, rank b's block
-// travels around the ring unchanged. Each step is cut into chunks and pipelined: the
-// receive of the next chunk is posted before the current one is reduced, and sends stay
-// in flight in `sends` (the caller drains it before writing any buffer they read).
+// travels around the ring unchanged. Each step is cut into chunks and pipelined:
+// receives are posted ahead (all of them where they land in place), and sends stay in
+// flight in `sends` (the caller drains it before writing any buffer they read).
 #pragma once
 
 #include <cstddef>
@@ -30,10 +30,32 @@ Status ring_reduce_scatter(const ReduceJob& job, const std::vector<Range>& block
                            const std::byte* mine, std::byte* partials, std::byte* owned_out,
                            std::uint64_t slot_base, SendWindow& sends);
 
-// Sends this rank's block from `own` and receives every other block into `out` (indexed
-// by the block ranges). Does not write out's own block.
-Status ring_all_gather(const ReduceJob& job, const std::vector<Range>& blocks,
-                       const std::byte* own, std::byte* out, std::uint64_t slot_base,
-                       SendWindow& sends);
+// The all-gather half: construction posts every receive (each lands in its final
+// place in `out`, indexed by the block ranges), so it can be built before the data it
+// waits for exists; run() sends this rank's block from `own` and forwards the others.
+// Does not write out's own block. After an error the link is aborted (in_flight.h), so
+// receives left posted never touch `out` again.
+class RingAllGather {
+ public:
+  RingAllGather(const ReduceJob& job, const std::vector<Range>& blocks, std::byte* out,
+                std::uint64_t slot_base);
+  Status run(const std::byte* own, SendWindow& sends);
+
+ private:
+  struct Posted {
+    int step;
+    std::size_t chunk;
+    Range range;
+    Link::Handle handle;
+  };
+  Tag tag(int step, std::size_t chunk) const;
+
+  const ReduceJob& job_;
+  const std::vector<Range>& blocks_;
+  std::byte* out_;
+  std::uint64_t slot_base_;
+  std::uint64_t stride_;
+  std::vector<Posted> posted_;
+};
 
 }  // namespace tributary::algo
