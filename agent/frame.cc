@@ -32,6 +32,7 @@ FrameHeaderBytes encode_frame_header(const FrameHeader& h) {
   FrameHeaderBytes b{};
   put<std::uint32_t>(&b[0], kFrameMagic);
   b[4] = static_cast<std::byte>(kWireVersion);
+  b[5] = static_cast<std::byte>(h.kind);
   put<std::uint64_t>(&b[8], h.epoch);
   put<std::uint64_t>(&b[16], h.seq);
   put<std::uint32_t>(&b[24], h.slot);
@@ -46,8 +47,13 @@ Result<FrameHeader> decode_frame_header(std::span<const std::byte, kFrameHeaderB
   if (magic != kFrameMagic) return bad("bad frame magic " + std::to_string(magic));
   const auto version = static_cast<std::uint8_t>(b[4]);
   if (version != kWireVersion) return bad("unsupported frame version " + std::to_string(version));
-  if (!all_zero(&b[5], &b[8])) return bad("nonzero reserved frame bits");
+  const auto kind = static_cast<std::uint8_t>(b[5]);
+  if (kind > static_cast<std::uint8_t>(FrameKind::kAbort)) {
+    return bad("unknown frame kind " + std::to_string(kind));
+  }
+  if (!all_zero(&b[6], &b[8])) return bad("nonzero reserved frame bits");
   FrameHeader h;
+  h.kind = static_cast<FrameKind>(kind);
   h.epoch = get<std::uint64_t>(&b[8]);
   h.seq = get<std::uint64_t>(&b[16]);
   h.slot = get<std::uint32_t>(&b[24]);
@@ -57,7 +63,50 @@ Result<FrameHeader> decode_frame_header(std::span<const std::byte, kFrameHeaderB
     return bad("frame length " + std::to_string(h.length) + " exceeds the limit of " +
                std::to_string(max_payload) + " bytes");
   }
+  if (h.kind == FrameKind::kAbort &&
+      (h.length < kAbortFixedBytes || h.length > kMaxAbortPayloadBytes)) {
+    return bad("abort frame of " + std::to_string(h.length) + " bytes");
+  }
   return h;
+}
+
+std::vector<std::byte> encode_abort_frame(std::uint64_t epoch, const AbortNotice& notice) {
+  const std::size_t len = std::min(notice.message.size(), kMaxAbortMessageBytes);
+  FrameHeader h;
+  h.epoch = epoch;
+  h.kind = FrameKind::kAbort;
+  h.length = kAbortFixedBytes + len;
+  const FrameHeaderBytes hb = encode_frame_header(h);
+  std::vector<std::byte> out(kFrameHeaderBytes + kAbortFixedBytes + len, std::byte{0});
+  std::memcpy(out.data(), hb.data(), hb.size());
+  std::byte* p = out.data() + kFrameHeaderBytes;
+  p[0] = static_cast<std::byte>(notice.code);
+  put<std::uint32_t>(p + 4, notice.origin);
+  put<std::uint32_t>(p + 8, static_cast<std::uint32_t>(len));
+  if (len > 0) std::memcpy(p + kAbortFixedBytes, notice.message.data(), len);
+  return out;
+}
+
+Result<AbortNotice> decode_abort_payload(std::span<const std::byte> b) {
+  if (b.size() < kAbortFixedBytes || b.size() > kMaxAbortPayloadBytes) {
+    return bad("abort notice of " + std::to_string(b.size()) + " bytes");
+  }
+  const auto code = static_cast<std::uint8_t>(b[0]);
+  if (code == static_cast<std::uint8_t>(StatusCode::kOk) ||
+      code > static_cast<std::uint8_t>(StatusCode::kInternal)) {
+    return bad("abort notice with status code " + std::to_string(code));
+  }
+  if (!all_zero(&b[1], &b[4])) return bad("nonzero reserved abort notice bits");
+  const auto len = get<std::uint32_t>(&b[8]);
+  if (len != b.size() - kAbortFixedBytes) {
+    return bad("abort notice message of " + std::to_string(len) + " bytes in a payload of " +
+               std::to_string(b.size()));
+  }
+  AbortNotice n;
+  n.code = static_cast<StatusCode>(code);
+  n.origin = get<std::uint32_t>(&b[4]);
+  n.message.assign(reinterpret_cast<const char*>(b.data() + kAbortFixedBytes), len);
+  return n;
 }
 
 HandshakeBytes encode_handshake(const HandshakeMessage& m) {

@@ -11,7 +11,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/auth.h"
 #include "core/status.h"
@@ -25,20 +27,48 @@ inline constexpr std::uint8_t kWireVersion = 1;
 inline constexpr std::uint32_t kFrameMagic = 0x46425254;  // "TRBF"
 inline constexpr std::size_t kFrameHeaderBytes = 40;
 
+enum class FrameKind : std::uint8_t {
+  kData = 0,   // a message for the recv posted with (seq, slot)
+  kAbort = 1,  // the sender's link failed; the payload is an AbortNotice (seq/slot/check 0)
+};
+
 struct FrameHeader {
   std::uint64_t epoch = 0;
   std::uint64_t seq = 0;
   std::uint32_t slot = 0;
   std::uint32_t check = 0;
   std::uint64_t length = 0;  // payload bytes after the header
+  FrameKind kind = FrameKind::kData;
 };
 
 using FrameHeaderBytes = std::array<std::byte, kFrameHeaderBytes>;
 
 FrameHeaderBytes encode_frame_header(const FrameHeader& header);
-// Rejects a wrong magic or version, nonzero reserved bits, or length > max_payload.
+// Rejects a wrong magic or version, an unknown kind, nonzero reserved bits, or
+// length > max_payload (an abort frame's length is bounded by kMaxAbortPayloadBytes too).
 Result<FrameHeader> decode_frame_header(std::span<const std::byte, kFrameHeaderBytes> bytes,
                                         std::uint64_t max_payload);
+
+// ---- Abort notices: why a rank gave up on its link, sent best effort to every peer just
+// before it closes the sockets, so they fail with the same code and reason instead of a
+// bare "peer closed". Payload: code u8, 3 zero bytes, origin rank u32, message length
+// u32, message bytes. `origin` is the rank whose error it is (a relayed notice keeps it).
+
+inline constexpr std::size_t kMaxAbortMessageBytes = 1024;
+inline constexpr std::size_t kAbortFixedBytes = 12;
+inline constexpr std::size_t kMaxAbortPayloadBytes = kAbortFixedBytes + kMaxAbortMessageBytes;
+
+struct AbortNotice {
+  StatusCode code = StatusCode::kAborted;  // never kOk
+  std::uint32_t origin = 0;
+  std::string message;  // at most kMaxAbortMessageBytes; longer ones are cut when encoded
+};
+
+// Header and payload of one abort frame, ready to write.
+std::vector<std::byte> encode_abort_frame(std::uint64_t epoch, const AbortNotice& notice);
+// The payload only (the header has been decoded already). kBadFrame on a wrong length,
+// code kOk or unknown, nonzero reserved bytes.
+Result<AbortNotice> decode_abort_payload(std::span<const std::byte> payload);
 
 // ---- Handshake: every message is exactly 64 bytes, so reads never over-consume into
 // the data frames that follow on the same stream. ----

@@ -153,11 +153,13 @@ class TcpLink final : public Link {
   }
 
   void abort(const Status& reason) override {
+    bool first = false;
     {
       std::lock_guard lock(abort_mu_);
       if (!aborted_.load(std::memory_order_relaxed)) {
         abort_status_ = reason.is_ok() ? error(StatusCode::kAborted, "aborted") : reason;
         aborted_.store(true, std::memory_order_release);
+        first = true;
       }
     }
     const std::uint64_t one = 1;
@@ -165,13 +167,16 @@ class TcpLink final : public Link {
     // Taking io_mu_ waits out any read or write into a caller buffer in flight; later
     // ones see aborted_ first.
     std::lock_guard io(io_mu_);
+    // A deliberate abort (kAborted: leave, new view) is not news for the peers: they see
+    // the connection close. An error is, and they should fail with it, not "peer lost".
+    if (first && !reason.is_ok() && reason.code() != StatusCode::kAborted) notify_peers(reason);
     for (Peer& p : peers_) {
       if (p.fd >= 0) ::shutdown(p.fd, SHUT_RDWR);
     }
   }
 
  private:
-  enum class RecvState : std::uint8_t { kHeader, kDirect, kUnexpected, kDiscard };
+  enum class RecvState : std::uint8_t { kHeader, kDirect, kUnexpected, kDiscard, kAbortNotice };
 
   struct Op {
     std::uint32_t generation = 0;
@@ -225,6 +230,14 @@ class TcpLink final : public Link {
     std::size_t stage_begin = 0;
     std::size_t stage_end = 0;
     bool logged_stale = false;
+    std::vector<std::byte> notice;  // an abort notice's payload while it arrives
+  };
+
+  // An abort notice received from a peer, as this link reported it (`status`), kept so
+  // that aborting with that very status relays the notice instead of wrapping it again.
+  struct ReceivedNotice {
+    Status status;
+    AbortNotice notice;
   };
 
   // ---- operations ----
@@ -537,6 +550,10 @@ class TcpLink final : public Link {
             " (this link is epoch " + std::to_string(params_.epoch) + ")");
       }
       p.state = RecvState::kDiscard;
+    } else if (h.kind == FrameKind::kAbort) {
+      p.notice.resize(h.length);  // decode_frame_header bounded it
+      p.state = RecvState::kAbortNotice;
+      p.dst = p.notice.data();
     } else {
       const Tag tag{h.seq, h.slot, h.check};
       auto it = std::find_if(p.posted.begin(), p.posted.end(),
@@ -568,19 +585,77 @@ class TcpLink final : public Link {
   }
 
   void end_payload(Peer& p) {
-    if (p.state == RecvState::kDirect) {
-      finish(ops_[p.direct_op], Status());
-    } else if (p.state == RecvState::kUnexpected) {
-      p.unexpected.back().complete = true;
-    }
+    const RecvState state = p.state;
     p.state = RecvState::kHeader;
     p.dst = nullptr;
+    if (state == RecvState::kDirect) {
+      finish(ops_[p.direct_op], Status());
+    } else if (state == RecvState::kUnexpected) {
+      p.unexpected.back().complete = true;
+    } else if (state == RecvState::kAbortNotice) {
+      Result<AbortNotice> n = decode_abort_payload(p.notice);
+      if (!n.is_ok()) {
+        params_.counters->bad_frames.fetch_add(1, std::memory_order_relaxed);
+        fail_peer(p, error(StatusCode::kBadFrame, "bad abort notice from " + peer_name(p) + ": " +
+                                                      n.status().message()),
+                  true);
+        return;
+      }
+      Status st(n->code, "rank " + std::to_string(n->origin) + " aborted: " + n->message);
+      received_notices_.push_back({st, std::move(*n)});
+      fail_peer(p, std::move(st), false);
+    }
+  }
+
+  // Best effort, never blocking: tells every connected peer why this link gives up, so
+  // their pending operations fail with the same code and reason. A peer whose stream is
+  // in the middle of a frame gets the notice only if that frame can be finished at once.
+  void notify_peers(const Status& reason) {
+    AbortNotice notice{reason.code(), static_cast<std::uint32_t>(params_.rank), reason.message()};
+    for (const ReceivedNotice& r : received_notices_) {
+      if (r.status.code() == reason.code() && r.status.message() == reason.message()) {
+        notice = r.notice;  // relay the origin's own words
+        break;
+      }
+    }
+    const std::vector<std::byte> frame = encode_abort_frame(params_.epoch, notice);
+    for (Peer& p : peers_) {
+      if (p.fd < 0 || !p.failed.is_ok()) continue;
+      if (p.head_sent > 0 && !finish_head_frame(p)) continue;
+      [[maybe_unused]] ssize_t n =
+          ::send(p.fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+  }
+
+  // One non-blocking attempt to write the rest of a half-sent frame.
+  bool finish_head_frame(Peer& p) {
+    const Op& op = ops_[p.sendq.front()];
+    iovec iov[2];
+    int cnt = 0;
+    std::size_t skip = p.head_sent;
+    if (skip < kFrameHeaderBytes) {
+      iov[cnt++] = iovec{const_cast<std::byte*>(op.header.data()) + skip, kFrameHeaderBytes - skip};
+      skip = 0;
+    } else {
+      skip -= kFrameHeaderBytes;
+    }
+    if (op.size > skip) iov[cnt++] = iovec{op.data + skip, op.size - skip};
+    std::size_t want = 0;
+    for (int k = 0; k < cnt; ++k) want += iov[k].iov_len;
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<std::size_t>(cnt);
+    const ssize_t n = ::sendmsg(p.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    return n >= 0 && static_cast<std::size_t>(n) == want;
   }
 
   // Closes the connection and fails everything pending on it. Messages that arrived
-  // whole before the failure stay deliverable.
+  // whole before the failure stay deliverable. A connection closed while nothing was
+  // pending on it (a peer leaving at the end of a run) is not worth a log line; later
+  // operations on it still fail with `st`.
   void fail_peer(Peer& p, Status st, bool always_log) {
-    if (always_log || !aborted_.load(std::memory_order_relaxed)) {
+    const bool pending = !p.posted.empty() || !p.sendq.empty() || p.state == RecvState::kDirect;
+    if (always_log || (pending && !aborted_.load(std::memory_order_relaxed))) {
       log("dropping connection to " + peer_name(p) + ": " + st.message());
     }
     p.failed = st;
@@ -642,6 +717,7 @@ class TcpLink final : public Link {
   std::vector<Op> ops_;
   std::vector<std::uint32_t> free_ops_;
   std::vector<Buffer> spare_;  // oldest first
+  std::vector<ReceivedNotice> received_notices_;
   std::size_t spare_bytes_ = 0;
   std::vector<pollfd> pollfds_;
   std::vector<Peer*> poll_peers_;

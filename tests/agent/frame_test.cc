@@ -73,6 +73,86 @@ TEST(FrameTest, FuzzMutatedHeadersRespectBounds) {
   }
 }
 
+TEST(FrameTest, AbortFrameRoundTrips) {
+  const AbortNotice n{StatusCode::kMismatch, 3, "rank 2 sent 8 bytes"};
+  const std::vector<std::byte> frame = encode_abort_frame(5, n);
+  ASSERT_GE(frame.size(), kFrameHeaderBytes);
+  Result<FrameHeader> h = decode_frame_header(
+      std::span<const std::byte, kFrameHeaderBytes>(frame.data(), kFrameHeaderBytes), 1 << 20);
+  ASSERT_TRUE(h.is_ok()) << h.status().to_string();
+  EXPECT_EQ(h->kind, FrameKind::kAbort);
+  EXPECT_EQ(h->epoch, 5u);
+  ASSERT_EQ(h->length, frame.size() - kFrameHeaderBytes);
+  Result<AbortNotice> d =
+      decode_abort_payload(std::span<const std::byte>(frame).subspan(kFrameHeaderBytes));
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  EXPECT_EQ(d->code, StatusCode::kMismatch);
+  EXPECT_EQ(d->origin, 3u);
+  EXPECT_EQ(d->message, "rank 2 sent 8 bytes");
+}
+
+TEST(FrameTest, AbortMessagesAreCutAndLengthsBounded) {
+  const AbortNotice n{StatusCode::kTimedOut, 0, std::string(5000, 'x')};
+  const std::vector<std::byte> frame = encode_abort_frame(1, n);
+  EXPECT_EQ(frame.size(), kFrameHeaderBytes + kMaxAbortPayloadBytes);
+  Result<AbortNotice> d =
+      decode_abort_payload(std::span<const std::byte>(frame).subspan(kFrameHeaderBytes));
+  ASSERT_TRUE(d.is_ok());
+  EXPECT_EQ(d->message.size(), kMaxAbortMessageBytes);
+  // A header announcing a longer (or too short) abort payload is refused up front.
+  FrameHeader h;
+  h.kind = FrameKind::kAbort;
+  for (std::uint64_t len : {std::uint64_t{0}, std::uint64_t{kAbortFixedBytes - 1},
+                            std::uint64_t{kMaxAbortPayloadBytes + 1}, std::uint64_t{1} << 40}) {
+    h.length = len;
+    EXPECT_FALSE(decode_frame_header(encode_frame_header(h), ~0ull).is_ok()) << len;
+  }
+  // Unknown kinds are refused.
+  FrameHeaderBytes b = encode_frame_header(h);
+  b[5] = std::byte{2};
+  EXPECT_FALSE(decode_frame_header(b, ~0ull).is_ok());
+}
+
+TEST(FrameTest, AbortPayloadRejectsBadCodesAndLengths) {
+  const std::vector<std::byte> frame =
+      encode_abort_frame(1, AbortNotice{StatusCode::kMismatch, 1, "why"});
+  const std::vector<std::byte> good(frame.begin() + kFrameHeaderBytes, frame.end());
+  for (std::uint8_t code : {std::uint8_t{0}, std::uint8_t{200}}) {
+    std::vector<std::byte> b = good;
+    b[0] = static_cast<std::byte>(code);
+    EXPECT_FALSE(decode_abort_payload(b).is_ok()) << int{code};
+  }
+  std::vector<std::byte> b = good;
+  b[1] = std::byte{1};  // reserved
+  EXPECT_FALSE(decode_abort_payload(b).is_ok());
+  b = good;
+  b[8] = std::byte{4};  // message length disagrees with the payload
+  EXPECT_FALSE(decode_abort_payload(b).is_ok());
+  b = good;
+  b.pop_back();
+  EXPECT_FALSE(decode_abort_payload(b).is_ok());
+  EXPECT_FALSE(decode_abort_payload(std::span<const std::byte>(good).first(kAbortFixedBytes - 1)).is_ok());
+}
+
+TEST(FrameTest, FuzzAbortPayloadsNeverCrash) {
+  std::mt19937_64 rng(99);
+  const std::vector<std::byte> frame =
+      encode_abort_frame(1, AbortNotice{StatusCode::kPeerLost, 2, "connection reset"});
+  const std::vector<std::byte> good(frame.begin() + kFrameHeaderBytes, frame.end());
+  for (int iter = 0; iter < 100000; ++iter) {
+    std::vector<std::byte> b = good;
+    if (rng() % 4 == 0) b.resize(rng() % (kMaxAbortPayloadBytes + 64));
+    const int flips = 1 + static_cast<int>(rng() % 4);
+    for (int f = 0; f < flips && !b.empty(); ++f) b[rng() % b.size()] = static_cast<std::byte>(rng());
+    Result<AbortNotice> d = decode_abort_payload(b);
+    if (d.is_ok()) {
+      EXPECT_NE(d->code, StatusCode::kOk);
+      EXPECT_LE(d->message.size(), kMaxAbortMessageBytes);
+      EXPECT_EQ(d->message.size() + kAbortFixedBytes, b.size());
+    }
+  }
+}
+
 HandshakeMessage sample_hello() {
   HandshakeMessage m;
   m.type = HandshakeType::kHello;

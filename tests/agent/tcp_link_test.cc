@@ -348,6 +348,66 @@ TEST(TcpLinkTest, AbortFromAnotherThreadWakesTheWaiterAndTellsPeers) {
   EXPECT_EQ(c.links[0]->wait(c.links[0]->send(1, Tag{2, 0, 0}, b0), soon()).code(), StatusCode::kAborted);
 }
 
+TEST(TcpLinkTest, AnErrorAbortTellsPeersTheCodeAndReason) {
+  LogCapture logs;
+  Cluster c = make_cluster(3, logs);
+  expect_all_ok(connect_all(c, 1));
+  std::vector<std::byte> b1(64), b2(64);
+  Status st1, st2;
+  std::thread w1([&] { st1 = c.links[1]->wait(c.links[1]->recv(0, Tag{1, 0, 0}, b1), Deadline::after(60s)); });
+  std::thread w2([&] { st2 = c.links[2]->wait(c.links[2]->recv(0, Tag{1, 0, 0}, b2), Deadline::after(60s)); });
+  const auto start = std::chrono::steady_clock::now();
+  c.links[0]->abort(error(StatusCode::kMismatch, "rank 2 sent 8 bytes, expected 4"));
+  w1.join();
+  w2.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  for (const Status* st : {&st1, &st2}) {
+    EXPECT_EQ(st->code(), StatusCode::kMismatch) << st->to_string();
+    EXPECT_EQ(st->message(), "rank 0 aborted: rank 2 sent 8 bytes, expected 4");
+  }
+  // Later operations on that peer fail the same way.
+  EXPECT_EQ(c.links[1]->wait(c.links[1]->recv(0, Tag{2, 0, 0}, b1), soon()).code(), StatusCode::kMismatch);
+}
+
+TEST(TcpLinkTest, ARelayedAbortKeepsItsOrigin) {
+  LogCapture logs;
+  Cluster c = make_cluster(3, logs);
+  expect_all_ok(connect_all(c, 1));
+  std::vector<std::byte> b1(64), b2(64);
+  // Rank 1 learns of rank 0's error, fails with it and aborts (as a collective does).
+  c.links[0]->abort(error(StatusCode::kTimedOut, "no message from rank 2"));
+  Status st1 = c.links[1]->wait(c.links[1]->recv(0, Tag{1, 0, 0}, b1), soon());
+  ASSERT_EQ(st1.code(), StatusCode::kTimedOut) << st1.to_string();
+  c.links[1]->abort(st1);
+  Status st2 = c.links[2]->wait(c.links[2]->recv(1, Tag{1, 0, 0}, b2), soon());
+  EXPECT_EQ(st2.code(), StatusCode::kTimedOut) << st2.to_string();
+  EXPECT_EQ(st2.message(), "rank 0 aborted: no message from rank 2");
+}
+
+TEST(TcpLinkTest, APeerLeavingWithNothingPendingIsNotLogged) {
+  LogCapture logs;
+  Cluster c = make_cluster(3, logs);
+  expect_all_ok(connect_all(c, 1));
+  expect_all_ok(run_ranks(3, [&](int r) { return exchange(*c.links[r], 1000, 1); }));
+  c.links[0]->abort(error(StatusCode::kAborted, "worker left"));
+  c.links[0].reset();
+  c.endpoints[0].reset();
+  // Rank 1 notices the close while servicing its other peer; nothing was pending on rank 0.
+  expect_all_ok(run_ranks(2, [&](int i) {
+    Link& l = *c.links[i + 1];
+    std::vector<std::byte> x(10), y(10);
+    const int peer = i == 0 ? 2 : 1;
+    auto s = l.send(peer, Tag{2, 0, 0}, x);
+    TRIB_RETURN_IF_ERROR(l.wait(l.recv(peer, Tag{2, 0, 0}, y), soon()));
+    return l.wait(s, soon());
+  }));
+  EXPECT_FALSE(logs.contains("dropping connection")) << logs.dump();
+  // An operation on the departed peer still fails, naming it.
+  std::vector<std::byte> z(10);
+  Status st = c.links[1]->wait(c.links[1]->recv(0, Tag{3, 0, 0}, z), soon());
+  EXPECT_EQ(st.code(), StatusCode::kPeerLost) << st.to_string();
+}
+
 TEST(TcpLinkTest, FutureEpochConnectionsAreParkedUntilThatEpoch) {
   LogCapture logs;
   Cluster c = make_cluster(2, logs);
