@@ -65,6 +65,14 @@ bool Membership::in_view(MemberId id) const {
   return it != peers_.end() && it->second.phase == PeerPhase::kInView;
 }
 
+bool Membership::ready_round_waiting() const {
+  if (go_sent_) return false;
+  return std::any_of(view_.members.begin(), view_.members.end(), [this](const ViewMember& m) {
+    const PeerState& p = peers_.at(m.id);
+    return p.ready && p.ready->epoch == view_.epoch;
+  });
+}
+
 bool Membership::joiners_pending() const {
   return std::any_of(peers_.begin(), peers_.end(), [](const auto& e) { return e.second.phase == PeerPhase::kPending; });
 }
@@ -367,7 +375,7 @@ Decisions Membership::tick(TimePoint now) {
       add_gone(id, RemovalReason::kHeartbeatTimeout);
     }
   }
-  if (!go_sent_ && now > ready_deadline_) {
+  if (ready_round_waiting() && now > ready_deadline_) {
     for (const auto& m : view_.members) {
       const PeerState& p = peers_.at(m.id);
       if (!p.ready || p.ready->epoch != view_.epoch) add_gone(m.id, RemovalReason::kReadyTimeout);
@@ -390,7 +398,7 @@ TimePoint Membership::next_expiry() const {
     // tick() removes when strictly more than the timeout has passed; one tick later.
     next = std::min(next, add(peer.last_heartbeat, config_.heartbeat_timeout + Duration{1}));
   }
-  if (!go_sent_) next = std::min(next, add(ready_deadline_, Duration{1}));
+  if (ready_round_waiting()) next = std::min(next, add(ready_deadline_, Duration{1}));
   next = std::min(next, add(boundary_deadline_, Duration{1}));
   next = std::min(next, add(resume_deadline_, Duration{1}));
   for (const auto& s : suspicions_) {

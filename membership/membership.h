@@ -16,7 +16,9 @@
 //  - Every other change (leave, removal) issues exactly one new view without joiners, and
 //    several removals found by one tick() are batched into one view.
 //  - After every view, each member must report Ready within `ready_timeout` (the silent
-//    are removed, which issues the next view); once all did, one Go goes to all of them,
+//    are removed, which issues the next view; the timeout is enforced once somebody is
+//    waiting for Go, i.e. sent Ready, so agents that never speak Ready/Go are left
+//    alone); once all did, one Go goes to all of them,
 //    with commit_through (membership/commit_rule.h) over the members that were in the
 //    last started (Go'd) view, the joiners (members of no started view; none on a fresh
 //    start) and state_source (the lowest-rank member of the last started view).
@@ -227,6 +229,8 @@ class Membership {
   std::optional<View> maybe_issue_view(TimePoint now, bool admit_joiners);
   View build_view(Epoch epoch) const;
   bool in_view(MemberId id) const;
+  // True while Go is outstanding and at least one member sent Ready for this epoch.
+  bool ready_round_waiting() const;
   // Round completions.
   std::optional<GoDecision> maybe_go();
   Decisions finish_boundary(TimePoint now, const Gone& silent);

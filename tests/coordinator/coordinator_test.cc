@@ -70,9 +70,6 @@ CoordinatorConfig coordinator_config(std::size_t initial, milliseconds heartbeat
   if (!metrics) c.metrics_address.clear();
   c.initial_world_size = initial;
   c.heartbeat_timeout = heartbeat_timeout;
-  // These tests do not run Ready/Go rounds (fault_tolerance_test.cc does): keep members
-  // that never send Ready in their views.
-  c.ready_timeout = seconds(600);
   return c;
 }
 

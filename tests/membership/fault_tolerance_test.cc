@@ -140,6 +140,21 @@ TEST(ReadyGo, SilentMemberIsRemovedAfterReadyTimeoutAndTheRoundRepeats) {
   EXPECT_EQ(d.go->commit_through, 6u);
 }
 
+TEST(ReadyGo, ReadyTimeoutAppliesOnlyOnceSomebodyWaitsForGo) {
+  Cluster c(2);
+  c.m.boundary(c.ids[0], 1, false, c.clock.now());
+  ASSERT_TRUE(c.m.boundary(c.ids[1], 1, false, c.clock.now()).new_view);  // epoch 2, nobody Ready
+  c.clock.advance(milliseconds(2500));
+  c.heartbeat_all_but(0);
+  EXPECT_TRUE(c.m.tick(c.clock.now()).empty()) << "nobody waits for Go: nobody is removed";
+  EXPECT_GT(c.m.next_expiry(), c.clock.now()) << "and the service loop does not spin";
+  c.m.ready(c.ids[0], {2, 1, 0, 0}, c.clock.now());
+  Decisions d = c.m.tick(c.clock.now());
+  ASSERT_EQ(d.removed.size(), 1u);
+  EXPECT_EQ(d.removed[0].id, c.ids[1]);
+  EXPECT_EQ(d.removed[0].reason, RemovalReason::kReadyTimeout);
+}
+
 // --- step boundaries ------------------------------------------------------------------
 
 TEST(Boundary, LeaversOutJoinersInOneView) {
