@@ -35,16 +35,19 @@ TEST_P(Mismatch, EveryRankFailsWithAClearErrorAndNoneHangs) {
         dir, "agent" + std::to_string(i),
         agent_argv(coordinator.endpoint(), secret,
                    {"--workload", "mismatch", "--mismatch", GetParam().kind, "--algorithm",
-                    GetParam().algorithm, "--timeout-ms", "30000"})));
+                    GetParam().algorithm, "--timeout-ms", "60000"})));
   }
+  const auto started = std::chrono::steady_clock::now();
   auto dumps = [&] {
     std::string s = coordinator.process->dump();
     for (const auto& a : agents) s += a->dump();
     return s;
   };
-  // The collective deadline is 30 s; a hang would show as no exit by 90 s (joining
-  // included, on a loaded machine).
-  const auto deadline = deadline_after(seconds(90));
+  // The collective deadline is 60 s. The ranks that see the mismatch abort their links,
+  // so the others hear of it at once: nobody should wait out that deadline (30 s is far
+  // more than joining and failing take on a loaded machine), and a hang shows as no exit
+  // by 120 s.
+  const auto deadline = deadline_after(seconds(120));
   // "rank R: <status>" on stdout (cli/main.cc); the status names what went wrong.
   const std::regex error_line(R"(rank (\d+): (mismatch|peer lost|aborted|bad frame|timed out)[^\n]*)");
   int saw_mismatch = 0;
@@ -52,6 +55,9 @@ TEST_P(Mismatch, EveryRankFailsWithAClearErrorAndNoneHangs) {
   for (auto& a : agents) {
     const auto code = a->wait_until(deadline);
     ASSERT_TRUE(code.has_value()) << a->name() << " hangs\n" << dumps();
+    EXPECT_LT(std::chrono::steady_clock::now() - started, seconds(30))
+        << a->name() << " waited for its collective deadline instead of hearing of the failure\n"
+        << dumps();
     EXPECT_EQ(*code, 3) << a->name() << (*code == 0 ? " completed a mismatched all-reduce" : "")
                         << "\n" << dumps();
     std::smatch m;
