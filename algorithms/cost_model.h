@@ -3,7 +3,8 @@
 // alpha is the cost of one message (latency plus the thread hand-offs around it, which
 // dominate on loopback), beta the transfer cost per byte, gamma the reduction cost per
 // byte. predict() estimates the time of one all-reduce for one rank along the critical
-// path of each algorithm as implemented here (chunking included); choose() takes the
+// path of each algorithm as implemented here (chunking included), or by the CPU work of
+// all ranks spread over the cores they share, whichever is longer; choose() takes the
 // cheapest. It is a ranking device, not a stopwatch.
 //
 // Every rank of a collective must choose the same algorithm: give them all the same
@@ -20,18 +21,24 @@ namespace tributary {
 
 class CostModel {
  public:
-  // A loopback TCP profile on the 2-core development machines: ~15 us per message
-  // (syscalls and wake-ups; Open MPI's 4 KiB all-reduce at n=4 takes ~40 us), ~5 GB/s
-  // one stream (iperf3), ~10 GB/s for a vectorised float32 sum.
-  static constexpr double kDefaultAlpha = 15e-6;
+  // A loopback TCP profile on the 2-core development machines: ~5 us per message
+  // (syscalls and a wake-up; our 4 KiB tree all-reduce at n=4, 4 hops, takes ~35 us),
+  // ~5 GB/s one stream (iperf3), ~10 GB/s for a vectorised float32 sum.
+  static constexpr double kDefaultAlpha = 5e-6;
   static constexpr double kDefaultBeta = 1.0 / 5e9;
   static constexpr double kDefaultGamma = 1.0 / 10e9;
   static constexpr std::size_t kDefaultChunkBytes = 256 * 1024;
+  // Cores the ranks of one collective share. On the development machines 2-8 ranks
+  // share 2 cores, so the CPU work of all ranks together (every message and byte is
+  // handled at both ends, every reduction somewhere) bounds the time as much as any
+  // rank's critical path does. A large value describes one rank per core. Part of the
+  // model, not read from the host: every rank must choose the same algorithm.
+  static constexpr int kDefaultCores = 2;
 
   CostModel() = default;
   // Trusted values (>= 0, finite); see fit() for measured ones.
   CostModel(double alpha, double beta, double gamma = kDefaultGamma,
-            std::size_t chunk_bytes = kDefaultChunkBytes);
+            std::size_t chunk_bytes = kDefaultChunkBytes, int cores = kDefaultCores);
 
   // alpha and beta from two timed one-way transfers of different sizes (a small and a
   // large ping-pong, halved): time = alpha + bytes * beta through both points.
@@ -47,6 +54,7 @@ class CostModel {
   double beta() const { return beta_; }
   double gamma() const { return gamma_; }
   std::size_t chunk_bytes() const { return chunk_bytes_; }
+  int cores() const { return cores_; }
 
   // Seconds; kAuto predicts the algorithm choose() picks. 0 for world_size <= 1.
   double predict(AllReduceAlgorithm algorithm, int world_size, std::size_t bytes) const;
@@ -54,10 +62,14 @@ class CostModel {
   AllReduceAlgorithm choose(int world_size, std::size_t bytes) const;
 
  private:
+  // One rank's critical path alone, without the shared-core work bound.
+  double critical_path(AllReduceAlgorithm algorithm, int world_size, std::size_t bytes) const;
+
   double alpha_ = kDefaultAlpha;
   double beta_ = kDefaultBeta;
   double gamma_ = kDefaultGamma;
   std::size_t chunk_bytes_ = kDefaultChunkBytes;
+  int cores_ = kDefaultCores;
 };
 
 }  // namespace tributary

@@ -15,8 +15,15 @@ constexpr AllReduceAlgorithm kConcrete[] = {
     AllReduceAlgorithm::kRing, AllReduceAlgorithm::kTree, AllReduceAlgorithm::kDoubleTree,
     AllReduceAlgorithm::kHalvingDoubling, AllReduceAlgorithm::kDirect};
 
+// The default profile with one core per rank: no shared-core work bound.
+const CostModel& one_rank_per_core() {
+  static const CostModel model(CostModel::kDefaultAlpha, CostModel::kDefaultBeta,
+                               CostModel::kDefaultGamma, CostModel::kDefaultChunkBytes, 1 << 20);
+  return model;
+}
+
 TEST(CostModel, LatencyBoundMessagesAvoidTheRing) {
-  const CostModel& model = CostModel::default_model();
+  const CostModel& model = one_rank_per_core();
   for (int n : {2, 3, 4, 8, 12, 16, 64}) {
     const AllReduceAlgorithm a = model.choose(n, 16);
     EXPECT_TRUE(a == AllReduceAlgorithm::kDirect || a == AllReduceAlgorithm::kHalvingDoubling)
@@ -27,9 +34,34 @@ TEST(CostModel, LatencyBoundMessagesAvoidTheRing) {
 }
 
 TEST(CostModel, BandwidthBoundMessagesTakeTheRing) {
-  const CostModel& model = CostModel::default_model();
+  const CostModel& model = one_rank_per_core();
   for (int n : {2, 3, 4, 7, 8, 16, 64}) {
     EXPECT_EQ(model.choose(n, std::size_t{1} << 30), AllReduceAlgorithm::kRing) << "n=" << n;
+  }
+}
+
+// The default profile: more ranks than cores (measured on the 2-core machines, see the
+// constants). Small messages take one round while that is cheap, then the tree, whose
+// 2(n-1) messages in all cost the shared cores least; large ones avoid the ring, whose
+// every hop waits for a descheduled neighbour.
+TEST(CostModel, SharedCoresFavourFewMessagesAndShortChains) {
+  const CostModel& model = CostModel::default_model();
+  EXPECT_EQ(model.choose(2, 4096), AllReduceAlgorithm::kDirect);
+  EXPECT_EQ(model.choose(4, 4096), AllReduceAlgorithm::kDirect);
+  EXPECT_EQ(model.choose(8, 4096), AllReduceAlgorithm::kTree);
+  EXPECT_EQ(model.choose(2, std::size_t{16} << 20), AllReduceAlgorithm::kRing);
+  for (int n : {3, 4, 8, 16}) {
+    for (std::size_t bytes : {std::size_t{16} << 20, std::size_t{256} << 20}) {
+      const AllReduceAlgorithm a = model.choose(n, bytes);
+      EXPECT_TRUE(a == AllReduceAlgorithm::kTree || a == AllReduceAlgorithm::kDoubleTree)
+          << "n=" << n << " bytes=" << bytes << " chose " << to_string(a);
+    }
+  }
+  // The shared-core bound only ever adds time.
+  for (AllReduceAlgorithm a : kConcrete) {
+    for (int n : {2, 4, 8}) {
+      EXPECT_GE(model.predict(a, n, 1 << 20), one_rank_per_core().predict(a, n, 1 << 20));
+    }
   }
 }
 
@@ -120,7 +152,9 @@ TEST(CostModel, AllReduceHonoursForcedAlgorithmAndModel) {
   const CostModel free_messages(0.0, 1.0 / 5e9, 1.0 / 10e9);
   EXPECT_EQ(free_messages.choose(8, 32), AllReduceAlgorithm::kRing);
   EXPECT_EQ(sends_of_rank0(AllReduceAlgorithm::kAuto, &free_messages, 8, 8), 14);
-  EXPECT_EQ(sends_of_rank0(AllReduceAlgorithm::kAuto, nullptr, 8, 8), 6);
+  EXPECT_EQ(sends_of_rank0(AllReduceAlgorithm::kAuto, &one_rank_per_core(), 8, 8), 6);
+  // The default (shared-core) model takes the tree there: rank 0 is its root, 2 sends.
+  EXPECT_EQ(sends_of_rank0(AllReduceAlgorithm::kAuto, nullptr, 8, 8), 2);
 }
 
 }  // namespace
