@@ -13,6 +13,7 @@
 #include "algorithms/all_reduce_impl.h"
 #include "algorithms/in_flight.h"
 #include "algorithms/partition.h"
+#include "algorithms/scratch.h"
 #include "core/reduce.h"
 
 namespace tributary::algo {
@@ -46,7 +47,7 @@ class HalvingDoubling {
   std::uint64_t stride_;
   SendWindow sends_;
   std::size_t slot_bytes_;
-  std::vector<std::byte> staging_;
+  Scratch staging_;
 };
 
 Status HalvingDoubling::send_range(int peer, int phase, Range range, const std::byte* base) {

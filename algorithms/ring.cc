@@ -10,6 +10,7 @@
 #include <string>
 
 #include "algorithms/collectives.h"
+#include "algorithms/scratch.h"
 #include "algorithms/validate.h"
 #include "core/check.h"
 #include "core/reduce.h"
@@ -123,10 +124,10 @@ Status ring_reduce_scatter(const ReduceJob& job, const std::vector<Range>& block
   };
 
   const std::size_t slot_bytes = std::min(pc, largest_block(blocks)) * es;
-  std::unique_ptr<std::byte[]> staging;
+  Scratch staging;
   std::size_t staged_posted = 0;
   std::size_t staged_live = 0;
-  std::unique_ptr<std::byte[]> pool;
+  Scratch pool;
   std::array<std::optional<Link::Handle>, kPoolSlots> pool_sends;
   std::size_t pool_next = 0;
 
@@ -139,8 +140,8 @@ Status ring_reduce_scatter(const ReduceJob& job, const std::vector<Range>& block
       const bool staged = dst == nullptr || dst == mine + u.range.begin * es;
       if (staged) {
         if (staged_live == kStageSlots) return;
-        if (!staging) staging = std::make_unique_for_overwrite<std::byte[]>(kStageSlots * slot_bytes);
-        dst = staging.get() + (staged_posted++ % kStageSlots) * slot_bytes;
+        if (!staging) staging = Scratch(kStageSlots * slot_bytes);
+        dst = staging.data() + (staged_posted++ % kStageSlots) * slot_bytes;
         ++staged_live;
       }
       posted.push_back({u, link.recv(left, tag(u.step, u.chunk),
@@ -170,8 +171,8 @@ Status ring_reduce_scatter(const ReduceJob& job, const std::vector<Range>& block
         TRIB_RETURN_IF_ERROR(wait_or_abort(link, *pending, job.deadline));
         pending.reset();
       }
-      if (!pool) pool = std::make_unique_for_overwrite<std::byte[]>(kPoolSlots * slot_bytes);
-      out = pool.get() + pool_slot * slot_bytes;
+      if (!pool) pool = Scratch(kPoolSlots * slot_bytes);
+      out = pool.data() + pool_slot * slot_bytes;
     }
     // incoming (op) mine: out may be exactly where the incoming partial landed.
     reduce_to(out, p.data, mine + u.range.begin * es, u.range.count, job.dtype, job.op);

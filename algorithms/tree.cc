@@ -1,5 +1,7 @@
 #include "algorithms/tree.h"
 
+#include <algorithm>
+
 #include "core/check.h"
 #include "core/reduce.h"
 
@@ -28,9 +30,16 @@ TreePipeline::TreePipeline(const ReduceJob& job, const TreeNode& node, Range ran
       // Long enough for a chunk to climb to the root and come back before this node
       // waits for it, so waiting for chunk c-lag rarely stalls sending chunk c up.
       lag_(node.parent < 0 ? 0 : 2 * static_cast<std::size_t>(floor_log2(job.link.size())) + 2),
+      // Children run up to their lag ahead of this node; posting that far ahead lets
+      // their chunks land in staging instead of arriving unexpected.
+      depth_(std::max<std::size_t>(1, std::min(chunks_, 2 * static_cast<std::size_t>(
+                                                              floor_log2(job.link.size())) + 4))),
       slot_bytes_(std::min(job.chunk_elements, range.count) * job.element_size()),
       down_sends_(job.link, job.deadline) {
-  if (node_.num_children > 0) staging_.resize(2 * 2 * slot_bytes_);
+  if (node_.num_children > 0 && chunks_ > 0) {
+    staging_ = Scratch(static_cast<std::size_t>(node_.num_children) * depth_ * slot_bytes_);
+    for (auto& r : child_recvs_) r.resize(depth_);
+  }
 }
 
 std::size_t TreePipeline::iterations() const { return chunks_ == 0 ? 0 : chunks_ + lag_; }
@@ -42,7 +51,7 @@ Tag TreePipeline::tag(std::size_t chunk, int direction) const {
 }
 
 std::byte* TreePipeline::staging(int child, std::size_t chunk) {
-  return staging_.data() + (static_cast<std::size_t>(child) * 2 + chunk % 2) * slot_bytes_;
+  return staging_.data() + (static_cast<std::size_t>(child) * depth_ + chunk % depth_) * slot_bytes_;
 }
 
 Status TreePipeline::step(std::size_t iteration) {
@@ -54,7 +63,7 @@ Status TreePipeline::step(std::size_t iteration) {
 void TreePipeline::post_children(std::size_t chunk) {
   const std::size_t bytes = chunk_of(range_, job_.chunk_elements, chunk).count * job_.element_size();
   for (int c = 0; c < node_.num_children; ++c) {
-    child_recvs_[c][chunk % 2] = job_.link.recv(node_.children[c], tag(chunk, kUp),
+    child_recvs_[c][chunk % depth_] = job_.link.recv(node_.children[c], tag(chunk, kUp),
                                                 std::span<std::byte>(staging(c, chunk), bytes));
   }
 }
@@ -66,13 +75,16 @@ Status TreePipeline::up(std::size_t chunk) {
   std::byte* out = job_.recv + r.begin * es;
   const std::byte* result = mine;
   if (node_.num_children > 0) {
-    if (chunk == 0) post_children(0);
-    // The next chunk's receives are posted before this one is reduced.
-    if (chunk + 1 < chunks_) post_children(chunk + 1);
-    TRIB_RETURN_IF_ERROR(wait_or_abort(job_.link, child_recvs_[0][chunk % 2], job_.deadline));
+    // depth_ chunks are posted ahead: chunk + depth_ - 1 goes into the slot that chunk - 1
+    // finished with.
+    if (chunk == 0) {
+      for (std::size_t k = 0; k + 1 < depth_; ++k) post_children(k);
+    }
+    if (chunk + depth_ - 1 < chunks_) post_children(chunk + depth_ - 1);
+    TRIB_RETURN_IF_ERROR(wait_or_abort(job_.link, child_recvs_[0][chunk % depth_], job_.deadline));
     reduce_to(out, mine, staging(0, chunk), r.count, job_.dtype, job_.op);
     if (node_.num_children == 2) {
-      TRIB_RETURN_IF_ERROR(wait_or_abort(job_.link, child_recvs_[1][chunk % 2], job_.deadline));
+      TRIB_RETURN_IF_ERROR(wait_or_abort(job_.link, child_recvs_[1][chunk % depth_], job_.deadline));
       reduce_into(out, staging(1, chunk), r.count, job_.dtype, job_.op);
     }
     result = out;

@@ -20,6 +20,7 @@
 #include "algorithms/all_reduce_impl.h"
 #include "algorithms/in_flight.h"
 #include "algorithms/partition.h"
+#include "algorithms/scratch.h"
 
 namespace tributary::algo {
 
@@ -55,9 +56,10 @@ class TreePipeline {
   int tree_id_;
   std::size_t chunks_;
   std::size_t lag_;
-  std::vector<std::byte> staging_;  // [child][chunk parity] slots of one chunk each
+  std::size_t depth_;  // children's chunks whose receives are posted ahead
   std::size_t slot_bytes_;
-  Link::Handle child_recvs_[2][2] = {};
+  Scratch staging_;  // [child][chunk % depth_] slots of one chunk each
+  std::vector<Link::Handle> child_recvs_[2];  // [child][chunk % depth_]
   struct InFlight {
     Link::Handle up_send;    // may read recv's chunk (interior nodes, in-place leaves)
     Link::Handle down_recv;  // posted with the up-send, into the same chunk of recv
