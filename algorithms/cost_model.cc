@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "algorithms/all_reduce_impl.h"
 #include "algorithms/partition.h"
 #include "core/check.h"
 
@@ -79,9 +80,17 @@ double CostModel::predict(AllReduceAlgorithm algorithm, int world_size, std::siz
       const int log_p = algo::floor_log2(world_size);
       const double p = static_cast<double>(1 << log_p);
       double m = 0;
-      for (int i = 1; i <= log_p; ++i) m += 2 * p * msgs(s / std::pow(2.0, i));
+      // Each step sends its whole range at once but posts only kRecvDepth receives
+      // ahead, so what the partner sends beyond them arrives unexpected and is copied
+      // once more by the link: charged as that many more bytes moved.
+      double copied = 0;
+      const double ahead = static_cast<double>(algo::kRecvDepth) * c;
+      for (int i = 1; i <= log_p; ++i) {
+        m += 2 * p * msgs(s / std::pow(2.0, i));
+        copied += 2 * p * std::max(0.0, s / std::pow(2.0, i) - ahead);
+      }
       const double extra = n - p;
-      return std::max(t, work(m + 2 * extra * msgs(s), moved, reduced));
+      return std::max(t, work(m + 2 * extra * msgs(s), moved + copied, reduced));
     }
     case AllReduceAlgorithm::kDirect:
       return std::max(t, work(n * (n - 1), n * (n - 1) * s, n * (n - 1) * s));
@@ -135,14 +144,22 @@ double CostModel::critical_path(AllReduceAlgorithm algorithm, int world_size, st
 
 AllReduceAlgorithm CostModel::choose(int world_size, std::size_t bytes) const {
   if (world_size <= 1) return AllReduceAlgorithm::kDirect;
+  // When the shared cores' work bounds several algorithms alike (large messages: every
+  // bandwidth-optimal one does the same work), the one with the shorter critical path
+  // has the most slack to absorb a descheduled rank: take it.
+  constexpr double kTie = 0.02;
   AllReduceAlgorithm best = AllReduceAlgorithm::kRing;
   double best_time = predict(best, world_size, bytes);
+  double best_path = critical_path(best, world_size, bytes);
   for (auto a : {AllReduceAlgorithm::kTree, AllReduceAlgorithm::kDoubleTree,
                  AllReduceAlgorithm::kHalvingDoubling, AllReduceAlgorithm::kDirect}) {
     const double t = predict(a, world_size, bytes);
-    if (t < best_time) {
+    const double path = critical_path(a, world_size, bytes);
+    const bool tie = std::abs(t - best_time) <= kTie * best_time;
+    if (tie ? path < best_path : t < best_time) {
       best = a;
       best_time = t;
+      best_path = path;
     }
   }
   return best;
