@@ -116,15 +116,18 @@ double CostModel::critical_path(AllReduceAlgorithm algorithm, int world_size, st
              per_phase * std::max(beta_, gamma_);
     }
     case AllReduceAlgorithm::kTree: {
-      // Interior nodes receive 2 chunks and send 1 up, receive 1 and send 2 down, per
-      // chunk; plus the time for the first chunk to reach the root and come back.
-      const double fill = 2 * depth * (alpha_ + std::min(s, c) * beta_);
-      return fill + 6 * msgs(s) * alpha_ + 3 * s * beta_;
+      // The first chunk climbs to the root and comes back (2 depth hops); every later
+      // one costs an interior node 2 chunks received and 1 sent up, 1 received and 2
+      // sent down.
+      const double first = std::min(s, c);
+      const double fill = 2 * depth * (alpha_ + first * beta_);
+      return fill + 6 * (msgs(s) - 1) * alpha_ + 3 * (s - first) * beta_;
     }
     case AllReduceAlgorithm::kDoubleTree: {
       // Interior in one tree (3 x s/2 each way), a leaf in the other (s/2 each way).
-      const double fill = 2 * (depth + 1) * (alpha_ + std::min(s / 2, c) * beta_);
-      return fill + 8 * msgs(s / 2) * alpha_ + 2 * s * beta_;
+      const double first = std::min(s / 2, c);
+      const double fill = 2 * (depth + 1) * (alpha_ + first * beta_);
+      return fill + 8 * (msgs(s / 2) - 1) * alpha_ + 2 * (s - 2 * first) * beta_;
     }
     case AllReduceAlgorithm::kHalvingDoubling: {
       const int log_p = algo::floor_log2(world_size);

