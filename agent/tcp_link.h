@@ -16,7 +16,12 @@
 // - When wait() returns (any status) the link never touches that operation's buffer
 //   again: a half-sent message is finished from a private copy so the stream stays valid.
 // - abort() wakes a blocked wait() through an eventfd, shuts the sockets down so peers
-//   learn at once, and returns only once no caller buffer is being touched.
+//   learn at once, and returns only once no caller buffer is being touched. When the
+//   reason is an error (not kAborted), it first sends every connected peer an abort
+//   notice (frame.h), best effort and without blocking: their operations on this rank
+//   then fail with the same code and "rank R aborted: <reason>" rather than kPeerLost.
+// - A connection closed while nothing is pending on it (a peer leaving at the end of a
+//   run) is not logged; operations posted on it later still fail naming the peer.
 #pragma once
 
 #include <atomic>
