@@ -82,8 +82,13 @@ Status TreePipeline::up(std::size_t chunk) {
     if (job_.op == ReduceOp::kAvg) scale_by_count(out, r.count, job_.dtype, job_.link.size());
     return Status::ok();
   }
-  up_sends_.push_back(
-      job_.link.send(node_.parent, tag(chunk, kUp), std::span<const std::byte>(result, r.count * es)));
+  const Link::Handle sent =
+      job_.link.send(node_.parent, tag(chunk, kUp), std::span<const std::byte>(result, r.count * es));
+  // The reduced chunk can only come down after the parent has what was just sent, so its
+  // receive is posted now and the payload lands in place instead of arriving unexpected.
+  const Link::Handle down =
+      job_.link.recv(node_.parent, tag(chunk, kDown), std::span<std::byte>(out, r.count * es));
+  up_sends_.push_back({sent, down});
   return Status::ok();
 }
 
@@ -92,14 +97,13 @@ Status TreePipeline::down(std::size_t chunk) {
   const Range r = chunk_of(range_, job_.chunk_elements, chunk);
   std::byte* out = job_.recv + r.begin * es;
   if (node_.parent >= 0) {
-    // The up-send of this chunk may read `out` (interior nodes, in-place leaves).
+    // The up-send of this chunk may read `out` (interior nodes, in-place leaves): it has
+    // completed before `out` is forwarded or returned.
     TRIB_CHECK(!up_sends_.empty()) << "chunk " << chunk << " came down before going up";
-    const Link::Handle sent = up_sends_.front();
+    const InFlight f = up_sends_.front();
     up_sends_.pop_front();
-    TRIB_RETURN_IF_ERROR(wait_or_abort(job_.link, sent, job_.deadline));
-    const Link::Handle h =
-        job_.link.recv(node_.parent, tag(chunk, kDown), std::span<std::byte>(out, r.count * es));
-    TRIB_RETURN_IF_ERROR(wait_or_abort(job_.link, h, job_.deadline));
+    TRIB_RETURN_IF_ERROR(wait_or_abort(job_.link, f.up_send, job_.deadline));
+    TRIB_RETURN_IF_ERROR(wait_or_abort(job_.link, f.down_recv, job_.deadline));
   }
   for (int c = 0; c < node_.num_children; ++c) {
     TRIB_RETURN_IF_ERROR(down_sends_.add(job_.link.send(

@@ -58,7 +58,11 @@ class TreePipeline {
   std::vector<std::byte> staging_;  // [child][chunk parity] slots of one chunk each
   std::size_t slot_bytes_;
   Link::Handle child_recvs_[2][2] = {};
-  std::deque<Link::Handle> up_sends_;  // in chunk order, one per chunk not yet come down
+  struct InFlight {
+    Link::Handle up_send;    // may read recv's chunk (interior nodes, in-place leaves)
+    Link::Handle down_recv;  // posted with the up-send, into the same chunk of recv
+  };
+  std::deque<InFlight> up_sends_;  // in chunk order, one per chunk not yet come down
   SendWindow down_sends_;
 };
 

@@ -184,7 +184,7 @@ int main(int argc, char** argv) {
       const bool bitmap = (flags & 4u) != 0;
       streams.push_back({bitmap ? "top-k 30% bitmap indices" : "top-k 1% varint indices",
                          std::vector<std::byte>(all.begin() + 20, all.begin() + 20 + index_bytes)});
-      if (!bitmap) streams.push_back({"top-k 1% bf16 values", std::vector<std::byte>(all.begin() + 20 + index_bytes, all.end())});
+      if (!bitmap) streams.push_back({"top-k 1% bf16 values", std::vector<std::byte>(all.begin() + 20 + ((index_bytes + 3) & ~3u), all.end())});
     }
   }
   for (const Stream& s : streams) {

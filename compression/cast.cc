@@ -14,6 +14,7 @@ constexpr std::size_t kBlock = 2048;  // elements per stack block (fits L1 with 
 std::size_t elem_bytes(CodecId id) { return id == CodecId::kFloat32 ? 4 : 2; }
 
 void narrow_block(CodecId id, const float* in, std::byte* out, std::size_t n) {
+  if (n == 0) return;  // empty tensors may come with null pointers
   if (id == CodecId::kFloat32) {
     std::memcpy(out, in, n * 4);
   } else if (id == CodecId::kFloat16) {
@@ -24,6 +25,7 @@ void narrow_block(CodecId id, const float* in, std::byte* out, std::size_t n) {
 }
 
 void widen_block(CodecId id, const std::byte* in, float* out, std::size_t n) {
+  if (n == 0) return;
   if (id == CodecId::kFloat32) {
     std::memcpy(out, in, n * 4);
   } else if (id == CodecId::kFloat16) {

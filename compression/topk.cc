@@ -25,6 +25,9 @@ constexpr std::uint32_t kValuesBF16 = 0;
 constexpr std::uint32_t kValuesF16 = 1;
 constexpr std::uint32_t kIndexBitmap = 1u << 2;
 constexpr std::size_t kTopKHeader = kHeaderBytes + 4;
+// The index section is zero-padded to a multiple of 4 bytes so that the 16-bit values
+// start aligned (aligned, coalesced loads in the CUDA port; aligned stores here).
+inline std::uint64_t pad4(std::uint64_t n) { return (n + 3) & ~std::uint64_t{3}; }
 
 inline std::uint32_t abs_bits(float f) { return std::bit_cast<std::uint32_t>(f) & 0x7fffffffu; }
 
@@ -146,7 +149,7 @@ class TopKCodec final : public Codec {
   CodecId id() const override { return CodecId::kTopK; }
   std::string spec() const override { return to_spec(config_); }
   std::size_t max_encoded_bytes(std::size_t count) const override {
-    return kTopKHeader + ceil_div(count, 8) + 2 * max_nnz(count, max_density_);
+    return kTopKHeader + pad4(ceil_div(count, 8)) + 2 * max_nnz(count, max_density_);
   }
   bool wants_error_feedback() const override { return true; }
   bool wants_momentum() const override { return config_.momentum > 0.0f; }
@@ -226,7 +229,8 @@ class TopKCodec final : public Codec {
       std::byte* p = index;
       for (std::size_t j = 0; j < nnz; ++j) p = put_varint(p, j == 0 ? idx[0] : idx[j] - idx[j - 1] - 1);
     }
-    std::byte* values = index + index_bytes;
+    std::memset(index + index_bytes, 0, pad4(index_bytes) - index_bytes);
+    std::byte* values = index + pad4(index_bytes);
     vals.resize(nnz);
     for (std::size_t j = 0; j < nnz; ++j) vals[j] = v[idx[j]];
     narrow_values(vtype, vals.data(), values, nnz);
@@ -239,7 +243,7 @@ class TopKCodec final : public Codec {
         for (std::uint32_t i : idx) o.momentum[i] = 0.0f;
       }
     }
-    return kTopKHeader + index_bytes + 2 * nnz;
+    return kTopKHeader + pad4(index_bytes) + 2 * nnz;
   }
 
  private:
@@ -263,9 +267,12 @@ Status decode_topk(const PayloadHeader& h, std::span<const std::byte> p, float* 
   if (nnz > count) return bad_frame(h.codec, "nnz " + std::to_string(nnz) + " > count");
   if (p.size() < kTopKHeader) return bad_frame(h.codec, "truncated before the index length");
   const std::uint64_t index_bytes = load_u32(p.data() + kHeaderBytes);
-  TRIB_RETURN_IF_ERROR(expect_size(h.codec, p.size(), kTopKHeader + index_bytes + 2ull * nnz));
+  TRIB_RETURN_IF_ERROR(expect_size(h.codec, p.size(), kTopKHeader + pad4(index_bytes) + 2ull * nnz));
   const auto* index = reinterpret_cast<const std::uint8_t*>(p.data() + kTopKHeader);
-  const std::byte* values = p.data() + kTopKHeader + index_bytes;
+  const std::byte* values = p.data() + kTopKHeader + pad4(index_bytes);
+  for (std::uint64_t j = index_bytes; j < pad4(index_bytes); ++j) {
+    if (index[j] != 0) return bad_frame(h.codec, "non-zero padding after the index section");
+  }
 
   // Validate every index before the first write, so accumulate is all-or-nothing.
   thread_local std::vector<std::uint32_t> idx;
@@ -308,7 +315,7 @@ Status decode_topk(const PayloadHeader& h, std::span<const std::byte> p, float* 
   thread_local std::vector<float> vals;
   vals.resize(nnz);
   widen_values(vtype, values, vals.data(), nnz);
-  if (!accumulate) std::memset(out, 0, count * sizeof(float));
+  if (!accumulate && count > 0) std::memset(out, 0, count * sizeof(float));
   for (std::size_t j = 0; j < nnz; ++j) {
     out[idx[j]] = accumulate ? out[idx[j]] + vals[j] : vals[j];
   }

@@ -1,9 +1,10 @@
-// Ranks that disagree about a collective: 4 agent processes all-reduce 1000 float32, the
+// Ranks that disagree about a collective: N agent processes all-reduce 1000 float32, the
 // last rank with 1001 elements (count) or int32 elements of the same byte size (dtype).
 // Every rank must exit with the workload's "failed as expected" status 3 and a clear
 // error (the mismatch itself, or the failure of a peer that detected it) well within the
 // collective deadline: never 0 (a wrong sum), never a hang. Swept over every all-reduce
-// algorithm, since each one pairs ranks differently.
+// algorithm at N = 4, since each one pairs ranks differently, and over world sizes with
+// the default choice.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -14,23 +15,27 @@
 namespace tributary::integration {
 namespace {
 
-constexpr int kRanks = 4;
-
 struct MismatchCase {
   std::string kind;       // --mismatch
   std::string algorithm;  // --algorithm
+  int ranks = 4;
 };
+
+void PrintTo(const MismatchCase& c, std::ostream* os) {
+  *os << c.kind << " " << c.algorithm << " np" << c.ranks;
+}
 
 class Mismatch : public ::testing::TestWithParam<MismatchCase> {};
 
 TEST_P(Mismatch, EveryRankFailsWithAClearErrorAndNoneHangs) {
   TempDir dir;
   const std::string secret = "mismatch-secret";
-  CoordinatorProcess coordinator(dir, "coordinator", secret, kRanks);
+  const int np = GetParam().ranks;
+  CoordinatorProcess coordinator(dir, "coordinator", secret, np);
   ASSERT_FALSE(coordinator.wait_ready(deadline_after(seconds(30))).empty())
       << coordinator.process->dump();
   std::vector<std::unique_ptr<Process>> agents;
-  for (int i = 0; i < kRanks; ++i) {
+  for (int i = 0; i < np; ++i) {
     agents.push_back(std::make_unique<Process>(
         dir, "agent" + std::to_string(i),
         agent_argv(coordinator.endpoint(), secret,
@@ -66,7 +71,7 @@ TEST_P(Mismatch, EveryRankFailsWithAClearErrorAndNoneHangs) {
     ranks.insert(std::stoi(m[1]));
     saw_mismatch += m[2] == "mismatch" ? 1 : 0;
   }
-  EXPECT_EQ(ranks.size(), static_cast<std::size_t>(kRanks)) << dumps();
+  EXPECT_EQ(ranks.size(), static_cast<std::size_t>(np)) << dumps();
   // At least the ranks next to the odd one out name the real cause.
   EXPECT_GE(saw_mismatch, 1) << dumps();
 }
@@ -84,6 +89,14 @@ std::vector<MismatchCase> cases() {
 INSTANTIATE_TEST_SUITE_P(Np4, Mismatch, ::testing::ValuesIn(cases()), [](const auto& info) {
   return info.param.kind + "_" + info.param.algorithm;
 });
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, Mismatch,
+                         ::testing::Values(MismatchCase{"count", "auto", 2}, MismatchCase{"dtype", "auto", 2},
+                                           MismatchCase{"count", "auto", 3}, MismatchCase{"dtype", "auto", 5},
+                                           MismatchCase{"count", "auto", 8}, MismatchCase{"dtype", "auto", 8}),
+                         [](const auto& info) {
+                           return info.param.kind + "_np" + std::to_string(info.param.ranks);
+                         });
 
 }  // namespace
 }  // namespace tributary::integration

@@ -10,7 +10,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -88,9 +88,11 @@ class TempDir {
   std::string path_;
 };
 
-// One child process in a process group of its own (so `tributary check`'s coordinator and
-// agents die with it). stdin is /dev/null; stdout and stderr go to <dir>/<name>.out/.err.
-// The environment is ours without TRIBUTARY_* variables, plus `env`.
+// One child process in a process group of its own, so that killing the group also kills
+// what it started (`tributary check`'s coordinator and agents). The kernel kills the child
+// if this test process dies first (its own children, not grandchildren, are covered).
+// stdin is /dev/null; stdout and stderr go to <dir>/<name>.out/.err. The environment is
+// ours without TRIBUTARY_* variables, plus `env`.
 class Process {
  public:
   Process(const TempDir& dir, std::string name, std::vector<std::string> argv,
@@ -110,30 +112,33 @@ class Process {
     for (auto& e : envs) envp.push_back(e.data());
     envp.push_back(nullptr);
 
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path_.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path_.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                        POSIX_SPAWN_SETSIGDEF);
-    posix_spawnattr_setpgroup(&attr, 0);
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    const int rc = ::posix_spawn(&pid_, argv_.at(0).c_str(), &actions, &attr, args.data(), envp.data());
-    posix_spawnattr_destroy(&attr);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) {
-      pid_ = -1;
-      throw std::runtime_error("cannot start " + argv_.at(0) + ": " + std::strerror(rc));
+    // fork + exec rather than posix_spawn for PR_SET_PDEATHSIG: if this test binary is
+    // killed (ctest's timeout sends SIGKILL, so no destructor runs) its children die too.
+    // Between fork and exec the child only makes async-signal-safe calls.
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+    if (pid == 0) {
+      ::setpgid(0, 0);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      ::signal(SIGPIPE, SIG_DFL);
+      const int in = ::open("/dev/null", O_RDONLY);
+      const int out = ::open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int err = ::open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (in < 0 || out < 0 || err < 0) ::_exit(127);
+      ::dup2(in, STDIN_FILENO);
+      ::dup2(out, STDOUT_FILENO);
+      ::dup2(err, STDERR_FILENO);
+      ::execve(args[0], args.data(), envp.data());
+      ::_exit(127);
     }
+    // Also from this side, so kill(-pid) works even before the child ran setpgid.
+    ::setpgid(pid, pid);
+    pid_ = pid;
   }
 
   ~Process() { kill_all(); }
