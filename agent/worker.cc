@@ -1,9 +1,17 @@
+// The Worker: a thin loop around the algorithms that makes each collective all-or-nothing
+// across an epoch's members and re-runs aborted ones in the next epoch. The protocol is
+// in docs/fault-tolerance.md; this file is its agent side.
 #include "agent/worker.h"
 
+#include <openssl/evp.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
-#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
 
 #include "agent/agent_metrics.h"
 #include "agent/tcp_endpoint.h"
@@ -12,46 +20,73 @@
 #include "membership/coordinator_client.h"
 
 namespace tributary {
+namespace {
+
+// The commit round of collective `seq` uses its own tag space.
+constexpr std::uint64_t kAgreementSeqBit = std::uint64_t{1} << 63;
+
+std::string hostname() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
+  return buf;
+}
+
+bool retryable(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kPeerLost:
+    case StatusCode::kTimedOut:
+    case StatusCode::kAborted:
+    case StatusCode::kStaleEpoch:
+    case StatusCode::kBadFrame:
+    case StatusCode::kInternal:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Deadline earlier(Deadline a, Deadline b) { return a.at < b.at ? a : b; }
+
+}  // namespace
 
 class Worker::Impl {
  public:
   explicit Impl(WorkerConfig config) : config(std::move(config)) {}
+  ~Impl() { stop_watcher(); }
 
   Status start();
-  Status connect_view(const membership::View& view);
 
-  // Runs one collective on the current epoch's link: tags it with the next sequence
-  // number, bounds it by the collective timeout, records metrics. On failure the link is
-  // abandoned (links.h: errors are fatal to a link).
+  // Runs one collective. `input` is the caller's send buffer when the collective writes
+  // over it (in-place): it is stashed and restored before a re-run. `retry` = false makes
+  // failures return instead of re-running (the state sync decides for itself).
   template <typename Fn>
-  Result<Outcome> run(std::string_view op, AllReduceAlgorithm algorithm, Fn&& fn) {
-    // Only all-reduce has a choice of algorithm; the others report their fixed one by name.
-    if (!link) return error(StatusCode::kAborted, "no data-plane links: " + broken.to_string());
-    CollectiveOptions options;
-    options.seq = next_seq++;
-    options.deadline = Deadline::after(config.collective_timeout);
-    options.chunk_bytes = config.chunk_bytes;
-    options.algorithm = algorithm;
-    const auto t0 = std::chrono::steady_clock::now();
-    Status status = fn(*link, options);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (metrics) {
-      metrics->record_collective(
-          op, algorithm == AllReduceAlgorithm::kAuto ? std::string_view("fixed") : to_string(algorithm),
-          status, seconds);
-      if (++collectives_since_sync >= 64 || !status.is_ok()) {
-        metrics->sync_links(endpoint->stats());
-        collectives_since_sync = 0;
-      }
-    }
-    if (!status.is_ok()) {
-      link->abort(status);
-      broken = status;
+  Result<Outcome> run(std::string_view op, AllReduceAlgorithm algorithm, std::size_t bytes,
+                      std::span<std::byte> input, Fn&& fn, bool retry = true);
+
+  // Moves to a view newer than the current one: Ready/Go with the coordinator, quorum,
+  // new links. `held_seq`: the collective whose result this member holds uncommitted.
+  Status transition(std::uint64_t held_seq, Deadline deadline);
+
+  Result<BoundaryOutcome> step_boundary();
+  Status sync_state();
+
+  void install_link(std::unique_ptr<Link> l, std::uint64_t epoch) {
+    std::lock_guard lock(link_mu);
+    link = std::move(l);
+    link_epoch = epoch;
+  }
+  void drop_link(const Status& why) {
+    std::lock_guard lock(link_mu);
+    if (link) {
+      link->abort(why);
       link.reset();
-      return status;
     }
-    return Outcome{view.epoch, static_cast<int>(view.size()), algorithm};
+  }
+
+  Deadline collective_deadline(std::size_t bytes) const {
+    const double seconds = static_cast<double>(bytes) / throughput * config.deadline_slack;
+    return Deadline::after(config.deadline_floor +
+                           std::chrono::duration_cast<Duration>(std::chrono::duration<double>(seconds)));
   }
 
   AllReduceAlgorithm pick(std::size_t bytes) const {
@@ -59,26 +94,70 @@ class Worker::Impl {
     return CostModel::default_model().choose(static_cast<int>(view.size()), bytes);
   }
 
+  void start_watcher();
+  void stop_watcher();
+
   WorkerConfig config;
   std::unique_ptr<AgentMetrics> metrics;
   std::unique_ptr<TcpEndpoint> endpoint;
   std::unique_ptr<membership::CoordinatorClient> client;
+
   membership::View view;
   int rank = -1;
+  std::mutex link_mu;  // guards `link` against the watcher's abort
   std::unique_ptr<Link> link;
-  Status broken;
+  std::uint64_t link_epoch = 0;  // guarded by link_mu
+
   std::uint64_t next_seq = 1;
+  std::uint64_t commit_through = 0;  // the latest Go's decision
+  double throughput = 100e6;         // bytes/s, EWMA over successful collectives
   int collectives_since_sync = 0;
+
+  // Elasticity.
+  std::map<std::string, std::span<std::byte>> state;
+  bool needs_state = false;  // joined after the first view; no state received yet
+  std::atomic<bool> drain_requested{false};
+  std::uint64_t step = 0;
+  TimePoint last_collective_end = std::chrono::steady_clock::now();
+
+  // The watcher thread follows the coordinator's views and aborts the current links
+  // when a newer view (or an eviction) makes them obsolete.
+  std::thread watcher;
+  std::atomic<bool> watcher_stop{false};
+  std::atomic<std::uint64_t> newest_epoch{0};
+  std::atomic<bool> evicted{false};
   bool left = false;
 };
 
-namespace {
-std::string hostname() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
-  return buf;
+void Worker::Impl::start_watcher() {
+  watcher = std::thread([this] {
+    while (!watcher_stop.load()) {
+      auto v = client->wait_for_view(newest_epoch.load() + 1,
+                                     Deadline::after(std::chrono::milliseconds(100)));
+      if (v) {
+        newest_epoch = v->epoch;
+        std::lock_guard lock(link_mu);
+        if (link && link_epoch < v->epoch) {
+          link->abort(error(StatusCode::kAborted, "view " + std::to_string(link_epoch) +
+                                                      " superseded by view " +
+                                                      std::to_string(v->epoch)));
+        }
+      } else if (v.status().code() == StatusCode::kEvicted) {
+        evicted = true;
+        std::lock_guard lock(link_mu);
+        if (link) link->abort(v.status());
+        return;
+      } else if (v.status().code() != StatusCode::kTimedOut) {
+        return;  // left, or the client is shutting down
+      }
+    }
+  });
 }
-}  // namespace
+
+void Worker::Impl::stop_watcher() {
+  watcher_stop = true;
+  if (watcher.joinable()) watcher.join();
+}
 
 Status Worker::Impl::start() {
   if (config.secret.empty()) {
@@ -110,9 +189,8 @@ Status Worker::Impl::start() {
   cc.capabilities = {"tcp"};
   auto joined = client->join(cc, deadline);
   if (!joined) return joined.status();
-  auto first = client->wait_for_view(1, deadline);
-  if (!first) return first.status();
-  TRIB_RETURN_IF_ERROR(connect_view(*first));
+  TRIB_RETURN_IF_ERROR(transition(0, deadline));
+  start_watcher();
   // One line for operators and the integration tests: where this agent can be reached.
   std::fprintf(stderr, "tributary[agent]: member %llu rank %d data %s metrics %u\n",
                static_cast<unsigned long long>(client->member_id()), rank,
@@ -120,18 +198,241 @@ Status Worker::Impl::start() {
   return Status::ok();
 }
 
-Status Worker::Impl::connect_view(const membership::View& v) {
-  const membership::ViewMember* me = v.find(client->member_id());
-  if (me == nullptr) return error(StatusCode::kEvicted, "this member is not in view " + std::to_string(v.epoch));
-  std::vector<std::string> addresses(v.size());
-  for (const auto& m : v.members) addresses.at(m.rank) = m.data_address;
-  auto l = endpoint->connect_group(v.epoch, static_cast<int>(me->rank), addresses,
-                                   Deadline::after(config.join_timeout));
-  if (!l) return l.status();
-  link = std::move(*l);
-  view = v;
-  rank = static_cast<int>(me->rank);
+Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
+  drop_link(error(StatusCode::kAborted, "moving to a new view"));
+  const membership::Epoch previous = view.epoch;
+  const std::uint64_t committed = next_seq - 1;
+  for (;;) {
+    if (evicted) return error(StatusCode::kEvicted, "the coordinator removed this member");
+    auto v = client->wait_for_view(std::max<membership::Epoch>(view.epoch + 1, 1), deadline);
+    if (!v) {
+      if (v.status().code() == StatusCode::kTimedOut) {
+        return error(StatusCode::kUnavailable,
+                     "no new view from the coordinator before the recovery deadline (" +
+                         v.status().message() + ")");
+      }
+      return v.status();
+    }
+    membership::ViewReady ready{v->epoch, previous, committed, held_seq};
+    auto go = client->ready(ready, deadline);
+    if (!go) {
+      if (go.status().code() == StatusCode::kAborted) continue;  // superseded: newer view
+      return go.status();
+    }
+    commit_through = std::max(commit_through, go->commit_through);
+    view = *v;
+    newest_epoch = std::max(newest_epoch.load(), view.epoch);
+    const membership::ViewMember* me = view.find(client->member_id());
+    if (me == nullptr) return error(StatusCode::kEvicted, "not a member of view " + std::to_string(view.epoch));
+    rank = static_cast<int>(me->rank);
+    for (membership::MemberId j : go->joiners) {
+      if (j == client->member_id() && go->state_source != 0) needs_state = true;
+    }
+    std::vector<std::string> addresses(view.size());
+    for (const auto& m : view.members) addresses.at(m.rank) = m.data_address;
+    auto l = endpoint->connect_group(view.epoch, rank, addresses,
+                                     earlier(deadline, Deadline::after(config.join_timeout)));
+    if (!l) {
+      // A member vanished between Go and connecting: report it and wait for the next view.
+      client->report_failure(view.epoch, 0, l.status().to_string());
+      continue;
+    }
+    if (static_cast<int>(view.size()) < config.min_world_size) {
+      std::fprintf(stderr,
+                   "tributary[agent]: view %llu has %zu members, below the quorum of %d; waiting\n",
+                   static_cast<unsigned long long>(view.epoch), view.size(), config.min_world_size);
+      held_seq = 0;
+      continue;
+    }
+    install_link(std::move(*l), view.epoch);
+    next_seq = commit_through + 1;
+    return Status::ok();
+  }
+}
+
+template <typename Fn>
+Result<Outcome> Worker::Impl::run(std::string_view op, AllReduceAlgorithm algorithm,
+                                  std::size_t bytes, std::span<std::byte> input, Fn&& fn,
+                                  bool retry) {
+  std::vector<std::byte> stash(input.begin(), input.end());
+  const Deadline overall = Deadline::after(config.recovery_timeout);
+  Outcome outcome;
+  outcome.algorithm = algorithm;
+  for (int attempt = 1;; ++attempt) {
+    if (evicted) return error(StatusCode::kEvicted, "the coordinator removed this member");
+    if (!link || newest_epoch.load() > view.epoch) {
+      TRIB_RETURN_IF_ERROR(transition(0, overall));
+    }
+    const int n = static_cast<int>(view.size());
+    const membership::Epoch epoch = view.epoch;
+    CollectiveOptions options;
+    options.seq = next_seq;
+    options.deadline = collective_deadline(bytes);
+    options.chunk_bytes = config.chunk_bytes;
+    options.algorithm = algorithm;
+    const auto t0 = std::chrono::steady_clock::now();
+    Status status = fn(*link, options);
+    bool held = false;
+    if (status.is_ok() && config.agreement && n > 1) {
+      held = true;
+      CollectiveOptions agree = options;
+      agree.seq = options.seq | kAgreementSeqBit;
+      status = tributary::barrier(*link, agree);
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (metrics) {
+      metrics->record_collective(
+          op, algorithm == AllReduceAlgorithm::kAuto ? std::string_view("fixed") : to_string(algorithm),
+          status, seconds);
+      if (++collectives_since_sync >= 64 || !status.is_ok()) {
+        metrics->sync_links(endpoint->stats());
+        collectives_since_sync = 0;
+      }
+    }
+    if (status.is_ok()) {
+      if (bytes > 65536 && seconds > 0) throughput = 0.8 * throughput + 0.2 * (bytes / seconds);
+      ++next_seq;
+      last_collective_end = std::chrono::steady_clock::now();
+      outcome.epoch = epoch;
+      outcome.contributors = n;
+      outcome.attempts = attempt;
+      return outcome;
+    }
+    // The epoch's links are done for (link.h). Ask the coordinator for the next view.
+    drop_link(status);
+    const std::uint64_t seq = next_seq;
+    if (evicted) return error(StatusCode::kEvicted, "the coordinator removed this member");
+    if (newest_epoch.load() <= epoch) {  // not just overtaken by a newer view
+      client->report_failure(epoch, 0, std::string(op) + " seq " + std::to_string(seq) + ": " +
+                                           status.to_string());
+    }
+    std::fprintf(stderr, "tributary[agent]: %.*s seq %llu in view %llu failed: %s; recovering\n",
+                 static_cast<int>(op.size()), op.data(), static_cast<unsigned long long>(seq),
+                 static_cast<unsigned long long>(epoch), status.to_string().c_str());
+    const Status moved = transition(held ? seq : 0, overall);
+    if (!moved.is_ok()) {
+      return error(moved.code(), "recovering from \"" + status.to_string() + "\": " + moved.message());
+    }
+    if (commit_through >= seq) {
+      if (!held) {
+        return error(StatusCode::kInternal, "the coordinator committed seq " + std::to_string(seq) +
+                                                " but this member does not hold its result");
+      }
+      outcome.epoch = epoch;
+      outcome.contributors = n;
+      outcome.attempts = attempt;
+      last_collective_end = std::chrono::steady_clock::now();
+      return outcome;
+    }
+    if (!retry || !retryable(status)) return status;
+    if (!stash.empty()) std::memcpy(input.data(), stash.data(), stash.size());
+  }
+}
+
+Status Worker::Impl::sync_state() {
+  // Source: the lowest rank that has the state (the joiners are those that need it).
+  std::int64_t source = needs_state ? std::numeric_limits<std::int32_t>::max() : rank;
+  auto pick = run("state_source", AllReduceAlgorithm::kAuto, 8,
+                  std::as_writable_bytes(std::span(&source, 1)), [&](Link& l, const CollectiveOptions& o) {
+    return tributary::all_reduce(l, &source, &source, 1, DType::kInt64, ReduceOp::kMin, o);
+  });
+  if (!pick) return pick.status();
+  if (source >= static_cast<std::int64_t>(view.size())) {
+    return error(StatusCode::kUnavailable, "no member of view " + std::to_string(view.epoch) +
+                                               " holds the training state");
+  }
+  const int root = static_cast<int>(source);
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  for (auto& [name, bytes] : state) {
+    auto r = run("state_sync", AllReduceAlgorithm::kAuto, bytes.size(), {},
+                 [&](Link& l, const CollectiveOptions& o) {
+                   return tributary::broadcast(l, bytes.data(), bytes.data(), bytes.size(),
+                                               DType::kUInt8, root, o);
+                 }, /*retry=*/false);
+    if (!r) {
+      EVP_MD_CTX_free(ctx);
+      return r.status();
+    }
+    EVP_DigestUpdate(ctx, name.data(), name.size());
+    EVP_DigestUpdate(ctx, bytes.data(), bytes.size());
+  }
+  std::array<std::uint8_t, 32> mine{};
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx, mine.data(), &len);
+  EVP_MD_CTX_free(ctx);
+  std::array<std::uint8_t, 32> theirs = mine;
+  auto h = run("state_hash", AllReduceAlgorithm::kAuto, 32, {}, [&](Link& l, const CollectiveOptions& o) {
+    return tributary::broadcast(l, theirs.data(), theirs.data(), 32, DType::kUInt8, root, o);
+  }, /*retry=*/false);
+  if (!h) return h.status();
+  if (theirs != mine) {
+    return error(StatusCode::kBadFrame, "training state received from rank " + std::to_string(root) +
+                                            " does not match its SHA-256");
+  }
+  if (needs_state) {
+    std::fprintf(stderr, "tributary[agent]: received %zu state buffers from rank %d, SHA-256 verified\n",
+                 state.size(), root);
+  }
+  needs_state = false;
   return Status::ok();
+}
+
+Result<BoundaryOutcome> Worker::Impl::step_boundary() {
+  BoundaryOutcome out;
+  const double compute =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - last_collective_end).count();
+  client->report_step(step, compute);
+  client->set_step(step);
+  ++step;
+  const Deadline deadline = Deadline::after(config.recovery_timeout);
+  for (;;) {
+    // [leave, joiners waiting, newer view, state needed], max over members.
+    std::int32_t flags[4] = {drain_requested.load() ? 1 : 0, client->joiners_pending() ? 1 : 0,
+                             newest_epoch.load() > view.epoch ? 1 : 0, needs_state ? 1 : 0};
+    auto r = run("step_boundary", AllReduceAlgorithm::kAuto, sizeof(flags),
+                 std::as_writable_bytes(std::span(flags)),
+                 [&](Link& l, const CollectiveOptions& o) {
+                   return tributary::all_reduce(l, flags, flags, 4, DType::kInt32, ReduceOp::kMax, o);
+                 });
+    if (!r) return r.status();
+    if (flags[3]) {
+      const bool receiving = needs_state;
+      Status s = sync_state();
+      if (s.is_ok()) {
+        out.received_state = out.received_state || receiving;
+        continue;
+      }
+      if (!retryable(s) || deadline.passed()) return s;
+      continue;  // a failure during the sync: the next round runs in the new view
+    }
+    if (flags[0] || flags[1]) {
+      const bool leaving = drain_requested.load();
+      client->request_boundary(view.epoch, leaving);
+      if (leaving) {
+        drop_link(error(StatusCode::kAborted, "drained"));
+        stop_watcher();
+        Status s = client->leave(Deadline::after(std::chrono::seconds(10)));
+        left = true;
+        out.left = true;
+        out.epoch = view.epoch;
+        if (!s.is_ok()) return s;
+        return out;
+      }
+      TRIB_RETURN_IF_ERROR(transition(0, deadline));
+      out.view_changed = true;
+      continue;
+    }
+    if (flags[2]) {
+      TRIB_RETURN_IF_ERROR(transition(0, deadline));
+      out.view_changed = true;
+      continue;
+    }
+    out.epoch = view.epoch;
+    out.world_size = static_cast<int>(view.size());
+    return out;
+  }
 }
 
 Result<std::unique_ptr<Worker>> Worker::start(const WorkerConfig& config) {
@@ -153,73 +454,110 @@ std::uint64_t Worker::member_id() const { return impl_->client->member_id(); }
 std::uint16_t Worker::data_port() const { return impl_->endpoint->port(); }
 std::uint16_t Worker::metrics_port() const { return impl_->metrics ? impl_->metrics->port() : 0; }
 
+void Worker::register_state(const std::string& name, std::span<std::byte> bytes) {
+  impl_->state[name] = bytes;
+}
+Result<BoundaryOutcome> Worker::step_boundary() { return impl_->step_boundary(); }
+void Worker::drain() { impl_->drain_requested = true; }
+bool Worker::draining() const { return impl_->drain_requested.load(); }
+std::uint64_t Worker::step() const { return impl_->step; }
+
+namespace {
+// The caller's send buffer when the collective's receive buffer overlaps it (in-place):
+// the runtime stashes it so that a re-run starts from the original input.
+std::span<std::byte> overwritten(const void* send, std::size_t send_bytes, const void* recv,
+                                 std::size_t recv_bytes) {
+  if (send == nullptr || recv == nullptr || send_bytes == 0 || recv_bytes == 0) return {};
+  const auto s = reinterpret_cast<std::uintptr_t>(send);
+  const auto r = reinterpret_cast<std::uintptr_t>(recv);
+  if (r + recv_bytes <= s || s + send_bytes <= r) return {};
+  return {static_cast<std::byte*>(const_cast<void*>(send)), send_bytes};
+}
+}  // namespace
+
 Result<Outcome> Worker::all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
                                    ReduceOp op) {
-  const AllReduceAlgorithm algorithm = impl_->pick(count * dtype_size(dtype));
-  return impl_->run("all_reduce", algorithm, [&](Link& link, const CollectiveOptions& o) {
-    return tributary::all_reduce(link, send, recv, count, dtype, op, o);
-  });
+  const std::size_t bytes = count * dtype_size(dtype);
+  const AllReduceAlgorithm algorithm = impl_->pick(bytes);
+  return impl_->run("all_reduce", algorithm, bytes, overwritten(send, bytes, recv, bytes),
+                    [&](Link& link, const CollectiveOptions& o) {
+                      return tributary::all_reduce(link, send, recv, count, dtype, op, o);
+                    });
 }
 
 Result<Outcome> Worker::reduce_scatter(const void* send, void* recv, std::size_t recv_count,
                                        DType dtype, ReduceOp op) {
-  return impl_->run("reduce_scatter", AllReduceAlgorithm::kAuto, [&](Link& link, const CollectiveOptions& o) {
-    return tributary::reduce_scatter(link, send, recv, recv_count, dtype, op, o);
-  });
+  const std::size_t bytes = recv_count * dtype_size(dtype) * static_cast<std::size_t>(size());
+  return impl_->run("reduce_scatter", AllReduceAlgorithm::kAuto, bytes, overwritten(send, bytes, recv, recv_count * dtype_size(dtype)),
+                    [&](Link& link, const CollectiveOptions& o) {
+                      return tributary::reduce_scatter(link, send, recv, recv_count, dtype, op, o);
+                    });
 }
 
 Result<Outcome> Worker::all_gather(const void* send, void* recv, std::size_t send_count,
                                    DType dtype) {
-  return impl_->run("all_gather", AllReduceAlgorithm::kAuto, [&](Link& link, const CollectiveOptions& o) {
-    return tributary::all_gather(link, send, recv, send_count, dtype, o);
-  });
+  const std::size_t bytes = send_count * dtype_size(dtype);
+  return impl_->run("all_gather", AllReduceAlgorithm::kAuto, bytes * static_cast<std::size_t>(size()),
+                    overwritten(send, bytes, recv, bytes * static_cast<std::size_t>(size())), [&](Link& link, const CollectiveOptions& o) {
+                      return tributary::all_gather(link, send, recv, send_count, dtype, o);
+                    });
 }
 
 Result<Outcome> Worker::broadcast(const void* send, void* recv, std::size_t count, DType dtype,
                                   int root) {
-  return impl_->run("broadcast", AllReduceAlgorithm::kAuto, [&](Link& link, const CollectiveOptions& o) {
-    return tributary::broadcast(link, send, recv, count, dtype, root, o);
-  });
+  const std::size_t bytes = count * dtype_size(dtype);
+  return impl_->run("broadcast", AllReduceAlgorithm::kAuto, bytes, overwritten(send, bytes, recv, bytes),
+                    [&](Link& link, const CollectiveOptions& o) {
+                      return tributary::broadcast(link, send, recv, count, dtype, root, o);
+                    });
 }
 
 Result<Outcome> Worker::reduce(const void* send, void* recv, std::size_t count, DType dtype,
                                ReduceOp op, int root) {
-  return impl_->run("reduce", AllReduceAlgorithm::kAuto, [&](Link& link, const CollectiveOptions& o) {
-    return tributary::reduce(link, send, recv, count, dtype, op, root, o);
-  });
+  const std::size_t bytes = count * dtype_size(dtype);
+  return impl_->run("reduce", AllReduceAlgorithm::kAuto, bytes, overwritten(send, bytes, recv, bytes),
+                    [&](Link& link, const CollectiveOptions& o) {
+                      return tributary::reduce(link, send, recv, count, dtype, op, root, o);
+                    });
 }
 
 Result<Outcome> Worker::gather(const void* send, void* recv, std::size_t send_count, DType dtype,
                                int root) {
-  return impl_->run("gather", AllReduceAlgorithm::kAuto, [&](Link& link, const CollectiveOptions& o) {
-    return tributary::gather(link, send, recv, send_count, dtype, root, o);
-  });
+  const std::size_t bytes = send_count * dtype_size(dtype);
+  return impl_->run("gather", AllReduceAlgorithm::kAuto, bytes * static_cast<std::size_t>(size()),
+                    overwritten(send, bytes, recv, bytes * static_cast<std::size_t>(size())), [&](Link& link, const CollectiveOptions& o) {
+                      return tributary::gather(link, send, recv, send_count, dtype, root, o);
+                    });
 }
 
 Result<Outcome> Worker::scatter(const void* send, void* recv, std::size_t recv_count, DType dtype,
                                 int root) {
-  return impl_->run("scatter", AllReduceAlgorithm::kAuto, [&](Link& link, const CollectiveOptions& o) {
-    return tributary::scatter(link, send, recv, recv_count, dtype, root, o);
-  });
+  const std::size_t bytes = recv_count * dtype_size(dtype) * static_cast<std::size_t>(size());
+  return impl_->run("scatter", AllReduceAlgorithm::kAuto, bytes, overwritten(send, bytes, recv, recv_count * dtype_size(dtype)),
+                    [&](Link& link, const CollectiveOptions& o) {
+                      return tributary::scatter(link, send, recv, recv_count, dtype, root, o);
+                    });
 }
 
 Result<Outcome> Worker::all_to_all(const void* send, void* recv, std::size_t count_per_peer,
                                    DType dtype) {
-  return impl_->run("all_to_all", AllReduceAlgorithm::kAuto, [&](Link& link, const CollectiveOptions& o) {
-    return tributary::all_to_all(link, send, recv, count_per_peer, dtype, o);
-  });
+  const std::size_t bytes = count_per_peer * dtype_size(dtype) * static_cast<std::size_t>(size());
+  return impl_->run("all_to_all", AllReduceAlgorithm::kAuto, bytes, overwritten(send, bytes, recv, bytes),
+                    [&](Link& link, const CollectiveOptions& o) {
+                      return tributary::all_to_all(link, send, recv, count_per_peer, dtype, o);
+                    });
 }
 
 Result<Outcome> Worker::barrier() {
-  return impl_->run("barrier", AllReduceAlgorithm::kAuto, [&](Link& link, const CollectiveOptions& o) {
-    return tributary::barrier(link, o);
-  });
+  return impl_->run("barrier", AllReduceAlgorithm::kAuto, 0, {},
+                    [&](Link& link, const CollectiveOptions& o) { return tributary::barrier(link, o); });
 }
 
 Status Worker::leave() {
   if (impl_->left) return Status::ok();
   impl_->left = true;
-  if (impl_->link) impl_->link->abort(error(StatusCode::kAborted, "worker left"));
+  impl_->stop_watcher();
+  impl_->drop_link(error(StatusCode::kAborted, "worker left"));
   if (!impl_->client) return Status::ok();
   return impl_->client->leave(Deadline::after(std::chrono::seconds(5)));
 }

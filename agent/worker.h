@@ -2,16 +2,27 @@
 // coordinator, builds the data-plane links of the current view, and runs collectives.
 //
 // Threading: one thread calls the collectives (as with NCCL communicators); the Worker's
-// own background activity (heartbeats, metrics) never touches user buffers.
+// own background activity (heartbeats, view watching, metrics) never touches user buffers.
 // Buffers: each call reads `send` and writes `recv` only until it returns.
-// Failures: a collective that fails returns the Status (peer lost, timed out, mismatch...)
-// and the current epoch's links are abandoned; see docs/errors.md.
+//
+// Fault tolerance (docs/fault-tolerance.md): every collective is all-or-nothing across
+// the members of its epoch. When a member fails mid-collective, the call does not fail:
+// the survivors agree through the coordinator whether the collective committed; if not,
+// they re-run it in the next epoch with the original inputs (kept aside by the runtime).
+// The Outcome says which epoch the result comes from and how many members contributed.
+// Calls fail only for what a retry cannot fix: mismatched arguments across ranks, this
+// member evicted, no quorum before the recovery deadline.
+//
+// Elasticity: the training loop calls step_boundary() before each step. Joins, drains
+// and view changes happen there, and a joiner receives the registered training state
+// (register_state) from a current member, verified by a SHA-256 hash.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -33,12 +44,31 @@ struct WorkerConfig {
   std::size_t chunk_bytes = 256 * 1024;
   AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;
   std::string metrics_bind;  // "127.0.0.1:0" serves /metrics; empty: no endpoint
+  // Data-plane progress deadline of a collective: floor + slack x bytes / measured
+  // throughput (an EWMA of this worker's recent collectives).
+  std::chrono::milliseconds deadline_floor{5000};
+  double deadline_slack = 8.0;
+  // Bound on one recovery (waiting for a view, Ready/Go, reconnecting), and on the
+  // whole retry loop of one collective.
+  std::chrono::milliseconds recovery_timeout{60000};
+  int min_world_size = 1;  // below this, wait (bounded by recovery_timeout) for joiners
+  bool agreement = true;   // the commit round after each collective (docs/fault-tolerance.md)
+};
+
+// What step_boundary() did.
+struct BoundaryOutcome {
+  bool left = false;         // this worker drained and left the cluster
+  bool view_changed = false;
+  bool received_state = false;  // this worker joined and got the training state
+  std::uint64_t epoch = 0;
+  int world_size = 0;
 };
 
 // What a collective reports besides its data.
 struct Outcome {
-  std::uint64_t epoch = 0;     // the epoch the collective ran in
+  std::uint64_t epoch = 0;     // the epoch whose members produced the result
   int contributors = 0;        // members whose inputs are in the result
+  int attempts = 1;            // 1 + re-runs after aborts
   AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;  // all_reduce only
 };
 
@@ -73,6 +103,19 @@ class Worker {
   Result<Outcome> all_to_all(const void* send, void* recv, std::size_t count_per_peer,
                              DType dtype);
   Result<Outcome> barrier();
+
+  // Registers training state (parameters, optimizer state, progress counters) that a
+  // joiner must receive before it contributes. The span must stay valid for the Worker's
+  // life; every member registers the same names with the same sizes, in any order.
+  void register_state(const std::string& name, std::span<std::byte> bytes);
+  // The step boundary: syncs state to/from joiners, admits joiners, completes a drain,
+  // adopts a newer view. Call it before each training step.
+  Result<BoundaryOutcome> step_boundary();
+  // Asks to leave at the next step boundary (async-signal-safe: only sets a flag).
+  void drain();
+  bool draining() const;
+  // The step counter reported to the coordinator (straggler policy, dashboards).
+  std::uint64_t step() const;
 
   // Leaves the cluster cleanly (also done by the destructor).
   Status leave();

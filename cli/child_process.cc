@@ -36,6 +36,28 @@ Result<ChildProcess> ChildProcess::spawn(const std::vector<std::string>& argv,
   return ChildProcess(pid);
 }
 
+Result<ChildProcess> ChildProcess::spawn_piped(const std::vector<std::string>& argv, int* read_fd) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return error(StatusCode::kInternal, "pipe2 failed");
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    return error(StatusCode::kInternal, "cannot start " + argv[0] + ": " + std::strerror(rc));
+  }
+  ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+  *read_fd = fds[0];
+  return ChildProcess(pid);
+}
+
 ChildProcess::ChildProcess(ChildProcess&& other) noexcept
     : pid_(other.pid_), exit_status_(other.exit_status_) {
   other.pid_ = -1;

@@ -19,6 +19,9 @@ class ChildProcess {
   // argv[0] is the program path. stdout_path: "" inherits the parent's stdout.
   static Result<ChildProcess> spawn(const std::vector<std::string>& argv,
                                     const std::string& stdout_path = "");
+  // Like spawn(), with the child's stdout connected to a pipe; *read_fd gets the read end
+  // (non-blocking, close-on-exec), owned by the caller.
+  static Result<ChildProcess> spawn_piped(const std::vector<std::string>& argv, int* read_fd);
   ChildProcess(ChildProcess&& other) noexcept;
   ChildProcess& operator=(ChildProcess&& other) noexcept;
   ~ChildProcess();

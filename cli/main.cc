@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "agent/worker.h"
+#include "cli/demo.h"
 #include "cli/launcher.h"
 #include "cli/train_workload.h"
 #include "cli/workloads.h"
@@ -30,7 +31,12 @@ int report(const Status& s, const char* what) {
 
 struct CoordinatorFlags {
   coordinator::CoordinatorConfig config;
-  long heartbeat_timeout_ms = 5000;
+  long heartbeat_timeout_ms = 1000;
+  long heartbeat_interval_ms = 100;
+  long ready_timeout_ms = 2000;
+  long straggler_floor_ms = 50;
+  long straggler_cooldown_s = 60;
+  bool no_straggler_eviction = false;
   std::string ready_file;
 };
 
@@ -46,6 +52,25 @@ void add_coordinator_flags(CLI::App& cmd, CoordinatorFlags& f) {
   cmd.add_option("--heartbeat-timeout-ms", f.heartbeat_timeout_ms,
                  "silence after which a member is removed")->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd.add_option("--heartbeat-interval-ms", f.heartbeat_interval_ms,
+                 "how often agents heartbeat")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd.add_option("--ready-timeout-ms", f.ready_timeout_ms,
+                 "a member that does not confirm a new view this long is removed")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd.add_option("--journal", f.config.journal_path,
+                 "journal file (fsynced) that lets a restarted coordinator resume");
+  auto& st = f.config.straggler;
+  cmd.add_flag("--no-straggler-eviction", f.no_straggler_eviction, "never evict stragglers");
+  cmd.add_option("--straggler-k", st.k, "straggler: compute time above k x the step's median")
+      ->capture_default_str();
+  cmd.add_option("--straggler-floor-ms", f.straggler_floor_ms,
+                 "straggler: never below this compute time")->capture_default_str();
+  cmd.add_option("--straggler-m", st.m, "straggler: in M ...")->capture_default_str();
+  cmd.add_option("--straggler-w", st.w, "... of the last W steps")->capture_default_str();
+  cmd.add_option("--straggler-cooldown-s", f.straggler_cooldown_s,
+                 "an evicted straggler may rejoin after this")->capture_default_str();
+  cmd.add_option("--min-world-size", st.min_world_size, "never evict below this many members")
+      ->capture_default_str();
   cmd.add_option("--metrics", f.config.metrics_address,
                  "serve Prometheus /metrics on HOST:PORT (port 0: ephemeral; empty: off)");
   cmd.add_option("--ready-file", f.ready_file,
@@ -59,6 +84,11 @@ int run_coordinator(CoordinatorFlags& f) {
                   "coordinator");
   }
   f.config.heartbeat_timeout = std::chrono::milliseconds(f.heartbeat_timeout_ms);
+  f.config.heartbeat_interval = std::chrono::milliseconds(f.heartbeat_interval_ms);
+  f.config.ready_timeout = std::chrono::milliseconds(f.ready_timeout_ms);
+  f.config.straggler.enabled = !f.no_straggler_eviction;
+  f.config.straggler.floor_seconds = static_cast<double>(f.straggler_floor_ms) / 1000.0;
+  f.config.straggler.cooldown = std::chrono::seconds(f.straggler_cooldown_s);
   coordinator::Coordinator coordinator(f.config);
   if (Status s = coordinator.bind(); !s) return report(s, "coordinator");
   if (!f.ready_file.empty()) {
@@ -84,6 +114,9 @@ struct AgentFlags {
   std::string algorithm = "auto";
   long join_timeout_ms = 30000;
   long timeout_ms = 30000;
+  long deadline_floor_ms = 5000;
+  long recovery_timeout_ms = 60000;
+  bool no_agreement = false;
   std::string mismatch = "count";
   TrainSpec train;
 };
@@ -107,6 +140,17 @@ void add_worker_flags(CLI::App& cmd, AgentFlags& f) {
       ->capture_default_str();
   cmd.add_option("--metrics", f.worker.metrics_bind,
                  "serve Prometheus /metrics on HOST:PORT (port 0: ephemeral)");
+  cmd.add_option("--min-world-size", f.worker.min_world_size,
+                 "quorum: below this many members, wait instead of training")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd.add_option("--deadline-floor-ms", f.deadline_floor_ms,
+                 "data-plane progress deadline floor (plus 8x the measured transfer time)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd.add_option("--recovery-timeout-ms", f.recovery_timeout_ms,
+                 "bound on recovering from a failure (new view, reconnect)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd.add_flag("--no-agreement", f.no_agreement,
+               "skip the commit round after each collective (not all-or-nothing; benchmarks)");
 }
 
 void add_bench_flags(CLI::App& cmd, AgentFlags& f) {
@@ -139,12 +183,26 @@ void add_train_flags(CLI::App& cmd, TrainSpec& t) {
   cmd.add_option("--data", t.data_path, "digits.csv(.gz) path (default: the project's copy)");
   cmd.add_option("--print-every", t.print_every, "steps between progress lines")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd.add_option("--step-delay-ms", t.step_delay_ms, "extra compute time per step")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+}
+
+void add_injection_flags(CLI::App& cmd, TrainSpec& t) {
+  cmd.add_option("--slow-ms", t.slow_ms, "make this worker a straggler: extra ms per step")
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--kill-at", t.kill_at, "raise SIGKILL in this process at this global step");
+  cmd.add_option("--stop-at", t.stop_at, "raise SIGSTOP in this process at this global step");
+  cmd.add_option("--rejoin-after-ms", t.rejoin_after_ms, "after an eviction, wait before rejoining")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
 }
 
 // Turns the string flags into the typed spec; kInvalidArgument names the bad flag.
 Status finish_agent_flags(AgentFlags& f) {
   f.worker.join_timeout = std::chrono::milliseconds(f.join_timeout_ms);
   f.worker.collective_timeout = std::chrono::milliseconds(f.timeout_ms);
+  f.worker.deadline_floor = std::chrono::milliseconds(f.deadline_floor_ms);
+  f.worker.recovery_timeout = std::chrono::milliseconds(f.recovery_timeout_ms);
+  f.worker.agreement = !f.no_agreement;
   if (!parse_all_reduce_algorithm(f.algorithm, &f.worker.algorithm)) {
     return error(StatusCode::kInvalidArgument, "--algorithm: unknown algorithm '" + f.algorithm + "'");
   }
@@ -174,6 +232,24 @@ Status finish_agent_flags(AgentFlags& f) {
   return Status::ok();
 }
 
+int run_train_agent(AgentFlags& f) {
+  auto summary = run_training(
+      [&]() -> Result<std::unique_ptr<Worker>> { return Worker::start(f.worker); },
+      f.train, stdout);
+  if (!summary) return report(summary.status(), "agent");
+  if (!summary->drained && summary->rank == 0) {
+    std::printf(
+        "summary: %ld steps in %.2f s, final loss %.4f, test accuracy %.2f%%, %d workers at the "
+        "end, view epoch %llu, mean all-reduce %.1f us, %d collectives recovered\n",
+        summary->steps, summary->seconds, summary->final_loss, 100.0 * summary->test_accuracy,
+        summary->world_size, static_cast<unsigned long long>(summary->epoch),
+        summary->mean_allreduce_us, summary->recoveries);
+  }
+  std::printf("final: params sha256 %s steps %ld%s\n", summary->params_sha256.c_str(),
+              summary->steps, summary->drained ? " drained" : "");
+  return 0;
+}
+
 int run_agent(AgentFlags& f) {
   if (Status s = finish_agent_flags(f); !s) return report(s, "agent");
   if (f.workload != "train" && f.workload != "bench" && f.workload != "check" &&
@@ -181,6 +257,7 @@ int run_agent(AgentFlags& f) {
     return report(error(StatusCode::kInvalidArgument,
                         "--workload: train, bench, check or mismatch"), "agent");
   }
+  if (f.workload == "train") return run_train_agent(f);
   auto worker = Worker::start(f.worker);
   if (!worker) return report(worker.status(), "agent");
   Worker& w = **worker;
@@ -189,7 +266,7 @@ int run_agent(AgentFlags& f) {
     status = run_bench(w, f.bench, stdout);
   } else if (f.workload == "check") {
     status = run_check(w, CheckSpec{}, stdout);
-  } else if (f.workload == "mismatch") {
+  } else {
     status = run_mismatch(w, f.mismatch == "dtype" ? MismatchKind::kDType : MismatchKind::kCount,
                           stdout);
     if (!status) {
@@ -197,17 +274,6 @@ int run_agent(AgentFlags& f) {
       std::printf("rank %d: %s\n", w.rank(), status.to_string().c_str());
       std::fflush(stdout);
       return 3;
-    }
-  } else {
-    auto summary = run_training(w, f.train, stdout);
-    status = summary.status();
-    if (summary && w.rank() == 0) {
-      std::printf(
-          "summary: %ld steps in %.2f s, final loss %.4f, test accuracy %.2f%%, %d workers, "
-          "view epoch %llu, mean all-reduce %.1f us\n",
-          summary->steps, summary->seconds, summary->final_loss, 100.0 * summary->test_accuracy,
-          summary->world_size, static_cast<unsigned long long>(summary->epoch),
-          summary->mean_allreduce_us);
     }
   }
   if (!status) {
@@ -288,6 +354,7 @@ int main(int argc, char** argv) {
   agent->add_option("--workload", agent_flags.workload, "train, bench, check or mismatch")->capture_default_str();
   add_bench_flags(*agent, agent_flags);
   add_train_flags(*agent, agent_flags.train);
+  add_injection_flags(*agent, agent_flags.train);
   agent->add_option("--mismatch", agent_flags.mismatch,
                     "with --workload mismatch: what the last rank gets wrong (count, dtype)")
       ->capture_default_str()->check(CLI::IsMember({"count", "dtype"}));
@@ -316,16 +383,24 @@ int main(int argc, char** argv) {
   check->add_option("--algorithm", check_flags.algorithm, "all-reduce algorithm (auto: cost model)");
 
   AgentFlags demo_flags;
-  LocalFlags demo_local;
+  DemoSpec demo_spec;
   auto* demo = app.add_subcommand(
       "demo", "train an MLP on the digits data with a local coordinator and N worker processes");
-  demo->add_option("--workers", demo_local.processes, "number of worker processes")
+  demo->add_option("--workers", demo_spec.workers, "number of worker processes")
       ->capture_default_str()->check(CLI::Range(1, 16));
-  demo->add_option("--timeout-s", demo_local.timeout_s, "bound on the whole run")->capture_default_str();
+  demo->add_option("--timeout-s", demo_spec.timeout_s, "bound on the whole run")->capture_default_str();
   add_train_flags(*demo, demo_flags.train);
   demo->add_option("--algorithm", demo_flags.algorithm, "all-reduce algorithm (auto: cost model)");
   demo->add_option("--metrics", demo_flags.worker.metrics_bind,
                    "each worker serves /metrics on HOST:PORT (use port 0)");
+  demo->add_option("--kill-at", demo_spec.kill_at, "kill -9 one worker at this step");
+  demo->add_option("--stop-at", demo_spec.stop_at, "SIGSTOP one worker at this step ...");
+  demo->add_option("--stop-for-ms", demo_spec.stop_for_ms, "... and SIGCONT it this much later")
+      ->capture_default_str();
+  demo->add_option("--join-at", demo_spec.join_at, "start one more worker at this step");
+  demo->add_option("--drain-at", demo_spec.drain_at, "SIGTERM (drain) one worker at this step");
+  demo->add_option("--straggler-ms", demo_spec.straggler_ms,
+                   "one worker computes this many ms slower per step");
 
   CLI11_PARSE(app, argc, argv);
 
@@ -344,13 +419,24 @@ int main(int argc, char** argv) {
     return run_local_cluster(*check, check_local, "check", {"--chunk-bytes", "--algorithm"}, {});
   }
   if (demo->parsed()) {
-    if (Status s = finish_agent_flags(demo_flags); !s) return report(s, "demo");
+    if (Status st = finish_agent_flags(demo_flags); !st) return report(st, "demo");
     std::printf("tributary demo: coordinator + %d worker processes on this machine\n",
-                demo_local.processes);
+                demo_spec.workers);
     std::fflush(stdout);
     auto names = kTrainFlagNames;
-    names.insert(names.end(), {"--algorithm", "--metrics"});
-    return run_local_cluster(*demo, demo_local, "train", names, {});
+    names.insert(names.end(), {"--algorithm", "--metrics", "--step-delay-ms"});
+    demo_spec.agent_args = forwarded_args(*demo, names);
+    const bool faults = demo_spec.kill_at >= 0 || demo_spec.stop_at >= 0 ||
+                        demo_spec.join_at >= 0 || demo_spec.drain_at >= 0 ||
+                        demo_spec.straggler_ms > 0;
+    if (faults && demo->get_option("--step-delay-ms")->count() == 0) {
+      // Give injected faults something to interrupt: ~20 ms of "compute" per step.
+      demo_spec.agent_args.insert(demo_spec.agent_args.end(), {"--step-delay-ms", "20"});
+    }
+    if (faults && demo->get_option("--print-every")->count() == 0) {
+      demo_spec.agent_args.insert(demo_spec.agent_args.end(), {"--print-every", "10"});
+    }
+    return run_demo(demo_spec);
   }
   return 0;
 }

@@ -1,6 +1,11 @@
 #include "cli/train_workload.h"
 
+#include <openssl/evp.h>
+#include <signal.h>
+
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <vector>
 
 #include "examples/training/batcher.h"
@@ -12,7 +17,50 @@ namespace tributary {
 
 using namespace training;
 
-Result<TrainSummary> run_training(Worker& w, const TrainSpec& spec, std::FILE* out) {
+namespace {
+
+std::atomic<Worker*> g_drain_target{nullptr};
+std::atomic<bool> g_drain_requested{false};
+
+void on_sigterm(int) {
+  g_drain_requested = true;
+  if (Worker* w = g_drain_target.load()) w->drain();
+}
+
+std::string sha256_hex(std::span<const float> data) {
+  unsigned char digest[32];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size_bytes(), digest, &len, EVP_sha256(), nullptr);
+  static const char* kHex = "0123456789abcdef";
+  std::string s;
+  for (unsigned i = 0; i < len; ++i) {
+    s += kHex[digest[i] >> 4];
+    s += kHex[digest[i] & 15];
+  }
+  return s;
+}
+
+// Where training is: part of the registered state, so a joiner resumes at the same place.
+struct Progress {
+  std::int64_t step = 0;         // global steps committed
+  std::int64_t data_epoch = 0;   // passes over the data
+  std::int64_t batch = 0;        // next batch within the pass
+};
+
+}  // namespace
+
+void set_drain_target(Worker* worker) {
+  g_drain_target = worker;
+  if (worker != nullptr && g_drain_requested.load()) worker->drain();
+  struct sigaction sa {};
+  sa.sa_handler = on_sigterm;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+Result<TrainSummary> run_training(
+    const std::function<Result<std::unique_ptr<Worker>>()>& start_worker, const TrainSpec& spec,
+    std::FILE* out) {
   const std::string path = spec.data_path.empty() ? default_digits_path() : spec.data_path;
   auto all = load_digits(path);
   if (!all) return all.status();
@@ -21,74 +69,153 @@ Result<TrainSummary> run_training(Worker& w, const TrainSpec& spec, std::FILE* o
   const Dataset& train = split->train;
   const Dataset& test = split->test;
 
-  const int n = w.size();
-  const auto shards = shard_indices(train, static_cast<std::size_t>(n),
-                                    spec.label_sorted ? Sharding::kLabelSorted : Sharding::kIid,
-                                    spec.seed);
   Mlp model(spec.seed);
   Sgd sgd(model.params().size(), SgdOptions{spec.learning_rate, spec.momentum, 0.0f});
-  Batcher batcher(shards[static_cast<std::size_t>(w.rank())], spec.batch_size, spec.seed,
-                  static_cast<std::uint64_t>(w.rank()));
-  const std::size_t steps_per_epoch = Batcher::common_batches_per_epoch(shards, spec.batch_size);
-
-  // Gradients plus the loss in one buffer: one all-reduce per step.
+  Progress progress;
   const std::size_t np = model.grads().size();
-  std::vector<float> buffer(np + 1);
-  const bool talk = w.rank() == 0;
-  if (talk) {
-    std::fprintf(out,
-                 "training 64-64-10 MLP on %zu digits (%s shards), %d workers, batch %zu each, "
-                 "%zu steps/epoch\n",
-                 train.size(), spec.label_sorted ? "label-sorted" : "IID", n, spec.batch_size,
-                 steps_per_epoch);
-    std::fprintf(out, "%6s %5s %9s %9s %6s %6s %12s\n", "step", "epoch", "loss", "test_acc",
-                 "world", "view", "busbw(GB/s)");
-    std::fflush(out);
-  }
+  std::vector<float> buffer(np + 1);  // gradients + loss: one all-reduce per step
+
   TrainSummary summary;
   const auto start = std::chrono::steady_clock::now();
   double allreduce_seconds = 0;
   double window_seconds = 0;
   int window_steps = 0;
-  double last_accuracy = 0;
-  for (int epoch = 0; epoch < spec.epochs; ++epoch) {
-    batcher.start_epoch(static_cast<std::uint64_t>(epoch));
-    for (std::size_t b = 0; b < steps_per_epoch; ++b) {
-      const float loss = model.forward_backward(train, batcher.batch(b));
-      std::copy(model.grads().begin(), model.grads().end(), buffer.begin());
-      buffer[np] = loss;
-      const auto t0 = std::chrono::steady_clock::now();
-      auto outcome = w.all_reduce(buffer.data(), buffer.data(), buffer.size(), DType::kFloat32,
-                                  ReduceOp::kAvg);
-      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (!outcome) return outcome.status();
-      allreduce_seconds += dt;
-      window_seconds += dt;
-      ++window_steps;
-      sgd.step(model.params(), std::span<const float>(buffer.data(), np));
-      ++summary.steps;
-      summary.final_loss = buffer[np];
-      summary.epoch = outcome->epoch;
-      const bool last = epoch + 1 == spec.epochs && b + 1 == steps_per_epoch;
-      if (talk && (summary.steps % spec.print_every == 0 || last)) {
-        last_accuracy = model.evaluate(test).accuracy;  // 450 samples: cheap next to a step
-        const double bytes = static_cast<double>(buffer.size() * sizeof(float));
-        const double busbw = window_seconds > 0 ? bytes * window_steps / window_seconds / 1e9 *
-                                                      2.0 * (n - 1) / std::max(1, n)
-                                                : 0.0;
-        std::fprintf(out, "%6ld %5d %9.4f %8.2f%% %6d %6llu %12.3f\n", summary.steps, epoch,
-                     summary.final_loss, 100.0 * last_accuracy, outcome->contributors,
-                     static_cast<unsigned long long>(outcome->epoch), busbw);
-        std::fflush(out);
-        window_seconds = 0;
-        window_steps = 0;
+  bool header_printed = false;
+
+  std::unique_ptr<Worker> worker;
+  int shard_world = -1;
+  int shard_rank = -1;
+  std::unique_ptr<Batcher> batcher;
+  std::size_t steps_per_epoch = 0;
+
+  for (;;) {
+    if (!worker) {
+      auto w = start_worker();
+      if (!w) return w.status();
+      worker = std::move(*w);
+      worker->register_state("params", std::as_writable_bytes(model.params()));
+      worker->register_state("momentum", std::as_writable_bytes(sgd.momentum()));
+      worker->register_state("progress", std::as_writable_bytes(std::span(&progress, 1)));
+      set_drain_target(worker.get());
+    }
+    Worker& w = *worker;
+    auto boundary = w.step_boundary();
+    if (!boundary) {
+      if (boundary.status().code() == StatusCode::kEvicted) {
+        std::fprintf(stderr, "tributary[train]: evicted at step %lld (%s); rejoining in %ld ms\n",
+                     static_cast<long long>(progress.step), boundary.status().message().c_str(),
+                     spec.rejoin_after_ms);
+        set_drain_target(nullptr);
+        worker.reset();
+        std::this_thread::sleep_for(std::chrono::milliseconds(spec.rejoin_after_ms));
+        continue;
       }
+      return boundary.status();
+    }
+    if (boundary->left) {
+      summary.drained = true;
+      std::fprintf(stderr, "tributary[train]: drained after step %lld and left the cluster\n",
+                   static_cast<long long>(progress.step));
+      break;
+    }
+    if (progress.data_epoch >= spec.epochs) break;
+
+    // Shards follow the world: recomputed whenever the view's size or our rank changes.
+    const int n = w.size();
+    if (n != shard_world || w.rank() != shard_rank) {
+      const auto shards = shard_indices(train, static_cast<std::size_t>(n),
+                                        spec.label_sorted ? Sharding::kLabelSorted : Sharding::kIid,
+                                        spec.seed);
+      batcher = std::make_unique<Batcher>(shards[static_cast<std::size_t>(w.rank())],
+                                          spec.batch_size, spec.seed,
+                                          static_cast<std::uint64_t>(w.rank()));
+      steps_per_epoch = Batcher::common_batches_per_epoch(shards, spec.batch_size);
+      batcher->start_epoch(static_cast<std::uint64_t>(progress.data_epoch));
+      shard_world = n;
+      shard_rank = w.rank();
+      if (w.rank() == 0 && header_printed) {
+        std::fprintf(out, "-- world is now %d workers (view %llu), %zu steps/epoch\n", n,
+                     static_cast<unsigned long long>(w.epoch()), steps_per_epoch);
+      }
+    }
+    if (w.rank() == 0 && !header_printed) {
+      std::fprintf(out,
+                   "training 64-64-10 MLP on %zu digits (%s shards), %d workers, batch %zu each, "
+                   "%zu steps/epoch\n",
+                   train.size(), spec.label_sorted ? "label-sorted" : "IID", n, spec.batch_size,
+                   steps_per_epoch);
+      std::fprintf(out, "%6s %5s %9s %9s %6s %6s %12s\n", "step", "epoch", "loss", "test_acc",
+                   "world", "view", "busbw(GB/s)");
+      std::fflush(out);
+      header_printed = true;
+    }
+    if (static_cast<std::size_t>(progress.batch) >= steps_per_epoch) {
+      progress.batch = 0;
+      ++progress.data_epoch;
+      if (progress.data_epoch >= spec.epochs) break;
+      batcher->start_epoch(static_cast<std::uint64_t>(progress.data_epoch));
+    }
+
+    // Each injected fault fires once per process (a rejoiner resumes at an older step).
+    static bool injected = false;
+    if (!injected && (progress.step == spec.kill_at || progress.step == spec.stop_at)) {
+      injected = true;
+      ::raise(progress.step == spec.kill_at ? SIGKILL : SIGSTOP);
+    }
+    if (spec.step_delay_ms + spec.slow_ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(spec.step_delay_ms + spec.slow_ms));
+    }
+    const float loss =
+        model.forward_backward(train, batcher->batch(static_cast<std::size_t>(progress.batch)));
+    std::copy(model.grads().begin(), model.grads().end(), buffer.begin());
+    buffer[np] = loss;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto outcome =
+        w.all_reduce(buffer.data(), buffer.data(), buffer.size(), DType::kFloat32, ReduceOp::kAvg);
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!outcome) {
+      if (outcome.status().code() == StatusCode::kEvicted) {
+        // Loop back: the boundary notices the eviction and rejoins.
+        continue;
+      }
+      return outcome.status();
+    }
+    if (outcome->attempts > 1) ++summary.recoveries;
+    allreduce_seconds += dt;
+    window_seconds += dt;
+    ++window_steps;
+    sgd.step(model.params(), std::span<const float>(buffer.data(), np));
+    ++progress.step;
+    ++progress.batch;
+    ++summary.steps;
+    summary.final_loss = buffer[np];
+    summary.epoch = outcome->epoch;
+    if (w.rank() == 0 && progress.step % spec.print_every == 0) {
+      const double accuracy = model.evaluate(test).accuracy;  // 450 samples: cheap next to a step
+      const double bytes = static_cast<double>(buffer.size() * sizeof(float));
+      const double busbw = window_seconds > 0 ? bytes * window_steps / window_seconds / 1e9 *
+                                                    2.0 * (n - 1) / std::max(1, n)
+                                              : 0.0;
+      std::fprintf(out, "%6lld %5lld %9.4f %8.2f%% %6d %6llu %12.3f\n",
+                   static_cast<long long>(progress.step), static_cast<long long>(progress.data_epoch),
+                   summary.final_loss, 100.0 * accuracy, outcome->contributors,
+                   static_cast<unsigned long long>(outcome->epoch), busbw);
+      std::fflush(out);
+      window_seconds = 0;
+      window_steps = 0;
     }
   }
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   summary.test_accuracy = model.evaluate(test).accuracy;
   summary.mean_allreduce_us = summary.steps ? allreduce_seconds / summary.steps * 1e6 : 0;
-  summary.world_size = n;
+  summary.world_size = worker ? worker->size() : 0;
+  summary.rank = worker ? worker->rank() : -1;
+  summary.steps = progress.step;
+  summary.params_sha256 = sha256_hex(model.params());
+  if (worker && !summary.drained) {
+    set_drain_target(nullptr);
+    if (Status s = worker->leave(); !s) return s;
+  }
   return summary;
 }
 

@@ -1,10 +1,12 @@
 // Data-parallel training of the digits MLP through a Worker: every step each rank computes
 // gradients on its shard, the gradients (and the loss, in the same buffer) are averaged
 // with one all-reduce, and every rank applies the same SGD step, so all replicas stay
-// bit-identical.
+// bit-identical. The loop is elastic: it calls step_boundary() before each step, re-shards
+// the data when the world changes, drains on request, and rejoins after an eviction.
 #pragma once
 
 #include <cstdio>
+#include <functional>
 #include <string>
 
 #include "agent/worker.h"
@@ -12,7 +14,7 @@
 namespace tributary {
 
 struct TrainSpec {
-  int epochs = 30;                // passes over the training shards
+  int epochs = 30;                // passes over the training data
   std::size_t batch_size = 16;    // per worker
   float learning_rate = 0.1f;
   float momentum = 0.9f;
@@ -20,6 +22,12 @@ struct TrainSpec {
   std::uint64_t seed = 1;
   std::string data_path;          // empty: the project's data/digits.csv.gz
   int print_every = 25;           // steps between progress lines (rank 0)
+  int step_delay_ms = 0;          // extra compute per step (makes demos watchable)
+  int slow_ms = 0;                // this worker is a straggler: extra delay per step
+  // Fault injection into this very process (real signals), at a global step:
+  long kill_at = -1;              // raise(SIGKILL)
+  long stop_at = -1;              // raise(SIGSTOP): someone else must SIGCONT it
+  long rejoin_after_ms = 1500;    // after an eviction, wait before joining again
 };
 
 struct TrainSummary {
@@ -29,9 +37,18 @@ struct TrainSummary {
   double seconds = 0;
   double mean_allreduce_us = 0;
   int world_size = 0;
+  int rank = -1;                  // this worker's rank at the end
   std::uint64_t epoch = 0;
+  int recoveries = 0;             // collectives that needed more than one attempt
+  bool drained = false;
+  std::string params_sha256;      // of the final parameters: equal on every survivor
 };
 
-Result<TrainSummary> run_training(Worker& worker, const TrainSpec& spec, std::FILE* out);
+// `start_worker` creates (and re-creates, after an eviction) the Worker.
+Result<TrainSummary> run_training(const std::function<Result<std::unique_ptr<Worker>>()>& start_worker,
+                                  const TrainSpec& spec, std::FILE* out);
+
+// The process-wide Worker that SIGTERM drains (set while training runs).
+void set_drain_target(Worker* worker);
 
 }  // namespace tributary
