@@ -97,6 +97,12 @@ class Worker::Impl {
   void start_watcher();
   void stop_watcher();
 
+  std::vector<std::uint64_t> member_ids() const {
+    std::vector<std::uint64_t> ids(view.size());
+    for (const auto& m : view.members) ids.at(m.rank) = m.id;
+    return ids;
+  }
+
   WorkerConfig config;
   std::unique_ptr<AgentMetrics> metrics;
   std::unique_ptr<TcpEndpoint> endpoint;
@@ -265,6 +271,7 @@ Result<Outcome> Worker::Impl::run(std::string_view op, AllReduceAlgorithm algori
     }
     const int n = static_cast<int>(view.size());
     const membership::Epoch epoch = view.epoch;
+    std::vector<std::uint64_t> ids_before = member_ids();
     CollectiveOptions options;
     options.seq = next_seq;
     options.deadline = collective_deadline(bytes);
@@ -297,6 +304,7 @@ Result<Outcome> Worker::Impl::run(std::string_view op, AllReduceAlgorithm algori
       outcome.epoch = epoch;
       outcome.contributors = n;
       outcome.attempts = attempt;
+      outcome.contributor_ids = std::move(ids_before);
       return outcome;
     }
     // The epoch's links are done for (link.h). Ask the coordinator for the next view.
@@ -322,6 +330,7 @@ Result<Outcome> Worker::Impl::run(std::string_view op, AllReduceAlgorithm algori
       outcome.epoch = epoch;
       outcome.contributors = n;
       outcome.attempts = attempt;
+      outcome.contributor_ids = std::move(ids_before);
       last_collective_end = std::chrono::steady_clock::now();
       return outcome;
     }

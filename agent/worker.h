@@ -69,6 +69,7 @@ struct Outcome {
   std::uint64_t epoch = 0;     // the epoch whose members produced the result
   int contributors = 0;        // members whose inputs are in the result
   int attempts = 1;            // 1 + re-runs after aborts
+  std::vector<std::uint64_t> contributor_ids;  // member ids of the contributors, by rank
   AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;  // all_reduce only
 };
 

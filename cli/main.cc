@@ -12,6 +12,7 @@
 #include "agent/worker.h"
 #include "cli/demo.h"
 #include "cli/launcher.h"
+#include "cli/soak_workload.h"
 #include "cli/train_workload.h"
 #include "cli/workloads.h"
 #include "coordinator/coordinator.h"
@@ -119,6 +120,7 @@ struct AgentFlags {
   bool no_agreement = false;
   std::string mismatch = "count";
   TrainSpec train;
+  SoakSpec soak;
 };
 
 void add_worker_flags(CLI::App& cmd, AgentFlags& f) {
@@ -253,11 +255,17 @@ int run_train_agent(AgentFlags& f) {
 int run_agent(AgentFlags& f) {
   if (Status s = finish_agent_flags(f); !s) return report(s, "agent");
   if (f.workload != "train" && f.workload != "bench" && f.workload != "check" &&
-      f.workload != "mismatch") {
+      f.workload != "mismatch" && f.workload != "soak") {
     return report(error(StatusCode::kInvalidArgument,
-                        "--workload: train, bench, check or mismatch"), "agent");
+                        "--workload: train, bench, check, mismatch or soak"), "agent");
   }
   if (f.workload == "train") return run_train_agent(f);
+  if (f.workload == "soak") {
+    Status s = run_soak([&]() -> Result<std::unique_ptr<Worker>> { return Worker::start(f.worker); },
+                        f.soak, stdout);
+    if (!s) return report(s, "agent soak");
+    return 0;
+  }
   auto worker = Worker::start(f.worker);
   if (!worker) return report(worker.status(), "agent");
   Worker& w = **worker;
@@ -351,7 +359,16 @@ int main(int argc, char** argv) {
   AgentFlags agent_flags;
   auto* agent = app.add_subcommand("agent", "join a cluster and run a workload");
   add_worker_flags(*agent, agent_flags);
-  agent->add_option("--workload", agent_flags.workload, "train, bench, check or mismatch")->capture_default_str();
+  agent->add_option("--workload", agent_flags.workload, "train, bench, check, mismatch or soak")
+      ->capture_default_str();
+  agent->add_option("--soak-count", agent_flags.soak.count, "soak: float32 elements per all-reduce")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  agent->add_option("--soak-steps", agent_flags.soak.steps, "soak: committed steps (-1: use duration)")
+      ->capture_default_str();
+  agent->add_option("--soak-duration-ms", agent_flags.soak.duration_ms, "soak: stop after this long")
+      ->capture_default_str();
+  agent->add_option("--soak-delay-ms", agent_flags.soak.step_delay_ms, "soak: compute time per step")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   add_bench_flags(*agent, agent_flags);
   add_train_flags(*agent, agent_flags.train);
   add_injection_flags(*agent, agent_flags.train);
