@@ -125,6 +125,9 @@ class Worker::Impl {
   std::atomic<bool> drain_requested{false};
   std::uint64_t step = 0;
   TimePoint last_collective_end = std::chrono::steady_clock::now();
+  // The longest stretch this step spent outside collectives (computing): the straggler
+  // policy's input, reported at the next step boundary.
+  double step_compute_seconds = 0;
 
   // The watcher thread follows the coordinator's views and aborts the current links
   // when a newer view (or an eviction) makes them obsolete.
@@ -264,6 +267,9 @@ Result<Outcome> Worker::Impl::run(std::string_view op, AllReduceAlgorithm algori
   const Deadline overall = Deadline::after(config.recovery_timeout);
   Outcome outcome;
   outcome.algorithm = algorithm;
+  step_compute_seconds = std::max(
+      step_compute_seconds,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - last_collective_end).count());
   for (int attempt = 1;; ++attempt) {
     if (evicted) return error(StatusCode::kEvicted, "the coordinator removed this member");
     if (!link || newest_epoch.load() > view.epoch) {
@@ -390,10 +396,14 @@ Status Worker::Impl::sync_state() {
 
 Result<BoundaryOutcome> Worker::Impl::step_boundary() {
   BoundaryOutcome out;
-  const double compute =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - last_collective_end).count();
-  client->report_step(step, compute);
-  client->set_step(step);
+  const double compute = std::max(
+      step_compute_seconds,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - last_collective_end).count());
+  step_compute_seconds = 0;
+  // Keyed by the collective sequence number, which every member (a rejoiner too, after
+  // its Go) has in common at a boundary; a local step count would not line up.
+  client->report_step(next_seq, compute);
+  client->set_step(next_seq);
   ++step;
   const Deadline deadline = Deadline::after(config.recovery_timeout);
   for (;;) {

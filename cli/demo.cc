@@ -51,9 +51,14 @@ int run_demo(const DemoSpec& spec) {
   ::setenv("TRIBUTARY_SECRET", secret.c_str(), 1);
   const Deadline deadline = Deadline::after(std::chrono::seconds(spec.timeout_s));
   std::string endpoint;
+  std::vector<std::string> coordinator_args = spec.coordinator_args;
+  if (spec.straggler_ms > 0) {
+    // Short enough that the evicted straggler is seen trying again within the demo.
+    coordinator_args.insert(coordinator_args.end(), {"--straggler-cooldown-s", "5"});
+  }
   auto coordinator = start_coordinator_process(spec.workers, &endpoint,
                                                Deadline::after(std::chrono::seconds(20)),
-                                               spec.coordinator_args);
+                                               coordinator_args);
   if (!coordinator) {
     std::fprintf(stderr, "tributary demo: %s\n", coordinator.status().to_string().c_str());
     return 1;

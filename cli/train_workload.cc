@@ -83,6 +83,7 @@ Result<TrainSummary> run_training(
   bool header_printed = false;
 
   std::unique_ptr<Worker> worker;
+  bool rejoining = false;
   int shard_world = -1;
   int shard_rank = -1;
   std::unique_ptr<Batcher> batcher;
@@ -91,7 +92,20 @@ Result<TrainSummary> run_training(
   for (;;) {
     if (!worker) {
       auto w = start_worker();
+      if (!w && rejoining && w.status().code() == StatusCode::kUnavailable &&
+          !g_drain_requested.load()) {
+        // Typically a straggler's cool-down: keep asking, a SIGTERM ends the wait.
+        std::fprintf(stderr, "tributary[train]: rejoin refused (%s); retrying in %ld ms\n",
+                     w.status().message().c_str(), spec.rejoin_after_ms);
+        std::this_thread::sleep_for(std::chrono::milliseconds(spec.rejoin_after_ms));
+        continue;
+      }
+      if (!w && g_drain_requested.load()) {
+        summary.drained = true;
+        break;
+      }
       if (!w) return w.status();
+      rejoining = false;
       worker = std::move(*w);
       worker->register_state("params", std::as_writable_bytes(model.params()));
       worker->register_state("momentum", std::as_writable_bytes(sgd.momentum()));
@@ -107,6 +121,7 @@ Result<TrainSummary> run_training(
                      spec.rejoin_after_ms);
         set_drain_target(nullptr);
         worker.reset();
+        rejoining = true;
         std::this_thread::sleep_for(std::chrono::milliseconds(spec.rejoin_after_ms));
         continue;
       }
