@@ -13,6 +13,7 @@
 // and the pointers allow 16-byte stores, else per element; decode-accumulate adds
 // q*scale into the destination in the same pass.
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <string>
 
@@ -80,7 +81,19 @@ __device__ __forceinline__ float load_one(const EncodeArgs& a, std::uint64_t i) 
   return a.r != nullptr ? __fadd_rn(a.x[i], a.r[i]) : a.x[i];
 }
 
-// q for v at tensor element i (payload index; the RNG counter is e0 + i).
+// float -> int32 as x86's cvttss2si/cvttps2dq, which the CPU codec's casts compile to:
+// truncation toward zero, and 0x80000000 for NaN and anything outside int32. (The C++
+// cast is undefined there; CUDA's would saturate. They differ only when inv overflowed,
+// below.)
+__device__ __forceinline__ int x86_cvtt(float f) {
+  return f >= -2147483648.0f && f < 2147483648.0f ? static_cast<int>(f) : INT_MIN;
+}
+
+// q for v at tensor element i (payload index; the RNG counter is e0 + i): the CPU's
+// floor_small / rne_small, clamp and int8 store, literally. For every bucket with a
+// normal-sized amax this is floor(t + u) or rint(t), clamped; literal emulation also
+// matches the CPU when 0 < amax < L / FLT_MAX, where inv = L / amax overflows to inf and
+// t is +-inf or NaN (the CPU then encodes such values as -L or 0).
 template <int kBits>
 __device__ __forceinline__ int quantize(const EncodeArgs& a, float v, float inv, std::uint64_t i) {
   const float L = levels<kBits>();
@@ -90,13 +103,15 @@ __device__ __forceinline__ int quantize(const EncodeArgs& a, float v, float inv,
     const std::uint64_t e = a.e0 + i;
     const std::uint32_t bits = detail::rng_bits(a.k0, a.k1, static_cast<std::uint32_t>(e),
                                                 static_cast<std::uint32_t>(e >> 32));
-    c = floorf(__fadd_rn(t, detail::rng_uniform(bits)));
+    const float y = __fadd_rn(t, detail::rng_uniform(bits));
+    const float tr = __int2float_rn(x86_cvtt(y));
+    c = tr > y ? __fsub_rn(tr, 1.0f) : tr;
   } else {
-    c = rintf(t);  // round to nearest even, as the CPU's magic-constant rne
+    c = __fsub_rn(__fadd_rn(t, 0x1.8p23f), 0x1.8p23f);  // round to nearest even, |t| < 2^22
   }
   c = c > L ? L : c;
   c = c < -L ? -L : c;
-  return static_cast<int>(c);
+  return static_cast<std::int8_t>(x86_cvtt(c));
 }
 
 // r = v - q*scale, two roundings (the CPU's residual_update).

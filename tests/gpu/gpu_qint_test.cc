@@ -158,6 +158,25 @@ TEST(GpuQInt, RngCounterCrossesTheHigh32Bits) {
   }
 }
 
+// Buckets whose amax is below L / FLT_MAX (~3.7e-37): the CPU's inv = L / amax overflows
+// to inf and its float->int casts take x86's out-of-range value; the GPU reproduces the
+// bytes. (Such a bucket decodes with flipped signs on both sides: see docs/gpu.md.)
+TEST(GpuQInt, TinyBucketsMatchCpu) {
+  TRIB_REQUIRE_GPU();
+  std::vector<float> x(10'000);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const float tiny[] = {0.0f, -0.0f, 1e-40f, -1e-40f, 1e-45f, 2e-38f, -3e-37f, 1e-44f};
+    x[i] = tiny[(i * 7 + i / 512) % 8];
+    if (i >= 5120) x[i] = (i % 3 == 0) ? 1e-3f : 0.0f;  // ordinary buckets after
+  }
+  for (int bits : {8, 4}) {
+    for (bool stochastic : {true, false}) {
+      check_qint(x, Case{bits, 512, stochastic, true, 0, 0});
+      check_qint(x, Case{bits, 4096, stochastic, false, 0, 0});
+    }
+  }
+}
+
 // 10^7, 10^8 and 10^9 elements (odd counts), qint8 and qint4, stochastic; the largest
 // only when the device has room for input, payloads and output with a margin.
 TEST(GpuQInt, LargeTensorsMatchCpu) {
