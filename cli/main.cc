@@ -369,6 +369,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   agent->add_option("--soak-delay-ms", agent_flags.soak.step_delay_ms, "soak: compute time per step")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  agent->add_option_function<int>(
+           "--soak-slow-ms", [&](int ms) { agent_flags.soak.step_delay_ms += ms; },
+           "soak: make this agent a straggler: this much more compute per step")
+      ->check(CLI::NonNegativeNumber);
   add_bench_flags(*agent, agent_flags);
   add_train_flags(*agent, agent_flags.train);
   add_injection_flags(*agent, agent_flags.train);
