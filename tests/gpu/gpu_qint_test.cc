@@ -38,6 +38,11 @@ std::string name(const Case& c, std::size_t n) {
          " misalign=" + std::to_string(c.misalign);
 }
 
+// cudaMemcpy that leaves empty tensors (whose host pointers may be null) alone.
+cudaError_t copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+  return bytes == 0 ? cudaSuccess : cudaMemcpy(dst, src, bytes, kind);
+}
+
 // Encodes x on the CPU and the GPU and checks bytes, residuals and decodes.
 void check_qint(const std::vector<float>& x, const Case& c) {
   const std::size_t n = x.size();
@@ -71,8 +76,8 @@ void check_qint(const std::vector<float>& x, const Case& c) {
   ASSERT_TRUE(d_x.ok() && d_out.ok() && d_cpu.ok() && d_flag.ok());
   float* x_at = d_x.get() + c.misalign;
   float* r_at = c.residual ? d_r.get() + c.misalign : nullptr;
-  TRIB_CUDA_OK(cudaMemcpy(x_at, x.data(), 4 * n, cudaMemcpyHostToDevice));
-  if (c.residual) TRIB_CUDA_OK(cudaMemcpy(r_at, r0.data(), 4 * n, cudaMemcpyHostToDevice));
+  TRIB_CUDA_OK(copy(x_at, x.data(), 4 * n, cudaMemcpyHostToDevice));
+  if (c.residual) TRIB_CUDA_OK(copy(r_at, r0.data(), 4 * n, cudaMemcpyHostToDevice));
   TRIB_CUDA_OK(cudaMemset(d_flag.get(), 0, 4));
   DeviceEncodeOptions d;
   d.seed = o.seed, d.stream = o.stream, d.step = o.step, d.rank = o.rank;
@@ -86,7 +91,7 @@ void check_qint(const std::vector<float>& x, const Case& c) {
   ASSERT_EQ(diff, -1) << "payloads differ first at byte " << diff << " of " << bytes;
   if (c.residual) {
     std::vector<float> gpu_r(n);
-    TRIB_CUDA_OK(cudaMemcpy(gpu_r.data(), r_at, 4 * n, cudaMemcpyDeviceToHost));
+    TRIB_CUDA_OK(copy(gpu_r.data(), r_at, 4 * n, cudaMemcpyDeviceToHost));
     const long long rd = first_difference(cpu_r.data(), gpu_r.data(), 4 * n);
     ASSERT_EQ(rd, -1) << "residuals differ first at element " << rd / 4;
   }
@@ -99,16 +104,16 @@ void check_qint(const std::vector<float>& x, const Case& c) {
   d_cpu.upload(cpu.data(), bytes);
   TRIB_OK(qint_decode(*header, d_cpu.get(), x_at, n, false, nullptr));
   std::vector<float> on_gpu(n);
-  TRIB_CUDA_OK(cudaMemcpy(on_gpu.data(), x_at, 4 * n, cudaMemcpyDeviceToHost));
+  TRIB_CUDA_OK(copy(on_gpu.data(), x_at, 4 * n, cudaMemcpyDeviceToHost));
   const long long dd = first_difference(on_cpu.data(), on_gpu.data(), 4 * n);
   ASSERT_EQ(dd, -1) << "decodes differ first at element " << dd / 4;
 
   // Fused dequantize-and-accumulate.
   std::vector<float> acc = testing::gradient(n, 77);
-  TRIB_CUDA_OK(cudaMemcpy(x_at, acc.data(), 4 * n, cudaMemcpyHostToDevice));
+  TRIB_CUDA_OK(copy(x_at, acc.data(), 4 * n, cudaMemcpyHostToDevice));
   TRIB_OK(compression::decode_accumulate_payload(cpu, acc.data(), n));
   TRIB_OK(qint_decode(*header, d_cpu.get(), x_at, n, true, nullptr));
-  TRIB_CUDA_OK(cudaMemcpy(on_gpu.data(), x_at, 4 * n, cudaMemcpyDeviceToHost));
+  TRIB_CUDA_OK(copy(on_gpu.data(), x_at, 4 * n, cudaMemcpyDeviceToHost));
   const long long ad = first_difference(acc.data(), on_gpu.data(), 4 * n);
   ASSERT_EQ(ad, -1) << "accumulations differ first at element " << ad / 4;
 }
