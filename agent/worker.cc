@@ -16,6 +16,7 @@
 #include "agent/agent_metrics.h"
 #include "agent/tcp_endpoint.h"
 #include "algorithms/cost_model.h"
+#include "compression/compressed_collectives.h"
 #include "core/check.h"
 #include "membership/coordinator_client.h"
 
@@ -108,6 +109,11 @@ class Worker::Impl {
   std::unique_ptr<TcpEndpoint> endpoint;
   std::unique_ptr<membership::CoordinatorClient> client;
 
+  // Compression: the plan parsed once from config.codec, and the residuals of every
+  // tensor, kept across views (a new Worker after an eviction starts without them).
+  compression::CompressionPlan plan;
+  compression::CompressionState compression_state;
+
   membership::View view;
   int rank = -1;
   std::mutex link_mu;  // guards `link` against the watcher's abort
@@ -173,6 +179,11 @@ Status Worker::Impl::start() {
     return error(StatusCode::kInvalidArgument,
                  "no cluster secret: pass --secret or set TRIBUTARY_SECRET");
   }
+  auto parsed = compression::CompressionPlan::parse(config.codec);
+  if (!parsed) {
+    return error(StatusCode::kInvalidArgument, "--codec: " + parsed.status().message());
+  }
+  plan = std::move(*parsed);
   const Deadline deadline = Deadline::after(config.join_timeout);
   if (!config.metrics_bind.empty()) {
     auto m = AgentMetrics::serve(config.metrics_bind);
@@ -255,6 +266,7 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
     }
     install_link(std::move(*l), view.epoch);
     next_seq = commit_through + 1;
+    compression_state.on_view_change(static_cast<int>(view.size()), rank);
     return Status::ok();
   }
 }
@@ -565,6 +577,37 @@ Result<Outcome> Worker::all_to_all(const void* send, void* recv, std::size_t cou
                     [&](Link& link, const CollectiveOptions& o) {
                       return tributary::all_to_all(link, send, recv, count_per_peer, dtype, o);
                     });
+}
+
+Result<Outcome> Worker::all_reduce_compressed(float* data, std::size_t count, ReduceOp op,
+                                              std::uint64_t tensor_id,
+                                              std::span<const TensorMatrix> matrices,
+                                              std::uint64_t* wire_bytes) {
+  Impl& im = *impl_;
+  std::vector<compression::MatrixShape> shapes;
+  for (const auto& m : matrices) shapes.push_back({m.offset, m.rows, m.cols});
+  // Every attempt starts from the residuals as they were before the call: an attempt that
+  // reached the agreement round and was then aborted must not leave its error feedback.
+  const auto before = im.compression_state.snapshot(tensor_id);
+  compression::CompressionStats stats;
+  const std::size_t bytes = count * sizeof(float);
+  auto r = im.run("all_reduce_compressed", AllReduceAlgorithm::kAuto, bytes,
+                  std::as_writable_bytes(std::span(data, count)),
+                  [&](Link& link, const CollectiveOptions& o) {
+                    im.compression_state.restore(before);
+                    stats = {};
+                    compression::CompressionContext ctx;
+                    ctx.plan = &im.plan;
+                    ctx.state = &im.compression_state;
+                    ctx.tensor_id = tensor_id;
+                    ctx.step = o.seq;  // equal on every member, a rejoiner included
+                    ctx.seed = im.config.codec_seed;
+                    ctx.shapes = shapes;
+                    ctx.stats = &stats;
+                    return compression::compressed_all_reduce(link, data, count, op, ctx, o);
+                  });
+  if (r && wire_bytes != nullptr) *wire_bytes = stats.wire_bytes_sent;
+  return r;
 }
 
 Result<Outcome> Worker::barrier() {

@@ -53,6 +53,18 @@ struct WorkerConfig {
   std::chrono::milliseconds recovery_timeout{60000};
   int min_world_size = 1;  // below this, wait (bounded by recovery_timeout) for joiners
   bool agreement = true;   // the commit round after each collective (docs/fault-tolerance.md)
+  // Gradient compression for all_reduce_compressed(): a spec such as "qint8:bucket=512",
+  // "topk:density=0.01", "powersgd:rank=2" (compression/compressed_collectives.h);
+  // "float32" sends plain floats. Every member must use the same spec.
+  std::string codec = "float32";
+  std::uint64_t codec_seed = 1;
+};
+
+// A matrix inside a flat gradient tensor (PowerSGD compresses these, sends the rest raw).
+struct TensorMatrix {
+  std::size_t offset = 0;
+  std::size_t rows = 0;
+  std::size_t cols = 0;
 };
 
 // What step_boundary() did.
@@ -104,6 +116,16 @@ class Worker {
   Result<Outcome> all_to_all(const void* send, void* recv, std::size_t count_per_peer,
                              DType dtype);
   Result<Outcome> barrier();
+
+  // All-reduce (sum or avg) of a float32 gradient through WorkerConfig::codec, with error
+  // feedback kept per `tensor_id` across steps and views (docs/compression.md). Same
+  // all-or-nothing guarantee as all_reduce: on an aborted attempt the residuals are
+  // restored before the re-run, so no gradient mass is counted twice.
+  // `wire_bytes` (optional) receives this rank's bytes on the wire.
+  Result<Outcome> all_reduce_compressed(float* data, std::size_t count, ReduceOp op,
+                                        std::uint64_t tensor_id,
+                                        std::span<const TensorMatrix> matrices = {},
+                                        std::uint64_t* wire_bytes = nullptr);
 
   // Registers training state (parameters, optimizer state, progress counters) that a
   // joiner must receive before it contributes. The span must stay valid for the Worker's

@@ -189,6 +189,13 @@ void add_train_flags(CLI::App& cmd, TrainSpec& t) {
       ->capture_default_str()->check(CLI::NonNegativeNumber);
 }
 
+void add_codec_flag(CLI::App& cmd, WorkerConfig& w) {
+  cmd.add_option("--codec", w.codec,
+                 "gradient compression: float32, float16, bfloat16, qint8[:bucket=512], qint4, "
+                 "sign, topk[:density=0.01], powersgd[:rank=2] (see docs/compression.md)")
+      ->capture_default_str();
+}
+
 void add_injection_flags(CLI::App& cmd, TrainSpec& t) {
   cmd.add_option("--slow-ms", t.slow_ms, "make this worker a straggler: extra ms per step")
       ->check(CLI::NonNegativeNumber);
@@ -205,6 +212,7 @@ Status finish_agent_flags(AgentFlags& f) {
   f.worker.deadline_floor = std::chrono::milliseconds(f.deadline_floor_ms);
   f.worker.recovery_timeout = std::chrono::milliseconds(f.recovery_timeout_ms);
   f.worker.agreement = !f.no_agreement;
+  f.train.compressed = f.worker.codec != "float32";
   if (!parse_all_reduce_algorithm(f.algorithm, &f.worker.algorithm)) {
     return error(StatusCode::kInvalidArgument, "--algorithm: unknown algorithm '" + f.algorithm + "'");
   }
@@ -242,10 +250,11 @@ int run_train_agent(AgentFlags& f) {
   if (!summary->drained && summary->rank == 0) {
     std::printf(
         "summary: %ld steps in %.2f s, final loss %.4f, test accuracy %.2f%%, %d workers at the "
-        "end, view epoch %llu, mean all-reduce %.1f us, %d collectives recovered\n",
+        "end, view epoch %llu, mean all-reduce %.1f us, %d collectives recovered, wire ratio "
+        "%.1fx\n",
         summary->steps, summary->seconds, summary->final_loss, 100.0 * summary->test_accuracy,
         summary->world_size, static_cast<unsigned long long>(summary->epoch),
-        summary->mean_allreduce_us, summary->recoveries);
+        summary->mean_allreduce_us, summary->recoveries, summary->wire_ratio);
   }
   std::printf("final: params sha256 %s steps %ld%s\n", summary->params_sha256.c_str(),
               summary->steps, summary->drained ? " drained" : "");
@@ -376,6 +385,7 @@ int main(int argc, char** argv) {
   add_bench_flags(*agent, agent_flags);
   add_train_flags(*agent, agent_flags.train);
   add_injection_flags(*agent, agent_flags.train);
+  add_codec_flag(*agent, agent_flags.worker);
   agent->add_option("--mismatch", agent_flags.mismatch,
                     "with --workload mismatch: what the last rank gets wrong (count, dtype)")
       ->capture_default_str()->check(CLI::IsMember({"count", "dtype"}));
@@ -411,6 +421,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(1, 16));
   demo->add_option("--timeout-s", demo_spec.timeout_s, "bound on the whole run")->capture_default_str();
   add_train_flags(*demo, demo_flags.train);
+  add_codec_flag(*demo, demo_flags.worker);
   demo->add_option("--algorithm", demo_flags.algorithm, "all-reduce algorithm (auto: cost model)");
   demo->add_option("--metrics", demo_flags.worker.metrics_bind,
                    "each worker serves /metrics on HOST:PORT (use port 0)");
@@ -445,7 +456,7 @@ int main(int argc, char** argv) {
                 demo_spec.workers);
     std::fflush(stdout);
     auto names = kTrainFlagNames;
-    names.insert(names.end(), {"--algorithm", "--metrics", "--step-delay-ms"});
+    names.insert(names.end(), {"--algorithm", "--metrics", "--step-delay-ms", "--codec"});
     demo_spec.agent_args = forwarded_args(*demo, names);
     const bool faults = demo_spec.kill_at >= 0 || demo_spec.stop_at >= 0 ||
                         demo_spec.join_at >= 0 || demo_spec.drain_at >= 0 ||

@@ -74,6 +74,10 @@ Result<TrainSummary> run_training(
   Progress progress;
   const std::size_t np = model.grads().size();
   std::vector<float> buffer(np + 1);  // gradients + loss: one all-reduce per step
+  std::vector<TensorMatrix> matrices;  // for PowerSGD
+  for (const Tensor& t : Mlp::weight_matrices()) matrices.push_back({t.offset, t.rows, t.cols});
+  double raw_bytes = 0;
+  double wire_bytes = 0;
 
   TrainSummary summary;
   const auto start = std::chrono::steady_clock::now();
@@ -185,8 +189,21 @@ Result<TrainSummary> run_training(
     std::copy(model.grads().begin(), model.grads().end(), buffer.begin());
     buffer[np] = loss;
     const auto t0 = std::chrono::steady_clock::now();
-    auto outcome =
-        w.all_reduce(buffer.data(), buffer.data(), buffer.size(), DType::kFloat32, ReduceOp::kAvg);
+    Result<Outcome> outcome = error(StatusCode::kInternal, "not run");
+    if (spec.compressed) {
+      // The gradient through the codec; the loss (a statistic, never compressed) apart.
+      std::uint64_t wire = 0;
+      outcome = w.all_reduce_compressed(buffer.data(), np, ReduceOp::kAvg, /*tensor_id=*/1,
+                                        matrices, &wire);
+      if (outcome) {
+        outcome = w.all_reduce(&buffer[np], &buffer[np], 1, DType::kFloat32, ReduceOp::kAvg);
+        raw_bytes += static_cast<double>(np * sizeof(float));
+        wire_bytes += static_cast<double>(wire);
+      }
+    } else {
+      outcome = w.all_reduce(buffer.data(), buffer.data(), buffer.size(), DType::kFloat32,
+                             ReduceOp::kAvg);
+    }
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!outcome) {
       if (outcome.status().code() == StatusCode::kEvicted) {
@@ -227,6 +244,7 @@ Result<TrainSummary> run_training(
   summary.rank = worker ? worker->rank() : -1;
   summary.steps = progress.step;
   summary.params_sha256 = sha256_hex(model.params());
+  if (wire_bytes > 0) summary.wire_ratio = raw_bytes / wire_bytes;
   if (worker && !summary.drained) {
     set_drain_target(nullptr);
     if (Status s = worker->leave(); !s) return s;

@@ -28,6 +28,7 @@ struct TrainSpec {
   long kill_at = -1;              // raise(SIGKILL)
   long stop_at = -1;              // raise(SIGSTOP): someone else must SIGCONT it
   long rejoin_after_ms = 1500;    // after an eviction, wait before joining again
+  bool compressed = false;        // gradients through Worker::all_reduce_compressed
 };
 
 struct TrainSummary {
@@ -42,6 +43,7 @@ struct TrainSummary {
   int recoveries = 0;             // collectives that needed more than one attempt
   bool drained = false;
   std::string params_sha256;      // of the final parameters: equal on every survivor
+  double wire_ratio = 1.0;        // raw gradient bytes / bytes this worker put on the wire
 };
 
 // `start_worker` creates (and re-creates, after an eviction) the Worker.
