@@ -7,12 +7,13 @@ if(TRIBUTARY_CUDA)
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
+    # Hopper (sm_90) machine code plus PTX for later chips, unless the user chose. Set
+    # before enable_language(CUDA), which would otherwise fill in nvcc's own default.
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES "90-real;90-virtual" CACHE STRING "CUDA architectures")
+    endif()
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)
-    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
-      # Hopper (sm_90) machine code plus PTX for later chips.
-      set(CMAKE_CUDA_ARCHITECTURES 90-real 90-virtual)
-    endif()
     set(CMAKE_CUDA_STANDARD 17)
     set(TRIBUTARY_HAVE_CUDA ON)
   endif()
