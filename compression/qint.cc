@@ -3,7 +3,9 @@
 // Per bucket (elements [b*B, min((b+1)*B, count)) of the payload):
 //   amax  = max |v|                        (v = x, or x + residual with error feedback)
 //   scale = amax / L      (stored)         L = 127 (qint8) or 7 (qint4)
-//   inv   = amax > 0 ? L / amax : 0
+//   inv   = L / amax, or 0 when amax == 0 or L / amax overflows (amax < L / FLT_MAX:
+//           such a bucket is all (near-)zeros and encodes as zeros; error feedback keeps
+//           the mass)
 //   t     = v * inv                        float multiply, round to nearest
 //   q     = clamp(floor(t + u), -L, L)     stochastic, u = rng_uniform(bits(e))
 //         = clamp(rne(t), -L, L)           otherwise
@@ -11,6 +13,7 @@
 // Every step is one IEEE float operation with no contraction (the target builds with
 // -ffp-contract=off), so AVX-512, AVX2, the baseline and the CUDA port agree to the bit.
 #include <algorithm>
+#include <cmath>
 #include <bit>
 #include <vector>
 
@@ -182,7 +185,8 @@ class QIntCodec final : public Codec {
       }
       const float amax = std::bit_cast<float>(mbits);
       const float scale = amax / levels;
-      const float inv = amax > 0.0f ? levels / amax : 0.0f;
+      float inv = amax > 0.0f ? levels / amax : 0.0f;
+      if (!std::isfinite(inv)) inv = 0.0f;  // else t = +-inf and the int casts are undefined
       std::memcpy(scales + 4 * b, &scale, 4);
       if (bits_ == 8) {
         auto* q = reinterpret_cast<std::int8_t*>(codes) + begin;

@@ -90,10 +90,8 @@ __device__ __forceinline__ int x86_cvtt(float f) {
 }
 
 // q for v at tensor element i (payload index; the RNG counter is e0 + i): the CPU's
-// floor_small / rne_small, clamp and int8 store, literally. For every bucket with a
-// normal-sized amax this is floor(t + u) or rint(t), clamped; literal emulation also
-// matches the CPU when 0 < amax < L / FLT_MAX, where inv = L / amax overflows to inf and
-// t is +-inf or NaN (the CPU then encodes such values as -L or 0).
+// floor_small / rne_small, clamp and int8 store, literally: floor(t + u) or rint(t),
+// clamped. inv is finite (scale_of), so t is too.
 template <int kBits>
 __device__ __forceinline__ int quantize(const EncodeArgs& a, float v, float inv, std::uint64_t i) {
   const float L = levels<kBits>();
@@ -205,6 +203,7 @@ __device__ __forceinline__ void scale_of(std::uint32_t m, float L, float& scale,
   const float amax = __uint_as_float(m);
   scale = __fdiv_rn(amax, L);
   inv = amax > 0.0f ? __fdiv_rn(L, amax) : 0.0f;
+  if (isinf(inv)) inv = 0.0f;  // amax < L / FLT_MAX: the bucket encodes as zeros (as the CPU)
 }
 
 __device__ __forceinline__ void publish_scale(const EncodeArgs& a, std::uint64_t b, std::uint32_t m,

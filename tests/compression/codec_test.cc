@@ -63,6 +63,32 @@ TEST(Codec, QuantizersStayWithinOneStep) {
   }
 }
 
+// A bucket whose amax is below L / FLT_MAX (~3.7e-37 for qint8, ~2e-38 for qint4) has no
+// finite L / amax: it encodes as zeros. No tiny value ever comes back with its sign
+// flipped or larger than the bucket's amax.
+TEST(Codec, TinyBucketsEncodeAsZeros) {
+  std::vector<float> x(1024);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const float tiny[] = {1e-40f, -1e-40f, 2e-38f, -3e-37f, 1e-44f, 0.0f};
+    x[i] = tiny[i % 6];
+  }
+  for (const char* spec : {"qint8:bucket=512", "qint4:bucket=512", "qint8:bucket=512,stochastic=0"}) {
+    auto codec = must_make(spec);
+    const auto y = decode(encode(*codec, x, {.seed = 3}), x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      ASSERT_FALSE(y[i] * x[i] < 0.0f) << spec << " i=" << i << " x=" << x[i] << " y=" << y[i];
+      ASSERT_LE(std::fabs(y[i]), 3e-37f) << spec << " i=" << i;
+    }
+  }
+  // All of a qint8 bucket below the threshold: exact zeros.
+  std::vector<float> z(512, -1e-40f);
+  z[7] = 2e-38f;
+  for (const char* spec : {"qint8:bucket=512", "qint8:bucket=512,stochastic=0"}) {
+    const auto y = decode(encode(*must_make(spec), z, {.seed = 3}), z.size());
+    for (std::size_t i = 0; i < z.size(); ++i) ASSERT_EQ(y[i], 0.0f) << spec << " i=" << i;
+  }
+}
+
 TEST(Codec, SignSendsTheBucketMeanMagnitudeWithTheSign) {
   auto codec = must_make("sign:bucket=16");
   for (std::size_t n : kSizes) {

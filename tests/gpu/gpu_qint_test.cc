@@ -163,9 +163,8 @@ TEST(GpuQInt, RngCounterCrossesTheHigh32Bits) {
   }
 }
 
-// Buckets whose amax is below L / FLT_MAX (~3.7e-37): the CPU's inv = L / amax overflows
-// to inf and its float->int casts take x86's out-of-range value; the GPU reproduces the
-// bytes. (Such a bucket decodes with flipped signs on both sides: see docs/gpu.md.)
+// Buckets whose amax is below L / FLT_MAX (~3.7e-37), where L / amax overflows: both the
+// CPU and the GPU encode them as zeros, byte for byte.
 TEST(GpuQInt, TinyBucketsMatchCpu) {
   TRIB_REQUIRE_GPU();
   std::vector<float> x(10'000);
