@@ -74,7 +74,8 @@ Status run_soak(const std::function<Result<std::unique_ptr<Worker>>()>& start_wo
   for (;;) {
     if (!worker) {
       // After an eviction the coordinator may refuse a rejoin for a while (a straggler's
-      // cool-down answers kUnavailable): keep trying, bounded.
+      // cool-down answers kUnavailable), and a joiner can itself be removed or time out
+      // while the view it joins changes under it: keep trying, bounded.
       const auto give_up = SoakClock::now() + std::chrono::seconds(120);
       for (;;) {
         auto w = start_worker();
@@ -82,7 +83,10 @@ Status run_soak(const std::function<Result<std::unique_ptr<Worker>>()>& start_wo
           worker = std::move(*w);
           break;
         }
-        if (w.status().code() != StatusCode::kUnavailable || SoakClock::now() >= give_up) {
+        const StatusCode code = w.status().code();
+        const bool transient = code == StatusCode::kUnavailable || code == StatusCode::kEvicted ||
+                               code == StatusCode::kTimedOut;
+        if (!transient || SoakClock::now() >= give_up) {
           return w.status();
         }
         std::fprintf(stderr, "tributary[soak]: join refused (%s); retrying\n",
