@@ -205,7 +205,9 @@ Status Worker::Impl::start() {
   cc.secret = config.secret;
   cc.host = config.host.empty() ? hostname() : config.host;
   cc.zone = config.zone;
-  cc.data_address = endpoint->address();
+  cc.data_address = config.advertise_host.empty()
+                        ? endpoint->address()
+                        : config.advertise_host + ":" + std::to_string(endpoint->port());
   cc.capabilities = {"tcp"};
   auto joined = client->join(cc, deadline);
   if (!joined) return joined.status();

@@ -39,6 +39,7 @@ struct WorkerConfig {
   std::string zone;                                   // zone / datacenter label
   std::string bind_host = "127.0.0.1";                // data-plane listen address
   std::uint16_t data_port = 0;                        // 0: ephemeral
+  std::string advertise_host;  // the address peers dial; default: bind_host
   std::chrono::milliseconds join_timeout{30000};
   std::chrono::milliseconds collective_timeout{30000};
   std::size_t chunk_bytes = 256 * 1024;

@@ -131,6 +131,8 @@ void add_worker_flags(CLI::App& cmd, AgentFlags& f) {
   cmd.add_option("--zone", f.worker.zone, "zone label");
   cmd.add_option("--bind-host", f.worker.bind_host, "data-plane address")->capture_default_str();
   cmd.add_option("--data-port", f.worker.data_port, "data-plane port (0: ephemeral)");
+  cmd.add_option("--advertise-host", f.worker.advertise_host,
+                 "data-plane address peers dial (default: --bind-host)");
   cmd.add_option("--join-timeout-ms", f.join_timeout_ms, "deadline to join and connect")
       ->capture_default_str()->check(CLI::PositiveNumber);
   cmd.add_option("--timeout-ms", f.timeout_ms, "deadline of each collective")
