@@ -115,7 +115,7 @@ class Exchange {
     std::uint64_t size_word = 0;
     Link::Handle size_handle = 0;
     Link::Handle payload_handle = 0;
-    std::vector<std::byte> bytes;
+    std::vector<std::byte>* bytes = nullptr;  // where the payload lands (scratch)
   };
   void post(Incoming& in) {
     in.size_handle = link_.recv(in.peer, make_tag(seq_, check_, in.stage, in.piece, false),
@@ -133,9 +133,9 @@ class Exchange {
       link_.abort(s);
       return s;
     }
-    in.bytes.resize(static_cast<std::size_t>(in.size_word));
+    in.bytes->resize(static_cast<std::size_t>(in.size_word));
     in.payload_handle = link_.recv(in.peer, make_tag(seq_, check_, in.stage, in.piece, true),
-                                   std::span<std::byte>(in.bytes));
+                                   std::span<std::byte>(*in.bytes));
     return Status::ok();
   }
   Status finish_payload(Incoming& in) {
@@ -159,6 +159,7 @@ class Exchange {
   CompressionStats* stats_;
 };
 
+// kAvg: divide by n at the end (the same operation on the same bits on every rank).
 void finish_op(float* out, std::size_t count, ReduceOp op, int n) {
   if (op != ReduceOp::kAvg || n == 1) return;
   const float fn = static_cast<float>(n);
@@ -178,7 +179,10 @@ std::uint64_t stream_of(std::uint64_t tensor, std::uint32_t stage) {
 
 Status dense_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op,
                         const CompressionContext& ctx, const CollectiveOptions& options) {
-  std::vector<float> out(count);
+  // Out of place into scratch, so that `data` is untouched on error.
+  CompressionState::Scratch local;
+  std::vector<float>& out = ctx.state ? ctx.state->scratch().result : local.result;
+  out.resize(count);
   CollectiveOptions o = options;
   o.seq = sub_seq(options.seq, 3);
   TRIB_RETURN_IF_ERROR(all_reduce(link, data, out.data(), count, DType::kFloat32, op, o));
@@ -200,6 +204,8 @@ Status quantized_all_reduce(Link& link, float* data, std::size_t count, ReduceOp
   const std::size_t per_piece =
       std::min<std::size_t>(kMaxPayloadElements, algo::chunk_elements(options.chunk_bytes, 4));
   Exchange ex(link, options.seq, check, options.deadline, ctx.stats);
+  CompressionState::Scratch local;
+  CompressionState::Scratch& sc = ctx.state ? ctx.state->scratch() : local;
 
   std::vector<Range> slice(un);
   for (int j = 0; j < n; ++j) slice[static_cast<std::size_t>(j)] = algo::balanced_part(count, n, j);
@@ -217,13 +223,13 @@ Status quantized_all_reduce(Link& link, float* data, std::size_t count, ReduceOp
     auto& v1 = in1[static_cast<std::size_t>(i)];
     v1.resize(my_pieces);
     for (std::size_t p = 0; p < my_pieces; ++p) {
-      v1[p].peer = i, v1[p].stage = kStage1, v1[p].piece = p;
+      v1[p].peer = i, v1[p].stage = kStage1, v1[p].piece = p, v1[p].bytes = &sc.next_bytes();
       ex.post(v1[p]);
     }
     auto& v2 = in2[static_cast<std::size_t>(i)];
     v2.resize(num_pieces(slice[static_cast<std::size_t>(i)], per_piece));
     for (std::size_t p = 0; p < v2.size(); ++p) {
-      v2[p].peer = i, v2[p].stage = kStage2, v2[p].piece = p;
+      v2[p].peer = i, v2[p].stage = kStage2, v2[p].piece = p, v2[p].bytes = &sc.next_bytes();
       ex.post(v2[p]);
     }
   }
@@ -256,7 +262,7 @@ Status quantized_all_reduce(Link& link, float* data, std::size_t count, ReduceOp
 
   // Stage 1: encode every slice once; send slice j to its owner (staggered order), keep
   // our own slice's payloads.
-  std::vector<std::vector<std::vector<std::byte>>> sent1(un);
+  std::vector<std::vector<std::vector<std::byte>*>> sent1(un);
   for (int k = 1; k <= n; ++k) {
     const int owner = (r + k) % n;
     const auto uo = static_cast<std::size_t>(owner);
@@ -264,16 +270,21 @@ Status quantized_all_reduce(Link& link, float* data, std::size_t count, ReduceOp
     sent1[uo].resize(pieces);
     for (std::size_t p = 0; p < pieces; ++p) {
       const Range piece = piece_of(slice[uo], per_piece, p);
-      Status s = encode(data + piece.begin, piece, residual1_of(piece), kStage1, sent1[uo][p]);
+      sent1[uo][p] = &sc.next_bytes();
+      if (!residual1.empty()) ctx.state->save_worker(piece.begin, piece.count, false);
+      Status s = encode(data + piece.begin, piece, residual1_of(piece), kStage1, *sent1[uo][p]);
       if (!s.is_ok()) return ex.fail(std::move(s));
-      if (owner != r) TRIB_RETURN_IF_ERROR(ex.send(owner, kStage1, p, sent1[uo][p]));
+      if (owner != r) TRIB_RETURN_IF_ERROR(ex.send(owner, kStage1, p, *sent1[uo][p]));
     }
   }
 
   // The owner: per piece, wait for the n payloads, decode-accumulate them in rank order,
   // re-encode the reduced piece once (stage 2) and send it to every peer.
-  std::vector<float> acc(mine.count);
-  std::vector<std::vector<std::byte>> sent2(my_pieces);
+  // Scratch, every element written before it is read (decode, not accumulate, first).
+  // From here on `data` is only written: stage 1 has encoded all of it.
+  sc.reduced.resize(mine.count);
+  float* const acc = sc.reduced.data();
+  std::vector<std::vector<std::byte>*> sent2(my_pieces);
   for (std::size_t p = 0; p < my_pieces; ++p) {
     const Range piece = piece_of(mine, per_piece, p);
     for (int i = 0; i < n; ++i) {
@@ -281,55 +292,46 @@ Status quantized_all_reduce(Link& link, float* data, std::size_t count, ReduceOp
       auto& in = in1[static_cast<std::size_t>(i)][p];
       TRIB_RETURN_IF_ERROR(ex.start_payload(in, codec.max_encoded_bytes(piece.count)));
     }
-    float* dst = acc.data() + (piece.begin - mine.begin);
+    float* dst = acc + (piece.begin - mine.begin);
     for (int i = 0; i < n; ++i) {
       const auto ui = static_cast<std::size_t>(i);
       if (i != r) TRIB_RETURN_IF_ERROR(ex.finish_payload(in1[ui][p]));
       const std::span<const std::byte> payload =
-          i == r ? std::span<const std::byte>(sent1[ui][p]) : std::span<const std::byte>(in1[ui][p].bytes);
+          i == r ? std::span<const std::byte>(*sent1[ui][p]) : std::span<const std::byte>(*in1[ui][p].bytes);
       Status s = i == 0 ? codec.decode(payload, dst, piece.count)
                         : codec.decode_accumulate(payload, dst, piece.count);
       if (!s.is_ok()) return ex.fail(std::move(s));
     }
     const Range local{piece.begin - mine.begin, piece.count};
+    sent2[p] = &sc.next_bytes();
+    if (!residual2.empty()) ctx.state->save_owner(local.begin, local.count);
     Status s = encode(dst, piece,
                       residual2.empty() ? std::span<float>() : residual2.subspan(local.begin, local.count),
-                      kStage2, sent2[p]);
+                      kStage2, *sent2[p]);
     if (!s.is_ok()) return ex.fail(std::move(s));
-    for (int k = 1; k < n; ++k) TRIB_RETURN_IF_ERROR(ex.send((r + k) % n, kStage2, p, sent2[p]));
+    for (int k = 1; k < n; ++k) TRIB_RETURN_IF_ERROR(ex.send((r + k) % n, kStage2, p, *sent2[p]));
+    s = codec.decode(*sent2[p], data + piece.begin, piece.count);
+    if (!s.is_ok()) return ex.fail(std::move(s));
+    finish_op(data + piece.begin, piece.count, op, n);
   }
 
-  // Stage 2 receive: every other owner's reduced slice.
+  // Stage 2 receive: every other owner's reduced slice, decoded into `data` as it arrives
+  // (so decoding overlaps the transfer of later pieces). Every rank decodes every slice
+  // from the same bytes, the owner its own stage-2 bytes.
   for (int j = 0; j < n; ++j) {
     if (j == r) continue;
     const auto uj = static_cast<std::size_t>(j);
     for (std::size_t p = 0; p < in2[uj].size(); ++p) {
       const Range piece = piece_of(slice[uj], per_piece, p);
-      TRIB_RETURN_IF_ERROR(ex.start_payload(in2[uj][p], codec.max_encoded_bytes(piece.count)));
+      Exchange::Incoming& in = in2[uj][p];
+      TRIB_RETURN_IF_ERROR(ex.start_payload(in, codec.max_encoded_bytes(piece.count)));
+      TRIB_RETURN_IF_ERROR(ex.finish_payload(in));
+      Status s = codec.decode(*in.bytes, data + piece.begin, piece.count);
+      if (!s.is_ok()) return ex.fail(std::move(s));
+      finish_op(data + piece.begin, piece.count, op, n);
     }
-  }
-  for (int j = 0; j < n; ++j) {
-    if (j == r) continue;
-    for (auto& in : in2[static_cast<std::size_t>(j)]) TRIB_RETURN_IF_ERROR(ex.finish_payload(in));
   }
   TRIB_RETURN_IF_ERROR(ex.drain());
-
-  // Everyone decodes every slice from the same bytes (the owner its own stage-2 bytes),
-  // into scratch so that `data` is untouched if a payload turns out to be garbage.
-  std::vector<float> out(count);
-  for (int j = 0; j < n; ++j) {
-    const auto uj = static_cast<std::size_t>(j);
-    const std::size_t pieces = num_pieces(slice[uj], per_piece);
-    for (std::size_t p = 0; p < pieces; ++p) {
-      const Range piece = piece_of(slice[uj], per_piece, p);
-      const std::span<const std::byte> payload =
-          j == r ? std::span<const std::byte>(sent2[p]) : std::span<const std::byte>(in2[uj][p].bytes);
-      Status s = codec.decode(payload, out.data() + piece.begin, piece.count);
-      if (!s.is_ok()) return ex.fail(std::move(s));
-    }
-  }
-  finish_op(out.data(), count, op, n);
-  if (count) std::memcpy(data, out.data(), count * sizeof(float));
   if (ctx.stats) ctx.stats->quantizations = 2;
   return Status::ok();
 }
@@ -352,34 +354,42 @@ Status sparse_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op
   if (plan.error_feedback) residual = ctx.state->worker().residual(key, count);
   if (codec.wants_momentum()) momentum = ctx.state->worker().momentum(key, count);
 
-  std::vector<std::vector<std::byte>> own(pieces);
+  CompressionState::Scratch local;
+  CompressionState::Scratch& sc = ctx.state ? ctx.state->scratch() : local;
+  std::vector<std::vector<std::byte>*> own(pieces);
   for (std::size_t p = 0; p < pieces; ++p) {
     const Range piece = piece_of(all, per_piece, p);
-    own[p].resize(codec.max_encoded_bytes(piece.count));
+    own[p] = &sc.next_bytes();
+    own[p]->resize(codec.max_encoded_bytes(piece.count));
     EncodeOptions eo;
     eo.seed = ctx.seed;
     eo.stream = stream_of(ctx.tensor_id, CompressionState::kStageWorker);
     eo.step = ctx.step;
     eo.rank = static_cast<std::uint32_t>(r);
     eo.element_offset = piece.begin;
+    if (!residual.empty() || !momentum.empty()) {
+      ctx.state->save_worker(piece.begin, piece.count, !momentum.empty());
+    }
     if (!residual.empty()) eo.residual = residual.subspan(piece.begin, piece.count);
     if (!momentum.empty()) eo.momentum = momentum.subspan(piece.begin, piece.count);
-    Result<std::size_t> bytes = codec.encode(data + piece.begin, DType::kFloat32, piece.count, own[p], eo);
+    Result<std::size_t> bytes = codec.encode(data + piece.begin, DType::kFloat32, piece.count, *own[p], eo);
     if (!bytes.is_ok()) {
       link.abort(bytes.status());
       return bytes.status();
     }
-    own[p].resize(*bytes);
+    own[p]->resize(*bytes);
   }
   if (ctx.stats) ctx.stats->quantizations = 1;
 
   // The dense switch depends only on (plan, step, n), so every rank takes the same branch.
   const bool dense = topk_density_at(plan.codec_config, ctx.step) * n > plan.dense_threshold;
-  std::vector<float> out(count, 0.0f);
   if (dense) {
+    // Densify our own payload in scratch (data is still the input on error), then sum.
+    sc.result.resize(count);
+    float* const out = sc.result.data();
     for (std::size_t p = 0; p < pieces; ++p) {
       const Range piece = piece_of(all, per_piece, p);
-      Status s = codec.decode(own[p], out.data() + piece.begin, piece.count);
+      Status s = codec.decode(*own[p], out + piece.begin, piece.count);
       if (!s.is_ok()) {
         link.abort(s);
         return s;
@@ -387,12 +397,12 @@ Status sparse_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op
     }
     CollectiveOptions o = options;
     o.seq = sub_seq(options.seq, 2);
-    TRIB_RETURN_IF_ERROR(all_reduce(link, out.data(), out.data(), count, DType::kFloat32, op, o));
+    TRIB_RETURN_IF_ERROR(all_reduce(link, out, out, count, DType::kFloat32, op, o));
     if (ctx.stats) {
       ctx.stats->dense_fallback = true;
       ctx.stats->wire_bytes_sent += ring_bytes(count, n);
     }
-    if (count) std::memcpy(data, out.data(), count * sizeof(float));
+    if (count) std::memcpy(data, out, count * sizeof(float));
     return Status::ok();
   }
 
@@ -403,12 +413,12 @@ Status sparse_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op
     auto& v = in[static_cast<std::size_t>(i)];
     v.resize(pieces);
     for (std::size_t p = 0; p < pieces; ++p) {
-      v[p].peer = i, v[p].stage = kStageSparse, v[p].piece = p;
+      v[p].peer = i, v[p].stage = kStageSparse, v[p].piece = p, v[p].bytes = &sc.next_bytes();
       ex.post(v[p]);
     }
   }
   for (int k = 1; k < n; ++k) {
-    for (std::size_t p = 0; p < pieces; ++p) TRIB_RETURN_IF_ERROR(ex.send((r + k) % n, kStageSparse, p, own[p]));
+    for (std::size_t p = 0; p < pieces; ++p) TRIB_RETURN_IF_ERROR(ex.send((r + k) % n, kStageSparse, p, *own[p]));
   }
   for (int i = 0; i < n; ++i) {
     if (i == r) continue;
@@ -423,20 +433,22 @@ Status sparse_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op
     for (auto& m : in[static_cast<std::size_t>(i)]) TRIB_RETURN_IF_ERROR(ex.finish_payload(m));
   }
   TRIB_RETURN_IF_ERROR(ex.drain());
-  // Sum in rank order 0..n-1, own contribution from its own bytes: the same float
+  // Sum in rank order 0..n-1 into `data` (fully written by the first decode: a top-k
+  // decode writes every element), own contribution from its own bytes: the same float
   // operations in the same order on every rank.
+  float* const out = data;
   for (int i = 0; i < n; ++i) {
     const auto ui = static_cast<std::size_t>(i);
     for (std::size_t p = 0; p < pieces; ++p) {
       const Range piece = piece_of(all, per_piece, p);
       const std::span<const std::byte> payload =
-          i == r ? std::span<const std::byte>(own[p]) : std::span<const std::byte>(in[ui][p].bytes);
-      Status s = codec.decode_accumulate(payload, out.data() + piece.begin, piece.count);
+          i == r ? std::span<const std::byte>(*own[p]) : std::span<const std::byte>(*in[ui][p].bytes);
+      Status s = i == 0 ? codec.decode(payload, out + piece.begin, piece.count)
+                        : codec.decode_accumulate(payload, out + piece.begin, piece.count);
       if (!s.is_ok()) return ex.fail(std::move(s));
     }
   }
-  finish_op(out.data(), count, op, n);
-  if (count) std::memcpy(data, out.data(), count * sizeof(float));
+  finish_op(out, count, op, n);
   return Status::ok();
 }
 
@@ -688,6 +700,82 @@ void CompressionState::restore(const Snapshot& s) {
   (*ps)->restore(p.state);
 }
 
+void CompressionState::begin_attempt(std::uint64_t tensor, std::size_t count, bool powersgd) {
+  Attempt& a = attempt_;
+  a.tensor = tensor;
+  a.count = count;
+  a.worker_present = worker_.contains(ErrorFeedback::key(tensor, kStageWorker));
+  const auto it = owner_.find(tensor);
+  a.owner_present = it != owner_.end();
+  a.worker_saved.clear();
+  a.owner_saved.clear();
+  a.momentum_saved.clear();
+  a.powersgd.reset();
+  if (!powersgd) return;
+  if (const auto p = powersgd_.find(tensor); p != powersgd_.end() && p->second.psgd) {
+    const PowerSgdEntry& e = p->second;
+    a.powersgd = Snapshot::PowerSgdState{e.total_count, e.shapes, e.params, e.psgd->snapshot()};
+  }
+}
+
+void CompressionState::save_worker(std::size_t offset, std::size_t n, bool momentum) {
+  Attempt& a = attempt_;
+  if (!a.worker_present || n == 0) return;  // absent before: rollback erases it
+  const std::uint64_t key = ErrorFeedback::key(a.tensor, kStageWorker);
+  const std::span<float> r = worker_.residual(key, a.count);
+  if (a.residual.size() < a.count) a.residual.resize(a.count);
+  std::copy_n(r.begin() + static_cast<std::ptrdiff_t>(offset), n, a.residual.begin() + static_cast<std::ptrdiff_t>(offset));
+  a.worker_saved.emplace_back(offset, n);
+  if (momentum) {
+    const std::span<float> m = worker_.momentum(key, a.count);
+    if (a.momentum.size() < a.count) a.momentum.resize(a.count);
+    std::copy_n(m.begin() + static_cast<std::ptrdiff_t>(offset), n, a.momentum.begin() + static_cast<std::ptrdiff_t>(offset));
+    a.momentum_saved.emplace_back(offset, n);
+  }
+}
+
+void CompressionState::save_owner(std::size_t offset, std::size_t n) {
+  Attempt& a = attempt_;
+  const auto it = owner_.find(a.tensor);
+  if (!a.owner_present || it == owner_.end() || n == 0) return;
+  const std::vector<float>& r = it->second.residual;
+  if (a.owner.size() < r.size()) a.owner.resize(r.size());
+  std::copy_n(r.begin() + static_cast<std::ptrdiff_t>(offset), n, a.owner.begin() + static_cast<std::ptrdiff_t>(offset));
+  a.owner_saved.emplace_back(offset, n);
+}
+
+void CompressionState::rollback() {
+  const Attempt& a = attempt_;
+  const std::uint64_t key = ErrorFeedback::key(a.tensor, kStageWorker);
+  if (!a.worker_present) {
+    worker_.reset(key);
+  } else if (worker_.contains(key)) {
+    if (!a.worker_saved.empty()) {
+      const std::span<float> r = worker_.residual(key, a.count);
+      for (const auto& [off, n] : a.worker_saved) std::copy_n(a.residual.begin() + static_cast<std::ptrdiff_t>(off), n, r.begin() + static_cast<std::ptrdiff_t>(off));
+    }
+    if (!a.momentum_saved.empty()) {
+      const std::span<float> m = worker_.momentum(key, a.count);
+      for (const auto& [off, n] : a.momentum_saved) std::copy_n(a.momentum.begin() + static_cast<std::ptrdiff_t>(off), n, m.begin() + static_cast<std::ptrdiff_t>(off));
+    }
+  }
+  if (!a.owner_present) {
+    owner_.erase(a.tensor);
+  } else if (const auto it = owner_.find(a.tensor); it != owner_.end()) {
+    for (const auto& [off, n] : a.owner_saved) {
+      std::copy_n(a.owner.begin() + static_cast<std::ptrdiff_t>(off), n, it->second.residual.begin() + static_cast<std::ptrdiff_t>(off));
+    }
+  }
+  if (!a.powersgd) {
+    powersgd_.erase(a.tensor);
+    return;
+  }
+  const Snapshot::PowerSgdState& p = *a.powersgd;
+  Result<PowerSgd*> ps = powersgd(a.tensor, p.total_count, p.shapes, p.params);
+  TRIB_CHECK(ps.is_ok()) << "a PowerSGD layout that was valid no longer is: " << ps.status().to_string();
+  (*ps)->restore(p.state);
+}
+
 // ---- entry point ----------------------------------------------------------------------------
 
 Status compressed_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op,
@@ -719,8 +807,17 @@ Status compressed_all_reduce(Link& link, float* data, std::size_t count, ReduceO
   }
   const std::uint32_t check = descriptor_check(plan, count, op, ctx.step, link.size());
 
-  std::optional<CompressionState::Snapshot> before;
-  if (stateful) before = ctx.state->snapshot(ctx.tensor_id);
+  if (ctx.state) ctx.state->scratch().bytes_used = 0;
+  if (plan.kind == CompressionPlan::Kind::kQuantized && plan.error_feedback) {
+    // Settle slice ownership first (fold or drop a stage-2 residual left from another
+    // view): a view-change action, independent of this attempt, so never rolled back.
+    const algo::Range mine = algo::balanced_part(count, link.size(), link.rank());
+    (void)ctx.state->owner_residual(ctx.tensor_id, count, link.size(), link.rank(), mine.begin,
+                                    mine.count);
+  }
+  if (stateful) {
+    ctx.state->begin_attempt(ctx.tensor_id, count, plan.kind == CompressionPlan::Kind::kPowerSgd);
+  }
   Status s;
   switch (plan.kind) {
     case CompressionPlan::Kind::kDense:
@@ -736,7 +833,7 @@ Status compressed_all_reduce(Link& link, float* data, std::size_t count, ReduceO
       s = powersgd_all_reduce(link, data, count, op, ctx, options);
       break;
   }
-  if (!s.is_ok() && before) ctx.state->restore(*before);
+  if (!s.is_ok() && stateful) ctx.state->rollback();
   return s;
 }
 

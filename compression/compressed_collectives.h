@@ -24,10 +24,12 @@
 // Guarantees:
 //  - On kOk `data` holds the result, bitwise identical on every rank (every element is
 //    produced by decoding the same bytes, or by an all_reduce that promises the same).
-//  - On any error `data` and the CompressionState are exactly as before the call (the
-//    residuals are snapshotted first and restored): re-running the collective in a new
-//    epoch with the same input does not count any gradient twice. The link is aborted on
-//    error, as collectives.h requires (the caller abandons it anyway).
+//  - On any error the CompressionState is exactly as before the call (each residual
+//    range is saved just before it is encoded and restored on error), so re-running the
+//    collective in a new epoch with the same input does not count any gradient twice.
+//    `data` is unspecified after an error, as for all_reduce in collectives.h: the caller
+//    re-runs from its own copy of the input (agent/worker.cc keeps one). The link is
+//    aborted on error, as collectives.h requires.
 //  - Tags: this collective uses the caller's seq for its own messages and, for the dense
 //    all_reduce calls it makes (PowerSGD, the dense fallback, kDense), seq with its top
 //    byte replaced by 0xC1..0xC3. Callers keep seqs below 2^56. Tag::check hashes the
@@ -39,12 +41,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "algorithms/collectives.h"
@@ -84,6 +88,8 @@ struct CompressionPlan {
 // size or this rank's position changed): kFold adds it into this worker's own stage-1
 // residual at the same elements, so that mass is sent again, once, by one rank in the
 // next step (nothing lost, nothing doubled); kDrop discards it.
+struct CompressionContext;
+
 enum class OwnerResidualPolicy : std::uint8_t { kFold, kDrop };
 
 // Per-worker state of the compressed collectives: error-feedback residuals of both stages
@@ -154,8 +160,45 @@ class CompressionState {
 
   OwnerResidualPolicy policy() const { return policy_; }
 
+  // Buffers the collectives reuse from call to call (not state: never snapshotted), so a
+  // training loop does not page-fault tens of MiB of fresh scratch in every step. Holds
+  // about three times the largest tensor's compressed size plus one float copy of it.
+  struct Scratch {
+    std::vector<float> result;
+    std::vector<float> reduced;
+    std::deque<std::vector<std::byte>> bytes;  // deque: stable addresses while growing
+    std::size_t bytes_used = 0;
+    std::vector<std::byte>& next_bytes() {
+      if (bytes_used == bytes.size()) bytes.emplace_back();
+      return bytes[bytes_used++];
+    }
+  };
+  Scratch& scratch() { return scratch_; }
+
+  // compressed_all_reduce's own bookkeeping (public only so that its helpers can reach
+  // it; nothing else should call these). What it restores on error. The residuals are saved piece by piece,
+  // just before each piece is encoded (each piece is encoded at most once per call), so
+  // the copy overlaps the transfer instead of preceding it; saved ranges live in buffers
+  // kept from call to call. A worker residual whose count differs from the call's is
+  // dropped by the call and not restored (error_feedback.h: a count change voids it).
+  void begin_attempt(std::uint64_t tensor, std::size_t count, bool powersgd);
+  void save_worker(std::size_t offset, std::size_t n, bool momentum);
+  void save_owner(std::size_t offset, std::size_t n);
+  void rollback();
+
  private:
   using Owner = Snapshot::Owner;
+  struct Attempt {
+    std::uint64_t tensor = 0;
+    std::size_t count = 0;
+    bool worker_present = false;
+    bool owner_present = false;
+    std::vector<float> residual;  // count floats; valid on the saved ranges
+    std::vector<float> momentum;  // likewise, when momentum was saved
+    std::vector<float> owner;     // the owner residual; valid on the saved ranges
+    std::vector<std::pair<std::size_t, std::size_t>> worker_saved, owner_saved, momentum_saved;
+    std::optional<Snapshot::PowerSgdState> powersgd;
+  };
   struct PowerSgdEntry {
     std::size_t total_count = 0;
     std::vector<MatrixShape> shapes;
@@ -168,6 +211,8 @@ class CompressionState {
   ErrorFeedback worker_;
   std::map<std::uint64_t, Owner> owner_;
   std::map<std::uint64_t, PowerSgdEntry> powersgd_;
+  Attempt attempt_;
+  Scratch scratch_;
 };
 
 // Filled by compressed_all_reduce when the context points at one.
