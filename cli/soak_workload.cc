@@ -67,6 +67,9 @@ Status run_soak(const std::function<Result<std::unique_ptr<Worker>>()>& start_wo
   const auto start = SoakClock::now();
   const auto stop_at = spec.duration_ms >= 0 ? start + std::chrono::milliseconds(spec.duration_ms)
                                              : SoakClock::time_point::max();
+  // SIGTERM drains from the start: one that arrives while joining takes effect once
+  // the Worker is up (set_drain_target remembers it).
+  set_drain_target(nullptr);
   std::unique_ptr<Worker> worker;
   bool wrong = false;
   bool drain_for_time = false;
