@@ -146,7 +146,7 @@ const std::vector<Row>& rows() {
       {"qint4 + EF", "qint4:bucket=512"},
       // DGC warm-up: density 25%, 6.25%, 1.56% for one epoch (21 steps) each, then 1%.
       // On label-sorted shards it lands at the gate's edge: over seeds 1-15 the final
-      // training loss is 2.1-2.4x the uncompressed one and the accuracy -0.7 to -1.2 points.
+      // training loss is 2.1-2.2x the uncompressed one and the accuracy -0.7 to -1.2 points.
       {"top-k 1% + EF (DGC warm-up)", "topk:density=0.01,warmup=21", false, true},
       {"PowerSGD rank 2 + EF", "powersgd:rank=2"},
       // Bucket 8 (6.4x smaller than float32): with bucket 512 (30x) sign + EF diverges at
