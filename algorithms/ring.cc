@@ -99,7 +99,8 @@ std::uint64_t ring_phase_slots(const std::vector<Range>& blocks, std::size_t per
 // and forwards it, and is received into only once per phase.
 Status ring_reduce_scatter(const ReduceJob& job, const std::vector<Range>& blocks,
                            const std::byte* mine, std::byte* partials, std::byte* owned_out,
-                           std::uint64_t slot_base, SendWindow& sends) {
+                           std::uint64_t slot_base, SendWindow& sends,
+                           const OwnedChunkFn& on_owned) {
   Link& link = job.link;
   const int n = link.size();
   const int rank = link.rank();
@@ -180,7 +181,10 @@ Status ring_reduce_scatter(const ReduceJob& job, const std::vector<Range>& block
       --staged_live;
       post_ahead();  // into the slot just reduced from
     }
-    if (u.step == last) continue;
+    if (u.step == last) {
+      if (on_owned) TRIB_RETURN_IF_ERROR(on_owned(u.chunk, u.range));
+      continue;
+    }
     const Link::Handle h = link.send(right, tag(u.step + 1, u.chunk),
                                      std::span<const std::byte>(out, u.range.count * es));
     if (partials != nullptr) {
@@ -218,20 +222,27 @@ Tag RingAllGather::tag(int step, std::size_t chunk) const {
   return job_.tags.at(slot_base_ + static_cast<std::uint64_t>(step) * stride_ + chunk);
 }
 
+Status RingAllGather::send_own(std::size_t chunk, const std::byte* own, SendWindow& sends) {
+  Link& link = job_.link;
+  const int right = mod(link.rank() + 1, link.size());
+  const std::size_t es = job_.element_size();
+  const Range mine = blocks_[static_cast<std::size_t>(link.rank())];
+  TRIB_CHECK(chunk == own_sent_) << "own chunk " << chunk << " sent out of order";
+  ++own_sent_;
+  const Range r = chunk_of(mine, job_.chunk_elements, chunk);
+  return sends.add(link.send(
+      right, tag(0, chunk),
+      std::span<const std::byte>(own + (r.begin - mine.begin) * es, r.count * es)));
+}
+
 Status RingAllGather::run(const std::byte* own, SendWindow& sends) {
   Link& link = job_.link;
   const int n = link.size();
-  const int rank = link.rank();
-  const int right = mod(rank + 1, n);
+  const int right = mod(link.rank() + 1, n);
   const std::size_t es = job_.element_size();
-  const std::size_t pc = job_.chunk_elements;
-
-  const Range mine = blocks_[static_cast<std::size_t>(rank)];
-  for (std::size_t c = 0; c < num_chunks(mine.count, pc); ++c) {
-    const Range r = chunk_of(mine, pc, c);
-    TRIB_RETURN_IF_ERROR(sends.add(link.send(
-        right, tag(0, c),
-        std::span<const std::byte>(own + (r.begin - mine.begin) * es, r.count * es))));
+  const Range mine = blocks_[static_cast<std::size_t>(link.rank())];
+  while (own_sent_ < num_chunks(mine.count, job_.chunk_elements)) {
+    TRIB_RETURN_IF_ERROR(send_own(own_sent_, own, sends));
   }
   for (const Posted& p : posted_) {
     TRIB_RETURN_IF_ERROR(wait_or_abort(link, p.handle, job_.deadline));
@@ -272,9 +283,14 @@ Status ring_all_reduce(const ReduceJob& job) {
   // so neither layout copies the vector: in-place reduces into it, out-of-place reads
   // send and writes recv.
   SendWindow sends(job.link, job.deadline);
+  // Each own chunk starts around the ring again as soon as it is final, so the two
+  // phases overlap instead of meeting at a barrier.
+  auto on_owned = [&](std::size_t chunk, Range r) {
+    if (job.op == ReduceOp::kAvg) scale_by_count(job.recv + r.begin * es, r.count, job.dtype, n);
+    return gather.send_own(chunk, owned_out, sends);
+  };
   TRIB_RETURN_IF_ERROR(
-      ring_reduce_scatter(job, blocks, job.send, job.recv, owned_out, 0, sends));
-  if (job.op == ReduceOp::kAvg) scale_by_count(owned_out, owned.count, job.dtype, n);
+      ring_reduce_scatter(job, blocks, job.send, job.recv, owned_out, 0, sends, on_owned));
   TRIB_RETURN_IF_ERROR(gather.run(owned_out, sends));
   return sends.drain();
 }

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "algorithms/all_reduce_impl.h"
@@ -22,13 +23,18 @@ namespace tributary::algo {
 // Slots one ring phase uses: (size - 1) steps of at most this many chunks.
 std::uint64_t ring_phase_slots(const std::vector<Range>& blocks, std::size_t per_chunk);
 
+// Called with (chunk index, absolute element range) as each chunk of the own block
+// becomes final, in chunk order, so the next phase can start on it at once.
+using OwnedChunkFn = std::function<Status(std::size_t chunk, Range range)>;
+
 // `mine` is this rank's contribution, indexed by the block ranges. Reduced partials of
 // blocks this rank forwards go to `partials` (indexed like `mine`) or, when it is null,
 // to an internal scratch pool; the fully reduced own block goes to `owned_out`.
 // `mine` may equal `partials`, and `owned_out` may equal mine + blocks[rank].begin.
 Status ring_reduce_scatter(const ReduceJob& job, const std::vector<Range>& blocks,
                            const std::byte* mine, std::byte* partials, std::byte* owned_out,
-                           std::uint64_t slot_base, SendWindow& sends);
+                           std::uint64_t slot_base, SendWindow& sends,
+                           const OwnedChunkFn& on_owned = {});
 
 // The all-gather half: construction posts every receive (each lands in its final
 // place in `out`, indexed by the block ranges), so it can be built before the data it
@@ -39,6 +45,9 @@ class RingAllGather {
  public:
   RingAllGather(const ReduceJob& job, const std::vector<Range>& blocks, std::byte* out,
                 std::uint64_t slot_base);
+  // Sends chunk `chunk` of the own block (starting at `own`) early; chunks must come in
+  // order. run() sends those not sent yet.
+  Status send_own(std::size_t chunk, const std::byte* own, SendWindow& sends);
   Status run(const std::byte* own, SendWindow& sends);
 
  private:
@@ -55,6 +64,7 @@ class RingAllGather {
   std::byte* out_;
   std::uint64_t slot_base_;
   std::uint64_t stride_;
+  std::size_t own_sent_ = 0;  // own-block chunks already sent
   std::vector<Posted> posted_;
 };
 
