@@ -48,6 +48,34 @@ bool retryable(const Status& s) {
 
 Deadline earlier(Deadline a, Deadline b) { return a.at < b.at ? a : b; }
 
+// The commit round: an empty message to and from every peer, one round trip. A member
+// that has heard from every peer knows every peer finished the data phase, i.e. holds the
+// full result (docs/fault-tolerance.md). One round beats a log2(n)-round barrier while
+// wake-ups dominate (small groups); past kDirectAgreementMax the barrier sends fewer
+// messages.
+constexpr int kDirectAgreementMax = 8;
+
+Status agreement_round(Link& link, const CollectiveOptions& options) {
+  const int n = link.size();
+  if (n > kDirectAgreementMax) return tributary::barrier(link, options);
+  const Tag tag{options.seq, 0, 0x41475245u /* "AGRE" */};
+  std::vector<Link::Handle> handles;
+  handles.reserve(2 * static_cast<std::size_t>(n));
+  for (int p = 0; p < n; ++p) {
+    if (p != link.rank()) handles.push_back(link.recv(p, tag, {}));
+  }
+  for (int p = 0; p < n; ++p) {
+    if (p != link.rank()) handles.push_back(link.send(p, tag, {}));
+  }
+  for (Link::Handle h : handles) {
+    if (Status s = link.wait(h, options.deadline); !s.is_ok()) {
+      link.abort(s);
+      return s;
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 class Worker::Impl {
@@ -304,7 +332,7 @@ Result<Outcome> Worker::Impl::run(std::string_view op, AllReduceAlgorithm algori
       held = true;
       CollectiveOptions agree = options;
       agree.seq = options.seq | kAgreementSeqBit;
-      status = tributary::barrier(*link, agree);
+      status = agreement_round(*link, agree);
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -317,7 +317,7 @@ std::vector<std::string> forwarded_args(const CLI::App& cmd,
   for (const auto& name : names) {
     const CLI::Option* opt = cmd.get_option_no_throw(name);
     if (opt == nullptr || opt->count() == 0) continue;
-    if (opt->get_type_size() == 0) {
+    if (opt->get_expected_max() == 0) {  // a flag: no value
       args.push_back(name);
     } else {
       args.push_back(name);
@@ -403,6 +403,8 @@ int main(int argc, char** argv) {
       ->transform(CLI::AsSizeValue(false));
   bench->add_option("--algorithm", bench_flags.algorithm, "all-reduce algorithm (auto: cost model)");
   bench->add_option("--timeout-ms", bench_flags.timeout_ms, "deadline of each collective");
+  bench->add_flag("--no-agreement", bench_flags.no_agreement,
+                  "skip the commit round after each collective (measures the data phase alone)");
 
   AgentFlags check_flags;
   LocalFlags check_local;
@@ -444,7 +446,7 @@ int main(int argc, char** argv) {
     if (Status s = finish_agent_flags(bench_flags); !s) return report(s, "bench");
     return run_local_cluster(*bench, bench_local, "bench", [] {
       auto names = kBenchFlagNames;
-      names.insert(names.end(), {"--chunk-bytes", "--algorithm", "--timeout-ms"});
+      names.insert(names.end(), {"--chunk-bytes", "--algorithm", "--timeout-ms", "--no-agreement"});
       return names;
     }(), {});
   }
