@@ -120,7 +120,9 @@ class TcpEndpoint::Impl {
     asio::post(io_, [this] {
       std::error_code ec;
       acceptor_.close(ec);
-      if (group_) finish(group_, error(StatusCode::kAborted, "the endpoint is shutting down"));
+      if (const std::shared_ptr<Group> g = group_) {  // a copy: finish() resets group_
+        finish(g, error(StatusCode::kAborted, "the endpoint is shutting down"));
+      }
       parked_.clear();
       for (auto& in : handshaking_) {
         in->sock.close(ec);
@@ -466,6 +468,10 @@ class TcpEndpoint::Impl {
   // ---- group lifecycle (I/O thread) ----
 
   void begin(const std::shared_ptr<Group>& g) {
+    if (const std::uint64_t newer = cancel_below_.load(); g->epoch < newer) {
+      return finish(g, error(StatusCode::kAborted, "connecting view " + std::to_string(g->epoch) +
+                                                       " superseded by view " + std::to_string(newer)));
+    }
     if (g->epoch < floor_epoch_) {
       return finish(g, error(StatusCode::kStaleEpoch,
                              "epoch " + std::to_string(g->epoch) + " is older than epoch " +
@@ -523,6 +529,23 @@ class TcpEndpoint::Impl {
     finish(g, Status());
   }
 
+  // Ends a connect_group still in progress for an epoch older than `newer`, with kAborted:
+  // a newer view made it moot, and its missing peer may be gone for good.
+  void cancel_connect(std::uint64_t newer) {
+    // Remembered, so that a connect_group that has not reached the I/O thread yet is
+    // cancelled too (begin() checks it).
+    std::uint64_t seen = cancel_below_.load();
+    while (seen < newer && !cancel_below_.compare_exchange_weak(seen, newer)) {
+    }
+    asio::post(io_, [this, newer] {
+      // A copy: finish() resets group_, which must not pull the group out from under it.
+      if (const std::shared_ptr<Group> g = group_; g && g->epoch < newer) {
+        finish(g, error(StatusCode::kAborted, "connecting view " + std::to_string(g->epoch) +
+                                                  " superseded by view " + std::to_string(newer)));
+      }
+    });
+  }
+
   void finish(const std::shared_ptr<Group>& g, Status st) {
     if (g->finished) return;
     g->finished = true;
@@ -573,6 +596,7 @@ class TcpEndpoint::Impl {
   // I/O thread only.
   std::uint64_t floor_epoch_ = 0;
   std::shared_ptr<Group> group_;
+  std::atomic<std::uint64_t> cancel_below_{0};  // connect_group of older epochs: kAborted
   std::vector<std::shared_ptr<Incoming>> handshaking_;
   std::map<std::pair<std::uint64_t, int>, std::shared_ptr<Incoming>> parked_;
   std::map<std::pair<std::uint64_t, int>, std::string> auth_failures_;  // (epoch, claimed rank)
@@ -687,6 +711,8 @@ Result<std::unique_ptr<Link>> TcpEndpoint::connect_group(std::uint64_t epoch, in
                                                          Deadline deadline) {
   return impl_->connect_group(epoch, rank, addresses, deadline);
 }
+
+void TcpEndpoint::cancel_connect(std::uint64_t newer_epoch) { impl_->cancel_connect(newer_epoch); }
 
 TcpEndpointStats TcpEndpoint::stats() const { return impl_->stats(); }
 

@@ -84,6 +84,10 @@ class TcpEndpoint {
                                               const std::vector<std::string>& addresses,
                                               Deadline deadline);
 
+  // From any thread: a connect_group in progress for an epoch older than `newer_epoch`
+  // returns kAborted promptly (a newer view superseded it). No effect otherwise.
+  void cancel_connect(std::uint64_t newer_epoch);
+
   TcpEndpointStats stats() const;
 
   class Impl;

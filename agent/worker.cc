@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -54,6 +55,9 @@ Deadline earlier(Deadline a, Deadline b) { return a.at < b.at ? a : b; }
 // wake-ups dominate (small groups); past kDirectAgreementMax the barrier sends fewer
 // messages.
 constexpr int kDirectAgreementMax = 8;
+
+// How long a member waits for a newer view before it repeats its request for one.
+constexpr Duration kViewNudgeInterval = std::chrono::seconds(1);
 
 Status agreement_round(Link& link, const CollectiveOptions& options) {
   const int n = link.size();
@@ -179,6 +183,7 @@ void Worker::Impl::start_watcher() {
                                      Deadline::after(std::chrono::milliseconds(100)));
       if (v) {
         newest_epoch = v->epoch;
+        endpoint->cancel_connect(v->epoch);  // links being built for an older view are moot
         std::lock_guard lock(link_mu);
         if (link && link_epoch < v->epoch) {
           link->abort(error(StatusCode::kAborted, "view " + std::to_string(link_epoch) +
@@ -187,6 +192,7 @@ void Worker::Impl::start_watcher() {
         }
       } else if (v.status().code() == StatusCode::kEvicted) {
         evicted = true;
+        endpoint->cancel_connect(std::numeric_limits<std::uint64_t>::max());
         std::lock_guard lock(link_mu);
         if (link) link->abort(v.status());
         return;
@@ -239,8 +245,10 @@ Status Worker::Impl::start() {
   cc.capabilities = {"tcp"};
   auto joined = client->join(cc, deadline);
   if (!joined) return joined.status();
-  TRIB_RETURN_IF_ERROR(transition(0, deadline));
+  // The watcher runs from the first view on, so that even this first connect is cancelled
+  // when a newer view makes it moot.
   start_watcher();
+  TRIB_RETURN_IF_ERROR(transition(0, deadline));
   // One line for operators and the integration tests: where this agent can be reached.
   std::fprintf(stderr, "tributary[agent]: member %llu rank %d data %s metrics %u\n",
                static_cast<unsigned long long>(client->member_id()), rank,
@@ -254,7 +262,18 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
   const std::uint64_t committed = next_seq - 1;
   for (;;) {
     if (evicted) return error(StatusCode::kEvicted, "the coordinator removed this member");
-    auto v = client->wait_for_view(std::max<membership::Epoch>(view.epoch + 1, 1), deadline);
+    auto v = client->wait_for_view(std::max<membership::Epoch>(view.epoch + 1, 1),
+                                   earlier(deadline, Deadline::after(kViewNudgeInterval)));
+    if (!v && v.status().code() == StatusCode::kTimedOut && !deadline.passed()) {
+      // Nobody may have asked for the view we wait for (a report lost around a coordinator
+      // restart, a failure only this member saw): ask again. A report the coordinator
+      // cannot confirm still earns a new view with the same members (fresh links).
+      if (view.epoch != 0) {
+        client->report_failure(view.epoch, 0,
+                               "waiting for a view after " + std::to_string(view.epoch));
+      }
+      continue;
+    }
     if (!v) {
       if (v.status().code() == StatusCode::kTimedOut) {
         return error(StatusCode::kUnavailable,
@@ -283,8 +302,11 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
     auto l = endpoint->connect_group(view.epoch, rank, addresses,
                                      earlier(deadline, Deadline::after(config.join_timeout)));
     if (!l) {
-      // A member vanished between Go and connecting: report it and wait for the next view.
-      client->report_failure(view.epoch, 0, l.status().to_string());
+      // A member vanished between Go and connecting (or a newer view superseded this one):
+      // report it unless a newer view is already here, and wait for the next view.
+      if (l.status().code() != StatusCode::kAborted) {
+        client->report_failure(view.epoch, 0, l.status().to_string());
+      }
       continue;
     }
     if (static_cast<int>(view.size()) < config.min_world_size) {

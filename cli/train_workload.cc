@@ -86,6 +86,8 @@ Result<TrainSummary> run_training(
   int window_steps = 0;
   bool header_printed = false;
 
+  // SIGTERM drains from the start, also while the first join is still under way.
+  set_drain_target(nullptr);
   std::unique_ptr<Worker> worker;
   bool rejoining = false;
   int shard_world = -1;

@@ -82,6 +82,13 @@ struct CoordinatorClient::Impl {
   // Ready/Go: the Ready being waited on (resent each interval until its Go arrives).
   std::optional<ViewReady> pending_ready;
   std::optional<Go> last_go;
+  // The boundary request of the current epoch (resent each interval until a newer view
+  // arrives: one lost around a coordinator restart must not stall the step boundary).
+  struct PendingBoundary {
+    Epoch epoch = 0;
+    bool leaving = false;
+  };
+  std::optional<PendingBoundary> pending_boundary;
   // Fire-and-forget messages from API threads; the worker thread sends them.
   std::vector<control::Envelope> outbox;
 
@@ -357,6 +364,17 @@ void CoordinatorClient::Impl::run() {
   TimePoint next_heartbeat = std::chrono::steady_clock::now();
   for (;;) {
     TimePoint now = std::chrono::steady_clock::now();
+    // While resuming, the coordinator does not know us yet: queued messages wait for the
+    // resume to finish instead of being dropped.
+    auto flush_outbox = [&] {
+      if (resume) return;
+      std::vector<control::Envelope> out;
+      {
+        std::lock_guard lock(mu);
+        out.swap(outbox);
+      }
+      for (const auto& e : out) send_envelope(dealer, e);
+    };
     zmq::pollitem_t items[] = {{wake_rx.handle(), 0, ZMQ_POLLIN, 0}, {dealer.handle(), 0, ZMQ_POLLIN, 0}};
     zmq::poll(items, 2, milliseconds(poll_timeout_ms(now, next_heartbeat)));
     now = std::chrono::steady_clock::now();
@@ -367,15 +385,7 @@ void CoordinatorClient::Impl::run() {
         if (cmd.to_string_view() == "l") next_heartbeat = now;  // send the Leave right away, below
         if (cmd.to_string_view() == "r") next_heartbeat = now;  // send a new Ready right away
       }
-      std::vector<control::Envelope> out;
-      {
-        std::lock_guard lock(mu);
-        out.swap(outbox);
-      }
-      // While resuming the coordinator does not know us yet; these are fire-and-forget.
-      if (!resume) {
-        for (const auto& e : out) send_envelope(dealer, e);
-      }
+      flush_outbox();
     }
     if (items[1].revents & ZMQ_POLLIN) {
       zmq::message_t msg;
@@ -389,9 +399,11 @@ void CoordinatorClient::Impl::run() {
       }
     }
     if (now < next_heartbeat) continue;
+    flush_outbox();
     Duration wait;
     control::Envelope out;
     std::optional<control::Envelope> ready_env;
+    std::optional<control::Envelope> boundary_env;
     {
       std::lock_guard lock(mu);
       wait = interval;
@@ -419,6 +431,13 @@ void CoordinatorClient::Impl::run() {
         r->set_committed_seq(pending_ready->committed_seq);
         r->set_held_seq(pending_ready->held_seq);
       }
+      if (pending_boundary && pending_boundary->epoch >= view.epoch) {
+        boundary_env.emplace();
+        auto* b = boundary_env->mutable_boundary_request();
+        b->set_member_id(id);
+        b->set_epoch(pending_boundary->epoch);
+        b->set_leaving(pending_boundary->leaving);
+      }
     }
     if (resume && !out.has_leave()) {
       // Restart a resume that got no answer (the coordinator may still be starting).
@@ -426,6 +445,7 @@ void CoordinatorClient::Impl::run() {
     } else {
       send_envelope(dealer, out);
       if (ready_env) send_envelope(dealer, *ready_env);
+      if (boundary_env) send_envelope(dealer, *boundary_env);
     }
     next_heartbeat = now + wait;
   }
@@ -630,6 +650,10 @@ void CoordinatorClient::request_boundary(Epoch epoch, bool leaving) {
   b->set_member_id(member_id());
   b->set_epoch(epoch);
   b->set_leaving(leaving);
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->pending_boundary = Impl::PendingBoundary{epoch, leaving};
+  }
   impl_->post(std::move(env));
 }
 
