@@ -21,7 +21,7 @@ set -euo pipefail
 ORIG_ARGS="$*"
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD_DIR="$ROOT/build/compare"
-TRIBUTARY_BIN=${TRIBUTARY_BIN:-$ROOT/build/release/tributary}
+TRIBUTARY_BIN=${TRIBUTARY_BIN:-$ROOT/build/release/cli/tributary}
 
 REPS=3
 NPS="2 4 8"
@@ -60,7 +60,7 @@ Options:
   --timeout-small S, --timeout-large S   per launch (default $TIMEOUT_SMALL, $TIMEOUT_LARGE)
   --out FILE           results file (default bench/results/compare[_quick]_<date>.md)
   --no-build           use the binaries already in build/compare
-Env: TRIBUTARY_BIN (default build/release/tributary)
+Env: TRIBUTARY_BIN (default build/release/cli/tributary)
 EOF
 }
 
