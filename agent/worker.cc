@@ -329,8 +329,17 @@ Result<Outcome> Worker::Impl::run(std::string_view op, AllReduceAlgorithm algori
                                   bool retry) {
   std::vector<std::byte> stash(input.begin(), input.end());
   const Deadline overall = Deadline::after(config.recovery_timeout);
-  Outcome outcome;
-  outcome.algorithm = algorithm;
+  // The outcome of a committed attempt: epoch `epoch`'s members contributed.
+  auto committed = [&](membership::Epoch epoch, std::vector<std::uint64_t> ids, int attempt) {
+    last_collective_end = std::chrono::steady_clock::now();
+    Outcome outcome;
+    outcome.algorithm = algorithm;
+    outcome.epoch = epoch;
+    outcome.contributors = static_cast<int>(ids.size());
+    outcome.attempts = attempt;
+    outcome.contributor_ids = std::move(ids);
+    return outcome;
+  };
   step_compute_seconds = std::max(
       step_compute_seconds,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - last_collective_end).count());
@@ -341,7 +350,6 @@ Result<Outcome> Worker::Impl::run(std::string_view op, AllReduceAlgorithm algori
     }
     const int n = static_cast<int>(view.size());
     const membership::Epoch epoch = view.epoch;
-    std::vector<std::uint64_t> ids_before = member_ids();
     CollectiveOptions options;
     options.seq = next_seq;
     options.deadline = collective_deadline(bytes);
@@ -370,12 +378,7 @@ Result<Outcome> Worker::Impl::run(std::string_view op, AllReduceAlgorithm algori
     if (status.is_ok()) {
       if (bytes > 65536 && seconds > 0) throughput = 0.8 * throughput + 0.2 * (bytes / seconds);
       ++next_seq;
-      last_collective_end = std::chrono::steady_clock::now();
-      outcome.epoch = epoch;
-      outcome.contributors = n;
-      outcome.attempts = attempt;
-      outcome.contributor_ids = std::move(ids_before);
-      return outcome;
+      return committed(epoch, member_ids(), attempt);
     }
     // The epoch's links are done for (link.h). Ask the coordinator for the next view.
     drop_link(status);
@@ -388,6 +391,7 @@ Result<Outcome> Worker::Impl::run(std::string_view op, AllReduceAlgorithm algori
     std::fprintf(stderr, "tributary[agent]: %.*s seq %llu in view %llu failed: %s; recovering\n",
                  static_cast<int>(op.size()), op.data(), static_cast<unsigned long long>(seq),
                  static_cast<unsigned long long>(epoch), status.to_string().c_str());
+    std::vector<std::uint64_t> failed_view_ids = member_ids();  // transition() replaces the view
     const Status moved = transition(held ? seq : 0, overall);
     if (!moved.is_ok()) {
       return error(moved.code(), "recovering from \"" + status.to_string() + "\": " + moved.message());
@@ -397,15 +401,10 @@ Result<Outcome> Worker::Impl::run(std::string_view op, AllReduceAlgorithm algori
         return error(StatusCode::kInternal, "the coordinator committed seq " + std::to_string(seq) +
                                                 " but this member does not hold its result");
       }
-      outcome.epoch = epoch;
-      outcome.contributors = n;
-      outcome.attempts = attempt;
-      outcome.contributor_ids = std::move(ids_before);
-      last_collective_end = std::chrono::steady_clock::now();
-      return outcome;
+      return committed(epoch, std::move(failed_view_ids), attempt);
     }
     if (!retry || !retryable(status)) return status;
-    if (!stash.empty()) std::memcpy(input.data(), stash.data(), stash.size());
+    if (!input.empty()) std::memcpy(input.data(), stash.data(), input.size());
   }
 }
 
