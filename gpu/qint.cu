@@ -222,6 +222,17 @@ __device__ __forceinline__ void write_header(const EncodeArgs& a) {
 }
 
 // One warp per bucket (buckets up to kWarpBucketMax elements), single pass.
+// Warp-wide max of a 32-bit pattern. sm_80+ has a single instruction for it; older
+// targets (a user's CMAKE_CUDA_ARCHITECTURES) fall back to a shuffle tree.
+__device__ __forceinline__ std::uint32_t warp_max_u32(std::uint32_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return __reduce_max_sync(0xffffffffu, v);
+#else
+  for (int offset = 16; offset > 0; offset >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+#endif
+}
+
 template <int kBits, int kVec>
 __global__ void __launch_bounds__(kThreads) encode_warp_kernel(EncodeArgs a) {
   write_header(a);
@@ -231,7 +242,7 @@ __global__ void __launch_bounds__(kThreads) encode_warp_kernel(EncodeArgs a) {
   for (std::uint64_t b = warp; b < a.nb; b += nwarps) {
     const std::uint64_t begin = b * a.bucket;
     const auto len = static_cast<std::uint32_t>(min(std::uint64_t{a.bucket}, a.n - begin));
-    const std::uint32_t m = __reduce_max_sync(0xffffffffu, amax_span<kVec>(a, begin, len, lane, 32));
+    const std::uint32_t m = warp_max_u32(amax_span<kVec>(a, begin, len, lane, 32));
     float scale, inv;
     scale_of(m, levels<kBits>(), scale, inv);
     if (lane == 0) publish_scale(a, b, m, scale);
@@ -241,11 +252,11 @@ __global__ void __launch_bounds__(kThreads) encode_warp_kernel(EncodeArgs a) {
 
 __device__ std::uint32_t block_max(std::uint32_t m) {
   __shared__ std::uint32_t warp_max[kThreads / 32];
-  m = __reduce_max_sync(0xffffffffu, m);
+  m = warp_max_u32(m);
   if ((threadIdx.x & 31u) == 0) warp_max[threadIdx.x >> 5] = m;
   __syncthreads();
   m = threadIdx.x < kThreads / 32 ? warp_max[threadIdx.x] : 0u;
-  if (threadIdx.x < 32) m = __reduce_max_sync(0xffffffffu, m);
+  if (threadIdx.x < 32) m = warp_max_u32(m);
   __syncthreads();
   return m;  // valid in thread 0
 }
