@@ -631,7 +631,7 @@ Result<Outcome> Worker::all_to_all(const void* send, void* recv, std::size_t cou
 }
 
 Result<Outcome> Worker::all_reduce_compressed(float* data, std::size_t count, ReduceOp op,
-                                              std::uint64_t tensor_id,
+                                              std::uint64_t tensor_id, std::uint64_t step,
                                               std::span<const TensorMatrix> matrices,
                                               std::uint64_t* wire_bytes) {
   Impl& im = *impl_;
@@ -651,7 +651,7 @@ Result<Outcome> Worker::all_reduce_compressed(float* data, std::size_t count, Re
                     ctx.plan = &im.plan;
                     ctx.state = &im.compression_state;
                     ctx.tensor_id = tensor_id;
-                    ctx.step = o.seq;  // equal on every member, a rejoiner included
+                    ctx.step = step;
                     ctx.seed = im.config.codec_seed;
                     ctx.shapes = shapes;
                     ctx.stats = &stats;

@@ -122,9 +122,12 @@ class Worker {
   // feedback kept per `tensor_id` across steps and views (docs/compression.md). Same
   // all-or-nothing guarantee as all_reduce: on an aborted attempt the residuals are
   // restored before the re-run, so no gradient mass is counted twice.
+  // `step` is the training step (the codec's RNG key and top-k's warm-up clock): it must
+  // be equal on every member, so take it from registered state that a joiner receives; a
+  // member that disagrees fails the collective with kMismatch.
   // `wire_bytes` (optional) receives this rank's bytes on the wire.
   Result<Outcome> all_reduce_compressed(float* data, std::size_t count, ReduceOp op,
-                                        std::uint64_t tensor_id,
+                                        std::uint64_t tensor_id, std::uint64_t step,
                                         std::span<const TensorMatrix> matrices = {},
                                         std::uint64_t* wire_bytes = nullptr);
 

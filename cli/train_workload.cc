@@ -196,7 +196,7 @@ Result<TrainSummary> run_training(
       // The gradient through the codec; the loss (a statistic, never compressed) apart.
       std::uint64_t wire = 0;
       outcome = w.all_reduce_compressed(buffer.data(), np, ReduceOp::kAvg, /*tensor_id=*/1,
-                                        matrices, &wire);
+                                        static_cast<std::uint64_t>(progress.step), matrices, &wire);
       if (outcome) {
         outcome = w.all_reduce(&buffer[np], &buffer[np], 1, DType::kFloat32, ReduceOp::kAvg);
         raw_bytes += static_cast<double>(np * sizeof(float));

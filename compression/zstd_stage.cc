@@ -2,6 +2,7 @@
 // flags bit 0 = body is a zstd frame (else the inner payload stored as-is)}, then body.
 #include "compression/zstd_stage.h"
 
+#include <memory>
 #include <vector>
 
 #include <zstd.h>
@@ -9,6 +10,30 @@
 #include "compression/wire.h"
 
 namespace tributary::compression {
+namespace {
+
+// One compression and one decompression context per thread, freed when the thread exits
+// (a bare thread_local pointer leaked a context, ~1.3 MiB at level 3, per exiting thread:
+// each agent connection and collective thread that ever encoded).
+struct CCtxFree {
+  void operator()(ZSTD_CCtx* c) const { ZSTD_freeCCtx(c); }
+};
+struct DCtxFree {
+  void operator()(ZSTD_DCtx* c) const { ZSTD_freeDCtx(c); }
+};
+
+ZSTD_CCtx* thread_cctx() {
+  thread_local const std::unique_ptr<ZSTD_CCtx, CCtxFree> cctx(ZSTD_createCCtx());
+  return cctx.get();
+}
+
+ZSTD_DCtx* thread_dctx() {
+  thread_local const std::unique_ptr<ZSTD_DCtx, DCtxFree> dctx(ZSTD_createDCtx());
+  return dctx.get();
+}
+
+}  // namespace
+
 namespace wire {
 namespace {
 
@@ -48,7 +73,8 @@ class ZstdStage final : public Codec {
     inner.resize(inner_->max_encoded_bytes(count));
     auto n = inner_->encode(x, DType::kFloat32, count, inner, o);
     if (!n) return n.status();
-    thread_local ZSTD_CCtx* cctx = ZSTD_createCCtx();  // one per thread, lives with it
+    ZSTD_CCtx* cctx = thread_cctx();
+    if (cctx == nullptr) return error(StatusCode::kInternal, "zstd: cannot allocate a compression context");
     // Capacity = the size that would just pay: zstd fails with dstSize_tooSmall when it
     // cannot beat it, and the stage stores the inner payload instead.
     const std::size_t limit =
@@ -88,7 +114,8 @@ Status decode_zstd(const PayloadHeader& h, std::span<const std::byte> p, float* 
     const unsigned long long declared = ZSTD_getFrameContentSize(body.data(), body.size());
     if (declared != inner_bytes) return bad_frame(h.codec, "zstd frame size does not match the header");
     inner.resize(inner_bytes);
-    thread_local ZSTD_DCtx* dctx = ZSTD_createDCtx();
+    ZSTD_DCtx* dctx = thread_dctx();
+    if (dctx == nullptr) return error(StatusCode::kInternal, "zstd: cannot allocate a decompression context");
     const std::size_t z = ZSTD_decompressDCtx(dctx, inner.data(), inner.size(), body.data(), body.size());
     if (ZSTD_isError(z)) return bad_frame(h.codec, std::string("zstd: ") + ZSTD_getErrorName(z));
     if (z != inner_bytes) return bad_frame(h.codec, "zstd frame decompressed to the wrong size");

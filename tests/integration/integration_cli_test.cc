@@ -47,6 +47,24 @@ TEST(Demo, TrainsAndPrintsASummaryWithAccuracy) {
   EXPECT_NE(r.out.find("coordinator + 3 worker processes"), std::string::npos) << r.dump;
 }
 
+// The compressed path end to end: Worker::all_reduce_compressed between real processes,
+// top-k with error feedback and a short warm-up. The workers must still learn, agree to the
+// bit, and put far fewer bytes on the wire than float32 would.
+TEST(Demo, TrainsThroughTopKCompression) {
+  const Ran r = run({"demo", "--workers", "3", "--epochs", "3", "--codec", "topk:density=0.01,warmup=10",
+                     "--timeout-s", "240"},
+                    seconds(300));
+  ASSERT_EQ(r.code, 0) << r.dump;
+  std::smatch m;
+  const std::regex summary(
+      R"(summary: (\d+) steps in [0-9.]+ s, final loss [0-9.]+, test accuracy ([0-9.]+)%, 3 workers.*wire ratio ([0-9.]+)x)");
+  ASSERT_TRUE(std::regex_search(r.out, m, summary)) << r.dump;
+  EXPECT_GT(std::stod(m[2]), 50.0) << r.dump;
+  // 30 warm-up steps at 25%, 6.25% and 1.56%, the rest at 1%: well above 5x overall.
+  EXPECT_GT(std::stod(m[3]), 5.0) << r.dump;
+  EXPECT_NE(r.out.find("hold bitwise-identical parameters"), std::string::npos) << r.dump;
+}
+
 struct BadInvocation {
   std::string name;
   std::vector<std::string> args;
