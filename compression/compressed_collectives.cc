@@ -45,6 +45,10 @@ constexpr std::uint32_t kStage1 = 1;       // reduce-scatter payloads (to the ow
 constexpr std::uint32_t kStage2 = 2;       // all-gather payloads (from the owner)
 constexpr std::uint32_t kStageSparse = 3;  // top-k all-gather payloads
 constexpr std::size_t kMaxPieces = std::size_t{1} << 28;
+// Top-k selects and ships each run of this many elements on its own (the last may be
+// shorter): the pieces pipeline selection, wire and summation, and each is summed while
+// cache-resident. Part of the semantics (which elements are sent), so a constant.
+constexpr std::size_t kSparsePieceElements = std::size_t{1} << 20;
 
 // slot = stage (3 bits) | piece (28 bits) | 0 size word / 1 payload.
 Tag make_tag(std::uint64_t seq, std::uint32_t check, std::uint32_t stage, std::size_t piece,
@@ -351,15 +355,33 @@ Status sparse_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op
   const int r = link.rank();
   const auto un = static_cast<std::size_t>(n);
   const Range all{0, count};
-  const std::size_t per_piece = kMaxPayloadElements;
+  const std::size_t per_piece = kSparsePieceElements;
   const std::size_t pieces = num_pieces(all, per_piece);
   const std::uint64_t key = ErrorFeedback::key(ctx.tensor_id, CompressionState::kStageWorker);
   std::span<float> residual, momentum;
   if (plan.error_feedback) residual = ctx.state->worker().residual(key, count);
   if (codec.wants_momentum()) momentum = ctx.state->worker().momentum(key, count);
+  // The dense switch depends only on (plan, step, n), so every rank takes the same branch.
+  const bool dense = topk_density_at(plan.codec_config, ctx.step) * n > plan.dense_threshold;
 
   CompressionState::Scratch local;
   CompressionState::Scratch& sc = ctx.state ? ctx.state->scratch() : local;
+  Exchange ex(link, options.seq, check, options.deadline, ctx.stats);
+  std::vector<std::vector<Exchange::Incoming>> in(un);
+  if (!dense) {
+    // Size-word receives for every (peer, piece) first, so nothing arrives unexpected.
+    for (int i = 0; i < n; ++i) {
+      if (i == r) continue;
+      auto& v = in[static_cast<std::size_t>(i)];
+      v.resize(pieces);
+      for (std::size_t p = 0; p < pieces; ++p) {
+        v[p].peer = i, v[p].stage = kStageSparse, v[p].piece = p, v[p].bytes = &sc.next_bytes();
+        ex.post(v[p]);
+      }
+    }
+  }
+  // Each piece goes out as soon as it is encoded: the wire carries piece p while piece
+  // p + 1 is being selected (the sockets take it without waiting for a progress call).
   std::vector<std::vector<std::byte>*> own(pieces);
   for (std::size_t p = 0; p < pieces; ++p) {
     const Range piece = piece_of(all, per_piece, p);
@@ -377,16 +399,14 @@ Status sparse_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op
     if (!residual.empty()) eo.residual = residual.subspan(piece.begin, piece.count);
     if (!momentum.empty()) eo.momentum = momentum.subspan(piece.begin, piece.count);
     Result<std::size_t> bytes = codec.encode(data + piece.begin, DType::kFloat32, piece.count, *own[p], eo);
-    if (!bytes.is_ok()) {
-      link.abort(bytes.status());
-      return bytes.status();
-    }
+    if (!bytes.is_ok()) return ex.fail(bytes.status());
     own[p]->resize(*bytes);
+    if (!dense) {
+      for (int k = 1; k < n; ++k) TRIB_RETURN_IF_ERROR(ex.send((r + k) % n, kStageSparse, p, *own[p]));
+    }
   }
   if (ctx.stats) ctx.stats->quantizations = 1;
 
-  // The dense switch depends only on (plan, step, n), so every rank takes the same branch.
-  const bool dense = topk_density_at(plan.codec_config, ctx.step) * n > plan.dense_threshold;
   if (dense) {
     // Densify our own payload in scratch (data is still the input on error), then sum.
     sc.result.resize(count);
@@ -394,10 +414,7 @@ Status sparse_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op
     for (std::size_t p = 0; p < pieces; ++p) {
       const Range piece = piece_of(all, per_piece, p);
       Status s = codec.decode(*own[p], out + piece.begin, piece.count);
-      if (!s.is_ok()) {
-        link.abort(s);
-        return s;
-      }
+      if (!s.is_ok()) return ex.fail(std::move(s));
     }
     CollectiveOptions o = options;
     o.seq = sub_seq(options.seq, 2);
@@ -410,50 +427,30 @@ Status sparse_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op
     return Status::ok();
   }
 
-  Exchange ex(link, options.seq, check, options.deadline, ctx.stats);
-  std::vector<std::vector<Exchange::Incoming>> in(un);
-  for (int i = 0; i < n; ++i) {
-    if (i == r) continue;
-    auto& v = in[static_cast<std::size_t>(i)];
-    v.resize(pieces);
-    for (std::size_t p = 0; p < pieces; ++p) {
-      v[p].peer = i, v[p].stage = kStageSparse, v[p].piece = p, v[p].bytes = &sc.next_bytes();
-      ex.post(v[p]);
+  // Piece by piece, as the pieces arrive: sum in rank order 0..n-1 into `data` (fully
+  // written by the first decode: a top-k decode writes every element), own contribution
+  // from its own bytes, so every rank does the same float operations in the same order;
+  // then average the piece while it is still in cache. Our own encode of every piece
+  // precedes the first write into `data`.
+  for (std::size_t p = 0; p < pieces; ++p) {
+    const Range piece = piece_of(all, per_piece, p);
+    for (int i = 0; i < n; ++i) {
+      if (i != r) TRIB_RETURN_IF_ERROR(ex.start_payload(in[static_cast<std::size_t>(i)][p], codec.max_encoded_bytes(piece.count)));
     }
-  }
-  for (int k = 1; k < n; ++k) {
-    for (std::size_t p = 0; p < pieces; ++p) TRIB_RETURN_IF_ERROR(ex.send((r + k) % n, kStageSparse, p, *own[p]));
-  }
-  for (int i = 0; i < n; ++i) {
-    if (i == r) continue;
-    for (std::size_t p = 0; p < pieces; ++p) {
-      const Range piece = piece_of(all, per_piece, p);
-      TRIB_RETURN_IF_ERROR(ex.start_payload(in[static_cast<std::size_t>(i)][p],
-                                            codec.max_encoded_bytes(piece.count)));
+    for (int i = 0; i < n; ++i) {
+      if (i != r) TRIB_RETURN_IF_ERROR(ex.finish_payload(in[static_cast<std::size_t>(i)][p]));
     }
-  }
-  for (int i = 0; i < n; ++i) {
-    if (i == r) continue;
-    for (auto& m : in[static_cast<std::size_t>(i)]) TRIB_RETURN_IF_ERROR(ex.finish_payload(m));
-  }
-  TRIB_RETURN_IF_ERROR(ex.drain());
-  // Sum in rank order 0..n-1 into `data` (fully written by the first decode: a top-k
-  // decode writes every element), own contribution from its own bytes: the same float
-  // operations in the same order on every rank.
-  float* const out = data;
-  for (int i = 0; i < n; ++i) {
-    const auto ui = static_cast<std::size_t>(i);
-    for (std::size_t p = 0; p < pieces; ++p) {
-      const Range piece = piece_of(all, per_piece, p);
+    for (int i = 0; i < n; ++i) {
+      const auto ui = static_cast<std::size_t>(i);
       const std::span<const std::byte> payload =
           i == r ? std::span<const std::byte>(*own[p]) : std::span<const std::byte>(*in[ui][p].bytes);
-      Status s = i == 0 ? codec.decode(payload, out + piece.begin, piece.count)
-                        : codec.decode_accumulate(payload, out + piece.begin, piece.count);
+      Status s = i == 0 ? codec.decode(payload, data + piece.begin, piece.count)
+                        : codec.decode_accumulate(payload, data + piece.begin, piece.count);
       if (!s.is_ok()) return ex.fail(std::move(s));
     }
+    finish_op(data + piece.begin, piece.count, op, n);
   }
-  finish_op(out, count, op, n);
-  return Status::ok();
+  return ex.drain();
 }
 
 // ---- kPowerSgd ------------------------------------------------------------------------------

@@ -183,6 +183,36 @@ TEST(CompressedAllReduce, SignAndSparseSweepAgreeAcrossRanks) {
   }
 }
 
+// Top-k ships a large tensor in pieces of 2^20 elements (selected, sent and summed one at
+// a time): with every element kept (density 1) the result is the average to bf16
+// precision in every piece, the ragged last one included, on every rank alike.
+TEST(CompressedAllReduce, TopKLargeTensorsGoInPiecesAndStillAverageExactly) {
+  const int n = 3;
+  const std::size_t count = (std::size_t{1} << 21) + 12345;
+  const auto in = inputs_for(n, count, 17);
+  for (const char* spec : {"topk:density=1,dense_at=100", "topk:density=0.01"}) {
+    SCOPED_TRACE(spec);
+    const CompressionPlan plan = must_plan(spec);
+    std::vector<CompressionState> states(n);
+    const GroupRun g = run_group(plan, states, in, ReduceOp::kAvg, 0);
+    for (const Status& st : g.status) ASSERT_TRUE(st.is_ok()) << st.to_string();
+    for (int r = 1; r < n; ++r) ASSERT_TRUE(same_bits(g.out[0], g.out[static_cast<std::size_t>(r)]));
+    if (std::string(spec).find("density=1,") == std::string::npos) {
+      // About 1% of each rank's elements from each piece, 3-4 bytes apiece, to 2 peers.
+      const double per_rank = static_cast<double>(g.stats[0].wire_bytes_sent);
+      EXPECT_GT(per_rank, 2 * 0.0066 * count * 3);
+      EXPECT_LT(per_rank, 2 * 0.015 * count * 4.5);
+      continue;
+    }
+    const auto want = exact(in, ReduceOp::kAvg);
+    double amax_in = 0, amax_sum = 0;
+    for (const auto& v : in) for (float x : v) amax_in = std::max(amax_in, double{std::fabs(x)});
+    for (double x : want) amax_sum = std::max(amax_sum, std::fabs(x) * n);
+    const double bound = error_bound("topk", n, amax_in, amax_sum, ReduceOp::kAvg);
+    for (std::size_t i = 0; i < count; ++i) ASSERT_NEAR(g.out[0][i], want[i], bound) << "element " << i;
+  }
+}
+
 TEST(CompressedAllReduce, QuantizedWireIsAQuarterOfARing) {
   const int n = 4;
   const std::size_t count = 1 << 16;
@@ -603,6 +633,38 @@ TEST(ResidualPolicy, AbortedAttemptRestoresAndRerunMatchesACleanRun) {
         EXPECT_TRUE(same_bits(clean[ur].snapshot(7).owner.residual, faulty[ur].snapshot(7).owner.residual));
       }
     }
+  }
+}
+
+// A rank that dies after its first piece went out (top-k pieces go out as they are
+// encoded) leaves every rank that failed with the residual it had before the call.
+TEST(ResidualPolicy, TopKDyingBetweenPiecesRestoresTheResidual) {
+  const int n = 3;
+  const std::size_t count = (std::size_t{1} << 21) + 99;
+  const CompressionPlan plan = must_plan("topk:density=0.01");
+  std::vector<CompressionState> states(n);
+  (void)run_group(plan, states, inputs_for(n, count, 60), ReduceOp::kAvg, 0);
+  std::vector<CompressionState::Snapshot> before;
+  for (auto& s : states) before.push_back(s.snapshot(7));
+  MemoryFabric fabric(n);
+  std::vector<std::vector<float>> data = inputs_for(n, count, 61);
+  // Piece 0 to both peers is 4 sends (size word + payload each); the 7th send dies.
+  const auto st = run_ranks(n, [&](int r) {
+    DyingLink dying(fabric, r, 6);
+    Link& link = r == 1 ? static_cast<Link&>(dying) : fabric.link(r);
+    CompressionContext ctx;
+    ctx.plan = &plan;
+    ctx.state = &states[static_cast<std::size_t>(r)];
+    ctx.tensor_id = 7;
+    ctx.step = 1;
+    ctx.seed = 99;
+    return compressed_all_reduce(link, data[static_cast<std::size_t>(r)].data(), count, ReduceOp::kAvg,
+                                 ctx, opts(2, 256 * 1024, std::chrono::milliseconds(2000)));
+  });
+  for (int r = 0; r < n; ++r) {
+    const auto ur = static_cast<std::size_t>(r);
+    ASSERT_FALSE(st[ur].is_ok()) << "rank " << r << " finished although rank 1 died mid-way";
+    EXPECT_TRUE(same_bits(states[ur].snapshot(7).worker.residual, before[ur].worker.residual)) << "rank " << r;
   }
 }
 
