@@ -167,6 +167,33 @@ class Exchange {
   CompressionStats* stats_;
 };
 
+std::uint64_t stream_of(std::uint64_t tensor, std::uint32_t stage) {
+  return ErrorFeedback::key(tensor, stage);
+}
+
+// A stage's encode of the piece starting at `element_offset`: the counter RNG is keyed by
+// (seed, tensor and stage, step, rank), the same on a re-run.
+EncodeOptions encode_options(const CompressionContext& ctx, std::uint32_t stage, int rank,
+                             std::size_t element_offset) {
+  EncodeOptions eo;
+  eo.seed = ctx.seed;
+  eo.stream = stream_of(ctx.tensor_id, stage);
+  eo.step = ctx.step;
+  eo.rank = static_cast<std::uint32_t>(rank);
+  eo.element_offset = element_offset;
+  return eo;
+}
+
+// Posts the size-word receives of `peer`'s pieces 0..pieces-1 of `stage` into `in`.
+void post_pieces(Exchange& ex, CompressionState::Scratch& sc, int peer, std::uint32_t stage,
+                 std::size_t pieces, std::vector<Exchange::Incoming>& in) {
+  in.resize(pieces);
+  for (std::size_t p = 0; p < pieces; ++p) {
+    in[p].peer = peer, in[p].stage = stage, in[p].piece = p, in[p].bytes = &sc.next_bytes();
+    ex.post(in[p]);
+  }
+}
+
 // kAvg: divide by n at the end (the same operation on the same bits on every rank).
 void finish_op(float* out, std::size_t count, ReduceOp op, int n) {
   if (op != ReduceOp::kAvg || n == 1) return;
@@ -177,10 +204,6 @@ void finish_op(float* out, std::size_t count, ReduceOp op, int n) {
 std::uint64_t ring_bytes(std::size_t count, int n) {
   return n <= 1 ? 0 : 2 * static_cast<std::uint64_t>(n - 1) * count * sizeof(float) /
                           static_cast<std::uint64_t>(n);
-}
-
-std::uint64_t stream_of(std::uint64_t tensor, std::uint32_t stage) {
-  return ErrorFeedback::key(tensor, stage);
 }
 
 // ---- kDense ------------------------------------------------------------------------------
@@ -228,18 +251,9 @@ Status quantized_all_reduce(Link& link, float* data, std::size_t count, ReduceOp
   std::vector<std::vector<Exchange::Incoming>> in1(un), in2(un);
   for (int i = 0; i < n; ++i) {
     if (i == r) continue;
-    auto& v1 = in1[static_cast<std::size_t>(i)];
-    v1.resize(my_pieces);
-    for (std::size_t p = 0; p < my_pieces; ++p) {
-      v1[p].peer = i, v1[p].stage = kStage1, v1[p].piece = p, v1[p].bytes = &sc.next_bytes();
-      ex.post(v1[p]);
-    }
-    auto& v2 = in2[static_cast<std::size_t>(i)];
-    v2.resize(num_pieces(slice[static_cast<std::size_t>(i)], per_piece));
-    for (std::size_t p = 0; p < v2.size(); ++p) {
-      v2[p].peer = i, v2[p].stage = kStage2, v2[p].piece = p, v2[p].bytes = &sc.next_bytes();
-      ex.post(v2[p]);
-    }
+    const auto ui = static_cast<std::size_t>(i);
+    post_pieces(ex, sc, i, kStage1, my_pieces, in1[ui]);
+    post_pieces(ex, sc, i, kStage2, num_pieces(slice[ui], per_piece), in2[ui]);
   }
 
   // Stage-2 residual first: one left from another slice ownership is folded into the
@@ -252,12 +266,7 @@ Status quantized_all_reduce(Link& link, float* data, std::size_t count, ReduceOp
   auto encode = [&](const float* src, Range piece, std::span<float> residual, std::uint32_t stage,
                     std::vector<std::byte>& out) -> Status {
     out.resize(codec.max_encoded_bytes(piece.count));
-    EncodeOptions eo;
-    eo.seed = ctx.seed;
-    eo.stream = stream_of(ctx.tensor_id, stage);
-    eo.step = ctx.step;
-    eo.rank = static_cast<std::uint32_t>(r);
-    eo.element_offset = piece.begin;
+    EncodeOptions eo = encode_options(ctx, stage, r, piece.begin);
     eo.residual = residual;
     Result<std::size_t> bytes = codec.encode(src, DType::kFloat32, piece.count, out, eo);
     if (!bytes.is_ok()) return bytes.status();
@@ -371,13 +380,7 @@ Status sparse_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op
   if (!dense) {
     // Size-word receives for every (peer, piece) first, so nothing arrives unexpected.
     for (int i = 0; i < n; ++i) {
-      if (i == r) continue;
-      auto& v = in[static_cast<std::size_t>(i)];
-      v.resize(pieces);
-      for (std::size_t p = 0; p < pieces; ++p) {
-        v[p].peer = i, v[p].stage = kStageSparse, v[p].piece = p, v[p].bytes = &sc.next_bytes();
-        ex.post(v[p]);
-      }
+      if (i != r) post_pieces(ex, sc, i, kStageSparse, pieces, in[static_cast<std::size_t>(i)]);
     }
   }
   // Each piece goes out as soon as it is encoded: the wire carries piece p while piece
@@ -387,12 +390,7 @@ Status sparse_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op
     const Range piece = piece_of(all, per_piece, p);
     own[p] = &sc.next_bytes();
     own[p]->resize(codec.max_encoded_bytes(piece.count));
-    EncodeOptions eo;
-    eo.seed = ctx.seed;
-    eo.stream = stream_of(ctx.tensor_id, CompressionState::kStageWorker);
-    eo.step = ctx.step;
-    eo.rank = static_cast<std::uint32_t>(r);
-    eo.element_offset = piece.begin;
+    EncodeOptions eo = encode_options(ctx, CompressionState::kStageWorker, r, piece.begin);
     if (!residual.empty() || !momentum.empty()) {
       ctx.state->save_worker(piece.begin, piece.count, !momentum.empty());
     }

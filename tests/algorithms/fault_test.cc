@@ -14,39 +14,18 @@
 #include "algorithms/collectives.h"
 #include "algorithms/memory_link.h"
 #include "test_values.h"
+#include "tests/support/dying_link.h"
 #include "tests/support/rank_threads.h"
 
 namespace tributary {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using testing::DyingLink;
 
 constexpr AllReduceAlgorithm kAlgorithms[] = {
     AllReduceAlgorithm::kRing, AllReduceAlgorithm::kTree, AllReduceAlgorithm::kDoubleTree,
     AllReduceAlgorithm::kHalvingDoubling, AllReduceAlgorithm::kDirect};
-
-// Kills its own rank in the fabric on the (allowed + 1)-th send: a process dying in the
-// middle of a collective, after some of its messages went out.
-class DyingLink final : public Link {
- public:
-  DyingLink(MemoryFabric& fabric, int rank, int allowed_sends)
-      : fabric_(fabric), inner_(fabric.link(rank)), allowed_(allowed_sends) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  Handle send(int peer, Tag tag, std::span<const std::byte> data) override {
-    if (sent_++ == allowed_) fabric_.kill(inner_.rank());
-    return inner_.send(peer, tag, data);
-  }
-  Handle recv(int peer, Tag tag, std::span<std::byte> data) override { return inner_.recv(peer, tag, data); }
-  Status wait(Handle h, Deadline d) override { return inner_.wait(h, d); }
-  void abort(const Status& reason) override { inner_.abort(reason); }
-
- private:
-  MemoryFabric& fabric_;
-  Link& inner_;
-  int allowed_;
-  int sent_ = 0;
-};
 
 std::string name_of(const ::testing::TestParamInfo<AllReduceAlgorithm>& info) {
   return std::string(to_string(info.param));

@@ -19,9 +19,14 @@
 
 #include "algorithms/memory_link.h"
 #include "algorithms/partition.h"
+#include "tests/support/dying_link.h"
+#include "tests/support/rank_threads.h"
 
 namespace tributary::compression {
 namespace {
+
+using tributary::testing::DyingLink;
+using tributary::testing::run_ranks;
 
 std::vector<float> gaussian(std::size_t n, std::uint32_t seed, float sigma = 1.0f) {
   std::mt19937 gen(seed);
@@ -37,14 +42,6 @@ CompressionPlan must_plan(const std::string& spec) {
   return p.is_ok() ? std::move(p).value() : CompressionPlan{};
 }
 
-std::vector<Status> run_ranks(int n, const std::function<Status(int)>& body) {
-  std::vector<Status> out(static_cast<std::size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { out[static_cast<std::size_t>(r)] = body(r); });
-  for (auto& t : threads) t.join();
-  return out;
-}
-
 CollectiveOptions opts(std::uint64_t seq, std::size_t chunk_bytes = 256 * 1024,
                        std::chrono::milliseconds deadline = std::chrono::seconds(20)) {
   CollectiveOptions o;
@@ -52,6 +49,19 @@ CollectiveOptions opts(std::uint64_t seq, std::size_t chunk_bytes = 256 * 1024,
   o.chunk_bytes = chunk_bytes;
   o.deadline = Deadline::after(deadline);
   return o;
+}
+
+// The context every test collective uses: tensor `tensor`, codec seed 99.
+CompressionContext context(const CompressionPlan& plan, CompressionState& state, std::uint64_t step,
+                           std::span<const MatrixShape> shapes = {}, std::uint64_t tensor = 7) {
+  CompressionContext ctx;
+  ctx.plan = &plan;
+  ctx.state = &state;
+  ctx.tensor_id = tensor;
+  ctx.step = step;
+  ctx.seed = 99;
+  ctx.shapes = shapes;
+  return ctx;
 }
 
 // One collective over a fresh fabric of n ranks. inputs[r] is rank r's tensor; returns
@@ -72,13 +82,7 @@ GroupRun run_group(const CompressionPlan& plan, std::vector<CompressionState>& s
   g.stats.resize(inputs.size());
   g.status = run_ranks(n, [&](int r) {
     const auto ur = static_cast<std::size_t>(r);
-    CompressionContext ctx;
-    ctx.plan = &plan;
-    ctx.state = &states[ur];
-    ctx.tensor_id = tensor;
-    ctx.step = step;
-    ctx.seed = 99;
-    ctx.shapes = shapes;
+    CompressionContext ctx = context(plan, states[ur], step, shapes, tensor);
     ctx.stats = &g.stats[ur];
     return compressed_all_reduce(fabric.link(r), g.out[ur].data(), g.out[ur].size(), op, ctx,
                                  opts(step + 1, chunk_bytes));
@@ -543,29 +547,6 @@ TEST(ResidualPolicy, RejoinDropsEverything) {
   EXPECT_FALSE(s.snapshot(9).powersgd.has_value());
 }
 
-// Kills its own rank in the fabric on the (allowed + 1)-th send: a process dying in the
-// middle of a collective.
-class DyingLink final : public Link {
- public:
-  DyingLink(MemoryFabric& fabric, int rank, int allowed_sends)
-      : fabric_(fabric), inner_(fabric.link(rank)), allowed_(allowed_sends) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  Handle send(int peer, Tag tag, std::span<const std::byte> data) override {
-    if (sent_++ == allowed_) fabric_.kill(inner_.rank());
-    return inner_.send(peer, tag, data);
-  }
-  Handle recv(int peer, Tag tag, std::span<std::byte> data) override { return inner_.recv(peer, tag, data); }
-  Status wait(Handle h, Deadline d) override { return inner_.wait(h, d); }
-  void abort(const Status& reason) override { inner_.abort(reason); }
-
- private:
-  MemoryFabric& fabric_;
-  Link& inner_;
-  int allowed_;
-  int sent_ = 0;
-};
-
 // An attempt that dies part-way leaves the residuals as they were, so re-running it
 // in the next epoch gives exactly what a clean first attempt gives: nothing counted twice.
 TEST(ResidualPolicy, AbortedAttemptRestoresAndRerunMatchesACleanRun) {
@@ -592,15 +573,8 @@ TEST(ResidualPolicy, AbortedAttemptRestoresAndRerunMatchesACleanRun) {
         const auto st = run_ranks(n, [&](int r) {
           DyingLink dying(fabric, r, allowed);
           Link& link = r == 2 ? static_cast<Link&>(dying) : fabric.link(r);
-          CompressionContext ctx;
-          ctx.plan = &plan;
-          ctx.state = &faulty[static_cast<std::size_t>(r)];
-          ctx.tensor_id = 7;
-          ctx.step = 1;
-          ctx.seed = 99;
-          ctx.shapes = shapes;
           return compressed_all_reduce(link, data[static_cast<std::size_t>(r)].data(), count,
-                                       ReduceOp::kAvg, ctx, opts(2, 512, std::chrono::milliseconds(700)));
+                                       ReduceOp::kAvg, context(plan, faulty[static_cast<std::size_t>(r)], 1, shapes), opts(2, 512, std::chrono::milliseconds(700)));
         });
         int failed = 0;
         for (int r = 0; r < n; ++r) {
@@ -652,14 +626,8 @@ TEST(ResidualPolicy, TopKDyingBetweenPiecesRestoresTheResidual) {
   const auto st = run_ranks(n, [&](int r) {
     DyingLink dying(fabric, r, 6);
     Link& link = r == 1 ? static_cast<Link&>(dying) : fabric.link(r);
-    CompressionContext ctx;
-    ctx.plan = &plan;
-    ctx.state = &states[static_cast<std::size_t>(r)];
-    ctx.tensor_id = 7;
-    ctx.step = 1;
-    ctx.seed = 99;
     return compressed_all_reduce(link, data[static_cast<std::size_t>(r)].data(), count, ReduceOp::kAvg,
-                                 ctx, opts(2, 256 * 1024, std::chrono::milliseconds(2000)));
+                                 context(plan, states[static_cast<std::size_t>(r)], 1), opts(2, 256 * 1024, std::chrono::milliseconds(2000)));
   });
   for (int r = 0; r < n; ++r) {
     const auto ur = static_cast<std::size_t>(r);
