@@ -60,14 +60,6 @@ class CastCodec final : public Codec {
   std::size_t max_encoded_bytes(std::size_t count) const override {
     return kHeaderBytes + count * elem_bytes(id_);
   }
-  Status decode(std::span<const std::byte> payload, float* out,
-                std::size_t count) const override {
-    return decode_as(id_, payload, out, count, false);
-  }
-  Status decode_accumulate(std::span<const std::byte> payload, float* accum,
-                           std::size_t count) const override {
-    return decode_as(id_, payload, accum, count, true);
-  }
 
  protected:
   Result<std::size_t> encode_f32(const float* x, std::size_t count, std::span<std::byte> out,

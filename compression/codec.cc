@@ -110,6 +110,15 @@ Status decode_accumulate_payload(std::span<const std::byte> payload, float* accu
   return dispatch(payload, accum, count, true);
 }
 
+Status Codec::decode(std::span<const std::byte> payload, float* out, std::size_t count) const {
+  return wire::decode_as(id(), payload, out, count, false);
+}
+
+Status Codec::decode_accumulate(std::span<const std::byte> payload, float* accum,
+                                std::size_t count) const {
+  return wire::decode_as(id(), payload, accum, count, true);
+}
+
 Result<std::size_t> Codec::encode(const void* data, DType dtype, std::size_t count,
                                   std::span<std::byte> out, const EncodeOptions& options) const {
   if (dtype != DType::kFloat32 && dtype != DType::kFloat16 && dtype != DType::kBFloat16) {

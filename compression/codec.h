@@ -117,12 +117,12 @@ class Codec {
   // out[i] = decoded value, i < count. The payload must be this codec's id and hold
   // exactly `count` elements; its parameters (bucket size, index format, ...) are read
   // from the payload, so any instance of the codec decodes any payload of that codec.
-  virtual Status decode(std::span<const std::byte> payload, float* out,
-                        std::size_t count) const = 0;
+  // (A payload of another codec id is kBadFrame.)
+  Status decode(std::span<const std::byte> payload, float* out, std::size_t count) const;
 
   // accum[i] += decoded value, fused (one pass; top-k touches only its indices).
-  virtual Status decode_accumulate(std::span<const std::byte> payload, float* accum,
-                                   std::size_t count) const = 0;
+  Status decode_accumulate(std::span<const std::byte> payload, float* accum,
+                           std::size_t count) const;
 
   // True when the codec is biased or lossy enough that it should run with error feedback
   // (top-k, sign); the caller decides and passes EncodeOptions::residual.

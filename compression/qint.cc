@@ -148,14 +148,6 @@ class QIntCodec final : public Codec {
   std::size_t max_encoded_bytes(std::size_t count) const override {
     return kHeaderBytes + 4 * ceil_div(count, bucket_) + (bits_ == 8 ? count : ceil_div(count, 2));
   }
-  Status decode(std::span<const std::byte> payload, float* out,
-                std::size_t count) const override {
-    return decode_as(id(), payload, out, count, false);
-  }
-  Status decode_accumulate(std::span<const std::byte> payload, float* accum,
-                           std::size_t count) const override {
-    return decode_as(id(), payload, accum, count, true);
-  }
 
  protected:
   Result<std::size_t> encode_f32(const float* x, std::size_t count, std::span<std::byte> out,

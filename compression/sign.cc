@@ -83,14 +83,6 @@ class SignCodec final : public Codec {
     return kHeaderBytes + 4 * ceil_div(count, bucket_) + ceil_div(count, 8);
   }
   bool wants_error_feedback() const override { return true; }
-  Status decode(std::span<const std::byte> payload, float* out,
-                std::size_t count) const override {
-    return decode_as(id(), payload, out, count, false);
-  }
-  Status decode_accumulate(std::span<const std::byte> payload, float* accum,
-                           std::size_t count) const override {
-    return decode_as(id(), payload, accum, count, true);
-  }
 
  protected:
   Result<std::size_t> encode_f32(const float* x, std::size_t count, std::span<std::byte> out,

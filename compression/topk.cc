@@ -153,14 +153,6 @@ class TopKCodec final : public Codec {
   }
   bool wants_error_feedback() const override { return true; }
   bool wants_momentum() const override { return config_.momentum > 0.0f; }
-  Status decode(std::span<const std::byte> payload, float* out,
-                std::size_t count) const override {
-    return decode_as(id(), payload, out, count, false);
-  }
-  Status decode_accumulate(std::span<const std::byte> payload, float* accum,
-                           std::size_t count) const override {
-    return decode_as(id(), payload, accum, count, true);
-  }
 
  protected:
   static std::size_t target_k(std::size_t count, double density) {

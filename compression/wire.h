@@ -87,7 +87,7 @@ std::unique_ptr<Codec> make_qint_codec(const CodecConfig& config);
 std::unique_ptr<Codec> make_topk_codec(const CodecConfig& config);
 std::unique_ptr<Codec> make_sign_codec(const CodecConfig& config);
 
-// Helper for codec classes: decode through the dispatcher, requiring this codec's id.
+// Codec::decode(_accumulate): decode through the dispatcher, requiring codec `id`.
 Status decode_as(CodecId id, std::span<const std::byte> payload, float* out,
                  std::size_t count, bool accumulate);
 

@@ -57,14 +57,6 @@ class ZstdStage final : public Codec {
   }
   bool wants_error_feedback() const override { return inner_->wants_error_feedback(); }
   bool wants_momentum() const override { return inner_->wants_momentum(); }
-  Status decode(std::span<const std::byte> payload, float* out,
-                std::size_t count) const override {
-    return decode_as(id(), payload, out, count, false);
-  }
-  Status decode_accumulate(std::span<const std::byte> payload, float* accum,
-                           std::size_t count) const override {
-    return decode_as(id(), payload, accum, count, true);
-  }
 
  protected:
   Result<std::size_t> encode_f32(const float* x, std::size_t count, std::span<std::byte> out,
