@@ -82,12 +82,15 @@ class FaultToleranceTest : public ::testing::Test {
     for (const auto& st : results) EXPECT_TRUE(st.is_ok()) << st.to_string();
     return clients;
   }
-  // Every client sends Ready for its current view; returns the Go each got.
+  // Every client sends Ready for its current view; returns the Go each got. A client that
+  // leaves epoch `previous` first waits for a view after it: a Ready for the old view
+  // would only repeat that view's Go.
   std::vector<Result<Go>> ready_all(std::vector<CoordinatorClient*> clients, std::uint64_t committed = 0,
                                     membership::Epoch previous = 0) {
     std::vector<Result<Go>> gos(clients.size(), Result<Go>(error(StatusCode::kInternal, "not run")));
     testing::run_ranks(static_cast<int>(clients.size()), [&](int r) -> Status {
       auto* c = clients[static_cast<std::size_t>(r)];
+      if (previous != 0) TRIB_RETURN_IF_ERROR(c->wait_for_view(previous + 1, soon()).status());
       for (;;) {
         const View v = c->view();
         auto go = c->ready({v.epoch, previous, committed, 0}, soon());
