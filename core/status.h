@@ -84,3 +84,14 @@ class [[nodiscard]] Result {
     ::tributary::Status trib_status_ = (expr);      \
     if (!trib_status_.is_ok()) return trib_status_; \
   } while (0)
+
+// Declares `lhs` from a Result<T> expression, or returns its Status from the enclosing
+// function when it failed:  TRIB_ASSIGN_OR_RETURN(auto link, endpoint.connect(...));
+#define TRIB_ASSIGN_OR_RETURN(lhs, expr) \
+  TRIB_ASSIGN_OR_RETURN_IMPL_(TRIB_STATUS_CONCAT_(trib_result_, __LINE__), lhs, expr)
+#define TRIB_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                                \
+  if (!tmp.is_ok()) return tmp.status();            \
+  lhs = std::move(tmp).value()
+#define TRIB_STATUS_CONCAT_(a, b) TRIB_STATUS_CONCAT_INNER_(a, b)
+#define TRIB_STATUS_CONCAT_INNER_(a, b) a##b

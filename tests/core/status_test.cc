@@ -20,6 +20,22 @@ TEST(Status, CarriesCodeAndMessage) {
   EXPECT_TRUE(Status::ok().is_ok());
 }
 
+Result<int> half(int v) {
+  if (v % 2 != 0) return error(StatusCode::kInvalidArgument, "odd");
+  return v / 2;
+}
+Result<int> quarter(int v) {
+  TRIB_ASSIGN_OR_RETURN(const int h, half(v));
+  TRIB_ASSIGN_OR_RETURN(int q, half(h));
+  return q;
+}
+
+TEST(Result, AssignOrReturnUnwrapsOrPropagates) {
+  EXPECT_EQ(quarter(12).value(), 3);
+  EXPECT_EQ(quarter(6).status().message(), "odd") << "the second unwrap fails";
+  EXPECT_EQ(quarter(5).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(Result, HoldsValueOrStatus) {
   Result<int> good = 7;
   Result<int> bad = error(StatusCode::kTimedOut, "no progress for 2s");
