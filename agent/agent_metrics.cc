@@ -7,7 +7,7 @@
 
 #include <map>
 
-namespace tributary {
+namespace tributary::agent {
 
 class AgentMetrics::Impl {
  public:
@@ -82,4 +82,4 @@ void AgentMetrics::sync_links(const TcpEndpointStats& stats) {
   }
 }
 
-}  // namespace tributary
+}  // namespace tributary::agent

@@ -5,7 +5,7 @@
 #include "agent/worker.h"
 
 struct tributary_worker {
-  std::unique_ptr<tributary::Worker> worker;
+  std::unique_ptr<tributary::agent::Worker> worker;
 };
 
 namespace {
@@ -24,7 +24,7 @@ int fail_argument(const char* what) {
 bool valid_dtype(int d) { return d >= 0 && tributary::is_valid_dtype(static_cast<std::uint8_t>(d)); }
 bool valid_op(int o) { return o >= 0 && tributary::is_valid_reduce_op(static_cast<std::uint8_t>(o)); }
 
-int finish(const tributary::Result<tributary::Outcome>& r, tributary_outcome* out) {
+int finish(const tributary::Result<tributary::agent::Outcome>& r, tributary_outcome* out) {
   if (!r) return fail(r.status());
   if (out != nullptr) {
     out->epoch = r->epoch;
@@ -42,7 +42,7 @@ int tributary_worker_start(const tributary_worker_config* c, tributary_worker** 
   if (c->coordinator == nullptr || c->secret == nullptr) {
     return fail_argument("coordinator and secret are required");
   }
-  tributary::WorkerConfig config;
+  tributary::agent::WorkerConfig config;
   config.coordinator = c->coordinator;
   config.secret = c->secret;
   if (c->host != nullptr) config.host = c->host;
@@ -52,7 +52,7 @@ int tributary_worker_start(const tributary_worker_config* c, tributary_worker** 
     config.collective_timeout = std::chrono::milliseconds(c->collective_timeout_ms);
   }
   if (c->metrics_bind != nullptr) config.metrics_bind = c->metrics_bind;
-  auto w = tributary::Worker::start(config);
+  auto w = tributary::agent::Worker::start(config);
   if (!w) return fail(w.status());
   *out = new tributary_worker{std::move(*w)};
   return 0;

@@ -15,10 +15,9 @@
 #include "agent/frame.h"
 #include "core/check.h"
 
-namespace tributary {
+namespace tributary::agent {
 
 using asio::ip::tcp;
-using namespace agent;  // NOLINT: the wire helpers are this file's vocabulary
 
 namespace {
 
@@ -157,7 +156,7 @@ class TcpEndpoint::Impl {
   std::uint16_t port() const { return port_; }
   std::string address() const { return address_; }
 
-  Result<std::unique_ptr<Link>> connect_group(std::uint64_t epoch, int rank,
+  Result<std::unique_ptr<algorithms::Link>> connect_group(std::uint64_t epoch, int rank,
                                               const std::vector<std::string>& addresses,
                                               Deadline deadline);
 
@@ -614,7 +613,7 @@ class TcpEndpoint::Impl {
   std::uint64_t retired_copied_ = 0;
 };
 
-Result<std::unique_ptr<Link>> TcpEndpoint::Impl::connect_group(
+Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::Impl::connect_group(
     std::uint64_t epoch, int rank, const std::vector<std::string>& addresses, Deadline deadline) {
   const int size = static_cast<int>(addresses.size());
   if (size < 1 || rank < 0 || rank >= size) {
@@ -706,7 +705,7 @@ Result<std::unique_ptr<TcpEndpoint>> TcpEndpoint::listen(const TcpEndpointConfig
 std::uint16_t TcpEndpoint::port() const { return impl_->port(); }
 std::string TcpEndpoint::address() const { return impl_->address(); }
 
-Result<std::unique_ptr<Link>> TcpEndpoint::connect_group(std::uint64_t epoch, int rank,
+Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::connect_group(std::uint64_t epoch, int rank,
                                                          const std::vector<std::string>& addresses,
                                                          Deadline deadline) {
   return impl_->connect_group(epoch, rank, addresses, deadline);
@@ -716,4 +715,4 @@ void TcpEndpoint::cancel_connect(std::uint64_t newer_epoch) { impl_->cancel_conn
 
 TcpEndpointStats TcpEndpoint::stats() const { return impl_->stats(); }
 
-}  // namespace tributary
+}  // namespace tributary::agent

@@ -34,7 +34,7 @@ timespec to_timespec(Duration d) {
   return timespec{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
 }
 
-class TcpLink final : public Link {
+class TcpLink final : public algorithms::Link {
  public:
   TcpLink(TcpLinkParams params, std::vector<PeerSocket> sockets)
       : params_(std::move(params)), peers_(static_cast<std::size_t>(params_.size)) {
@@ -70,7 +70,7 @@ class TcpLink final : public Link {
   int rank() const override { return params_.rank; }
   int size() const override { return params_.size; }
 
-  Handle send(int peer, Tag tag, std::span<const std::byte> data) override {
+  Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override {
     check_peer(peer);
     const std::uint32_t i = alloc_op(true, peer, tag, const_cast<std::byte*>(data.data()), data.size());
     Op& op = ops_[i];
@@ -88,7 +88,7 @@ class TcpLink final : public Link {
     return handle_of(i);
   }
 
-  Handle recv(int peer, Tag tag, std::span<std::byte> data) override {
+  Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override {
     check_peer(peer);
     const std::uint32_t i = alloc_op(false, peer, tag, data.data(), data.size());
     Op& op = ops_[i];
@@ -185,7 +185,7 @@ class TcpLink final : public Link {
     bool done = false;
     bool orphan = false;  // its wait() gave up; finish sending from `owned`, then free
     int peer = -1;
-    Tag tag;
+    algorithms::Tag tag;
     std::byte* data = nullptr;
     std::size_t size = 0;
     Status status;
@@ -202,7 +202,7 @@ class TcpLink final : public Link {
   };
 
   struct Unexpected {
-    Tag tag;
+    algorithms::Tag tag;
     std::uint32_t check = 0;
     std::uint64_t length = 0;
     Buffer bytes;
@@ -246,7 +246,7 @@ class TcpLink final : public Link {
     TRIB_CHECK(peer >= 0 && peer < params_.size && peer != params_.rank) << "bad peer " << peer;
   }
 
-  std::uint32_t alloc_op(bool is_send, int peer, Tag tag, std::byte* data, std::size_t size) {
+  std::uint32_t alloc_op(bool is_send, int peer, algorithms::Tag tag, std::byte* data, std::size_t size) {
     std::uint32_t i;
     if (!free_ops_.empty()) {
       i = free_ops_.back();
@@ -347,7 +347,7 @@ class TcpLink final : public Link {
       p.state = RecvState::kDiscard;
       p.dst = nullptr;
     }
-    const Tag tag = op.tag;
+    const algorithms::Tag tag = op.tag;
     free_op(i);
     return error(StatusCode::kTimedOut, "no message from " + peer_name(p) + " for seq " +
                                             std::to_string(tag.seq) + " slot " +
@@ -555,7 +555,7 @@ class TcpLink final : public Link {
       p.state = RecvState::kAbortNotice;
       p.dst = p.notice.data();
     } else {
-      const Tag tag{h.seq, h.slot, h.check};
+      const algorithms::Tag tag{h.seq, h.slot, h.check};
       auto it = std::find_if(p.posted.begin(), p.posted.end(),
                              [&](std::uint32_t i) { return ops_[i].tag == tag; });
       if (it != p.posted.end()) {
@@ -731,7 +731,7 @@ class TcpLink final : public Link {
 
 }  // namespace
 
-std::unique_ptr<Link> make_tcp_link(TcpLinkParams params, std::vector<PeerSocket> peers) {
+std::unique_ptr<algorithms::Link> make_tcp_link(TcpLinkParams params, std::vector<PeerSocket> peers) {
   return std::make_unique<TcpLink>(std::move(params), std::move(peers));
 }
 

@@ -30,7 +30,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 
-namespace tributary {
+namespace tributary::agent {
 
 struct WorkerConfig {
   std::string coordinator = "tcp://127.0.0.1:7070";  // ZeroMQ endpoint of the coordinator
@@ -43,7 +43,7 @@ struct WorkerConfig {
   std::chrono::milliseconds join_timeout{30000};
   std::chrono::milliseconds collective_timeout{30000};
   std::size_t chunk_bytes = 256 * 1024;
-  AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;
+  algorithms::AllReduceAlgorithm algorithm = algorithms::AllReduceAlgorithm::kAuto;
   std::string metrics_bind;  // "127.0.0.1:0" serves /metrics; empty: no endpoint
   // Data-plane progress deadline of a collective: floor + slack x bytes / measured
   // throughput (an EWMA of this worker's recent collectives).
@@ -83,7 +83,7 @@ struct Outcome {
   int contributors = 0;        // members whose inputs are in the result
   int attempts = 1;            // 1 + re-runs after aborts
   std::vector<std::uint64_t> contributor_ids;  // member ids of the contributors, by rank
-  AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;  // all_reduce only
+  algorithms::AllReduceAlgorithm algorithm = algorithms::AllReduceAlgorithm::kAuto;  // all_reduce only
 };
 
 class Worker {
@@ -154,4 +154,4 @@ class Worker {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace tributary
+}  // namespace tributary::agent

@@ -5,7 +5,7 @@
 
 #include "core/check.h"
 
-namespace tributary::coll {
+namespace tributary::algorithms {
 namespace {
 
 std::uint32_t fnv1a(std::uint32_t h, std::uint64_t value, int bytes) {
@@ -126,4 +126,4 @@ Status Waiter::wait(Link::Handle handle) {
   return st;
 }
 
-}  // namespace tributary::coll
+}  // namespace tributary::algorithms

@@ -24,7 +24,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 
-namespace tributary::coll {
+namespace tributary::algorithms {
 
 enum class Kind : std::uint8_t {
   kBroadcast = 1,
@@ -92,4 +92,4 @@ class Waiter {
   Deadline deadline_;
 };
 
-}  // namespace tributary::coll
+}  // namespace tributary::algorithms

@@ -22,7 +22,7 @@
 #include "algorithms/link.h"
 #include "core/dtype.h"
 
-namespace tributary {
+namespace tributary::algorithms {
 
 enum class AllReduceAlgorithm : std::uint8_t {
   kAuto = 0,         // chosen by the alpha-beta cost model
@@ -87,4 +87,4 @@ Status all_to_all(Link& link, const void* send, void* recv, std::size_t count_pe
 // Returns on a rank only after every rank has entered the barrier.
 Status barrier(Link& link, const CollectiveOptions& options);
 
-}  // namespace tributary
+}  // namespace tributary::algorithms

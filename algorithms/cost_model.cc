@@ -8,7 +8,7 @@
 #include "algorithms/partition.h"
 #include "core/check.h"
 
-namespace tributary {
+namespace tributary::algorithms {
 namespace {
 
 bool usable(double v) { return std::isfinite(v) && v >= 0; }
@@ -77,14 +77,14 @@ double CostModel::predict(AllReduceAlgorithm algorithm, int world_size, std::siz
     case AllReduceAlgorithm::kDoubleTree:
       return std::max(t, work(4 * (n - 1) * msgs(s / 2), moved, reduced));
     case AllReduceAlgorithm::kHalvingDoubling: {
-      const int log_p = algo::floor_log2(world_size);
+      const int log_p = floor_log2(world_size);
       const double p = static_cast<double>(1 << log_p);
       double m = 0;
       // Each step sends its whole range at once but posts only kRecvDepth receives
       // ahead, so what the partner sends beyond them arrives unexpected and is copied
       // once more by the link: charged as that many more bytes moved.
       double copied = 0;
-      const double ahead = static_cast<double>(algo::kRecvDepth) * c;
+      const double ahead = static_cast<double>(kRecvDepth) * c;
       for (int i = 1; i <= log_p; ++i) {
         m += 2 * p * msgs(s / std::pow(2.0, i));
         copied += 2 * p * std::max(0.0, s / std::pow(2.0, i) - ahead);
@@ -105,7 +105,7 @@ double CostModel::critical_path(AllReduceAlgorithm algorithm, int world_size, st
   const double c = static_cast<double>(chunk_bytes_);
   // Messages of at most one chunk each to move `b` bytes, at least one.
   auto msgs = [c](double b) { return std::max(1.0, std::ceil(b / c)); };
-  const double depth = algo::floor_log2(world_size);
+  const double depth = floor_log2(world_size);
   switch (algorithm) {
     case AllReduceAlgorithm::kAuto:
       break;
@@ -130,7 +130,7 @@ double CostModel::critical_path(AllReduceAlgorithm algorithm, int world_size, st
       return fill + 8 * (msgs(s / 2) - 1) * alpha_ + 2 * (s - 2 * first) * beta_;
     }
     case AllReduceAlgorithm::kHalvingDoubling: {
-      const int log_p = algo::floor_log2(world_size);
+      const int log_p = floor_log2(world_size);
       const double p = static_cast<double>(1 << log_p);
       double t = 0;
       for (int i = 1; i <= log_p; ++i) t += 2 * msgs(s / std::pow(2.0, i)) * alpha_;
@@ -168,4 +168,4 @@ AllReduceAlgorithm CostModel::choose(int world_size, std::size_t bytes) const {
   return best;
 }
 
-}  // namespace tributary
+}  // namespace tributary::algorithms

@@ -10,7 +10,7 @@
 #include "algorithms/in_flight.h"
 #include "core/reduce.h"
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 
 Status direct_all_reduce(const ReduceJob& job) {
   Link& link = job.link;
@@ -61,4 +61,4 @@ Status direct_all_reduce(const ReduceJob& job) {
   return sends.drain();
 }
 
-}  // namespace tributary::algo
+}  // namespace tributary::algorithms

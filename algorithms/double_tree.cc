@@ -8,7 +8,7 @@
 #include "algorithms/all_reduce_impl.h"
 #include "algorithms/tree.h"
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 
 Status double_tree_all_reduce(const ReduceJob& job) {
   const int n = job.link.size();
@@ -25,4 +25,4 @@ Status double_tree_all_reduce(const ReduceJob& job) {
   return second.finish();
 }
 
-}  // namespace tributary::algo
+}  // namespace tributary::algorithms

@@ -7,24 +7,24 @@
 #include "algorithms/collective_util.h"
 #include "algorithms/collectives.h"
 
-namespace tributary {
+namespace tributary::algorithms {
 
 Status gather(Link& link, const void* send, void* recv, std::size_t send_count, DType dtype,
               int root, const CollectiveOptions& options) {
   const int n = link.size();
-  TRIB_RETURN_IF_ERROR(coll::validate_shape(send_count, dtype, static_cast<std::size_t>(n),
+  TRIB_RETURN_IF_ERROR(validate_shape(send_count, dtype, static_cast<std::size_t>(n),
                                             options));
-  TRIB_RETURN_IF_ERROR(coll::validate_root(link, root));
+  TRIB_RETURN_IF_ERROR(validate_root(link, root));
   const bool is_root = link.rank() == root;
-  TRIB_RETURN_IF_ERROR(coll::validate_buffer(send, send_count, "send"));
-  if (is_root) TRIB_RETURN_IF_ERROR(coll::validate_buffer(recv, send_count, "recv"));
+  TRIB_RETURN_IF_ERROR(validate_buffer(send, send_count, "send"));
+  if (is_root) TRIB_RETURN_IF_ERROR(validate_buffer(recv, send_count, "recv"));
 
   const std::size_t block = send_count * dtype_size(dtype);
   const auto* in = static_cast<const std::byte*>(send);
   const Tag tag{options.seq, 0,
-                coll::descriptor_check(coll::Kind::kGather, send_count, dtype, ReduceOp::kSum,
+                descriptor_check(Kind::kGather, send_count, dtype, ReduceOp::kSum,
                                        root)};
-  coll::Waiter waiter(link, options.deadline);
+  Waiter waiter(link, options.deadline);
 
   if (!is_root) {
     return waiter.wait(link.send(root, tag, std::span<const std::byte>(in, block)));
@@ -42,4 +42,4 @@ Status gather(Link& link, const void* send, void* recv, std::size_t send_count, 
   return Status::ok();
 }
 
-}  // namespace tributary
+}  // namespace tributary::algorithms

@@ -16,7 +16,7 @@
 #include "algorithms/scratch.h"
 #include "core/reduce.h"
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 namespace {
 
 class HalvingDoubling {
@@ -176,4 +176,4 @@ Status HalvingDoubling::run() {
 
 Status halving_doubling_all_reduce(const ReduceJob& job) { return HalvingDoubling(job).run(); }
 
-}  // namespace tributary::algo
+}  // namespace tributary::algorithms

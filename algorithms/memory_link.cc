@@ -10,7 +10,7 @@
 
 #include "core/check.h"
 
-namespace tributary {
+namespace tributary::algorithms {
 namespace {
 
 struct Message {
@@ -203,4 +203,4 @@ void MemoryFabric::fail_link(int a, int b) {
   impl_->cv_.notify_all();
 }
 
-}  // namespace tributary
+}  // namespace tributary::algorithms

@@ -12,16 +12,16 @@
 #include "algorithms/collectives.h"
 #include "core/reduce.h"
 
-namespace tributary {
+namespace tributary::algorithms {
 
 Status reduce(Link& link, const void* send, void* recv, std::size_t count, DType dtype,
               ReduceOp op, int root, const CollectiveOptions& options) {
-  TRIB_RETURN_IF_ERROR(coll::validate_shape(count, dtype, 1, options));
-  TRIB_RETURN_IF_ERROR(coll::validate_op(op));
-  TRIB_RETURN_IF_ERROR(coll::validate_root(link, root));
+  TRIB_RETURN_IF_ERROR(validate_shape(count, dtype, 1, options));
+  TRIB_RETURN_IF_ERROR(validate_op(op));
+  TRIB_RETURN_IF_ERROR(validate_root(link, root));
   const bool is_root = link.rank() == root;
-  TRIB_RETURN_IF_ERROR(coll::validate_buffer(send, count, "send"));
-  if (is_root) TRIB_RETURN_IF_ERROR(coll::validate_buffer(recv, count, "recv"));
+  TRIB_RETURN_IF_ERROR(validate_buffer(send, count, "send"));
+  if (is_root) TRIB_RETURN_IF_ERROR(validate_buffer(recv, count, "recv"));
 
   const std::size_t esize = dtype_size(dtype);
   const auto* in = static_cast<const std::byte*>(send);
@@ -32,16 +32,16 @@ Status reduce(Link& link, const void* send, void* recv, std::size_t count, DType
     return Status::ok();
   }
 
-  const coll::Chunking chunks(count, esize, options.chunk_bytes);
+  const Chunking chunks(count, esize, options.chunk_bytes);
   const std::size_t num = chunks.num_chunks();
-  const coll::PipelineTree tree = coll::pipeline_tree(link.rank(), n, root, num);
-  const std::uint32_t check = coll::descriptor_check(coll::Kind::kReduce, count, dtype, op, root);
+  const PipelineTree tree = pipeline_tree(link.rank(), n, root, num);
+  const std::uint32_t check = descriptor_check(Kind::kReduce, count, dtype, op, root);
   auto tag = [&](std::size_t chunk) {
     return Tag{options.seq, static_cast<std::uint32_t>(chunk), check};
   };
-  coll::Waiter waiter(link, options.deadline);
+  Waiter waiter(link, options.deadline);
 
-  const std::size_t depth = num < coll::kPipelineDepth ? num : coll::kPipelineDepth;
+  const std::size_t depth = num < kPipelineDepth ? num : kPipelineDepth;
   const std::size_t slot_bytes = chunks.max_elements() * esize;
   const std::size_t kids = static_cast<std::size_t>(tree.num_children);
   // [slot][child]: where child c's chunk i arrives, slot = i % depth.
@@ -103,4 +103,4 @@ Status reduce(Link& link, const void* send, void* recv, std::size_t count, DType
   return Status::ok();
 }
 
-}  // namespace tributary
+}  // namespace tributary::algorithms

@@ -15,7 +15,7 @@
 #include "core/check.h"
 #include "core/reduce.h"
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 namespace {
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
@@ -295,40 +295,33 @@ Status ring_all_reduce(const ReduceJob& job) {
   return sends.drain();
 }
 
-}  // namespace tributary::algo
-
-namespace tributary {
-
-using algo::Family;
-using algo::Range;
-
 Status reduce_scatter(Link& link, const void* send, void* recv, std::size_t recv_count,
                       DType dtype, ReduceOp op, const CollectiveOptions& options) {
   const int n = link.size();
   TRIB_RETURN_IF_ERROR(
-      algo::validate_call(send, recv, recv_count, static_cast<std::size_t>(n), dtype, &op, options));
+      validate_call(send, recv, recv_count, static_cast<std::size_t>(n), dtype, &op, options));
   const std::size_t es = dtype_size(dtype);
   const std::size_t block_bytes = recv_count * es;
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
   const bool in_place = out == in + static_cast<std::size_t>(link.rank()) * block_bytes;
-  if (!in_place && algo::overlaps(in, block_bytes * static_cast<std::size_t>(n), out, block_bytes)) {
+  if (!in_place && overlaps(in, block_bytes * static_cast<std::size_t>(n), out, block_bytes)) {
     return error(StatusCode::kInvalidArgument,
                  "reduce_scatter: recv overlaps send but is not send + rank * recv_count");
   }
-  const algo::TagMaker tags(options.seq,
-                            algo::family_check(Family::kReduceScatter, 0, recv_count, dtype, op));
-  if (recv_count == 0) return algo::ring_handshake(link, tags, options.deadline);
+  const TagMaker tags(options.seq,
+                            family_check(Family::kReduceScatter, 0, recv_count, dtype, op));
+  if (recv_count == 0) return ring_handshake(link, tags, options.deadline);
   if (n == 1) {
     if (!in_place) std::memcpy(out, in, block_bytes);
   } else {
     std::vector<Range> blocks(static_cast<std::size_t>(n));
     for (int b = 0; b < n; ++b) blocks[static_cast<std::size_t>(b)] = {b * recv_count, recv_count};
-    const algo::ReduceJob job{link, in, out, recv_count * static_cast<std::size_t>(n), dtype, op,
-                              algo::chunk_elements(options.chunk_bytes, es), options.deadline,
+    const ReduceJob job{link, in, out, recv_count * static_cast<std::size_t>(n), dtype, op,
+                              chunk_elements(options.chunk_bytes, es), options.deadline,
                               tags};
-    algo::SendWindow sends(link, options.deadline);
-    TRIB_RETURN_IF_ERROR(algo::ring_reduce_scatter(job, blocks, in, nullptr, out, 0, sends));
+    SendWindow sends(link, options.deadline);
+    TRIB_RETURN_IF_ERROR(ring_reduce_scatter(job, blocks, in, nullptr, out, 0, sends));
     TRIB_RETURN_IF_ERROR(sends.drain());
   }
   if (op == ReduceOp::kAvg) scale_by_count(out, recv_count, dtype, n);
@@ -339,28 +332,28 @@ Status all_gather(Link& link, const void* send, void* recv, std::size_t send_cou
                   const CollectiveOptions& options) {
   const int n = link.size();
   TRIB_RETURN_IF_ERROR(
-      algo::validate_call(send, recv, send_count, static_cast<std::size_t>(n), dtype, nullptr, options));
+      validate_call(send, recv, send_count, static_cast<std::size_t>(n), dtype, nullptr, options));
   const std::size_t es = dtype_size(dtype);
   const std::size_t block_bytes = send_count * es;
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
   std::byte* own_slot = out + static_cast<std::size_t>(link.rank()) * block_bytes;
   const bool in_place = in == own_slot;
-  if (!in_place && algo::overlaps(in, block_bytes, out, block_bytes * static_cast<std::size_t>(n))) {
+  if (!in_place && overlaps(in, block_bytes, out, block_bytes * static_cast<std::size_t>(n))) {
     return error(StatusCode::kInvalidArgument,
                  "all_gather: send overlaps recv but is not recv + rank * send_count");
   }
-  const algo::TagMaker tags(options.seq, algo::family_check(Family::kAllGather, 0, send_count,
+  const TagMaker tags(options.seq, family_check(Family::kAllGather, 0, send_count,
                                                             dtype, ReduceOp::kSum));
-  if (send_count == 0) return algo::ring_handshake(link, tags, options.deadline);
+  if (send_count == 0) return ring_handshake(link, tags, options.deadline);
   if (n > 1) {
     std::vector<Range> blocks(static_cast<std::size_t>(n));
     for (int b = 0; b < n; ++b) blocks[static_cast<std::size_t>(b)] = {b * send_count, send_count};
-    const algo::ReduceJob job{link, in, out, send_count * static_cast<std::size_t>(n), dtype,
-                              ReduceOp::kSum, algo::chunk_elements(options.chunk_bytes, es),
+    const ReduceJob job{link, in, out, send_count * static_cast<std::size_t>(n), dtype,
+                              ReduceOp::kSum, chunk_elements(options.chunk_bytes, es),
                               options.deadline, tags};
-    algo::RingAllGather gather(job, blocks, out, 0);
-    algo::SendWindow sends(link, options.deadline);
+    RingAllGather gather(job, blocks, out, 0);
+    SendWindow sends(link, options.deadline);
     TRIB_RETURN_IF_ERROR(gather.run(in, sends));
     TRIB_RETURN_IF_ERROR(sends.drain());
   }
@@ -369,4 +362,4 @@ Status all_gather(Link& link, const void* send, void* recv, std::size_t send_cou
   return Status::ok();
 }
 
-}  // namespace tributary
+}  // namespace tributary::algorithms

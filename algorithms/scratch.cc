@@ -3,7 +3,7 @@
 #include <utility>
 #include <vector>
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 namespace {
 
 // Kept per thread, so ranks run as threads in tests do not share (or lock) anything.
@@ -73,4 +73,4 @@ void Scratch::give_back() {
   capacity_ = 0;
 }
 
-}  // namespace tributary::algo
+}  // namespace tributary::algorithms

@@ -1,6 +1,6 @@
 #include "algorithms/tags.h"
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 
 std::uint32_t family_check(Family family, std::uint8_t variant, std::size_t count,
                            DType dtype, ReduceOp op) {
@@ -19,4 +19,4 @@ std::uint32_t family_check(Family family, std::uint8_t variant, std::size_t coun
   return h;
 }
 
-}  // namespace tributary::algo
+}  // namespace tributary::algorithms

@@ -14,7 +14,7 @@
 #include "algorithms/link.h"
 #include "core/dtype.h"
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 
 enum class Family : std::uint8_t {
   kAllReduce = 0x41,
@@ -42,4 +42,4 @@ class TagMaker {
   std::uint32_t check_;
 };
 
-}  // namespace tributary::algo
+}  // namespace tributary::algorithms

@@ -5,7 +5,7 @@
 #include "core/check.h"
 #include "core/reduce.h"
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 namespace {
 
 constexpr int kUp = 0;
@@ -136,4 +136,4 @@ Status tree_all_reduce(const ReduceJob& job) {
   return tree.finish();
 }
 
-}  // namespace tributary::algo
+}  // namespace tributary::algorithms

@@ -22,7 +22,7 @@
 #include "algorithms/partition.h"
 #include "algorithms/scratch.h"
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 
 struct TreeNode {
   int parent = -1;  // -1 at the root
@@ -68,4 +68,4 @@ class TreePipeline {
   SendWindow down_sends_;
 };
 
-}  // namespace tributary::algo
+}  // namespace tributary::algorithms

@@ -4,7 +4,7 @@
 #include <limits>
 #include <string>
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 
 Status validate_call(const void* send, const void* recv, std::size_t count,
                      std::size_t blocks, DType dtype, const ReduceOp* op,
@@ -38,4 +38,4 @@ bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::size_t b_b
   return a_bytes != 0 && b_bytes != 0 && pa < pb + b_bytes && pb < pa + a_bytes;
 }
 
-}  // namespace tributary::algo
+}  // namespace tributary::algorithms

@@ -159,16 +159,16 @@ int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   const auto count = static_cast<std::size_t>(a.mib * 1024 * 1024 / 4);
 
-  TcpEndpointConfig config;
+  agent::TcpEndpointConfig config;
   config.bind_host = a.bind;
   config.port = 0;
   config.secret = a.secret;
-  auto endpoint = TcpEndpoint::listen(config);
+  auto endpoint = agent::TcpEndpoint::listen(config);
   check(endpoint.status(), "listen");
   const auto addrs = rendezvous(a, (*endpoint)->address());
   auto link_or = (*endpoint)->connect_group(1, a.rank, addrs, Deadline::after(std::chrono::seconds(a.timeout_s)));
   check(link_or.status(), "connect_group");
-  Link& link = **link_or;
+  algorithms::Link& link = **link_or;
 
   const std::vector<float> input = input_of(a.rank, count);
   // The exact average, for the error column (every rank can regenerate every input).
@@ -183,7 +183,7 @@ int main(int argc, char** argv) {
 
   std::uint64_t seq = 1;
   auto opts = [&](std::uint64_t s) {
-    CollectiveOptions o;
+    algorithms::CollectiveOptions o;
     o.seq = s;
     o.deadline = Deadline::after(std::chrono::seconds(a.timeout_s));
     return o;
@@ -199,8 +199,8 @@ int main(int argc, char** argv) {
     // "spec@algorithm" forces the all-reduce algorithm of the dense collectives inside.
     const std::size_t at = item.find('@');
     const std::string spec = item.substr(0, at);
-    AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;
-    if (at != std::string::npos && !parse_all_reduce_algorithm(item.substr(at + 1), &algorithm)) {
+    algorithms::AllReduceAlgorithm algorithm = algorithms::AllReduceAlgorithm::kAuto;
+    if (at != std::string::npos && !algorithms::parse_all_reduce_algorithm(item.substr(at + 1), &algorithm)) {
       usage(("unknown algorithm in " + item).c_str());
     }
     auto plan = CompressionPlan::parse(spec);
@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
       ctx.step = static_cast<std::uint64_t>(it) + 1000;  // past any top-k warm-up
       ctx.seed = 7;
       ctx.stats = &stats;
-      CollectiveOptions o = opts(seq);
+      algorithms::CollectiveOptions o = opts(seq);
       o.algorithm = algorithm;
       const auto t0 = SteadyTime::now();
       check(compressed_all_reduce(link, buf.data(), count, ReduceOp::kAvg, ctx, o), spec.c_str());

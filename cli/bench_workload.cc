@@ -11,7 +11,7 @@
 #include "cli/workloads.h"
 #include "core/reduce.h"
 
-namespace tributary {
+namespace tributary::cli {
 namespace {
 
 // Expected receive buffer of `rank` for the check pass.
@@ -85,7 +85,7 @@ double check_value(int rank, std::size_t i) {
   return static_cast<double>((static_cast<std::size_t>(rank) * 7 + i * 3) % 11 + 1);
 }
 
-Status run_bench(Worker& w, const BenchSpec& spec, std::FILE* out) {
+Status run_bench(agent::Worker& w, const BenchSpec& spec, std::FILE* out) {
   const int n = w.size();
   const int rank = w.rank();
   const std::size_t es = dtype_size(spec.dtype);
@@ -104,7 +104,7 @@ Status run_bench(Worker& w, const BenchSpec& spec, std::FILE* out) {
       const BufferShape shape = buffer_shape(kind, total, n);
       TypedBuffer send = make_input(spec.dtype, shape.send_count, rank);
       TypedBuffer recv(spec.dtype, shape.recv_count);
-      Outcome last;
+      agent::Outcome last;
       for (int i = 0; i < spec.warmup; ++i) {
         auto r = run_collective(w, kind, send.data(), recv.data(), shape, spec.dtype, spec.op, spec.root);
         if (!r) return r.status();
@@ -153,7 +153,7 @@ Status run_bench(Worker& w, const BenchSpec& spec, std::FILE* out) {
   return Status::ok();
 }
 
-Status run_mismatch(Worker& w, MismatchKind kind, std::FILE* out) {
+Status run_mismatch(agent::Worker& w, MismatchKind kind, std::FILE* out) {
   const bool odd_one = w.rank() == w.size() - 1;
   const std::size_t count = 1000 + (odd_one && kind == MismatchKind::kCount ? 1 : 0);
   const DType dtype = odd_one && kind == MismatchKind::kDType ? DType::kInt32 : DType::kFloat32;
@@ -166,7 +166,7 @@ Status run_mismatch(Worker& w, MismatchKind kind, std::FILE* out) {
   return r.status();
 }
 
-Status run_check(Worker& w, const CheckSpec& spec, std::FILE* out) {
+Status run_check(agent::Worker& w, const CheckSpec& spec, std::FILE* out) {
   const int n = w.size();
   const int rank = w.rank();
   std::vector<CollectiveKind> kinds = spec.kinds.empty() ? all_collective_kinds() : spec.kinds;
@@ -210,4 +210,4 @@ Status run_check(Worker& w, const CheckSpec& spec, std::FILE* out) {
   return Status::ok();
 }
 
-}  // namespace tributary
+}  // namespace tributary::cli

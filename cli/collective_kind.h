@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-namespace tributary {
+namespace tributary::cli {
 
 enum class CollectiveKind {
   kAllReduce, kReduceScatter, kAllGather, kBroadcast, kReduce, kGather, kScatter, kAllToAll,
@@ -31,4 +31,4 @@ struct BufferShape {
 };
 BufferShape buffer_shape(CollectiveKind kind, std::size_t total, int world_size);
 
-}  // namespace tributary
+}  // namespace tributary::cli

@@ -14,7 +14,7 @@
 
 #include "cli/launcher.h"
 
-namespace tributary {
+namespace tributary::cli {
 namespace {
 
 struct Agent {
@@ -227,4 +227,4 @@ int run_demo(const DemoSpec& spec) {
   return failures == 0 ? 0 : 1;
 }
 
-}  // namespace tributary
+}  // namespace tributary::cli

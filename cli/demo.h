@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace tributary {
+namespace tributary::cli {
 
 struct DemoSpec {
   int workers = 4;
@@ -25,4 +25,4 @@ struct DemoSpec {
 // Returns the process exit code: 0 when the run finished and the survivors agree.
 int run_demo(const DemoSpec& spec);
 
-}  // namespace tributary
+}  // namespace tributary::cli

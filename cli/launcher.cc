@@ -9,7 +9,7 @@
 
 #include "core/auth.h"
 
-namespace tributary {
+namespace tributary::cli {
 
 std::string random_secret() {
   static const char* kHex = "0123456789abcdef";
@@ -86,4 +86,4 @@ int wait_all(std::vector<ChildProcess>& agents, Deadline deadline) {
   return first_failure;
 }
 
-}  // namespace tributary
+}  // namespace tributary::cli

@@ -17,7 +17,7 @@
 #include "cli/workloads.h"
 #include "coordinator/coordinator.h"
 
-namespace tributary {
+namespace tributary::cli {
 namespace {
 
 std::atomic<bool> g_stop{false};
@@ -106,7 +106,7 @@ int run_coordinator(CoordinatorFlags& f) {
 // --- agent --------------------------------------------------------------------------
 
 struct AgentFlags {
-  WorkerConfig worker;
+  agent::WorkerConfig worker;
   std::string workload = "train";
   BenchSpec bench;
   std::string bench_ops = "all_reduce";
@@ -191,7 +191,7 @@ void add_train_flags(CLI::App& cmd, TrainSpec& t) {
       ->capture_default_str()->check(CLI::NonNegativeNumber);
 }
 
-void add_codec_flag(CLI::App& cmd, WorkerConfig& w) {
+void add_codec_flag(CLI::App& cmd, agent::WorkerConfig& w) {
   cmd.add_option("--codec", w.codec,
                  "gradient compression: float32, float16, bfloat16, qint8[:bucket=512], qint4, "
                  "sign, topk[:density=0.01], powersgd[:rank=2] (see docs/compression.md)")
@@ -215,7 +215,7 @@ Status finish_agent_flags(AgentFlags& f) {
   f.worker.recovery_timeout = std::chrono::milliseconds(f.recovery_timeout_ms);
   f.worker.agreement = !f.no_agreement;
   f.train.compressed = f.worker.codec != "float32";
-  if (!parse_all_reduce_algorithm(f.algorithm, &f.worker.algorithm)) {
+  if (!algorithms::parse_all_reduce_algorithm(f.algorithm, &f.worker.algorithm)) {
     return error(StatusCode::kInvalidArgument, "--algorithm: unknown algorithm '" + f.algorithm + "'");
   }
   auto dtype = parse_dtype(f.dtype);
@@ -246,7 +246,7 @@ Status finish_agent_flags(AgentFlags& f) {
 
 int run_train_agent(AgentFlags& f) {
   auto summary = run_training(
-      [&]() -> Result<std::unique_ptr<Worker>> { return Worker::start(f.worker); },
+      [&]() -> Result<std::unique_ptr<agent::Worker>> { return agent::Worker::start(f.worker); },
       f.train, stdout);
   if (!summary) return report(summary.status(), "agent");
   if (!summary->drained && summary->rank == 0) {
@@ -272,14 +272,14 @@ int run_agent(AgentFlags& f) {
   }
   if (f.workload == "train") return run_train_agent(f);
   if (f.workload == "soak") {
-    Status s = run_soak([&]() -> Result<std::unique_ptr<Worker>> { return Worker::start(f.worker); },
+    Status s = run_soak([&]() -> Result<std::unique_ptr<agent::Worker>> { return agent::Worker::start(f.worker); },
                         f.soak, stdout);
     if (!s) return report(s, "agent soak");
     return 0;
   }
-  auto worker = Worker::start(f.worker);
+  auto worker = agent::Worker::start(f.worker);
   if (!worker) return report(worker.status(), "agent");
-  Worker& w = **worker;
+  agent::Worker& w = **worker;
   Status status;
   if (f.workload == "bench") {
     status = run_bench(w, f.bench, stdout);
@@ -356,10 +356,11 @@ const std::vector<std::string> kTrainFlagNames = {"--epochs", "--batch", "--lr",
                                                   "--seed", "--data", "--print-every"};
 
 }  // namespace
-}  // namespace tributary
+}  // namespace tributary::cli
 
 int main(int argc, char** argv) {
   using namespace tributary;
+  using namespace tributary::cli;
   CLI::App app{"Tributary: elastic, fault-tolerant gradient aggregation"};
   app.require_subcommand(1);
 

@@ -10,7 +10,7 @@
 
 #include "cli/train_workload.h"  // set_drain_target: SIGTERM drains the current Worker
 
-namespace tributary {
+namespace tributary::cli {
 namespace {
 
 // Input element i of `member` at `step`: an integer in [-8, 7] (the top 4 bits of a
@@ -52,7 +52,7 @@ using SoakClock = std::chrono::steady_clock;
 
 }  // namespace
 
-Status run_soak(const std::function<Result<std::unique_ptr<Worker>>()>& start_worker,
+Status run_soak(const std::function<Result<std::unique_ptr<agent::Worker>>()>& start_worker,
                 const SoakSpec& spec, std::FILE* out) {
   if (spec.count == 0) return error(StatusCode::kInvalidArgument, "soak: count must be positive");
   if (spec.steps < 0 && spec.duration_ms < 0) {
@@ -70,7 +70,7 @@ Status run_soak(const std::function<Result<std::unique_ptr<Worker>>()>& start_wo
   // SIGTERM drains from the start: one that arrives while joining takes effect once
   // the Worker is up (set_drain_target remembers it).
   set_drain_target(nullptr);
-  std::unique_ptr<Worker> worker;
+  std::unique_ptr<agent::Worker> worker;
   bool wrong = false;
   bool drain_for_time = false;
 
@@ -102,7 +102,7 @@ Status run_soak(const std::function<Result<std::unique_ptr<Worker>>()>& start_wo
       std::fprintf(out, "soak member %llu\n", static_cast<unsigned long long>(worker->member_id()));
       std::fflush(out);
     }
-    Worker& w = *worker;
+    agent::Worker& w = *worker;
     if (!drain_for_time && SoakClock::now() >= stop_at) {
       // Time is up: leave through a drain, so the others see a boundary, not a failure.
       drain_for_time = true;
@@ -194,4 +194,4 @@ Status run_soak(const std::function<Result<std::unique_ptr<Worker>>()>& start_wo
   return Status::ok();
 }
 
-}  // namespace tributary
+}  // namespace tributary::cli

@@ -13,7 +13,7 @@
 
 #include "agent/worker.h"
 
-namespace tributary {
+namespace tributary::cli {
 
 struct SoakSpec {
   std::size_t count = 1 << 20;   // float32 elements per all-reduce (4 MiB)
@@ -24,7 +24,7 @@ struct SoakSpec {
 };
 
 // Returns kMismatch if any committed step's result differs from its reference.
-Status run_soak(const std::function<Result<std::unique_ptr<Worker>>()>& start_worker,
+Status run_soak(const std::function<Result<std::unique_ptr<agent::Worker>>()>& start_worker,
                 const SoakSpec& spec, std::FILE* out);
 
-}  // namespace tributary
+}  // namespace tributary::cli

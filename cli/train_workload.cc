@@ -13,18 +13,18 @@
 #include "examples/training/mlp.h"
 #include "examples/training/sgd.h"
 
-namespace tributary {
+namespace tributary::cli {
 
 using namespace training;
 
 namespace {
 
-std::atomic<Worker*> g_drain_target{nullptr};
+std::atomic<agent::Worker*> g_drain_target{nullptr};
 std::atomic<bool> g_drain_requested{false};
 
 void on_sigterm(int) {
   g_drain_requested = true;
-  if (Worker* w = g_drain_target.load()) w->drain();
+  if (agent::Worker* w = g_drain_target.load()) w->drain();
 }
 
 std::string sha256_hex(std::span<const float> data) {
@@ -49,7 +49,7 @@ struct Progress {
 
 }  // namespace
 
-void set_drain_target(Worker* worker) {
+void set_drain_target(agent::Worker* worker) {
   g_drain_target = worker;
   if (worker != nullptr && g_drain_requested.load()) worker->drain();
   struct sigaction sa {};
@@ -59,7 +59,7 @@ void set_drain_target(Worker* worker) {
 }
 
 Result<TrainSummary> run_training(
-    const std::function<Result<std::unique_ptr<Worker>>()>& start_worker, const TrainSpec& spec,
+    const std::function<Result<std::unique_ptr<agent::Worker>>()>& start_worker, const TrainSpec& spec,
     std::FILE* out) {
   const std::string path = spec.data_path.empty() ? default_digits_path() : spec.data_path;
   auto all = load_digits(path);
@@ -74,7 +74,7 @@ Result<TrainSummary> run_training(
   Progress progress;
   const std::size_t np = model.grads().size();
   std::vector<float> buffer(np + 1);  // gradients + loss: one all-reduce per step
-  std::vector<TensorMatrix> matrices;  // for PowerSGD
+  std::vector<agent::TensorMatrix> matrices;  // for PowerSGD
   for (const Tensor& t : Mlp::weight_matrices()) matrices.push_back({t.offset, t.rows, t.cols});
   double raw_bytes = 0;
   double wire_bytes = 0;
@@ -88,7 +88,7 @@ Result<TrainSummary> run_training(
 
   // SIGTERM drains from the start, also while the first join is still under way.
   set_drain_target(nullptr);
-  std::unique_ptr<Worker> worker;
+  std::unique_ptr<agent::Worker> worker;
   bool rejoining = false;
   int shard_world = -1;
   int shard_rank = -1;
@@ -118,7 +118,7 @@ Result<TrainSummary> run_training(
       worker->register_state("progress", std::as_writable_bytes(std::span(&progress, 1)));
       set_drain_target(worker.get());
     }
-    Worker& w = *worker;
+    agent::Worker& w = *worker;
     auto boundary = w.step_boundary();
     if (!boundary) {
       if (boundary.status().code() == StatusCode::kEvicted) {
@@ -191,7 +191,7 @@ Result<TrainSummary> run_training(
     std::copy(model.grads().begin(), model.grads().end(), buffer.begin());
     buffer[np] = loss;
     const auto t0 = std::chrono::steady_clock::now();
-    Result<Outcome> outcome = error(StatusCode::kInternal, "not run");
+    Result<agent::Outcome> outcome = error(StatusCode::kInternal, "not run");
     if (spec.compressed) {
       // The gradient through the codec; the loss (a statistic, never compressed) apart.
       std::uint64_t wire = 0;
@@ -254,4 +254,4 @@ Result<TrainSummary> run_training(
   return summary;
 }
 
-}  // namespace tributary
+}  // namespace tributary::cli

@@ -11,7 +11,7 @@
 
 #include "agent/worker.h"
 
-namespace tributary {
+namespace tributary::cli {
 
 struct TrainSpec {
   int epochs = 30;                // passes over the training data
@@ -47,10 +47,10 @@ struct TrainSummary {
 };
 
 // `start_worker` creates (and re-creates, after an eviction) the Worker.
-Result<TrainSummary> run_training(const std::function<Result<std::unique_ptr<Worker>>()>& start_worker,
+Result<TrainSummary> run_training(const std::function<Result<std::unique_ptr<agent::Worker>>()>& start_worker,
                                   const TrainSpec& spec, std::FILE* out);
 
 // The process-wide Worker that SIGTERM drains (set while training runs).
-void set_drain_target(Worker* worker);
+void set_drain_target(agent::Worker* worker);
 
-}  // namespace tributary
+}  // namespace tributary::cli

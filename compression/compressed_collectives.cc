@@ -15,7 +15,7 @@
 namespace tributary::compression {
 namespace {
 
-using algo::Range;
+using algorithms::Range;
 
 // ---- plan parsing --------------------------------------------------------------------
 
@@ -51,7 +51,7 @@ constexpr std::size_t kMaxPieces = std::size_t{1} << 28;
 constexpr std::size_t kSparsePieceElements = std::size_t{1} << 20;
 
 // slot = stage (3 bits) | piece (28 bits) | 0 size word / 1 payload.
-Tag make_tag(std::uint64_t seq, std::uint32_t check, std::uint32_t stage, std::size_t piece,
+algorithms::Tag make_tag(std::uint64_t seq, std::uint32_t check, std::uint32_t stage, std::size_t piece,
              bool payload) {
   const auto slot = static_cast<std::uint32_t>((stage << 29) | (piece << 1) | (payload ? 1u : 0u));
   return {seq, slot, check};
@@ -81,11 +81,11 @@ std::uint32_t descriptor_check(const CompressionPlan& plan, std::size_t count, R
 // empty range (every rank then still exchanges one message per pair, so a rank with an
 // empty slice cannot return while its peers wait).
 std::size_t num_pieces(Range range, std::size_t per_piece) {
-  return std::max<std::size_t>(1, algo::num_chunks(range.count, per_piece));
+  return std::max<std::size_t>(1, algorithms::num_chunks(range.count, per_piece));
 }
 Range piece_of(Range range, std::size_t per_piece, std::size_t p) {
   if (range.count == 0) return range;
-  return algo::chunk_of(range, per_piece, p);
+  return algorithms::chunk_of(range, per_piece, p);
 }
 
 // Messages of one collective: payloads preceded by a u64 size word (payload sizes vary
@@ -93,7 +93,7 @@ Range piece_of(Range range, std::size_t per_piece, std::size_t p) {
 // caller sends: payload buffers stay with the caller until drain().
 class Exchange {
  public:
-  Exchange(Link& link, std::uint64_t seq, std::uint32_t check, Deadline deadline,
+  Exchange(algorithms::Link& link, std::uint64_t seq, std::uint32_t check, Deadline deadline,
            CompressionStats* stats)
       : link_(link), seq_(seq), check_(check), deadline_(deadline),
         // Every send of the call stays in flight (its buffer is the call's scratch
@@ -121,8 +121,8 @@ class Exchange {
     std::uint32_t stage = 0;
     std::size_t piece = 0;
     std::uint64_t size_word = 0;
-    Link::Handle size_handle = 0;
-    Link::Handle payload_handle = 0;
+    algorithms::Link::Handle size_handle = 0;
+    algorithms::Link::Handle payload_handle = 0;
     std::vector<std::byte>* bytes = nullptr;  // where the payload lands (scratch)
   };
   void post(Incoming& in) {
@@ -132,7 +132,7 @@ class Exchange {
   }
   // Waits for the size word, bounds it by `max_bytes`, and posts the payload receive.
   Status start_payload(Incoming& in, std::size_t max_bytes) {
-    TRIB_RETURN_IF_ERROR(algo::wait_or_abort(link_, in.size_handle, deadline_));
+    TRIB_RETURN_IF_ERROR(algorithms::wait_or_abort(link_, in.size_handle, deadline_));
     if (in.size_word < kHeaderBytes || in.size_word > max_bytes) {
       Status s = error(StatusCode::kBadFrame,
                        "compressed_all_reduce: rank " + std::to_string(in.peer) +
@@ -147,7 +147,7 @@ class Exchange {
     return Status::ok();
   }
   Status finish_payload(Incoming& in) {
-    return algo::wait_or_abort(link_, in.payload_handle, deadline_);
+    return algorithms::wait_or_abort(link_, in.payload_handle, deadline_);
   }
   Status drain() { return sends_.drain(); }
 
@@ -158,11 +158,11 @@ class Exchange {
   }
 
  private:
-  Link& link_;
+  algorithms::Link& link_;
   std::uint64_t seq_;
   std::uint32_t check_;
   Deadline deadline_;
-  algo::SendWindow sends_;
+  algorithms::SendWindow sends_;
   std::vector<std::unique_ptr<std::uint64_t>> out_words_;  // stable addresses
   CompressionStats* stats_;
 };
@@ -208,13 +208,13 @@ std::uint64_t ring_bytes(std::size_t count, int n) {
 
 // ---- kDense ------------------------------------------------------------------------------
 
-Status dense_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op,
-                        const CompressionContext& ctx, const CollectiveOptions& options) {
+Status dense_all_reduce(algorithms::Link& link, float* data, std::size_t count, ReduceOp op,
+                        const CompressionContext& ctx, const algorithms::CollectiveOptions& options) {
   // Out of place into scratch, so that `data` is untouched on error.
   CompressionState::Scratch local;
   std::vector<float>& out = ctx.state ? ctx.state->scratch().result : local.result;
   out.resize(count);
-  CollectiveOptions o = options;
+  algorithms::CollectiveOptions o = options;
   o.seq = sub_seq(options.seq, 3);
   TRIB_RETURN_IF_ERROR(all_reduce(link, data, out.data(), count, DType::kFloat32, op, o));
   if (count) std::memcpy(data, out.data(), count * sizeof(float));
@@ -224,8 +224,8 @@ Status dense_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op,
 
 // ---- kQuantized --------------------------------------------------------------------------
 
-Status quantized_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op,
-                            const CompressionContext& ctx, const CollectiveOptions& options,
+Status quantized_all_reduce(algorithms::Link& link, float* data, std::size_t count, ReduceOp op,
+                            const CompressionContext& ctx, const algorithms::CollectiveOptions& options,
                             std::uint32_t check) {
   const CompressionPlan& plan = *ctx.plan;
   const Codec& codec = *plan.codec;
@@ -233,13 +233,13 @@ Status quantized_all_reduce(Link& link, float* data, std::size_t count, ReduceOp
   const int r = link.rank();
   const auto un = static_cast<std::size_t>(n);
   const std::size_t per_piece =
-      std::min<std::size_t>(kMaxPayloadElements, algo::chunk_elements(options.chunk_bytes, 4));
+      std::min<std::size_t>(kMaxPayloadElements, algorithms::chunk_elements(options.chunk_bytes, 4));
   Exchange ex(link, options.seq, check, options.deadline, ctx.stats);
   CompressionState::Scratch local;
   CompressionState::Scratch& sc = ctx.state ? ctx.state->scratch() : local;
 
   std::vector<Range> slice(un);
-  for (int j = 0; j < n; ++j) slice[static_cast<std::size_t>(j)] = algo::balanced_part(count, n, j);
+  for (int j = 0; j < n; ++j) slice[static_cast<std::size_t>(j)] = algorithms::balanced_part(count, n, j);
   const Range mine = slice[static_cast<std::size_t>(r)];
   const std::size_t my_pieces = num_pieces(mine, per_piece);
   if (num_pieces(slice[0], per_piece) > kMaxPieces) {
@@ -355,8 +355,8 @@ Status quantized_all_reduce(Link& link, float* data, std::size_t count, ReduceOp
 
 // ---- kSparse -------------------------------------------------------------------------------
 
-Status sparse_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op,
-                         const CompressionContext& ctx, const CollectiveOptions& options,
+Status sparse_all_reduce(algorithms::Link& link, float* data, std::size_t count, ReduceOp op,
+                         const CompressionContext& ctx, const algorithms::CollectiveOptions& options,
                          std::uint32_t check) {
   const CompressionPlan& plan = *ctx.plan;
   const Codec& codec = *plan.codec;
@@ -414,7 +414,7 @@ Status sparse_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op
       Status s = codec.decode(*own[p], out + piece.begin, piece.count);
       if (!s.is_ok()) return ex.fail(std::move(s));
     }
-    CollectiveOptions o = options;
+    algorithms::CollectiveOptions o = options;
     o.seq = sub_seq(options.seq, 2);
     TRIB_RETURN_IF_ERROR(all_reduce(link, out, out, count, DType::kFloat32, op, o));
     if (ctx.stats) {
@@ -453,8 +453,8 @@ Status sparse_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op
 
 // ---- kPowerSgd ------------------------------------------------------------------------------
 
-Status powersgd_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op,
-                           const CompressionContext& ctx, const CollectiveOptions& options) {
+Status powersgd_all_reduce(algorithms::Link& link, float* data, std::size_t count, ReduceOp op,
+                           const CompressionContext& ctx, const algorithms::CollectiveOptions& options) {
   PowerSgdParams params = ctx.plan->powersgd;
   params.seed = ctx.seed;
   Result<PowerSgd*> made = ctx.state->powersgd(ctx.tensor_id, count, ctx.shapes, params);
@@ -471,7 +471,7 @@ Status powersgd_all_reduce(Link& link, float* data, std::size_t count, ReduceOp 
   const std::span<float> dense(first.data() + ps.p_count(), ps.dense_count());
   ps.compute_p(data, p);
   ps.pack_uncompressed(data, dense);
-  CollectiveOptions o = options;
+  algorithms::CollectiveOptions o = options;
   o.seq = sub_seq(options.seq, 1);
   TRIB_RETURN_IF_ERROR(all_reduce(link, first.data(), first.data(), first.size(), DType::kFloat32,
                                   ReduceOp::kAvg, o));
@@ -777,8 +777,8 @@ void CompressionState::rollback() {
 
 // ---- entry point ----------------------------------------------------------------------------
 
-Status compressed_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op,
-                             const CompressionContext& ctx, const CollectiveOptions& options) {
+Status compressed_all_reduce(algorithms::Link& link, float* data, std::size_t count, ReduceOp op,
+                             const CompressionContext& ctx, const algorithms::CollectiveOptions& options) {
   if (ctx.plan == nullptr) return error(StatusCode::kInvalidArgument, "compressed_all_reduce: no plan");
   if (op != ReduceOp::kSum && op != ReduceOp::kAvg) {
     return error(StatusCode::kInvalidArgument, "compressed_all_reduce: op must be sum or avg");
@@ -810,7 +810,7 @@ Status compressed_all_reduce(Link& link, float* data, std::size_t count, ReduceO
   if (plan.kind == CompressionPlan::Kind::kQuantized && plan.error_feedback) {
     // Settle slice ownership first (fold or drop a stage-2 residual left from another
     // view): a view-change action, independent of this attempt, so never rolled back.
-    const algo::Range mine = algo::balanced_part(count, link.size(), link.rank());
+    const algorithms::Range mine = algorithms::balanced_part(count, link.size(), link.rank());
     (void)ctx.state->owner_residual(ctx.tensor_id, count, link.size(), link.rank(), mine.begin,
                                     mine.count);
   }

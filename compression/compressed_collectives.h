@@ -237,8 +237,8 @@ struct CompressionContext {
 };
 
 // data[0..count) := op over ranks of data (kSum or kAvg; kAvg divides by n at the end).
-Status compressed_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op,
+Status compressed_all_reduce(algorithms::Link& link, float* data, std::size_t count, ReduceOp op,
                              const CompressionContext& context,
-                             const CollectiveOptions& options);
+                             const algorithms::CollectiveOptions& options);
 
 }  // namespace tributary::compression

@@ -15,8 +15,8 @@ using namespace tributary::testing;
 
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 4;
-  AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;
-  if (argc > 2 && !parse_all_reduce_algorithm(argv[2], &algorithm)) {
+  algorithms::AllReduceAlgorithm algorithm = algorithms::AllReduceAlgorithm::kAuto;
+  if (argc > 2 && !algorithms::parse_all_reduce_algorithm(argv[2], &algorithm)) {
     std::fprintf(stderr, "unknown algorithm %s\n", argv[2]);
     return 2;
   }
@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
     std::vector<int> wrong(static_cast<std::size_t>(n));
     auto st = run_ranks(n, [&](int r) {
       std::vector<float> buf(count);
-      CollectiveOptions opt;
+      algorithms::CollectiveOptions opt;
       opt.algorithm = algorithm;
       std::uint64_t my_seq = seq;
       for (int it = 0; it < warmup + iters; ++it) {

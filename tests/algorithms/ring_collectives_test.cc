@@ -52,7 +52,7 @@ TEST_P(RingCollectivesSweep, ReduceScatter) {
   const int n = GetParam();
   const auto un = static_cast<std::size_t>(n);
   const std::vector<Case> cases = sweep_cases(n);
-  MemoryFabric fabric(n);
+  algorithms::MemoryFabric fabric(n);
   // send[k][r]: n blocks; recv[k][r]: one block, or a view into send when in place.
   std::vector<std::vector<Bytes>> inputs(cases.size()), send(cases.size()), recv(cases.size());
   for (std::size_t k = 0; k < cases.size(); ++k) {
@@ -66,7 +66,7 @@ TEST_P(RingCollectivesSweep, ReduceScatter) {
     const auto ur = static_cast<std::size_t>(r);
     for (std::size_t k = 0; k < cases.size(); ++k) {
       const Case& c = cases[k];
-      CollectiveOptions options;
+      algorithms::CollectiveOptions options;
       options.seq = k + 1;
       options.chunk_bytes = c.chunk_bytes;
       options.deadline = Deadline::after(std::chrono::seconds(20));
@@ -102,7 +102,7 @@ TEST_P(RingCollectivesSweep, AllGather) {
   const int n = GetParam();
   const auto un = static_cast<std::size_t>(n);
   const std::vector<Case> cases = sweep_cases(n);
-  MemoryFabric fabric(n);
+  algorithms::MemoryFabric fabric(n);
   std::vector<std::vector<Bytes>> inputs(cases.size()), recv(cases.size());
   for (std::size_t k = 0; k < cases.size(); ++k) {
     const std::size_t block_bytes = cases[k].count * dtype_size(cases[k].dtype);
@@ -119,7 +119,7 @@ TEST_P(RingCollectivesSweep, AllGather) {
     const auto ur = static_cast<std::size_t>(r);
     for (std::size_t k = 0; k < cases.size(); ++k) {
       const Case& c = cases[k];
-      CollectiveOptions options;
+      algorithms::CollectiveOptions options;
       options.seq = k + 1;
       options.chunk_bytes = c.chunk_bytes;
       options.deadline = Deadline::after(std::chrono::seconds(20));
@@ -151,9 +151,9 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, RingCollectivesSweep, ::testing::Range(1, 1
                          });
 
 TEST(RingCollectivesArguments, OverlapThatIsNotTheInPlaceLayout) {
-  MemoryFabric fabric(1);
+  algorithms::MemoryFabric fabric(1);
   std::vector<float> buf(16, 1.0f);
-  CollectiveOptions options;
+  algorithms::CollectiveOptions options;
   EXPECT_EQ(reduce_scatter(fabric.link(0), buf.data(), buf.data() + 1, 8, DType::kFloat32,
                            ReduceOp::kSum, options).code(),
             StatusCode::kInvalidArgument);

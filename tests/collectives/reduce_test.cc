@@ -114,11 +114,11 @@ TEST_P(ReduceSweep, RootGetsReferenceOthersUntouched) {
   }
   const auto guards = out;
 
-  MemoryFabric fabric(n);
+  algorithms::MemoryFabric fabric(n);
   const auto statuses = run_ranks(n, [&](int r) {
     for (std::size_t k = 0; k < runs.size(); ++k) {
       const Point& run = runs[k];
-      CollectiveOptions options;
+      algorithms::CollectiveOptions options;
       options.seq = k;
       options.chunk_bytes = run.shape.chunk_bytes;
       options.deadline = Deadline::after(std::chrono::seconds(20));
@@ -163,10 +163,10 @@ TEST(Reduce, RoundingInputsGiveRepeatableBits) {
   }
   std::vector<float> first;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    MemoryFabric fabric(kWorld);
+    algorithms::MemoryFabric fabric(kWorld);
     std::vector<float> out(kCount);
     const auto statuses = run_ranks(kWorld, [&](int r) {
-      CollectiveOptions options;
+      algorithms::CollectiveOptions options;
       options.chunk_bytes = 100;
       return reduce(fabric.link(r), in[r].data(), r == 2 ? out.data() : nullptr, kCount,
                     DType::kFloat32, ReduceOp::kSum, 2, options);
@@ -180,14 +180,14 @@ TEST(Reduce, RoundingInputsGiveRepeatableBits) {
 TEST(Reduce, RelayPassesFirstChunkOnBeforeTheRestArrives) {
   constexpr int kWorld = 4;
   constexpr std::size_t kCount = 4096;
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   FirstSendProbe relay(fabric.link(2));  // the chain runs 3 -> 2 -> 1 -> 0
   std::vector<std::int32_t> in(kCount, 2);
   std::vector<std::int32_t> out(kCount);
   const auto statuses = run_ranks(kWorld, [&](int r) {
-    CollectiveOptions options;
+    algorithms::CollectiveOptions options;
     options.chunk_bytes = 128;
-    Link& link = r == 2 ? relay : fabric.link(r);
+    algorithms::Link& link = r == 2 ? relay : fabric.link(r);
     return reduce(link, in.data(), out.data(), kCount, DType::kInt32, ReduceOp::kSum, 0, options);
   });
   for (const Status& s : statuses) ASSERT_TRUE(s.is_ok()) << s.to_string();
@@ -196,7 +196,7 @@ TEST(Reduce, RelayPassesFirstChunkOnBeforeTheRestArrives) {
 }
 
 TEST(Reduce, InvalidRootAndOpAreInvalidArgument) {
-  MemoryFabric fabric(2);
+  algorithms::MemoryFabric fabric(2);
   std::vector<float> buf(4);
   EXPECT_EQ(reduce(fabric.link(0), buf.data(), buf.data(), 4, DType::kFloat32, ReduceOp::kSum, 2,
                    {})

@@ -42,9 +42,9 @@ CompressionPlan must_plan(const std::string& spec) {
   return p.is_ok() ? std::move(p).value() : CompressionPlan{};
 }
 
-CollectiveOptions opts(std::uint64_t seq, std::size_t chunk_bytes = 256 * 1024,
+algorithms::CollectiveOptions opts(std::uint64_t seq, std::size_t chunk_bytes = 256 * 1024,
                        std::chrono::milliseconds deadline = std::chrono::seconds(20)) {
-  CollectiveOptions o;
+  algorithms::CollectiveOptions o;
   o.seq = seq;
   o.chunk_bytes = chunk_bytes;
   o.deadline = Deadline::after(deadline);
@@ -76,7 +76,7 @@ GroupRun run_group(const CompressionPlan& plan, std::vector<CompressionState>& s
                    std::uint64_t step = 0, std::size_t chunk_bytes = 256 * 1024,
                    std::span<const MatrixShape> shapes = {}, std::uint64_t tensor = 7) {
   const int n = static_cast<int>(inputs.size());
-  MemoryFabric fabric(n);
+  algorithms::MemoryFabric fabric(n);
   GroupRun g;
   g.out = inputs;
   g.stats.resize(inputs.size());
@@ -267,7 +267,7 @@ TEST(CompressedAllReduce, PlanParsing) {
 }
 
 TEST(CompressedAllReduce, RejectsBadArguments) {
-  MemoryFabric fabric(1);
+  algorithms::MemoryFabric fabric(1);
   const CompressionPlan plan = must_plan("qint8");
   float x = 1;
   CompressionContext ctx;
@@ -287,7 +287,7 @@ TEST(CompressedAllReduce, RejectsBadArguments) {
 
 TEST(CompressedAllReduce, RanksThatDisagreeOnThePlanFailInsteadOfMixing) {
   const int n = 3;
-  MemoryFabric fabric(n);
+  algorithms::MemoryFabric fabric(n);
   const CompressionPlan a = must_plan("qint8"), b = must_plan("qint4");
   std::vector<CompressionState> states(n);
   auto in = inputs_for(n, 100, 1);
@@ -441,7 +441,7 @@ TEST(ResidualPolicy, ViewChangeFoldsOwnerResidualIntoTheWorkerResidual) {
       s.on_view_change(3, std::min(r, 2));
       EXPECT_FALSE(s.has_owner_residual(kTensor));
       const auto after = worker_residual(s, count);
-      const algo::Range mine = algo::balanced_part(count, 4, r);
+      const algorithms::Range mine = algorithms::balanced_part(count, 4, r);
       for (std::size_t i = 0; i < count; ++i) {
         const bool owned = i >= mine.begin && i < mine.end();
         const float want = policy == OwnerResidualPolicy::kFold && owned
@@ -466,7 +466,7 @@ TEST(ResidualPolicy, FoldConservesGradientMassAcrossAJoin) {
       const auto in = inputs_for(n, count, static_cast<std::uint32_t>(t + 1));
       for (const auto& v : in) for (std::size_t i = 0; i < count; ++i) in_total[i] += v[i];
       const int nn = n;
-      MemoryFabric fabric(nn);
+      algorithms::MemoryFabric fabric(nn);
       std::vector<std::vector<float>> out = in;
       const auto st = run_ranks(nn, [&](int r) {
         CompressionContext ctx;
@@ -568,11 +568,11 @@ TEST(ResidualPolicy, AbortedAttemptRestoresAndRerunMatchesACleanRun) {
       std::vector<CompressionState::Snapshot> before;
       for (auto& s : faulty) before.push_back(s.snapshot(7));
       {
-        MemoryFabric fabric(n);
+        algorithms::MemoryFabric fabric(n);
         std::vector<std::vector<float>> data = in1;
         const auto st = run_ranks(n, [&](int r) {
           DyingLink dying(fabric, r, allowed);
-          Link& link = r == 2 ? static_cast<Link&>(dying) : fabric.link(r);
+          algorithms::Link& link = r == 2 ? static_cast<algorithms::Link&>(dying) : fabric.link(r);
           return compressed_all_reduce(link, data[static_cast<std::size_t>(r)].data(), count,
                                        ReduceOp::kAvg, context(plan, faulty[static_cast<std::size_t>(r)], 1, shapes), opts(2, 512, std::chrono::milliseconds(700)));
         });
@@ -620,12 +620,12 @@ TEST(ResidualPolicy, TopKDyingBetweenPiecesRestoresTheResidual) {
   (void)run_group(plan, states, inputs_for(n, count, 60), ReduceOp::kAvg, 0);
   std::vector<CompressionState::Snapshot> before;
   for (auto& s : states) before.push_back(s.snapshot(7));
-  MemoryFabric fabric(n);
+  algorithms::MemoryFabric fabric(n);
   std::vector<std::vector<float>> data = inputs_for(n, count, 61);
   // Piece 0 to both peers is 4 sends (size word + payload each); the 7th send dies.
   const auto st = run_ranks(n, [&](int r) {
     DyingLink dying(fabric, r, 6);
-    Link& link = r == 1 ? static_cast<Link&>(dying) : fabric.link(r);
+    algorithms::Link& link = r == 1 ? static_cast<algorithms::Link&>(dying) : fabric.link(r);
     return compressed_all_reduce(link, data[static_cast<std::size_t>(r)].data(), count, ReduceOp::kAvg,
                                  context(plan, states[static_cast<std::size_t>(r)], 1), opts(2, 256 * 1024, std::chrono::milliseconds(2000)));
   });

@@ -88,7 +88,7 @@ Outcome train(const CompressionPlan& plan, Sharding sharding, std::uint64_t seed
   const auto shards = training::shard_indices(train_set, kWorkers, sharding, seed);
   const std::size_t steps = Batcher::common_batches_per_epoch(shards, kBatch);
   const std::vector<MatrixShape> shapes = mlp_shapes();
-  MemoryFabric fabric(kWorkers);
+  algorithms::MemoryFabric fabric(kWorkers);
   std::vector<Mlp> models(kWorkers, Mlp(seed));
   std::vector<int> failed(kWorkers, 0);
   std::vector<std::thread> threads;
@@ -117,7 +117,7 @@ Outcome train(const CompressionPlan& plan, Sharding sharding, std::uint64_t seed
           ctx.step = step;
           ctx.seed = seed;
           ctx.shapes = shapes;
-          CollectiveOptions o;
+          algorithms::CollectiveOptions o;
           o.seq = step + 1;
           o.deadline = Deadline::after(std::chrono::seconds(30));
           const Status s = compressed_all_reduce(fabric.link(w), grad.data(), grad.size(),
