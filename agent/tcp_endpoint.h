@@ -81,8 +81,8 @@ class TcpEndpoint {
   // disagrees on ranks or group size), kTimedOut (someone missing at the deadline,
   // named), kInvalidArgument. One call at a time per endpoint.
   Result<std::unique_ptr<algorithms::Link>> connect_group(std::uint64_t epoch, int rank,
-                                              const std::vector<std::string>& addresses,
-                                              Deadline deadline);
+                                                          const std::vector<std::string>& addresses,
+                                                          Deadline deadline);
 
   // From any thread: a connect_group in progress for an epoch older than `newer_epoch`
   // returns kAborted promptly (a newer view superseded it). No effect otherwise.

@@ -43,9 +43,9 @@ Status all_reduce(Link& link, const void* send, void* recv, std::size_t count, D
                   ReduceOp op, const CollectiveOptions& options) {
   TRIB_RETURN_IF_ERROR(validate_call(send, recv, count, 1, dtype, &op, options));
   if (static_cast<std::uint8_t>(options.algorithm) >= kNumAllReduceAlgorithms) {
-    return error(StatusCode::kInvalidArgument,
-                 "unknown all-reduce algorithm " +
-                     std::to_string(static_cast<int>(options.algorithm)));
+    return error(
+        StatusCode::kInvalidArgument,
+        "unknown all-reduce algorithm " + std::to_string(static_cast<int>(options.algorithm)));
   }
   const std::size_t bytes = count * dtype_size(dtype);
   if (send != recv && overlaps(send, bytes, recv, bytes)) {
@@ -53,12 +53,11 @@ Status all_reduce(Link& link, const void* send, void* recv, std::size_t count, D
   }
   const int n = link.size();
   const CostModel& model = options.cost_model ? *options.cost_model : CostModel::default_model();
-  const AllReduceAlgorithm algorithm = options.algorithm == AllReduceAlgorithm::kAuto
-                                           ? model.choose(n, bytes)
-                                           : options.algorithm;
+  const AllReduceAlgorithm algorithm =
+      options.algorithm == AllReduceAlgorithm::kAuto ? model.choose(n, bytes) : options.algorithm;
   const TagMaker tags(
-      options.seq, family_check(Family::kAllReduce,
-                                      static_cast<std::uint8_t>(algorithm), count, dtype, op));
+      options.seq,
+      family_check(Family::kAllReduce, static_cast<std::uint8_t>(algorithm), count, dtype, op));
   if (count == 0) return ring_handshake(link, tags, options.deadline);
   if (n == 1) {
     if (send != recv) std::memcpy(recv, send, bytes);
@@ -67,14 +66,14 @@ Status all_reduce(Link& link, const void* send, void* recv, std::size_t count, D
   }
 
   const ReduceJob job{link,
-                            static_cast<const std::byte*>(send),
-                            static_cast<std::byte*>(recv),
-                            count,
-                            dtype,
-                            op,
-                            chunk_elements(options.chunk_bytes, dtype_size(dtype)),
-                            options.deadline,
-                            tags};
+                      static_cast<const std::byte*>(send),
+                      static_cast<std::byte*>(recv),
+                      count,
+                      dtype,
+                      op,
+                      chunk_elements(options.chunk_bytes, dtype_size(dtype)),
+                      options.deadline,
+                      tags};
   switch (algorithm) {
     case AllReduceAlgorithm::kRing: return ring_all_reduce(job);
     case AllReduceAlgorithm::kTree: return tree_all_reduce(job);

@@ -10,8 +10,7 @@ namespace tributary::algorithms {
 Status barrier(Link& link, const CollectiveOptions& options) {
   const int n = link.size();
   const int rank = link.rank();
-  const std::uint32_t check =
-      descriptor_check(Kind::kBarrier, 0, DType::kUInt8, ReduceOp::kSum, 0);
+  const std::uint32_t check = descriptor_check(Kind::kBarrier, 0, DType::kUInt8, ReduceOp::kSum, 0);
   Waiter waiter(link, options.deadline);
   std::uint32_t round = 0;
   for (int distance = 1; distance < n; distance *= 2, ++round) {

@@ -10,8 +10,8 @@
 
 namespace tributary::algorithms {
 
-Status broadcast(Link& link, const void* send, void* recv, std::size_t count, DType dtype,
-                 int root, const CollectiveOptions& options) {
+Status broadcast(Link& link, const void* send, void* recv, std::size_t count, DType dtype, int root,
+                 const CollectiveOptions& options) {
   TRIB_RETURN_IF_ERROR(validate_shape(count, dtype, 1, options));
   TRIB_RETURN_IF_ERROR(validate_root(link, root));
   const bool is_root = link.rank() == root;
@@ -41,9 +41,9 @@ Status broadcast(Link& link, const void* send, void* recv, std::size_t count, DT
   std::deque<Link::Handle> sends;
   std::size_t posted = 0;
   auto post_recv = [&] {
-    recvs.push_back(link.recv(
-        tree.parent, tag(posted),
-        std::span<std::byte>(out + chunks.first(posted) * esize, bytes_of(posted))));
+    recvs.push_back(
+        link.recv(tree.parent, tag(posted),
+                  std::span<std::byte>(out + chunks.first(posted) * esize, bytes_of(posted))));
     ++posted;
   };
   if (!is_root) {

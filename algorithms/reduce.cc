@@ -14,8 +14,8 @@
 
 namespace tributary::algorithms {
 
-Status reduce(Link& link, const void* send, void* recv, std::size_t count, DType dtype,
-              ReduceOp op, int root, const CollectiveOptions& options) {
+Status reduce(Link& link, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+              int root, const CollectiveOptions& options) {
   TRIB_RETURN_IF_ERROR(validate_shape(count, dtype, 1, options));
   TRIB_RETURN_IF_ERROR(validate_op(op));
   TRIB_RETURN_IF_ERROR(validate_root(link, root));
@@ -47,7 +47,8 @@ Status reduce(Link& link, const void* send, void* recv, std::size_t count, DType
   // [slot][child]: where child c's chunk i arrives, slot = i % depth.
   std::vector<std::byte> from_children(depth * kids * slot_bytes);
   auto child_slot = [&](std::size_t chunk, int c) {
-    return from_children.data() + ((chunk % depth) * kids + static_cast<std::size_t>(c)) * slot_bytes;
+    return from_children.data() +
+           ((chunk % depth) * kids + static_cast<std::size_t>(c)) * slot_bytes;
   };
   // Interior ranks need somewhere to combine; leaves send their input as it is.
   std::vector<std::byte> partial(!is_root && kids > 0 ? depth * slot_bytes : 0);
@@ -92,8 +93,8 @@ Status reduce(Link& link, const void* send, void* recv, std::size_t count, DType
     if (posted < num) post_recvs();
     if (is_root) continue;
     const std::byte* payload = kids > 0 ? acc : own;
-    sends.push_back(link.send(tree.parent, tag(i),
-                              std::span<const std::byte>(payload, elems * esize)));
+    sends.push_back(
+        link.send(tree.parent, tag(i), std::span<const std::byte>(payload, elems * esize)));
   }
   while (!sends.empty()) {
     TRIB_RETURN_IF_ERROR(waiter.wait(sends.front()));

@@ -11,8 +11,7 @@ namespace tributary::algorithms {
 Status scatter(Link& link, const void* send, void* recv, std::size_t recv_count, DType dtype,
                int root, const CollectiveOptions& options) {
   const int n = link.size();
-  TRIB_RETURN_IF_ERROR(validate_shape(recv_count, dtype, static_cast<std::size_t>(n),
-                                            options));
+  TRIB_RETURN_IF_ERROR(validate_shape(recv_count, dtype, static_cast<std::size_t>(n), options));
   TRIB_RETURN_IF_ERROR(validate_root(link, root));
   const bool is_root = link.rank() == root;
   if (is_root) TRIB_RETURN_IF_ERROR(validate_buffer(send, recv_count, "send"));
@@ -21,8 +20,7 @@ Status scatter(Link& link, const void* send, void* recv, std::size_t recv_count,
   const std::size_t block = recv_count * dtype_size(dtype);
   auto* out = static_cast<std::byte*>(recv);
   const Tag tag{options.seq, 0,
-                descriptor_check(Kind::kScatter, recv_count, dtype, ReduceOp::kSum,
-                                       root)};
+                descriptor_check(Kind::kScatter, recv_count, dtype, ReduceOp::kSum, root)};
   Waiter waiter(link, options.deadline);
 
   if (!is_root) return waiter.wait(link.recv(root, tag, std::span<std::byte>(out, block)));

@@ -10,7 +10,14 @@
 namespace tributary::cli {
 
 enum class CollectiveKind {
-  kAllReduce, kReduceScatter, kAllGather, kBroadcast, kReduce, kGather, kScatter, kAllToAll,
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kBroadcast,
+  kReduce,
+  kGather,
+  kScatter,
+  kAllToAll,
   kBarrier,
 };
 

@@ -2,8 +2,9 @@
 
 namespace tributary::cli {
 
-Result<agent::Outcome> run_collective(agent::Worker& w, CollectiveKind kind, const void* send, void* recv,
-                               const BufferShape& shape, DType dtype, ReduceOp op, int root) {
+Result<agent::Outcome> run_collective(agent::Worker& w, CollectiveKind kind, const void* send,
+                                      void* recv, const BufferShape& shape, DType dtype,
+                                      ReduceOp op, int root) {
   switch (kind) {
     case CollectiveKind::kAllReduce: return w.all_reduce(send, recv, shape.send_count, dtype, op);
     case CollectiveKind::kReduceScatter:

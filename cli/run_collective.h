@@ -6,7 +6,8 @@
 
 namespace tributary::cli {
 
-Result<agent::Outcome> run_collective(agent::Worker& worker, CollectiveKind kind, const void* send, void* recv,
-                               const BufferShape& shape, DType dtype, ReduceOp op, int root);
+Result<agent::Outcome> run_collective(agent::Worker& worker, CollectiveKind kind, const void* send,
+                                      void* recv, const BufferShape& shape, DType dtype,
+                                      ReduceOp op, int root);
 
 }  // namespace tributary::cli

@@ -42,9 +42,9 @@ std::string sha256_hex(std::span<const float> data) {
 
 // Where training is: part of the registered state, so a joiner resumes at the same place.
 struct Progress {
-  std::int64_t step = 0;         // global steps committed
-  std::int64_t data_epoch = 0;   // passes over the data
-  std::int64_t batch = 0;        // next batch within the pass
+  std::int64_t step = 0;        // global steps committed
+  std::int64_t data_epoch = 0;  // passes over the data
+  std::int64_t batch = 0;       // next batch within the pass
 };
 
 }  // namespace
@@ -59,8 +59,8 @@ void set_drain_target(agent::Worker* worker) {
 }
 
 Result<TrainSummary> run_training(
-    const std::function<Result<std::unique_ptr<agent::Worker>>()>& start_worker, const TrainSpec& spec,
-    std::FILE* out) {
+    const std::function<Result<std::unique_ptr<agent::Worker>>()>& start_worker,
+    const TrainSpec& spec, std::FILE* out) {
   const std::string path = spec.data_path.empty() ? default_digits_path() : spec.data_path;
   auto all = load_digits(path);
   if (!all) return all.status();
@@ -73,7 +73,7 @@ Result<TrainSummary> run_training(
   Sgd sgd(model.params().size(), SgdOptions{spec.learning_rate, spec.momentum, 0.0f});
   Progress progress;
   const std::size_t np = model.grads().size();
-  std::vector<float> buffer(np + 1);  // gradients + loss: one all-reduce per step
+  std::vector<float> buffer(np + 1);          // gradients + loss: one all-reduce per step
   std::vector<agent::TensorMatrix> matrices;  // for PowerSGD
   for (const Tensor& t : Mlp::weight_matrices()) matrices.push_back({t.offset, t.rows, t.cols});
   double raw_bytes = 0;
@@ -144,12 +144,12 @@ Result<TrainSummary> run_training(
     // Shards follow the world: recomputed whenever the view's size or our rank changes.
     const int n = w.size();
     if (n != shard_world || w.rank() != shard_rank) {
-      const auto shards = shard_indices(train, static_cast<std::size_t>(n),
-                                        spec.label_sorted ? Sharding::kLabelSorted : Sharding::kIid,
-                                        spec.seed);
-      batcher = std::make_unique<Batcher>(shards[static_cast<std::size_t>(w.rank())],
-                                          spec.batch_size, spec.seed,
-                                          static_cast<std::uint64_t>(w.rank()));
+      const auto shards =
+          shard_indices(train, static_cast<std::size_t>(n),
+                        spec.label_sorted ? Sharding::kLabelSorted : Sharding::kIid, spec.seed);
+      batcher =
+          std::make_unique<Batcher>(shards[static_cast<std::size_t>(w.rank())], spec.batch_size,
+                                    spec.seed, static_cast<std::uint64_t>(w.rank()));
       steps_per_epoch = Batcher::common_batches_per_epoch(shards, spec.batch_size);
       batcher->start_epoch(static_cast<std::uint64_t>(progress.data_epoch));
       shard_world = n;
@@ -227,12 +227,13 @@ Result<TrainSummary> run_training(
     if (w.rank() == 0 && progress.step % spec.print_every == 0) {
       const double accuracy = model.evaluate(test).accuracy;  // 450 samples: cheap next to a step
       const double bytes = static_cast<double>(buffer.size() * sizeof(float));
-      const double busbw = window_seconds > 0 ? bytes * window_steps / window_seconds / 1e9 *
-                                                    2.0 * (n - 1) / std::max(1, n)
+      const double busbw = window_seconds > 0 ? bytes * window_steps / window_seconds / 1e9 * 2.0 *
+                                                    (n - 1) / std::max(1, n)
                                               : 0.0;
       std::fprintf(out, "%6lld %5lld %9.4f %8.2f%% %6d %6llu %12.3f\n",
-                   static_cast<long long>(progress.step), static_cast<long long>(progress.data_epoch),
-                   summary.final_loss, 100.0 * accuracy, outcome->contributors,
+                   static_cast<long long>(progress.step),
+                   static_cast<long long>(progress.data_epoch), summary.final_loss,
+                   100.0 * accuracy, outcome->contributors,
                    static_cast<unsigned long long>(outcome->epoch), busbw);
       std::fflush(out);
       window_seconds = 0;

@@ -7,7 +7,9 @@
 namespace tributary::agent {
 namespace {
 
-agent::FrameHeader sample_header() { return agent::FrameHeader{7, 0x1122334455667788ull, 9, 0xdeadbeef, 4096}; }
+agent::FrameHeader sample_header() {
+  return agent::FrameHeader{7, 0x1122334455667788ull, 9, 0xdeadbeef, 4096};
+}
 
 TEST(FrameTest, HeaderRoundTripsLittleEndian) {
   const agent::FrameHeaderBytes b = encode_frame_header(sample_header());
@@ -131,7 +133,8 @@ TEST(FrameTest, AbortPayloadRejectsBadCodesAndLengths) {
   b = good;
   b.pop_back();
   EXPECT_FALSE(decode_abort_payload(b).is_ok());
-  EXPECT_FALSE(decode_abort_payload(std::span<const std::byte>(good).first(kAbortFixedBytes - 1)).is_ok());
+  EXPECT_FALSE(
+      decode_abort_payload(std::span<const std::byte>(good).first(kAbortFixedBytes - 1)).is_ok());
 }
 
 TEST(FrameTest, FuzzAbortPayloadsNeverCrash) {
@@ -143,7 +146,8 @@ TEST(FrameTest, FuzzAbortPayloadsNeverCrash) {
     std::vector<std::byte> b = good;
     if (rng() % 4 == 0) b.resize(rng() % (kMaxAbortPayloadBytes + 64));
     const int flips = 1 + static_cast<int>(rng() % 4);
-    for (int f = 0; f < flips && !b.empty(); ++f) b[rng() % b.size()] = static_cast<std::byte>(rng());
+    for (int f = 0; f < flips && !b.empty(); ++f)
+      b[rng() % b.size()] = static_cast<std::byte>(rng());
     Result<agent::AbortNotice> d = decode_abort_payload(b);
     if (d.is_ok()) {
       EXPECT_NE(d->code, StatusCode::kOk);

@@ -24,7 +24,8 @@ std::vector<std::byte> pattern(std::size_t n, int from, int to) {
 }
 
 void expect_all_ok(const std::vector<Status>& st) {
-  for (std::size_t r = 0; r < st.size(); ++r) EXPECT_TRUE(st[r].is_ok()) << "rank " << r << ": " << st[r].to_string();
+  for (std::size_t r = 0; r < st.size(); ++r)
+    EXPECT_TRUE(st[r].is_ok()) << "rank " << r << ": " << st[r].to_string();
 }
 
 // Everyone sends a distinct block to everyone; odd ranks post receives after their sends
@@ -37,14 +38,16 @@ Status exchange(algorithms::Link& link, std::size_t bytes, std::uint64_t seq) {
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
       in[p].assign(bytes, std::byte{0});
-      handles.push_back(link.recv(p, algorithms::Tag{seq, 0, static_cast<std::uint32_t>(bytes)}, in[p]));
+      handles.push_back(
+          link.recv(p, algorithms::Tag{seq, 0, static_cast<std::uint32_t>(bytes)}, in[p]));
     }
   };
   if (me % 2 == 0) post_recvs();
   for (int p = 0; p < n; ++p) {
     if (p == me) continue;
     out[p] = pattern(bytes, me, p);
-    handles.push_back(link.send(p, algorithms::Tag{seq, 0, static_cast<std::uint32_t>(bytes)}, out[p]));
+    handles.push_back(
+        link.send(p, algorithms::Tag{seq, 0, static_cast<std::uint32_t>(bytes)}, out[p]));
   }
   if (me % 2 == 1) post_recvs();
   for (auto h : handles) TRIB_RETURN_IF_ERROR(link.wait(h, soon()));
@@ -62,7 +65,8 @@ TEST(TcpLinkTest, ExchangesAcrossGroupSizesAndMessageSizes) {
     Cluster c = make_cluster(n, logs);
     expect_all_ok(connect_all(c, 1));
     std::uint64_t seq = 1;
-    for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{4093}, std::size_t{(3 << 20) + 5}}) {
+    for (std::size_t bytes :
+         {std::size_t{0}, std::size_t{1}, std::size_t{4093}, std::size_t{(3 << 20) + 5}}) {
       SCOPED_TRACE("n=" + std::to_string(n) + " bytes=" + std::to_string(bytes));
       expect_all_ok(run_ranks(n, [&](int r) { return exchange(*c.links[r], bytes, seq); }));
       ++seq;
@@ -128,11 +132,13 @@ TEST(TcpLinkTest, WrongSecretOnConnectorIsRejectedOnBothSides) {
     return l.status();
   });
   EXPECT_EQ(st[0].code(), StatusCode::kAuthFailed) << st[0].to_string();
-  EXPECT_NE(st[0].message().find("rank 1 at " + addrs[1] + " rejected our secret"), std::string::npos)
+  EXPECT_NE(st[0].message().find("rank 1 at " + addrs[1] + " rejected our secret"),
+            std::string::npos)
       << st[0].to_string();
   EXPECT_EQ(st[1].code(), StatusCode::kAuthFailed) << st[1].to_string();
   EXPECT_TRUE(logs.contains("[rank 1] rejected connection from 127.0.0.1:",
-                            "peer failed the cluster-secret challenge")) << logs.dump();
+                            "peer failed the cluster-secret challenge"))
+      << logs.dump();
   EXPECT_TRUE(logs.contains("[rank 0] epoch 1: rank 1 at", "rejected our secret")) << logs.dump();
   EXPECT_EQ(good->stats().handshakes_rejected, 1u);
 }
@@ -150,7 +156,8 @@ TEST(TcpLinkTest, WrongSecretOnAcceptorIsRejectedOnBothSides) {
   // Symmetric keys: neither side can tell whose secret is the wrong one; both fail auth.
   EXPECT_EQ(st[0].code(), StatusCode::kAuthFailed) << st[0].to_string();
   EXPECT_EQ(st[1].code(), StatusCode::kAuthFailed) << st[1].to_string();
-  EXPECT_TRUE(logs.contains("[rank 1] rejected connection from", "failed the cluster-secret challenge"))
+  EXPECT_TRUE(
+      logs.contains("[rank 1] rejected connection from", "failed the cluster-secret challenge"))
       << logs.dump();
 }
 
@@ -167,7 +174,8 @@ TEST(TcpLinkTest, GarbageOnTheDataPortDropsOnlyThatConnection) {
   expect_all_ok(run_ranks(3, [&](int r) { return exchange(*c.links[r], 4096, 1); }));
   EXPECT_TRUE(raw.closed_by_peer());
   EXPECT_TRUE(logs.contains("[rank 2] rejected connection from " + raw.local_address(),
-                            "not a tributary handshake")) << logs.dump();
+                            "not a tributary handshake"))
+      << logs.dump();
   EXPECT_EQ(c.endpoints[2]->stats().handshakes_rejected, 1u);
 }
 
@@ -192,9 +200,11 @@ void build_raw_group(RawGroup& g, int n, std::uint64_t epoch) {
     if (r == 0) {
       for (int p = 1; p < n; ++p) {
         g.raw[p] = std::make_unique<RawPeer>();
-        if (g.raw[p]->connect(g.c.endpoints[p - 1]->port())) return error(StatusCode::kUnavailable, "dial");
+        if (g.raw[p]->connect(g.c.endpoints[p - 1]->port()))
+          return error(StatusCode::kUnavailable, "dial");
         auto m = g.raw[p]->handshake("s3cret", epoch, 0, p, n);
-        if (!m.is_ok() || m->type != agent::HandshakeType::kAccept) return error(StatusCode::kAuthFailed, "raw");
+        if (!m.is_ok() || m->type != agent::HandshakeType::kAccept)
+          return error(StatusCode::kAuthFailed, "raw");
       }
       return Status();
     }
@@ -224,7 +234,8 @@ TEST(TcpLinkTest, OversizedFrameDropsThatPeerOnlyWithBadFrame) {
   EXPECT_TRUE(g.raw[1]->closed_by_peer());
   // Later operations on the dropped peer fail at once; the other peer carries on.
   std::string again(8, '\0');
-  EXPECT_EQ(l1.wait(l1.recv(0, algorithms::Tag{2, 0, 0}, bytes_of(again)), soon()).code(), StatusCode::kBadFrame);
+  EXPECT_EQ(l1.wait(l1.recv(0, algorithms::Tag{2, 0, 0}, bytes_of(again)), soon()).code(),
+            StatusCode::kBadFrame);
   EXPECT_TRUE(l2.wait(l2.send(1, algorithms::Tag{1, 0, 0}, bytes_of(to1)), soon()).is_ok());
   EXPECT_TRUE(l1.wait(r2, soon()).is_ok());
   EXPECT_EQ(from2, to1);
@@ -286,7 +297,9 @@ TEST(TcpLinkTest, DestroyedPeerGivesPeerLostNamingIt) {
   expect_all_ok(connect_all(c, 1));
   std::vector<std::byte> buf(1 << 20);
   Status st;
-  std::thread waiter([&] { st = c.links[1]->wait(c.links[1]->recv(0, algorithms::Tag{1, 0, 0}, buf), soon()); });
+  std::thread waiter([&] {
+    st = c.links[1]->wait(c.links[1]->recv(0, algorithms::Tag{1, 0, 0}, buf), soon());
+  });
   c.links[0].reset();
   c.endpoints[0].reset();
   waiter.join();
@@ -334,8 +347,12 @@ TEST(TcpLinkTest, AbortFromAnotherThreadWakesTheWaiterAndTellsPeers) {
   expect_all_ok(connect_all(c, 1));
   std::vector<std::byte> b0(64), b1(64);
   Status st0, st1;
-  std::thread w0([&] { st0 = c.links[0]->wait(c.links[0]->recv(1, algorithms::Tag{1, 0, 0}, b0), Deadline::after(60s)); });
-  std::thread w1([&] { st1 = c.links[1]->wait(c.links[1]->recv(0, algorithms::Tag{1, 0, 0}, b1), Deadline::after(60s)); });
+  std::thread w0([&] {
+    st0 = c.links[0]->wait(c.links[0]->recv(1, algorithms::Tag{1, 0, 0}, b0), Deadline::after(60s));
+  });
+  std::thread w1([&] {
+    st1 = c.links[1]->wait(c.links[1]->recv(0, algorithms::Tag{1, 0, 0}, b1), Deadline::after(60s));
+  });
   const auto start = std::chrono::steady_clock::now();
   c.links[0]->abort(error(StatusCode::kAborted, "new view"));
   w0.join();
@@ -345,7 +362,8 @@ TEST(TcpLinkTest, AbortFromAnotherThreadWakesTheWaiterAndTellsPeers) {
   EXPECT_EQ(st0.message(), "new view");
   EXPECT_EQ(st1.code(), StatusCode::kPeerLost) << st1.to_string();
   // Operations after abort fail at once.
-  EXPECT_EQ(c.links[0]->wait(c.links[0]->send(1, algorithms::Tag{2, 0, 0}, b0), soon()).code(), StatusCode::kAborted);
+  EXPECT_EQ(c.links[0]->wait(c.links[0]->send(1, algorithms::Tag{2, 0, 0}, b0), soon()).code(),
+            StatusCode::kAborted);
 }
 
 TEST(TcpLinkTest, AnErrorAbortTellsPeersTheCodeAndReason) {
@@ -354,8 +372,12 @@ TEST(TcpLinkTest, AnErrorAbortTellsPeersTheCodeAndReason) {
   expect_all_ok(connect_all(c, 1));
   std::vector<std::byte> b1(64), b2(64);
   Status st1, st2;
-  std::thread w1([&] { st1 = c.links[1]->wait(c.links[1]->recv(0, algorithms::Tag{1, 0, 0}, b1), Deadline::after(60s)); });
-  std::thread w2([&] { st2 = c.links[2]->wait(c.links[2]->recv(0, algorithms::Tag{1, 0, 0}, b2), Deadline::after(60s)); });
+  std::thread w1([&] {
+    st1 = c.links[1]->wait(c.links[1]->recv(0, algorithms::Tag{1, 0, 0}, b1), Deadline::after(60s));
+  });
+  std::thread w2([&] {
+    st2 = c.links[2]->wait(c.links[2]->recv(0, algorithms::Tag{1, 0, 0}, b2), Deadline::after(60s));
+  });
   const auto start = std::chrono::steady_clock::now();
   c.links[0]->abort(error(StatusCode::kMismatch, "rank 2 sent 8 bytes, expected 4"));
   w1.join();
@@ -366,7 +388,8 @@ TEST(TcpLinkTest, AnErrorAbortTellsPeersTheCodeAndReason) {
     EXPECT_EQ(st->message(), "rank 0 aborted: rank 2 sent 8 bytes, expected 4");
   }
   // Later operations on that peer fail the same way.
-  EXPECT_EQ(c.links[1]->wait(c.links[1]->recv(0, algorithms::Tag{2, 0, 0}, b1), soon()).code(), StatusCode::kMismatch);
+  EXPECT_EQ(c.links[1]->wait(c.links[1]->recv(0, algorithms::Tag{2, 0, 0}, b1), soon()).code(),
+            StatusCode::kMismatch);
 }
 
 TEST(TcpLinkTest, ARelayedAbortKeepsItsOrigin) {
@@ -418,7 +441,8 @@ TEST(TcpLinkTest, FutureEpochConnectionsAreParkedUntilThatEpoch) {
     if (l.is_ok()) c.links[0] = std::move(*l);
   });
   const Deadline give_up = soon();
-  while (c.endpoints[1]->stats().connections_parked == 0 && !give_up.passed()) std::this_thread::yield();
+  while (c.endpoints[1]->stats().connections_parked == 0 && !give_up.passed())
+    std::this_thread::yield();
   ASSERT_EQ(c.endpoints[1]->stats().connections_parked, 1u);
   auto l1 = c.endpoints[1]->connect_group(3, 1, c.addresses, soon());
   early.join();
@@ -441,7 +465,8 @@ TEST(TcpLinkTest, OlderEpochsAreRefused) {
   EXPECT_EQ(reply->type, agent::HandshakeType::kReject);
   EXPECT_EQ(reply->reason, agent::RejectReason::kStaleEpoch);
   EXPECT_EQ(reply->epoch, 5u);
-  EXPECT_TRUE(logs.contains("[rank 1] rejected connection from", "epoch 4 is older")) << logs.dump();
+  EXPECT_TRUE(logs.contains("[rank 1] rejected connection from", "epoch 4 is older"))
+      << logs.dump();
   // Building an older epoch here fails too, locally and when dialing a peer that moved on.
   auto local = c.endpoints[1]->connect_group(4, 1, c.addresses, soon());
   EXPECT_EQ(local.status().code(), StatusCode::kStaleEpoch);

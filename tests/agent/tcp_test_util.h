@@ -42,7 +42,8 @@ class LogCapture {
   std::vector<std::string> lines_;
 };
 
-inline agent::TcpEndpointConfig test_config(LogCapture& logs, int rank, std::string secret = "s3cret") {
+inline agent::TcpEndpointConfig test_config(LogCapture& logs, int rank,
+                                            std::string secret = "s3cret") {
   agent::TcpEndpointConfig c;
   c.secret = std::move(secret);
   c.log = logs.sink("[rank " + std::to_string(rank) + "] ");
@@ -55,7 +56,8 @@ struct Cluster {
   std::vector<std::unique_ptr<algorithms::Link>> links;
 };
 
-inline Cluster make_cluster(int n, LogCapture& logs, Duration busy_poll = agent::TcpEndpointConfig{}.busy_poll) {
+inline Cluster make_cluster(int n, LogCapture& logs,
+                            Duration busy_poll = agent::TcpEndpointConfig{}.busy_poll) {
   Cluster c;
   for (int r = 0; r < n; ++r) {
     agent::TcpEndpointConfig config = test_config(logs, r);

@@ -20,9 +20,12 @@ namespace {
 using testing::Bytes;
 
 constexpr algorithms::AllReduceAlgorithm kAlgorithms[] = {
-    algorithms::AllReduceAlgorithm::kAuto,       algorithms::AllReduceAlgorithm::kRing,
-    algorithms::AllReduceAlgorithm::kTree,       algorithms::AllReduceAlgorithm::kDoubleTree,
-    algorithms::AllReduceAlgorithm::kHalvingDoubling, algorithms::AllReduceAlgorithm::kDirect};
+    algorithms::AllReduceAlgorithm::kAuto,
+    algorithms::AllReduceAlgorithm::kRing,
+    algorithms::AllReduceAlgorithm::kTree,
+    algorithms::AllReduceAlgorithm::kDoubleTree,
+    algorithms::AllReduceAlgorithm::kHalvingDoubling,
+    algorithms::AllReduceAlgorithm::kDirect};
 
 struct Case {
   std::size_t count;
@@ -36,8 +39,8 @@ struct Case {
 std::string describe(algorithms::AllReduceAlgorithm a, int n, const Case& c) {
   std::ostringstream s;
   s << to_string(a) << " n=" << n << " count=" << c.count << " " << to_string(c.dtype) << " "
-    << to_string(c.op) << (c.in_place ? " in-place" : " out-of-place")
-    << " chunk=" << c.chunk_bytes << (c.random ? " random" : "");
+    << to_string(c.op) << (c.in_place ? " in-place" : " out-of-place") << " chunk=" << c.chunk_bytes
+    << (c.random ? " random" : "");
   return s.str();
 }
 
@@ -51,11 +54,13 @@ void run_batch(algorithms::AllReduceAlgorithm algorithm, int n, const std::vecto
   for (std::size_t k = 0; k < cases.size(); ++k) {
     const Case& c = cases[k];
     for (int r = 0; r < n; ++r) {
-      inputs[k].push_back(c.random ? testing::make_random_input(c.dtype, r, c.count, static_cast<unsigned>(k))
-                                   : testing::make_input(c.dtype, c.op, r, c.count));
+      inputs[k].push_back(
+          c.random ? testing::make_random_input(c.dtype, r, c.count, static_cast<unsigned>(k))
+                   : testing::make_input(c.dtype, c.op, r, c.count));
     }
     send[k] = inputs[k];
-    recv[k].assign(static_cast<std::size_t>(n), Bytes(c.count * dtype_size(c.dtype), std::byte{0xCD}));
+    recv[k].assign(static_cast<std::size_t>(n),
+                   Bytes(c.count * dtype_size(c.dtype), std::byte{0xCD}));
     if (c.in_place) recv[k] = inputs[k];
   }
   const auto statuses = testing::run_ranks(n, [&](int r) -> Status {
@@ -133,7 +138,8 @@ TEST_P(AllReduceSweep, CountsLayoutsAndChunking) {
 std::string algorithm_name(algorithms::AllReduceAlgorithm a) { return std::string(to_string(a)); }
 
 INSTANTIATE_TEST_SUITE_P(AllAlgorithms, AllReduceSweep,
-                         ::testing::Combine(::testing::ValuesIn(kAlgorithms), ::testing::Range(1, 17)),
+                         ::testing::Combine(::testing::ValuesIn(kAlgorithms),
+                                            ::testing::Range(1, 17)),
                          [](const ::testing::TestParamInfo<SweepParam>& info) {
                            return algorithm_name(std::get<0>(info.param)) + "_n" +
                                   std::to_string(std::get<1>(info.param));
@@ -158,7 +164,8 @@ TEST_P(AllReduceMatrix, EveryDTypeAndOp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllAlgorithms, AllReduceMatrix,
-                         ::testing::Combine(::testing::ValuesIn(kAlgorithms), ::testing::Values(2, 3, 6, 8)),
+                         ::testing::Combine(::testing::ValuesIn(kAlgorithms),
+                                            ::testing::Values(2, 3, 6, 8)),
                          [](const ::testing::TestParamInfo<MatrixParam>& info) {
                            return algorithm_name(std::get<0>(info.param)) + "_n" +
                                   std::to_string(std::get<1>(info.param));
@@ -188,25 +195,31 @@ TEST(AllReduceArguments, RejectedBeforeAnyMessage) {
   algorithms::CollectiveOptions options;
   // Partial overlap is neither in-place nor out-of-place.
   EXPECT_EQ(all_reduce(fabric.link(0), buf.data(), buf.data() + 1, 8, DType::kFloat32,
-                       ReduceOp::kSum, options).code(),
+                       ReduceOp::kSum, options)
+                .code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(all_reduce(fabric.link(0), nullptr, buf.data(), 8, DType::kFloat32, ReduceOp::kSum,
-                       options).code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      all_reduce(fabric.link(0), nullptr, buf.data(), 8, DType::kFloat32, ReduceOp::kSum, options)
+          .code(),
+      StatusCode::kInvalidArgument);
   EXPECT_EQ(all_reduce(fabric.link(0), buf.data(), buf.data(), 8, static_cast<DType>(99),
-                       ReduceOp::kSum, options).code(),
+                       ReduceOp::kSum, options)
+                .code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(all_reduce(fabric.link(0), buf.data(), buf.data(), 8, DType::kFloat32,
-                       static_cast<ReduceOp>(42), options).code(),
+                       static_cast<ReduceOp>(42), options)
+                .code(),
             StatusCode::kInvalidArgument);
   options.chunk_bytes = 0;
-  EXPECT_EQ(all_reduce(fabric.link(0), buf.data(), buf.data(), 8, DType::kFloat32,
-                       ReduceOp::kSum, options).code(),
+  EXPECT_EQ(all_reduce(fabric.link(0), buf.data(), buf.data(), 8, DType::kFloat32, ReduceOp::kSum,
+                       options)
+                .code(),
             StatusCode::kInvalidArgument);
   options.chunk_bytes = 64;
   options.algorithm = static_cast<algorithms::AllReduceAlgorithm>(17);
-  EXPECT_EQ(all_reduce(fabric.link(0), buf.data(), buf.data(), 8, DType::kFloat32,
-                       ReduceOp::kSum, options).code(),
+  EXPECT_EQ(all_reduce(fabric.link(0), buf.data(), buf.data(), 8, DType::kFloat32, ReduceOp::kSum,
+                       options)
+                .code(),
             StatusCode::kInvalidArgument);
 }
 

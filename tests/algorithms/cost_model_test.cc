@@ -12,13 +12,15 @@ namespace tributary {
 namespace {
 
 constexpr algorithms::AllReduceAlgorithm kConcrete[] = {
-    algorithms::AllReduceAlgorithm::kRing, algorithms::AllReduceAlgorithm::kTree, algorithms::AllReduceAlgorithm::kDoubleTree,
-    algorithms::AllReduceAlgorithm::kHalvingDoubling, algorithms::AllReduceAlgorithm::kDirect};
+    algorithms::AllReduceAlgorithm::kRing, algorithms::AllReduceAlgorithm::kTree,
+    algorithms::AllReduceAlgorithm::kDoubleTree, algorithms::AllReduceAlgorithm::kHalvingDoubling,
+    algorithms::AllReduceAlgorithm::kDirect};
 
 // The default profile with one core per rank: no shared-core work bound.
 const algorithms::CostModel& one_rank_per_core() {
-  static const algorithms::CostModel model(algorithms::CostModel::kDefaultAlpha, algorithms::CostModel::kDefaultBeta,
-                               algorithms::CostModel::kDefaultGamma, algorithms::CostModel::kDefaultChunkBytes, 1 << 20);
+  static const algorithms::CostModel model(
+      algorithms::CostModel::kDefaultAlpha, algorithms::CostModel::kDefaultBeta,
+      algorithms::CostModel::kDefaultGamma, algorithms::CostModel::kDefaultChunkBytes, 1 << 20);
   return model;
 }
 
@@ -27,7 +29,8 @@ TEST(CostModel, LatencyBoundMessagesAvoidTheRing) {
   for (int n : {2, 3, 4, 8, 12, 16, 64}) {
     const algorithms::AllReduceAlgorithm a = model.choose(n, 16);
     // One round, or log2(n) of them each way (halving-doubling and the tree tie).
-    EXPECT_TRUE(a == algorithms::AllReduceAlgorithm::kDirect || a == algorithms::AllReduceAlgorithm::kHalvingDoubling ||
+    EXPECT_TRUE(a == algorithms::AllReduceAlgorithm::kDirect ||
+                a == algorithms::AllReduceAlgorithm::kHalvingDoubling ||
                 a == algorithms::AllReduceAlgorithm::kTree)
         << "n=" << n << " chose " << to_string(a);
   }
@@ -38,7 +41,8 @@ TEST(CostModel, LatencyBoundMessagesAvoidTheRing) {
 TEST(CostModel, BandwidthBoundMessagesTakeTheRing) {
   const algorithms::CostModel& model = one_rank_per_core();
   for (int n : {2, 3, 4, 7, 8, 16, 64}) {
-    EXPECT_EQ(model.choose(n, std::size_t{1} << 30), algorithms::AllReduceAlgorithm::kRing) << "n=" << n;
+    EXPECT_EQ(model.choose(n, std::size_t{1} << 30), algorithms::AllReduceAlgorithm::kRing)
+        << "n=" << n;
   }
 }
 
@@ -55,7 +59,8 @@ TEST(CostModel, SharedCoresFavourFewMessagesAndShortChains) {
   for (int n : {3, 4, 8, 16}) {
     for (std::size_t bytes : {std::size_t{16} << 20, std::size_t{256} << 20}) {
       const algorithms::AllReduceAlgorithm a = model.choose(n, bytes);
-      EXPECT_TRUE(a == algorithms::AllReduceAlgorithm::kTree || a == algorithms::AllReduceAlgorithm::kDoubleTree)
+      EXPECT_TRUE(a == algorithms::AllReduceAlgorithm::kTree ||
+                  a == algorithms::AllReduceAlgorithm::kDoubleTree)
           << "n=" << n << " bytes=" << bytes << " chose " << to_string(a);
     }
   }
@@ -73,7 +78,8 @@ TEST(CostModel, PredictionsArePositiveAndGrowWithSize) {
   for (algorithms::AllReduceAlgorithm a : kConcrete) {
     for (int n : {2, 5, 16}) {
       double previous = 0;
-      for (std::size_t bytes : {std::size_t{0}, std::size_t{4096}, std::size_t{1} << 22, std::size_t{1} << 28}) {
+      for (std::size_t bytes :
+           {std::size_t{0}, std::size_t{4096}, std::size_t{1} << 22, std::size_t{1} << 28}) {
         const double t = model.predict(a, n, bytes);
         EXPECT_GT(t, 0) << to_string(a) << " n=" << n << " bytes=" << bytes;
         EXPECT_GE(t, previous) << to_string(a) << " n=" << n << " bytes=" << bytes;
@@ -85,7 +91,8 @@ TEST(CostModel, PredictionsArePositiveAndGrowWithSize) {
   for (int n : {2, 5, 16}) {
     for (std::size_t bytes : {std::size_t{64}, std::size_t{1} << 24}) {
       const double best = model.predict(algorithms::AllReduceAlgorithm::kAuto, n, bytes);
-      for (algorithms::AllReduceAlgorithm a : kConcrete) EXPECT_LE(best, model.predict(a, n, bytes));
+      for (algorithms::AllReduceAlgorithm a : kConcrete)
+        EXPECT_LE(best, model.predict(a, n, bytes));
     }
   }
 }
@@ -99,13 +106,17 @@ TEST(CostModel, HighLatencyLinksPreferFewerMessages) {
 }
 
 TEST(CostModel, FitFromTwoTransfers) {
-  const Result<algorithms::CostModel> fitted = algorithms::CostModel::fit(8, 20e-6, 8 + 1000000, 20e-6 + 1e-3);
+  const Result<algorithms::CostModel> fitted =
+      algorithms::CostModel::fit(8, 20e-6, 8 + 1000000, 20e-6 + 1e-3);
   ASSERT_TRUE(fitted.is_ok()) << fitted.status().to_string();
   EXPECT_NEAR(fitted->beta(), 1e-9, 1e-15);
   EXPECT_NEAR(fitted->alpha(), 20e-6 - 8e-9, 1e-12);
-  EXPECT_EQ(algorithms::CostModel::fit(100, 1e-3, 100, 2e-3).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(algorithms::CostModel::fit(10, 2e-3, 100, 1e-3).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(algorithms::CostModel::fit(10, -1, 100, 1e-3).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(algorithms::CostModel::fit(100, 1e-3, 100, 2e-3).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(algorithms::CostModel::fit(10, 2e-3, 100, 1e-3).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(algorithms::CostModel::fit(10, -1, 100, 1e-3).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 // A link that counts its sends, to see which algorithm all_reduce actually ran.
@@ -118,7 +129,9 @@ class CountingLink final : public algorithms::Link {
     ++sends;
     return inner_.send(peer, tag, data);
   }
-  Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override { return inner_.recv(peer, tag, data); }
+  Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override {
+    return inner_.recv(peer, tag, data);
+  }
   Status wait(Handle h, Deadline d) override { return inner_.wait(h, d); }
   void abort(const Status& reason) override { inner_.abort(reason); }
   int sends = 0;
@@ -127,7 +140,8 @@ class CountingLink final : public algorithms::Link {
   algorithms::Link& inner_;
 };
 
-int sends_of_rank0(algorithms::AllReduceAlgorithm algorithm, const algorithms::CostModel* model, int n, std::size_t count) {
+int sends_of_rank0(algorithms::AllReduceAlgorithm algorithm, const algorithms::CostModel* model,
+                   int n, std::size_t count) {
   algorithms::MemoryFabric fabric(n);
   std::vector<int> sends(static_cast<std::size_t>(n));
   const auto statuses = testing::run_ranks(n, [&](int r) {
@@ -137,7 +151,8 @@ int sends_of_rank0(algorithms::AllReduceAlgorithm algorithm, const algorithms::C
     options.algorithm = algorithm;
     options.cost_model = model;
     options.chunk_bytes = 1 << 20;
-    Status st = all_reduce(link, data.data(), data.data(), count, DType::kFloat32, ReduceOp::kSum, options);
+    Status st =
+        all_reduce(link, data.data(), data.data(), count, DType::kFloat32, ReduceOp::kSum, options);
     sends[static_cast<std::size_t>(r)] = link.sends;
     return st;
   });

@@ -24,8 +24,9 @@ using Clock = std::chrono::steady_clock;
 using testing::DyingLink;
 
 constexpr algorithms::AllReduceAlgorithm kAlgorithms[] = {
-    algorithms::AllReduceAlgorithm::kRing, algorithms::AllReduceAlgorithm::kTree, algorithms::AllReduceAlgorithm::kDoubleTree,
-    algorithms::AllReduceAlgorithm::kHalvingDoubling, algorithms::AllReduceAlgorithm::kDirect};
+    algorithms::AllReduceAlgorithm::kRing, algorithms::AllReduceAlgorithm::kTree,
+    algorithms::AllReduceAlgorithm::kDoubleTree, algorithms::AllReduceAlgorithm::kHalvingDoubling,
+    algorithms::AllReduceAlgorithm::kDirect};
 
 std::string name_of(const ::testing::TestParamInfo<algorithms::AllReduceAlgorithm>& info) {
   return std::string(to_string(info.param));
@@ -60,7 +61,8 @@ TEST_P(AllReduceFaults, KilledPeerFailsEveryoneWithPeerLost) {
     Status st;
     if (r == kVictim) {
       DyingLink link(fabric, r, allowed);
-      st = all_reduce(link, data.data(), data.data(), kCount, DType::kFloat32, ReduceOp::kSum, opts);
+      st =
+          all_reduce(link, data.data(), data.data(), kCount, DType::kFloat32, ReduceOp::kSum, opts);
     } else {
       st = all_reduce(fabric.link(r), data.data(), data.data(), kCount, DType::kFloat32,
                       ReduceOp::kSum, opts);
@@ -100,8 +102,8 @@ TEST_P(AllReduceFaults, FrozenPeerTimesEveryoneOutAtTheDeadline) {
   }
 }
 
-void expect_disagreement_fails_everywhere(algorithms::AllReduceAlgorithm algorithm, int n, int odd_rank,
-                                          std::size_t odd_count, DType odd_dtype) {
+void expect_disagreement_fails_everywhere(algorithms::AllReduceAlgorithm algorithm, int n,
+                                          int odd_rank, std::size_t odd_count, DType odd_dtype) {
   algorithms::MemoryFabric fabric(n);
   algorithms::CollectiveOptions opts;
   opts.seq = 3;
@@ -114,7 +116,8 @@ void expect_disagreement_fails_everywhere(algorithms::AllReduceAlgorithm algorit
     const std::size_t count = r == odd_rank ? odd_count : 100;
     const DType dtype = r == odd_rank ? odd_dtype : DType::kFloat32;
     std::vector<std::byte> data(count * dtype_size(dtype), std::byte{0});
-    Status st = all_reduce(fabric.link(r), data.data(), data.data(), count, dtype, ReduceOp::kSum, opts);
+    Status st =
+        all_reduce(fabric.link(r), data.data(), data.data(), count, dtype, ReduceOp::kSum, opts);
     if (!st.is_ok()) fabric.kill(r);
     return st;
   });
@@ -155,7 +158,8 @@ TEST(RingCollectivesFaults, ZeroCountOnOneRankIsNotSuccessEverywhere) {
     if (!st.is_ok()) fabric.kill(r);
     return st;
   });
-  for (int r = 0; r < 3; ++r) EXPECT_FALSE(statuses[static_cast<std::size_t>(r)].is_ok()) << "rank " << r;
+  for (int r = 0; r < 3; ++r)
+    EXPECT_FALSE(statuses[static_cast<std::size_t>(r)].is_ok()) << "rank " << r;
 }
 
 TEST(RingCollectivesFaults, KilledPeerDuringAllGather) {

@@ -28,7 +28,8 @@ struct Case {
 std::string describe(const char* what, int n, const Case& c) {
   std::ostringstream s;
   s << what << " n=" << n << " count=" << c.count << " " << to_string(c.dtype) << " "
-    << to_string(c.op) << (c.in_place ? " in-place" : " out-of-place") << " chunk=" << c.chunk_bytes;
+    << to_string(c.op) << (c.in_place ? " in-place" : " out-of-place")
+    << " chunk=" << c.chunk_bytes;
   return s.str();
 }
 
@@ -36,7 +37,8 @@ std::vector<Case> sweep_cases(int n) {
   const auto un = static_cast<std::size_t>(n);
   std::vector<Case> cases;
   for (bool in_place : {false, true}) {
-    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, un + 1, std::size_t{257}}) {
+    for (std::size_t count :
+         {std::size_t{0}, std::size_t{1}, std::size_t{7}, un + 1, std::size_t{257}}) {
       cases.push_back({count, DType::kFloat32, ReduceOp::kSum, in_place, 64});
       cases.push_back({count, DType::kBFloat16, ReduceOp::kAvg, in_place, 64});
       cases.push_back({count, DType::kInt8, ReduceOp::kMin, in_place, 5});
@@ -73,11 +75,14 @@ TEST_P(RingCollectivesSweep, ReduceScatter) {
       std::byte* in = send[k][ur].data();
       std::byte* out = c.in_place ? in + ur * c.count * dtype_size(c.dtype) : recv[k][ur].data();
       Status st = reduce_scatter(fabric.link(r), in, out, c.count, c.dtype, c.op, options);
-      if (!st.is_ok()) return error(st.code(), describe("reduce_scatter", n, c) + ": " + st.message());
+      if (!st.is_ok())
+        return error(st.code(), describe("reduce_scatter", n, c) + ": " + st.message());
     }
     return Status::ok();
   });
-  for (int r = 0; r < n; ++r) ASSERT_TRUE(statuses[static_cast<std::size_t>(r)].is_ok()) << statuses[static_cast<std::size_t>(r)].to_string();
+  for (int r = 0; r < n; ++r)
+    ASSERT_TRUE(statuses[static_cast<std::size_t>(r)].is_ok())
+        << statuses[static_cast<std::size_t>(r)].to_string();
   for (std::size_t k = 0; k < cases.size(); ++k) {
     const Case& c = cases[k];
     SCOPED_TRACE(describe("reduce_scatter", n, c));
@@ -85,10 +90,11 @@ TEST_P(RingCollectivesSweep, ReduceScatter) {
     const Bytes want = testing::reference_reduce(inputs[k], c.count * un, c.dtype, c.op);
     for (std::size_t r = 0; r < un; ++r) {
       const std::byte* got = c.in_place ? send[k][r].data() + r * block_bytes : recv[k][r].data();
-      EXPECT_EQ(testing::first_difference(Bytes(got, got + block_bytes),
-                                          Bytes(want.begin() + static_cast<std::ptrdiff_t>(r * block_bytes),
-                                                want.begin() + static_cast<std::ptrdiff_t>((r + 1) * block_bytes)),
-                                          c.dtype),
+      EXPECT_EQ(testing::first_difference(
+                    Bytes(got, got + block_bytes),
+                    Bytes(want.begin() + static_cast<std::ptrdiff_t>(r * block_bytes),
+                          want.begin() + static_cast<std::ptrdiff_t>((r + 1) * block_bytes)),
+                    c.dtype),
                 "")
           << "rank " << r;
       if (!c.in_place) {
@@ -124,13 +130,16 @@ TEST_P(RingCollectivesSweep, AllGather) {
       options.chunk_bytes = c.chunk_bytes;
       options.deadline = Deadline::after(std::chrono::seconds(20));
       std::byte* out = recv[k][ur].data();
-      const std::byte* in = c.in_place ? out + ur * c.count * dtype_size(c.dtype) : inputs[k][ur].data();
+      const std::byte* in =
+          c.in_place ? out + ur * c.count * dtype_size(c.dtype) : inputs[k][ur].data();
       Status st = all_gather(fabric.link(r), in, out, c.count, c.dtype, options);
       if (!st.is_ok()) return error(st.code(), describe("all_gather", n, c) + ": " + st.message());
     }
     return Status::ok();
   });
-  for (int r = 0; r < n; ++r) ASSERT_TRUE(statuses[static_cast<std::size_t>(r)].is_ok()) << statuses[static_cast<std::size_t>(r)].to_string();
+  for (int r = 0; r < n; ++r)
+    ASSERT_TRUE(statuses[static_cast<std::size_t>(r)].is_ok())
+        << statuses[static_cast<std::size_t>(r)].to_string();
   for (std::size_t k = 0; k < cases.size(); ++k) {
     const Case& c = cases[k];
     SCOPED_TRACE(describe("all_gather", n, c));
@@ -155,10 +164,12 @@ TEST(RingCollectivesArguments, OverlapThatIsNotTheInPlaceLayout) {
   std::vector<float> buf(16, 1.0f);
   algorithms::CollectiveOptions options;
   EXPECT_EQ(reduce_scatter(fabric.link(0), buf.data(), buf.data() + 1, 8, DType::kFloat32,
-                           ReduceOp::kSum, options).code(),
+                           ReduceOp::kSum, options)
+                .code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(all_gather(fabric.link(0), buf.data() + 1, buf.data(), 8, DType::kFloat32, options).code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      all_gather(fabric.link(0), buf.data() + 1, buf.data(), 8, DType::kFloat32, options).code(),
+      StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -49,12 +49,12 @@ TEST_P(AllToAllSweep, BlockJOfRankIBecomesBlockIOfRankJ) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Worlds, AllToAllSweep,
-    ::testing::Combine(::testing::Range(1, kMaxWorld + 1), ::testing::ValuesIn(all_dtypes())),
-    [](const auto& info) {
-      return sweep_name(std::get<0>(info.param), std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Worlds, AllToAllSweep,
+                         ::testing::Combine(::testing::Range(1, kMaxWorld + 1),
+                                            ::testing::ValuesIn(all_dtypes())),
+                         [](const auto& info) {
+                           return sweep_name(std::get<0>(info.param), std::get<1>(info.param));
+                         });
 
 TEST(AllToAll, InPlaceIsInvalidArgument) {
   algorithms::MemoryFabric fabric(2);

@@ -58,19 +58,19 @@ TEST_P(BroadcastSweep, EveryRankGetsRootsBytes) {
   }
   for (std::size_t k = 0; k < runs.size(); ++k) {
     for (int r = 0; r < n; ++r) {
-      ASSERT_EQ(out[r][k], inputs[k]) << "rank " << r << " count " << runs[k].shape.count
-                                      << " chunk " << runs[k].shape.chunk_bytes << " root "
-                                      << runs[k].root;
+      ASSERT_EQ(out[r][k], inputs[k])
+          << "rank " << r << " count " << runs[k].shape.count << " chunk "
+          << runs[k].shape.chunk_bytes << " root " << runs[k].root;
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Worlds, BroadcastSweep,
-    ::testing::Combine(::testing::Range(1, kMaxWorld + 1), ::testing::ValuesIn(all_dtypes())),
-    [](const auto& info) {
-      return sweep_name(std::get<0>(info.param), std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Worlds, BroadcastSweep,
+                         ::testing::Combine(::testing::Range(1, kMaxWorld + 1),
+                                            ::testing::ValuesIn(all_dtypes())),
+                         [](const auto& info) {
+                           return sweep_name(std::get<0>(info.param), std::get<1>(info.param));
+                         });
 
 TEST(Broadcast, RelayForwardsFirstChunkBeforeTheRestArrives) {
   constexpr int kWorld = 4;
@@ -94,10 +94,10 @@ TEST(Broadcast, RootOutOfRangeIsInvalidArgument) {
   algorithms::MemoryFabric fabric(3);
   std::vector<float> buf(4);
   for (int root : {-1, 3}) {
-    EXPECT_EQ(broadcast(fabric.link(0), buf.data(), buf.data(), buf.size(), DType::kFloat32,
-                        root, {})
-                  .code(),
-              StatusCode::kInvalidArgument);
+    EXPECT_EQ(
+        broadcast(fabric.link(0), buf.data(), buf.data(), buf.size(), DType::kFloat32, root, {})
+            .code(),
+        StatusCode::kInvalidArgument);
   }
 }
 

@@ -68,8 +68,8 @@ TEST(Fault, BroadcastRootsChildKilledBeforeStartFailsEveryone) {
   const auto options = short_options();
   const auto statuses = run_bounded(kWorld, [&](int r) {
     if (r == victim) return error(StatusCode::kAborted, "dead");
-    return broadcast(fabric.link(r), in.data(), out[r].data(), kChainCount, DType::kFloat32,
-                     root, options);
+    return broadcast(fabric.link(r), in.data(), out[r].data(), kChainCount, DType::kFloat32, root,
+                     options);
   });
   expect_codes(statuses, {{root, StatusCode::kPeerLost},
                           {4, StatusCode::kPeerLost},
@@ -158,8 +158,8 @@ TEST(Fault, ReduceRootsChildKilledFailsRoot) {
   std::vector<std::int64_t> out(kChainCount);
   const auto statuses = run_bounded(kWorld, [&](int r) {
     if (r == 1) return error(StatusCode::kAborted, "dead");
-    return reduce(fabric.link(r), in.data(), out.data(), kChainCount, DType::kInt64,
-                  ReduceOp::kMax, 0, short_options());
+    return reduce(fabric.link(r), in.data(), out.data(), kChainCount, DType::kInt64, ReduceOp::kMax,
+                  0, short_options());
   });
   expect_codes(statuses, {{0, StatusCode::kPeerLost}, {2, StatusCode::kPeerLost}});
 }
@@ -230,9 +230,7 @@ TEST(Fault, ScatterToDeadRankFailsRoot) {
     return scatter(fabric.link(r), in.data(), out[r].data(), 10, DType::kFloat32, 1,
                    short_options());
   });
-  expect_codes(statuses, {{1, StatusCode::kPeerLost},
-                          {0, StatusCode::kOk},
-                          {2, StatusCode::kOk}});
+  expect_codes(statuses, {{1, StatusCode::kPeerLost}, {0, StatusCode::kOk}, {2, StatusCode::kOk}});
 }
 
 // --- a rank frozen (SIGSTOP): nothing fails explicitly, deadlines must catch it ------
@@ -258,9 +256,8 @@ TEST(Fault, BarrierFrozenRankTimesOutEveryone) {
   algorithms::MemoryFabric fabric(kWorld);
   fabric.freeze(victim);
   const auto options = short_options();
-  const auto statuses = run_bounded(kWorld, [&](int r) {
-    return barrier(fabric.link(r), options);
-  });
+  const auto statuses =
+      run_bounded(kWorld, [&](int r) { return barrier(fabric.link(r), options); });
   for (int r = 0; r < kWorld; ++r) {
     if (r == victim) continue;  // it hears the others; what it does is irrelevant
     EXPECT_EQ(statuses[r].code(), StatusCode::kTimedOut) << "rank " << r << describe(statuses);
@@ -275,8 +272,8 @@ TEST(Fault, ReduceFrozenRankTimesOutRoot) {
   std::vector<float> out(33);
   const auto options = short_options(kDefaultChunk);
   const auto statuses = run_bounded(kWorld, [&](int r) {
-    return reduce(fabric.link(r), in.data(), out.data(), in.size(), DType::kFloat32,
-                  ReduceOp::kAvg, 0, options);
+    return reduce(fabric.link(r), in.data(), out.data(), in.size(), DType::kFloat32, ReduceOp::kAvg,
+                  0, options);
   });
   EXPECT_EQ(statuses[0].code(), StatusCode::kTimedOut) << describe(statuses);
 }
@@ -319,9 +316,8 @@ TEST(Fault, BarrierFailedLinkIsPeerLost) {
   constexpr int kWorld = 4;
   algorithms::MemoryFabric fabric(kWorld);
   fabric.fail_link(0, 1);
-  const auto statuses = run_bounded(kWorld, [&](int r) {
-    return barrier(fabric.link(r), short_options());
-  });
+  const auto statuses =
+      run_bounded(kWorld, [&](int r) { return barrier(fabric.link(r), short_options()); });
   expect_codes(statuses, {{0, StatusCode::kPeerLost}, {1, StatusCode::kPeerLost}});
   for (const Status& s : statuses) EXPECT_FALSE(s.is_ok()) << describe(statuses);
 }
@@ -423,8 +419,8 @@ TEST(Mismatch, ZeroAgainstNonzeroCountIsCaught) {
   std::vector<float> in(100, 3.0f);
   std::vector<std::vector<float>> out(kWorld, std::vector<float>(100));
   const auto statuses = run_bounded(kWorld, [&](int r) {
-    return broadcast(fabric.link(r), in.data(), out[r].data(), r == 1 ? 0 : 100,
-                     DType::kFloat32, 0, short_options(kDefaultChunk));
+    return broadcast(fabric.link(r), in.data(), out[r].data(), r == 1 ? 0 : 100, DType::kFloat32, 0,
+                     short_options(kDefaultChunk));
   });
   EXPECT_EQ(statuses[1].code(), StatusCode::kMismatch) << describe(statuses);
 }
@@ -435,8 +431,7 @@ TEST(Mismatch, BarrierAgainstBroadcastWithSameSeqIsCaught) {
   std::vector<std::uint8_t> buf(0);
   const auto statuses = run_bounded(kWorld, [&](int r) {
     if (r == 0) return barrier(fabric.link(r), short_options());
-    return broadcast(fabric.link(r), buf.data(), buf.data(), 0, DType::kUInt8, 0,
-                     short_options());
+    return broadcast(fabric.link(r), buf.data(), buf.data(), 0, DType::kUInt8, 0, short_options());
   });
   EXPECT_EQ(statuses[1].code(), StatusCode::kMismatch) << describe(statuses);
   EXPECT_EQ(statuses[0].code(), StatusCode::kTimedOut) << describe(statuses);

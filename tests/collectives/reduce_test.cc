@@ -73,7 +73,8 @@ void store_expected(DType dtype, ReduceOp op, std::byte* dst, const std::vector<
   if (op != ReduceOp::kAvg) return store_exact(dtype, dst, acc);
   const auto n = static_cast<std::int64_t>(v.size());
   if (!is_floating(dtype)) return store_exact(dtype, dst, acc / n);
-  if (dtype == DType::kFloat64) return store_as(dst, static_cast<double>(acc) / static_cast<double>(n));
+  if (dtype == DType::kFloat64)
+    return store_as(dst, static_cast<double>(acc) / static_cast<double>(n));
   store_float(dtype, dst, static_cast<float>(acc) / static_cast<float>(n));
 }
 
@@ -136,21 +137,21 @@ TEST_P(ReduceSweep, RootGetsReferenceOthersUntouched) {
   for (std::size_t k = 0; k < runs.size(); ++k) {
     for (int r = 0; r < n; ++r) {
       const auto& want = r == runs[k].root ? expected[k] : guards[r][k];
-      ASSERT_EQ(out[r][k], want) << "rank " << r << " count " << runs[k].shape.count
-                                 << " chunk " << runs[k].shape.chunk_bytes << " root "
-                                 << runs[k].root << " in-place " << runs[k].in_place;
+      ASSERT_EQ(out[r][k], want) << "rank " << r << " count " << runs[k].shape.count << " chunk "
+                                 << runs[k].shape.chunk_bytes << " root " << runs[k].root
+                                 << " in-place " << runs[k].in_place;
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Worlds, ReduceSweep,
-    ::testing::Combine(::testing::Range(1, kMaxWorld + 1), ::testing::ValuesIn(all_dtypes()),
-                       ::testing::ValuesIn(all_ops())),
-    [](const auto& info) {
-      return sweep_name(std::get<0>(info.param), std::get<1>(info.param)) + "_" +
-             std::string(to_string(std::get<2>(info.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(Worlds, ReduceSweep,
+                         ::testing::Combine(::testing::Range(1, kMaxWorld + 1),
+                                            ::testing::ValuesIn(all_dtypes()),
+                                            ::testing::ValuesIn(all_ops())),
+                         [](const auto& info) {
+                           return sweep_name(std::get<0>(info.param), std::get<1>(info.param)) +
+                                  "_" + std::string(to_string(std::get<2>(info.param)));
+                         });
 
 // Floating-point sums depend on the order of reduction; with inputs that round, the fixed
 // order must still give the same bits on every repetition, however threads interleave.
@@ -198,10 +199,10 @@ TEST(Reduce, RelayPassesFirstChunkOnBeforeTheRestArrives) {
 TEST(Reduce, InvalidRootAndOpAreInvalidArgument) {
   algorithms::MemoryFabric fabric(2);
   std::vector<float> buf(4);
-  EXPECT_EQ(reduce(fabric.link(0), buf.data(), buf.data(), 4, DType::kFloat32, ReduceOp::kSum, 2,
-                   {})
-                .code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      reduce(fabric.link(0), buf.data(), buf.data(), 4, DType::kFloat32, ReduceOp::kSum, 2, {})
+          .code(),
+      StatusCode::kInvalidArgument);
   EXPECT_EQ(reduce(fabric.link(0), buf.data(), buf.data(), 4, DType::kFloat32,
                    static_cast<ReduceOp>(kNumReduceOps), 0, {})
                 .code(),

@@ -43,11 +43,10 @@ inline const std::size_t kDefaultChunk = algorithms::CollectiveOptions{}.chunk_b
 // Counts every collective must handle: empty, one, odd, around the world size, large,
 // and two chunked shapes through tiny chunk sizes: many full chunks plus a ragged tail,
 // and a chunk size that is not a multiple of the element size.
-inline std::vector<CountCase> count_cases(int world, DType dtype, std::size_t large,
-                                          bool chunked) {
+inline std::vector<CountCase> count_cases(int world, DType dtype, std::size_t large, bool chunked) {
   const std::size_t n = static_cast<std::size_t>(world);
-  std::vector<CountCase> cases = {{0, kDefaultChunk}, {1, kDefaultChunk},
-                                  {7, kDefaultChunk}, {n - 1, kDefaultChunk},
+  std::vector<CountCase> cases = {{0, kDefaultChunk},     {1, kDefaultChunk},
+                                  {7, kDefaultChunk},     {n - 1, kDefaultChunk},
                                   {n + 1, kDefaultChunk}, {large, kDefaultChunk}};
   if (chunked) {
     const std::size_t esize = dtype_size(dtype);

@@ -18,7 +18,9 @@ class DyingLink final : public algorithms::Link {
     if (sent_++ == allowed_) fabric_.kill(inner_.rank());
     return inner_.send(peer, tag, data);
   }
-  Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override { return inner_.recv(peer, tag, data); }
+  Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override {
+    return inner_.recv(peer, tag, data);
+  }
   Status wait(Handle h, Deadline d) override { return inner_.wait(h, d); }
   void abort(const Status& reason) override { inner_.abort(reason); }
 
