@@ -17,15 +17,13 @@
 #include "agent/agent_metrics.h"
 #include "agent/tcp_endpoint.h"
 #include "algorithms/cost_model.h"
+#include "algorithms/seq_space.h"
 #include "compression/compressed_collectives.h"
 #include "core/check.h"
 #include "membership/coordinator_client.h"
 
 namespace tributary::agent {
 namespace {
-
-// The commit round of collective `seq` uses its own tag space.
-constexpr std::uint64_t kAgreementSeqBit = std::uint64_t{1} << 63;
 
 std::string hostname() {
   char buf[256] = {};
@@ -361,7 +359,7 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
     if (status.is_ok() && config.agreement && n > 1) {
       held = true;
       algorithms::CollectiveOptions agree = options;
-      agree.seq = options.seq | kAgreementSeqBit;
+      agree.seq = algorithms::seq_in(algorithms::SeqSpace::kAgreement, options.seq);
       status = agreement_round(*link, agree);
     }
     const double seconds =

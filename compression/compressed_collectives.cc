@@ -10,6 +10,7 @@
 
 #include "algorithms/in_flight.h"
 #include "algorithms/partition.h"
+#include "algorithms/seq_space.h"
 #include "core/check.h"
 
 namespace tributary::compression {
@@ -61,10 +62,6 @@ algorithms::Tag make_tag(std::uint64_t seq, std::uint32_t check, std::uint32_t s
                          std::size_t piece, bool payload) {
   const auto slot = static_cast<std::uint32_t>((stage << 29) | (piece << 1) | (payload ? 1u : 0u));
   return {seq, slot, check};
-}
-
-std::uint64_t sub_seq(std::uint64_t seq, unsigned k) {
-  return (seq & ((std::uint64_t{1} << 56) - 1)) | (std::uint64_t{0xC0u + k} << 56);
 }
 
 std::uint32_t fnv1a(std::uint32_t h, const void* data, std::size_t n) {
@@ -230,7 +227,7 @@ Status dense_all_reduce(algorithms::Link& link, float* data, std::size_t count, 
   std::vector<float>& out = ctx.state ? ctx.state->scratch().result : local.result;
   out.resize(count);
   algorithms::CollectiveOptions o = options;
-  o.seq = sub_seq(options.seq, 3);
+  o.seq = algorithms::seq_in(algorithms::SeqSpace::kCompressedPlain, options.seq);
   TRIB_RETURN_IF_ERROR(all_reduce(link, data, out.data(), count, DType::kFloat32, op, o));
   if (count) std::memcpy(data, out.data(), count * sizeof(float));
   if (ctx.stats) ctx.stats->wire_bytes_sent += ring_bytes(count, link.size());
@@ -436,7 +433,7 @@ Status sparse_all_reduce(algorithms::Link& link, float* data, std::size_t count,
       if (!s.is_ok()) return ex.fail(std::move(s));
     }
     algorithms::CollectiveOptions o = options;
-    o.seq = sub_seq(options.seq, 2);
+    o.seq = algorithms::seq_in(algorithms::SeqSpace::kCompressedStage2, options.seq);
     TRIB_RETURN_IF_ERROR(all_reduce(link, out, out, count, DType::kFloat32, op, o));
     if (ctx.stats) {
       ctx.stats->dense_fallback = true;
@@ -497,12 +494,12 @@ Status powersgd_all_reduce(algorithms::Link& link, float* data, std::size_t coun
   ps.compute_p(data, p);
   ps.pack_uncompressed(data, dense);
   algorithms::CollectiveOptions o = options;
-  o.seq = sub_seq(options.seq, 1);
+  o.seq = algorithms::seq_in(algorithms::SeqSpace::kCompressedDense, options.seq);
   TRIB_RETURN_IF_ERROR(all_reduce(link, first.data(), first.data(), first.size(), DType::kFloat32,
                                   ReduceOp::kAvg, o));
   ps.orthogonalize(p);
   ps.compute_q(p, q);
-  o.seq = sub_seq(options.seq, 2);
+  o.seq = algorithms::seq_in(algorithms::SeqSpace::kCompressedStage2, options.seq);
   TRIB_RETURN_IF_ERROR(
       all_reduce(link, q.data(), q.data(), q.size(), DType::kFloat32, ReduceOp::kAvg, o));
   std::vector<float> out(count);
