@@ -41,7 +41,10 @@ bool parse_all_reduce_algorithm(std::string_view name, AllReduceAlgorithm* out) 
 
 Status all_reduce(Link& link, const void* send, void* recv, std::size_t count, DType dtype,
                   ReduceOp op, const CollectiveOptions& options) {
-  TRIB_RETURN_IF_ERROR(validate_call(send, recv, count, 1, dtype, &op, options));
+  TRIB_RETURN_IF_ERROR(validate_shape(count, dtype, 1, options));
+  TRIB_RETURN_IF_ERROR(validate_op(op));
+  TRIB_RETURN_IF_ERROR(validate_buffer(send, count, "send"));
+  TRIB_RETURN_IF_ERROR(validate_buffer(recv, count, "recv"));
   if (static_cast<std::uint8_t>(options.algorithm) >= kNumAllReduceAlgorithms) {
     return error(
         StatusCode::kInvalidArgument,
@@ -55,9 +58,11 @@ Status all_reduce(Link& link, const void* send, void* recv, std::size_t count, D
   const CostModel& model = options.cost_model ? *options.cost_model : CostModel::default_model();
   const AllReduceAlgorithm algorithm =
       options.algorithm == AllReduceAlgorithm::kAuto ? model.choose(n, bytes) : options.algorithm;
-  const TagMaker tags(
-      options.seq,
-      family_check(Family::kAllReduce, static_cast<std::uint8_t>(algorithm), count, dtype, op));
+  const TagMaker tags(options.seq, Descriptor{.kind = Collective::kAllReduce,
+                                              .count = count,
+                                              .dtype = dtype,
+                                              .op = op,
+                                              .algorithm = static_cast<std::uint8_t>(algorithm)});
   if (count == 0) return ring_handshake(link, tags, options.deadline);
   if (n == 1) {
     if (send != recv) std::memcpy(recv, send, bytes);

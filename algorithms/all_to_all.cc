@@ -6,8 +6,10 @@
 #include <cstring>
 #include <vector>
 
-#include "algorithms/collective_util.h"
 #include "algorithms/collectives.h"
+#include "algorithms/in_flight.h"
+#include "algorithms/tags.h"
+#include "algorithms/validate.h"
 
 namespace tributary::algorithms {
 
@@ -26,9 +28,10 @@ Status all_to_all(Link& link, const void* send, void* recv, std::size_t count_pe
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
   auto at = [block](auto* base, int r) { return base + static_cast<std::size_t>(r) * block; };
-  const Tag tag{options.seq, 0,
-                descriptor_check(Kind::kAllToAll, count_per_peer, dtype, ReduceOp::kSum, 0)};
-  Waiter waiter(link, options.deadline);
+  const Tag tag =
+      TagMaker(options.seq,
+               Descriptor{.kind = Collective::kAllToAll, .count = count_per_peer, .dtype = dtype})
+          .at(0);
 
   std::vector<Link::Handle> recvs;
   std::vector<Link::Handle> sends;
@@ -44,8 +47,8 @@ Status all_to_all(Link& link, const void* send, void* recv, std::size_t count_pe
   }
   if (block != 0) std::memcpy(at(out, rank), at(in, rank), block);
   for (std::size_t i = 0; i < recvs.size(); ++i) {
-    TRIB_RETURN_IF_ERROR(waiter.wait(recvs[i]));
-    TRIB_RETURN_IF_ERROR(waiter.wait(sends[i]));
+    TRIB_RETURN_IF_ERROR(wait_or_abort(link, recvs[i], options.deadline));
+    TRIB_RETURN_IF_ERROR(wait_or_abort(link, sends[i], options.deadline));
   }
   return Status::ok();
 }

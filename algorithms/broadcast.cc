@@ -1,12 +1,20 @@
-// Pipelined broadcast along the pipeline tree of collective_util.h. Every non-root rank
-// keeps kPipelineDepth receives posted ahead, directly into the caller's recv buffer, and
+// Pipelined broadcast along the pipeline tree of tree_shape.h. Every non-root rank keeps
+// kPipelineDepth receives posted ahead, directly into the caller's recv buffer, and
 // forwards chunk i to its children as soon as it lands, while chunks i+1.. are arriving.
 // The root sends straight from `send`, so an out-of-place root copy overlaps the sends.
+//
+// Like reduce, gather and scatter, it does not confirm completion back to senders: a rank
+// that only sends may return kOk while a peer downstream fails. Whether the step counts is
+// decided by the runtime's agreement round (agreement.h), not here.
 #include <cstring>
 #include <deque>
 
-#include "algorithms/collective_util.h"
 #include "algorithms/collectives.h"
+#include "algorithms/in_flight.h"
+#include "algorithms/partition.h"
+#include "algorithms/tags.h"
+#include "algorithms/tree_shape.h"
+#include "algorithms/validate.h"
 
 namespace tributary::algorithms {
 
@@ -26,51 +34,43 @@ Status broadcast(Link& link, const void* send, void* recv, std::size_t count, DT
     return Status::ok();
   }
 
-  const Chunking chunks(count, esize, options.chunk_bytes);
-  const std::size_t num = chunks.num_chunks();
-  const PipelineTree tree = pipeline_tree(link.rank(), link.size(), root, num);
-  const std::uint32_t check =
-      descriptor_check(Kind::kBroadcast, count, dtype, ReduceOp::kSum, root);
-  auto tag = [&](std::size_t chunk) {
-    return Tag{options.seq, static_cast<std::uint32_t>(chunk), check};
+  const Range all{0, count};
+  const std::size_t per_chunk = chunk_elements(options.chunk_bytes, esize);
+  const std::size_t num = num_messages(count, per_chunk);
+  const TreeNode tree = pipeline_tree(link.rank(), link.size(), root, num);
+  const TagMaker tags(
+      options.seq,
+      Descriptor{.kind = Collective::kBroadcast, .count = count, .dtype = dtype, .root = root});
+  auto bytes_of = [&](std::size_t chunk) {
+    const Range r = chunk_of(all, per_chunk, chunk);
+    return std::span<std::byte>(out + r.begin * esize, r.count * esize);
   };
-  auto bytes_of = [&](std::size_t chunk) { return chunks.elements(chunk) * esize; };
-  Waiter waiter(link, options.deadline);
 
   std::deque<Link::Handle> recvs;
-  std::deque<Link::Handle> sends;
   std::size_t posted = 0;
   auto post_recv = [&] {
-    recvs.push_back(
-        link.recv(tree.parent, tag(posted),
-                  std::span<std::byte>(out + chunks.first(posted) * esize, bytes_of(posted))));
+    recvs.push_back(link.recv(tree.parent, tags.at(posted), bytes_of(posted)));
     ++posted;
   };
   if (!is_root) {
     while (posted < num && posted < kPipelineDepth) post_recv();
   }
-  const std::size_t max_sends = kPipelineDepth * static_cast<std::size_t>(tree.num_children);
+  SendWindow sends(link, options.deadline,
+                   kPipelineDepth * static_cast<std::size_t>(tree.num_children));
   for (std::size_t i = 0; i < num; ++i) {
     if (!is_root) {
-      TRIB_RETURN_IF_ERROR(waiter.wait(recvs.front()));
+      TRIB_RETURN_IF_ERROR(wait_or_abort(link, recvs.front(), options.deadline));
       recvs.pop_front();
       if (posted < num) post_recv();
     }
-    const std::span<const std::byte> chunk(src + chunks.first(i) * esize, bytes_of(i));
+    const Range r = chunk_of(all, per_chunk, i);
+    const std::span<const std::byte> chunk(src + r.begin * esize, r.count * esize);
     for (int c = 0; c < tree.num_children; ++c) {
-      sends.push_back(link.send(tree.children[c], tag(i), chunk));
-    }
-    while (sends.size() > max_sends) {
-      TRIB_RETURN_IF_ERROR(waiter.wait(sends.front()));
-      sends.pop_front();
+      TRIB_RETURN_IF_ERROR(sends.add(link.send(tree.children[c], tags.at(i), chunk)));
     }
   }
   if (is_root && count != 0 && src != out) std::memcpy(out, src, count * esize);
-  while (!sends.empty()) {
-    TRIB_RETURN_IF_ERROR(waiter.wait(sends.front()));
-    sends.pop_front();
-  }
-  return Status::ok();
+  return sends.drain();
 }
 
 }  // namespace tributary::algorithms

@@ -4,8 +4,10 @@
 #include <cstring>
 #include <vector>
 
-#include "algorithms/collective_util.h"
 #include "algorithms/collectives.h"
+#include "algorithms/in_flight.h"
+#include "algorithms/tags.h"
+#include "algorithms/validate.h"
 
 namespace tributary::algorithms {
 
@@ -20,12 +22,15 @@ Status gather(Link& link, const void* send, void* recv, std::size_t send_count, 
 
   const std::size_t block = send_count * dtype_size(dtype);
   const auto* in = static_cast<const std::byte*>(send);
-  const Tag tag{options.seq, 0,
-                descriptor_check(Kind::kGather, send_count, dtype, ReduceOp::kSum, root)};
-  Waiter waiter(link, options.deadline);
+  const Tag tag =
+      TagMaker(options.seq,
+               Descriptor{
+                   .kind = Collective::kGather, .count = send_count, .dtype = dtype, .root = root})
+          .at(0);
 
   if (!is_root) {
-    return waiter.wait(link.send(root, tag, std::span<const std::byte>(in, block)));
+    return wait_or_abort(link, link.send(root, tag, std::span<const std::byte>(in, block)),
+                         options.deadline);
   }
   auto* out = static_cast<std::byte*>(recv);
   std::vector<Link::Handle> recvs;
@@ -37,7 +42,7 @@ Status gather(Link& link, const void* send, void* recv, std::size_t send_count, 
   }
   std::byte* own = out + static_cast<std::size_t>(root) * block;
   if (block != 0 && own != in) std::memcpy(own, in, block);
-  for (Link::Handle h : recvs) TRIB_RETURN_IF_ERROR(waiter.wait(h));
+  for (Link::Handle h : recvs) TRIB_RETURN_IF_ERROR(wait_or_abort(link, h, options.deadline));
   return Status::ok();
 }
 

@@ -36,12 +36,21 @@ inline std::size_t num_chunks(std::size_t count, std::size_t per_chunk) {
   return (count + per_chunk - 1) / per_chunk;
 }
 
-// Chunk `c` of `range` (absolute element indices).
+// Messages a pipelined collective sends `count` elements in: one per chunk, and one empty
+// message when count is 0, so a rank called with count 0 still meets its peers (and one
+// that disagrees gets kMismatch instead of kOk).
+inline std::size_t num_messages(std::size_t count, std::size_t per_chunk) {
+  return std::max<std::size_t>(1, num_chunks(count, per_chunk));
+}
+
+// Chunk `c` of `range` (absolute element indices); chunk 0 of an empty range is empty.
 inline Range chunk_of(Range range, std::size_t per_chunk, std::size_t c) {
   const std::size_t begin = c * per_chunk;
   return {range.begin + begin, std::min(per_chunk, range.count - begin)};
 }
 
+// floor(log2 n) for n >= 1: the depth of a heap-ordered binary tree of n ranks, and the
+// number of halving steps over the largest power of two <= n.
 inline int floor_log2(int n) {
   int k = 0;
   while ((2 << k) <= n) ++k;

@@ -307,8 +307,10 @@ Status ring_all_reduce(const ReduceJob& job) {
 Status reduce_scatter(Link& link, const void* send, void* recv, std::size_t recv_count, DType dtype,
                       ReduceOp op, const CollectiveOptions& options) {
   const int n = link.size();
-  TRIB_RETURN_IF_ERROR(
-      validate_call(send, recv, recv_count, static_cast<std::size_t>(n), dtype, &op, options));
+  TRIB_RETURN_IF_ERROR(validate_shape(recv_count, dtype, static_cast<std::size_t>(n), options));
+  TRIB_RETURN_IF_ERROR(validate_op(op));
+  TRIB_RETURN_IF_ERROR(validate_buffer(send, recv_count, "send"));
+  TRIB_RETURN_IF_ERROR(validate_buffer(recv, recv_count, "recv"));
   const std::size_t es = dtype_size(dtype);
   const std::size_t block_bytes = recv_count * es;
   const auto* in = static_cast<const std::byte*>(send);
@@ -318,7 +320,10 @@ Status reduce_scatter(Link& link, const void* send, void* recv, std::size_t recv
     return error(StatusCode::kInvalidArgument,
                  "reduce_scatter: recv overlaps send but is not send + rank * recv_count");
   }
-  const TagMaker tags(options.seq, family_check(Family::kReduceScatter, 0, recv_count, dtype, op));
+  const TagMaker tags(
+      options.seq,
+      Descriptor{
+          .kind = Collective::kReduceScatter, .count = recv_count, .dtype = dtype, .op = op});
   if (recv_count == 0) return ring_handshake(link, tags, options.deadline);
   if (n == 1) {
     if (!in_place) std::memcpy(out, in, block_bytes);
@@ -345,8 +350,9 @@ Status reduce_scatter(Link& link, const void* send, void* recv, std::size_t recv
 Status all_gather(Link& link, const void* send, void* recv, std::size_t send_count, DType dtype,
                   const CollectiveOptions& options) {
   const int n = link.size();
-  TRIB_RETURN_IF_ERROR(
-      validate_call(send, recv, send_count, static_cast<std::size_t>(n), dtype, nullptr, options));
+  TRIB_RETURN_IF_ERROR(validate_shape(send_count, dtype, static_cast<std::size_t>(n), options));
+  TRIB_RETURN_IF_ERROR(validate_buffer(send, send_count, "send"));
+  TRIB_RETURN_IF_ERROR(validate_buffer(recv, send_count, "recv"));
   const std::size_t es = dtype_size(dtype);
   const std::size_t block_bytes = send_count * es;
   const auto* in = static_cast<const std::byte*>(send);
@@ -357,8 +363,8 @@ Status all_gather(Link& link, const void* send, void* recv, std::size_t send_cou
     return error(StatusCode::kInvalidArgument,
                  "all_gather: send overlaps recv but is not recv + rank * send_count");
   }
-  const TagMaker tags(options.seq,
-                      family_check(Family::kAllGather, 0, send_count, dtype, ReduceOp::kSum));
+  const TagMaker tags(
+      options.seq, Descriptor{.kind = Collective::kAllGather, .count = send_count, .dtype = dtype});
   if (send_count == 0) return ring_handshake(link, tags, options.deadline);
   if (n > 1) {
     std::vector<Range> blocks(static_cast<std::size_t>(n));

@@ -3,8 +3,10 @@
 #include <cstring>
 #include <vector>
 
-#include "algorithms/collective_util.h"
 #include "algorithms/collectives.h"
+#include "algorithms/in_flight.h"
+#include "algorithms/tags.h"
+#include "algorithms/validate.h"
 
 namespace tributary::algorithms {
 
@@ -19,11 +21,16 @@ Status scatter(Link& link, const void* send, void* recv, std::size_t recv_count,
 
   const std::size_t block = recv_count * dtype_size(dtype);
   auto* out = static_cast<std::byte*>(recv);
-  const Tag tag{options.seq, 0,
-                descriptor_check(Kind::kScatter, recv_count, dtype, ReduceOp::kSum, root)};
-  Waiter waiter(link, options.deadline);
+  const Tag tag =
+      TagMaker(options.seq,
+               Descriptor{
+                   .kind = Collective::kScatter, .count = recv_count, .dtype = dtype, .root = root})
+          .at(0);
 
-  if (!is_root) return waiter.wait(link.recv(root, tag, std::span<std::byte>(out, block)));
+  if (!is_root) {
+    return wait_or_abort(link, link.recv(root, tag, std::span<std::byte>(out, block)),
+                         options.deadline);
+  }
   const auto* in = static_cast<const std::byte*>(send);
   std::vector<Link::Handle> sends;
   sends.reserve(static_cast<std::size_t>(n));
@@ -34,7 +41,7 @@ Status scatter(Link& link, const void* send, void* recv, std::size_t recv_count,
   }
   const std::byte* own = in + static_cast<std::size_t>(root) * block;
   if (block != 0 && own != out) std::memcpy(out, own, block);
-  for (Link::Handle h : sends) TRIB_RETURN_IF_ERROR(waiter.wait(h));
+  for (Link::Handle h : sends) TRIB_RETURN_IF_ERROR(wait_or_abort(link, h, options.deadline));
   return Status::ok();
 }
 

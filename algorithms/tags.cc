@@ -1,22 +1,22 @@
 #include "algorithms/tags.h"
 
+#include "core/hash.h"
+
 namespace tributary::algorithms {
 
-std::uint32_t family_check(Family family, std::uint8_t variant, std::size_t count, DType dtype,
-                           ReduceOp op) {
-  std::uint32_t h = 2166136261u;
-  auto mix = [&h](std::uint64_t v, int bytes) {
-    for (int i = 0; i < bytes; ++i) {
-      h ^= static_cast<std::uint8_t>(v >> (8 * i));
-      h *= 16777619u;
-    }
-  };
-  mix(static_cast<std::uint8_t>(family), 1);
-  mix(variant, 1);
-  mix(static_cast<std::uint64_t>(count), 8);
-  mix(static_cast<std::uint8_t>(dtype), 1);
-  mix(static_cast<std::uint8_t>(op), 1);
-  return h;
+// The byte layout is wire protocol (agents of one cluster must compute equal checks): the
+// all-reduce family hashes the algorithm right after the kind and has no root; the other
+// collectives hash the root last. tests/algorithms/tags_test.cc pins the values.
+std::uint32_t descriptor_check(const Descriptor& d) {
+  const bool all_reduce_family = d.kind >= Collective::kAllReduce;
+  Fnv1a32 h;
+  h.add_le(static_cast<std::uint8_t>(d.kind), 1);
+  if (all_reduce_family) h.add_le(d.algorithm, 1);
+  h.add_le(static_cast<std::uint64_t>(d.count), 8);
+  h.add_le(static_cast<std::uint8_t>(d.dtype), 1);
+  h.add_le(static_cast<std::uint8_t>(d.op), 1);
+  if (!all_reduce_family) h.add_le(static_cast<std::uint32_t>(d.root), 4);
+  return h.value();
 }
 
 }  // namespace tributary::algorithms

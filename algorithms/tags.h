@@ -1,11 +1,11 @@
-// Message tags for the all-reduce family (all_reduce, reduce_scatter, all_gather).
+// How a collective's messages are tagged.
 //
-// A tag is (seq, slot, check). seq comes from the caller and is equal on every rank;
-// slot names the step and chunk inside the collective so that no two messages of one
-// collective between the same pair of ranks share a tag; check describes the collective
-// (kind, algorithm, count, dtype, op). Two ranks that disagree on any of those compute
-// different checks, so the first message between them fails with kMismatch instead of
-// being reduced into a wrong answer.
+// A tag is (seq, slot, check) (link.h). seq comes from the caller and is equal on every
+// rank; slot names the step and chunk inside the collective, so that no two messages of
+// one collective between the same pair of ranks share a tag; check describes the
+// collective. Two ranks that disagree on the kind, count, dtype, op, root or all-reduce
+// algorithm compute different checks (up to a 32-bit hash), so the first message between
+// them fails with kMismatch instead of being reduced or stored into a wrong answer.
 #pragma once
 
 #include <cstddef>
@@ -16,20 +16,38 @@
 
 namespace tributary::algorithms {
 
-enum class Family : std::uint8_t {
+// The values are part of every check on the wire: never renumber them.
+enum class Collective : std::uint8_t {
+  kBroadcast = 1,
+  kReduce = 2,
+  kGather = 3,
+  kScatter = 4,
+  kAllToAll = 5,
+  kBarrier = 6,
   kAllReduce = 0x41,
   kReduceScatter = 0x42,
   kAllGather = 0x43,
 };
 
-// FNV-1a over the descriptor. `variant` is the all-reduce algorithm (0 for the others):
-// ranks that resolved kAuto differently must not exchange data either.
-std::uint32_t family_check(Family family, std::uint8_t variant, std::size_t count, DType dtype,
-                           ReduceOp op);
+// What the ranks of one collective must agree on. Fields a collective does not have keep
+// their defaults (a barrier is just {.kind = Collective::kBarrier}).
+struct Descriptor {
+  Collective kind = Collective::kBarrier;
+  std::size_t count = 0;
+  DType dtype = DType::kUInt8;
+  ReduceOp op = ReduceOp::kSum;
+  int root = 0;                // broadcast, reduce, gather, scatter
+  std::uint8_t algorithm = 0;  // all_reduce: what kAuto resolved to (ranks must agree)
+};
+
+// 32-bit FNV-1a over the descriptor, for Tag::check.
+std::uint32_t descriptor_check(const Descriptor& descriptor);
 
 class TagMaker {
  public:
   TagMaker(std::uint64_t seq, std::uint32_t check) : seq_(seq), check_(check) {}
+  TagMaker(std::uint64_t seq, const Descriptor& descriptor)
+      : TagMaker(seq, descriptor_check(descriptor)) {}
   // Slots are computed in 64 bits and wrap to 32: a wrapped collision can only pair
   // messages on the same ordered (sender, receiver) channel, whose messages every
   // algorithm here sends and receives in the same order, so FIFO matching still pairs

@@ -13,17 +13,6 @@ constexpr int kDown = 1;
 
 }  // namespace
 
-TreeNode heap_tree_node(int rank, int size, bool mirrored) {
-  auto flip = [&](int x) { return mirrored ? size - 1 - x : x; };
-  const int pos = flip(rank);
-  TreeNode node;
-  if (pos > 0) node.parent = flip((pos - 1) / 2);
-  for (int c = 2 * pos + 1; c <= 2 * pos + 2 && c < size; ++c) {
-    node.children[node.num_children++] = flip(c);
-  }
-  return node;
-}
-
 TreePipeline::TreePipeline(const ReduceJob& job, const TreeNode& node, Range range, int tree_id)
     : job_(job),
       node_(node),

@@ -1,9 +1,5 @@
-// The pipelined binary tree behind the tree and double-tree all-reduces.
-//
-// Positions 0..n-1 form a binary tree in heap order (parent (p-1)/2, children 2p+1 and
-// 2p+2), depth floor(log2 n). Position p holds rank p, or rank n-1-p when mirrored: the
-// mirrored tree's interior positions [0, n/2) then hold exactly the ranks that are leaves
-// of the plain tree, which is what the double tree needs.
+// The pipelined binary tree behind the tree and double-tree all-reduces, along the heap
+// trees of tree_shape.h.
 //
 // A TreePipeline all-reduces one range of the vector along one tree. Each chunk is reduced
 // up as own (op) first child (op) second child at every node, in that order, scaled at the
@@ -21,16 +17,9 @@
 #include "algorithms/in_flight.h"
 #include "algorithms/partition.h"
 #include "algorithms/scratch.h"
+#include "algorithms/tree_shape.h"
 
 namespace tributary::algorithms {
-
-struct TreeNode {
-  int parent = -1;  // -1 at the root
-  int children[2] = {-1, -1};
-  int num_children = 0;
-};
-
-TreeNode heap_tree_node(int rank, int size, bool mirrored);
 
 class TreePipeline {
  public:

@@ -21,7 +21,7 @@ constexpr auto kShortDeadline = std::chrono::milliseconds(200);
 // How long past its deadline a rank may take to notice: scheduling on a loaded 2-core box.
 constexpr auto kSlack = std::chrono::seconds(2);
 
-// Many chunks, so broadcast and reduce run along a chain (collective_util.h).
+// Many chunks, so broadcast and reduce run along a chain (tree_shape.h).
 constexpr std::size_t kChainCount = 2000;
 constexpr std::size_t kChainChunkBytes = 256;
 
