@@ -16,6 +16,7 @@
 
 #include "agent/agent_metrics.h"
 #include "agent/tcp_endpoint.h"
+#include "algorithms/agreement.h"
 #include "algorithms/cost_model.h"
 #include "algorithms/seq_space.h"
 #include "compression/compressed_collectives.h"
@@ -45,36 +46,8 @@ bool retryable(const Status& s) {
 
 Deadline earlier(Deadline a, Deadline b) { return a.at < b.at ? a : b; }
 
-// The commit round: an empty message to and from every peer, one round trip. A member
-// that has heard from every peer knows every peer finished the data phase, i.e. holds the
-// full result (docs/fault-tolerance.md). One round beats a log2(n)-round barrier while
-// wake-ups dominate (small groups); past kDirectAgreementMax the barrier sends fewer
-// messages.
-constexpr int kDirectAgreementMax = 8;
-
 // How long a member waits for a newer view before it repeats its request for one.
 constexpr Duration kViewNudgeInterval = std::chrono::seconds(1);
-
-Status agreement_round(algorithms::Link& link, const algorithms::CollectiveOptions& options) {
-  const int n = link.size();
-  if (n > kDirectAgreementMax) return algorithms::barrier(link, options);
-  const algorithms::Tag tag{options.seq, 0, 0x41475245u /* "AGRE" */};
-  std::vector<algorithms::Link::Handle> handles;
-  handles.reserve(2 * static_cast<std::size_t>(n));
-  for (int p = 0; p < n; ++p) {
-    if (p != link.rank()) handles.push_back(link.recv(p, tag, {}));
-  }
-  for (int p = 0; p < n; ++p) {
-    if (p != link.rank()) handles.push_back(link.send(p, tag, {}));
-  }
-  for (algorithms::Link::Handle h : handles) {
-    if (Status s = link.wait(h, options.deadline); !s.is_ok()) {
-      link.abort(s);
-      return s;
-    }
-  }
-  return Status::ok();
-}
 
 }  // namespace
 
@@ -360,7 +333,7 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
       held = true;
       algorithms::CollectiveOptions agree = options;
       agree.seq = algorithms::seq_in(algorithms::SeqSpace::kAgreement, options.seq);
-      status = agreement_round(*link, agree);
+      status = algorithms::agreement_round(*link, agree);
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
