@@ -23,6 +23,7 @@
 #include "agent/tcp_link.h"
 #include "algorithms/link.h"
 #include "core/clock.h"
+#include "core/log.h"
 #include "core/status.h"
 
 namespace tributary::agent {
@@ -38,9 +39,9 @@ struct TcpEndpointConfig {
   // 0 keeps Linux's buffer autotuning, which on loopback beats any fixed size we could
   // set (a fixed SO_RCVBUF disables autotuning and is capped by net.core.rmem_max).
   int socket_buffer_bytes = 0;
-  // Where refusals and dropped connections are reported; default: stderr, one line each,
-  // prefixed "tributary: ".
-  LogSink log;
+  // Where refusals and dropped connections are reported (the links of its groups log
+  // through it too). The Worker passes its own Logger's child("link").
+  Logger log{"link"};
 };
 
 struct TcpPeerStats {

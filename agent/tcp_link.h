@@ -26,16 +26,14 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "algorithms/link.h"
+#include "core/log.h"
 
 namespace tributary::agent {
-
-using LogSink = std::function<void(const std::string&)>;
 
 // Counters shared between a link (which bumps them on its own thread) and whoever reads
 // metrics; relaxed atomics, monotonic.
@@ -68,11 +66,13 @@ struct TcpLinkParams {
   // How long wait() polls without blocking before it sleeps in poll(2): trading a little
   // CPU for not paying a scheduler wake-up on every small message.
   Duration busy_poll = std::chrono::microseconds(50);
-  LogSink log;
+  Logger log{"link"};                      // dropped connections, stale frames
   std::shared_ptr<LinkCounters> counters;  // required
 };
 
-std::unique_ptr<algorithms::Link> make_tcp_link(TcpLinkParams params,
-                                                std::vector<PeerSocket> peers);
+// Takes ownership of the sockets (closed on failure too). kInternal when the OS refuses
+// the link an eventfd.
+Result<std::unique_ptr<algorithms::Link>> make_tcp_link(TcpLinkParams params,
+                                                        std::vector<PeerSocket> peers);
 
 }  // namespace tributary::agent

@@ -1,27 +1,18 @@
 // The Worker: a thin loop around the algorithms that makes each collective all-or-nothing
 // across an epoch's members and re-runs aborted ones in the next epoch. The protocol is
-// in docs/fault-tolerance.md; this file is its agent side.
+// in docs/fault-tolerance.md; this file is its agent side (joining, views, the recovery
+// loop, step boundaries, the state sync). The collective API is worker_collectives.cc.
 #include "agent/worker.h"
 
-#include <openssl/evp.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <chrono>
 #include <cstring>
 #include <limits>
-#include <map>
-#include <mutex>
-#include <thread>
 
-#include "agent/agent_metrics.h"
-#include "agent/tcp_endpoint.h"
+#include "agent/worker_impl.h"
 #include "algorithms/agreement.h"
-#include "algorithms/cost_model.h"
 #include "algorithms/seq_space.h"
-#include "compression/compressed_collectives.h"
-#include "core/check.h"
-#include "membership/coordinator_client.h"
+#include "core/hash.h"
 
 namespace tributary::agent {
 namespace {
@@ -50,100 +41,6 @@ Deadline earlier(Deadline a, Deadline b) { return a.at < b.at ? a : b; }
 constexpr Duration kViewNudgeInterval = std::chrono::seconds(1);
 
 }  // namespace
-
-class Worker::Impl {
- public:
-  explicit Impl(WorkerConfig config) : config(std::move(config)) {}
-  ~Impl() { stop_watcher(); }
-
-  Status start();
-
-  // Runs one collective. `input` is the caller's send buffer when the collective writes
-  // over it (in-place): it is stashed and restored before a re-run. `retry` = false makes
-  // failures return instead of re-running (the state sync decides for itself).
-  template <typename Fn>
-  Result<Outcome> run(std::string_view op, algorithms::AllReduceAlgorithm algorithm,
-                      std::size_t bytes, std::span<std::byte> input, Fn&& fn, bool retry = true);
-
-  // Moves to a view newer than the current one: Ready/Go with the coordinator, quorum,
-  // new links. `held_seq`: the collective whose result this member holds uncommitted.
-  Status transition(std::uint64_t held_seq, Deadline deadline);
-
-  Result<BoundaryOutcome> step_boundary();
-  Status sync_state();
-
-  void install_link(std::unique_ptr<algorithms::Link> l, std::uint64_t epoch) {
-    std::lock_guard lock(link_mu);
-    link = std::move(l);
-    link_epoch = epoch;
-  }
-  void drop_link(const Status& why) {
-    std::lock_guard lock(link_mu);
-    if (link) {
-      link->abort(why);
-      link.reset();
-    }
-  }
-
-  Deadline collective_deadline(std::size_t bytes) const {
-    const double seconds = static_cast<double>(bytes) / throughput * config.deadline_slack;
-    return Deadline::after(config.deadline_floor + std::chrono::duration_cast<Duration>(
-                                                       std::chrono::duration<double>(seconds)));
-  }
-
-  algorithms::AllReduceAlgorithm pick(std::size_t bytes) const {
-    if (config.algorithm != algorithms::AllReduceAlgorithm::kAuto) return config.algorithm;
-    return algorithms::CostModel::default_model().choose(static_cast<int>(view.size()), bytes);
-  }
-
-  void start_watcher();
-  void stop_watcher();
-
-  std::vector<std::uint64_t> member_ids() const {
-    std::vector<std::uint64_t> ids(view.size());
-    for (const auto& m : view.members) ids.at(m.rank) = m.id;
-    return ids;
-  }
-
-  WorkerConfig config;
-  std::unique_ptr<AgentMetrics> metrics;
-  std::unique_ptr<TcpEndpoint> endpoint;
-  std::unique_ptr<membership::CoordinatorClient> client;
-
-  // Compression: the plan parsed once from config.codec, and the residuals of every
-  // tensor, kept across views (a new Worker after an eviction starts without them).
-  compression::CompressionPlan plan;
-  compression::CompressionState compression_state;
-
-  membership::View view;
-  int rank = -1;
-  std::mutex link_mu;  // guards `link` against the watcher's abort
-  std::unique_ptr<algorithms::Link> link;
-  std::uint64_t link_epoch = 0;  // guarded by link_mu
-
-  std::uint64_t next_seq = 1;
-  std::uint64_t commit_through = 0;  // the latest Go's decision
-  double throughput = 100e6;         // bytes/s, EWMA over successful collectives
-  int collectives_since_sync = 0;
-
-  // Elasticity.
-  std::map<std::string, std::span<std::byte>> state;
-  bool needs_state = false;  // joined after the first view; no state received yet
-  std::atomic<bool> drain_requested{false};
-  std::uint64_t step = 0;
-  TimePoint last_collective_end = std::chrono::steady_clock::now();
-  // The longest stretch this step spent outside collectives (computing): the straggler
-  // policy's input, reported at the next step boundary.
-  double step_compute_seconds = 0;
-
-  // The watcher thread follows the coordinator's views and aborts the current links
-  // when a newer view (or an eviction) makes them obsolete.
-  std::thread watcher;
-  std::atomic<bool> watcher_stop{false};
-  std::atomic<std::uint64_t> newest_epoch{0};
-  std::atomic<bool> evicted{false};
-  bool left = false;
-};
 
 void Worker::Impl::start_watcher() {
   watcher = std::thread([this] {
@@ -189,17 +86,14 @@ Status Worker::Impl::start() {
   plan = std::move(*parsed);
   const Deadline deadline = Deadline::after(config.join_timeout);
   if (!config.metrics_bind.empty()) {
-    auto m = AgentMetrics::serve(config.metrics_bind);
-    if (!m) return m.status();
-    metrics = std::move(*m);
+    TRIB_ASSIGN_OR_RETURN(metrics, AgentMetrics::serve(config.metrics_bind));
   }
   TcpEndpointConfig ec;
   ec.bind_host = config.bind_host;
   ec.port = config.data_port;
   ec.secret = config.secret;
-  auto ep = TcpEndpoint::listen(ec);
-  if (!ep) return ep.status();
-  endpoint = std::move(*ep);
+  ec.log = log.child("link");
+  TRIB_ASSIGN_OR_RETURN(endpoint, TcpEndpoint::listen(ec));
 
   client = std::make_unique<membership::CoordinatorClient>(
       membership::stderr_log_sink("agent"), metrics ? &metrics->registry() : nullptr);
@@ -212,16 +106,16 @@ Status Worker::Impl::start() {
                         ? endpoint->address()
                         : config.advertise_host + ":" + std::to_string(endpoint->port());
   cc.capabilities = {"tcp"};
-  auto joined = client->join(cc, deadline);
-  if (!joined) return joined.status();
+  TRIB_RETURN_IF_ERROR(client->join(cc, deadline).status());
+  log.context()->set_member(std::to_string(client->member_id()));
   // The watcher runs from the first view on, so that even this first connect is cancelled
   // when a newer view makes it moot.
   start_watcher();
   TRIB_RETURN_IF_ERROR(transition(0, deadline));
   // One line for operators and the integration tests: where this agent can be reached.
-  std::fprintf(stderr, "tributary[agent]: member %llu rank %d data %s metrics %u\n",
-               static_cast<unsigned long long>(client->member_id()), rank,
-               endpoint->address().c_str(), metrics ? static_cast<unsigned>(metrics->port()) : 0u);
+  log.logf(LogLevel::kInfo, "member %llu rank %d data %s metrics %u",
+           static_cast<unsigned long long>(client->member_id()), rank, endpoint->address().c_str(),
+           metrics ? static_cast<unsigned>(metrics->port()) : 0u);
   return Status::ok();
 }
 
@@ -259,6 +153,7 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
     }
     commit_through = std::max(commit_through, go->commit_through);
     view = *v;
+    log.context()->set_epoch(view.epoch);
     newest_epoch = std::max(newest_epoch.load(), view.epoch);
     const membership::ViewMember* me = view.find(client->member_id());
     if (me == nullptr)
@@ -280,9 +175,8 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
       continue;
     }
     if (static_cast<int>(view.size()) < config.min_world_size) {
-      std::fprintf(stderr,
-                   "tributary[agent]: view %llu has %zu members, below the quorum of %d; waiting\n",
-                   static_cast<unsigned long long>(view.epoch), view.size(), config.min_world_size);
+      log.logf(LogLevel::kInfo, "view %llu has %zu members, below the quorum of %d; waiting",
+               static_cast<unsigned long long>(view.epoch), view.size(), config.min_world_size);
       held_seq = 0;
       continue;
     }
@@ -293,10 +187,9 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
   }
 }
 
-template <typename Fn>
 Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgorithm algorithm,
-                                  std::size_t bytes, std::span<std::byte> input, Fn&& fn,
-                                  bool retry) {
+                                  std::size_t bytes, std::span<std::byte> input,
+                                  const CollectiveFn& fn, bool retry) {
   std::vector<std::byte> stash(input.begin(), input.end());
   const Deadline overall = Deadline::after(config.recovery_timeout);
   // The outcome of a committed attempt: epoch `epoch`'s members contributed.
@@ -361,9 +254,9 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
       client->report_failure(
           epoch, 0, std::string(op) + " seq " + std::to_string(seq) + ": " + status.to_string());
     }
-    std::fprintf(stderr, "tributary[agent]: %.*s seq %llu in view %llu failed: %s; recovering\n",
-                 static_cast<int>(op.size()), op.data(), static_cast<unsigned long long>(seq),
-                 static_cast<unsigned long long>(epoch), status.to_string().c_str());
+    log.logf(LogLevel::kWarn, "%.*s seq %llu in view %llu failed: %s; recovering",
+             static_cast<int>(op.size()), op.data(), static_cast<unsigned long long>(seq),
+             static_cast<unsigned long long>(epoch), status.to_string().c_str());
     std::vector<std::uint64_t> failed_view_ids = member_ids();  // transition() replaces the view
     const Status moved = transition(held ? seq : 0, overall);
     if (!moved.is_ok()) {
@@ -385,55 +278,47 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
 Status Worker::Impl::sync_state() {
   // Source: the lowest rank that has the state (the joiners are those that need it).
   std::int64_t source = needs_state ? std::numeric_limits<std::int32_t>::max() : rank;
-  auto pick =
-      run("state_source", algorithms::AllReduceAlgorithm::kAuto, 8,
-          std::as_writable_bytes(std::span(&source, 1)),
-          [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
-            return algorithms::all_reduce(l, &source, &source, 1, DType::kInt64, ReduceOp::kMin, o);
-          });
-  if (!pick) return pick.status();
+  TRIB_RETURN_IF_ERROR(run("state_source", algorithms::AllReduceAlgorithm::kAuto, 8,
+                           std::as_writable_bytes(std::span(&source, 1)),
+                           [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
+                             return algorithms::all_reduce(l, &source, &source, 1, DType::kInt64,
+                                                           ReduceOp::kMin, o);
+                           })
+                           .status());
   if (source >= static_cast<std::int64_t>(view.size())) {
     return error(StatusCode::kUnavailable,
                  "no member of view " + std::to_string(view.epoch) + " holds the training state");
   }
   const int root = static_cast<int>(source);
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  Sha256 sha;
   for (auto& [name, bytes] : state) {
-    auto r = run(
-        "state_sync", algorithms::AllReduceAlgorithm::kAuto, bytes.size(), {},
-        [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
-          return algorithms::broadcast(l, bytes.data(), bytes.data(), bytes.size(), DType::kUInt8,
-                                       root, o);
-        },
-        /*retry=*/false);
-    if (!r) {
-      EVP_MD_CTX_free(ctx);
-      return r.status();
-    }
-    EVP_DigestUpdate(ctx, name.data(), name.size());
-    EVP_DigestUpdate(ctx, bytes.data(), bytes.size());
+    TRIB_RETURN_IF_ERROR(run(
+                             "state_sync", algorithms::AllReduceAlgorithm::kAuto, bytes.size(), {},
+                             [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
+                               return algorithms::broadcast(l, bytes.data(), bytes.data(),
+                                                            bytes.size(), DType::kUInt8, root, o);
+                             },
+                             /*retry=*/false)
+                             .status());
+    sha.update(name).update(bytes);
   }
-  std::array<std::uint8_t, 32> mine{};
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx, mine.data(), &len);
-  EVP_MD_CTX_free(ctx);
-  std::array<std::uint8_t, 32> theirs = mine;
-  auto h = run(
-      "state_hash", algorithms::AllReduceAlgorithm::kAuto, 32, {},
-      [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
-        return algorithms::broadcast(l, theirs.data(), theirs.data(), 32, DType::kUInt8, root, o);
-      },
-      /*retry=*/false);
-  if (!h) return h.status();
+  const Sha256Digest mine = sha.finish();
+  Sha256Digest theirs = mine;
+  TRIB_RETURN_IF_ERROR(run(
+                           "state_hash", algorithms::AllReduceAlgorithm::kAuto, theirs.size(), {},
+                           [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
+                             return algorithms::broadcast(l, theirs.data(), theirs.data(),
+                                                          theirs.size(), DType::kUInt8, root, o);
+                           },
+                           /*retry=*/false)
+                           .status());
   if (theirs != mine) {
     return error(StatusCode::kBadFrame, "training state received from rank " +
                                             std::to_string(root) + " does not match its SHA-256");
   }
   if (needs_state) {
-    std::fprintf(stderr,
-                 "tributary[agent]: received %zu state buffers from rank %d, SHA-256 verified\n",
-                 state.size(), root);
+    log.logf(LogLevel::kInfo, "received %zu state buffers from rank %d, SHA-256 verified",
+             state.size(), root);
   }
   needs_state = false;
   return Status::ok();
@@ -456,13 +341,13 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
     // [leave, joiners waiting, newer view, state needed], max over members.
     std::int32_t flags[4] = {drain_requested.load() ? 1 : 0, client->joiners_pending() ? 1 : 0,
                              newest_epoch.load() > view.epoch ? 1 : 0, needs_state ? 1 : 0};
-    auto r =
-        run("step_boundary", algorithms::AllReduceAlgorithm::kAuto, sizeof(flags),
-            std::as_writable_bytes(std::span(flags)),
-            [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
-              return algorithms::all_reduce(l, flags, flags, 4, DType::kInt32, ReduceOp::kMax, o);
-            });
-    if (!r) return r.status();
+    TRIB_RETURN_IF_ERROR(run("step_boundary", algorithms::AllReduceAlgorithm::kAuto, sizeof(flags),
+                             std::as_writable_bytes(std::span(flags)),
+                             [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
+                               return algorithms::all_reduce(l, flags, flags, 4, DType::kInt32,
+                                                             ReduceOp::kMax, o);
+                             })
+                             .status());
     if (flags[3]) {
       const bool receiving = needs_state;
       Status s = sync_state();
@@ -528,101 +413,6 @@ void Worker::drain() { impl_->drain_requested = true; }
 bool Worker::draining() const { return impl_->drain_requested.load(); }
 std::uint64_t Worker::step() const { return impl_->step; }
 
-namespace {
-// The caller's send buffer when the collective's receive buffer overlaps it (in-place):
-// the runtime stashes it so that a re-run starts from the original input.
-std::span<std::byte> overwritten(const void* send, std::size_t send_bytes, const void* recv,
-                                 std::size_t recv_bytes) {
-  if (send == nullptr || recv == nullptr || send_bytes == 0 || recv_bytes == 0) return {};
-  const auto s = reinterpret_cast<std::uintptr_t>(send);
-  const auto r = reinterpret_cast<std::uintptr_t>(recv);
-  if (r + recv_bytes <= s || s + send_bytes <= r) return {};
-  return {static_cast<std::byte*>(const_cast<void*>(send)), send_bytes};
-}
-}  // namespace
-
-Result<Outcome> Worker::all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
-                                   ReduceOp op) {
-  const std::size_t bytes = count * dtype_size(dtype);
-  const algorithms::AllReduceAlgorithm algorithm = impl_->pick(bytes);
-  return impl_->run("all_reduce", algorithm, bytes, overwritten(send, bytes, recv, bytes),
-                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
-                      return algorithms::all_reduce(link, send, recv, count, dtype, op, o);
-                    });
-}
-
-Result<Outcome> Worker::reduce_scatter(const void* send, void* recv, std::size_t recv_count,
-                                       DType dtype, ReduceOp op) {
-  const std::size_t bytes = recv_count * dtype_size(dtype) * static_cast<std::size_t>(size());
-  return impl_->run("reduce_scatter", algorithms::AllReduceAlgorithm::kAuto, bytes,
-                    overwritten(send, bytes, recv, recv_count * dtype_size(dtype)),
-                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
-                      return algorithms::reduce_scatter(link, send, recv, recv_count, dtype, op, o);
-                    });
-}
-
-Result<Outcome> Worker::all_gather(const void* send, void* recv, std::size_t send_count,
-                                   DType dtype) {
-  const std::size_t bytes = send_count * dtype_size(dtype);
-  return impl_->run("all_gather", algorithms::AllReduceAlgorithm::kAuto,
-                    bytes * static_cast<std::size_t>(size()),
-                    overwritten(send, bytes, recv, bytes * static_cast<std::size_t>(size())),
-                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
-                      return algorithms::all_gather(link, send, recv, send_count, dtype, o);
-                    });
-}
-
-Result<Outcome> Worker::broadcast(const void* send, void* recv, std::size_t count, DType dtype,
-                                  int root) {
-  const std::size_t bytes = count * dtype_size(dtype);
-  return impl_->run("broadcast", algorithms::AllReduceAlgorithm::kAuto, bytes,
-                    overwritten(send, bytes, recv, bytes),
-                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
-                      return algorithms::broadcast(link, send, recv, count, dtype, root, o);
-                    });
-}
-
-Result<Outcome> Worker::reduce(const void* send, void* recv, std::size_t count, DType dtype,
-                               ReduceOp op, int root) {
-  const std::size_t bytes = count * dtype_size(dtype);
-  return impl_->run("reduce", algorithms::AllReduceAlgorithm::kAuto, bytes,
-                    overwritten(send, bytes, recv, bytes),
-                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
-                      return algorithms::reduce(link, send, recv, count, dtype, op, root, o);
-                    });
-}
-
-Result<Outcome> Worker::gather(const void* send, void* recv, std::size_t send_count, DType dtype,
-                               int root) {
-  const std::size_t bytes = send_count * dtype_size(dtype);
-  return impl_->run("gather", algorithms::AllReduceAlgorithm::kAuto,
-                    bytes * static_cast<std::size_t>(size()),
-                    overwritten(send, bytes, recv, bytes * static_cast<std::size_t>(size())),
-                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
-                      return algorithms::gather(link, send, recv, send_count, dtype, root, o);
-                    });
-}
-
-Result<Outcome> Worker::scatter(const void* send, void* recv, std::size_t recv_count, DType dtype,
-                                int root) {
-  const std::size_t bytes = recv_count * dtype_size(dtype) * static_cast<std::size_t>(size());
-  return impl_->run("scatter", algorithms::AllReduceAlgorithm::kAuto, bytes,
-                    overwritten(send, bytes, recv, recv_count * dtype_size(dtype)),
-                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
-                      return algorithms::scatter(link, send, recv, recv_count, dtype, root, o);
-                    });
-}
-
-Result<Outcome> Worker::all_to_all(const void* send, void* recv, std::size_t count_per_peer,
-                                   DType dtype) {
-  const std::size_t bytes = count_per_peer * dtype_size(dtype) * static_cast<std::size_t>(size());
-  return impl_->run("all_to_all", algorithms::AllReduceAlgorithm::kAuto, bytes,
-                    overwritten(send, bytes, recv, bytes),
-                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
-                      return algorithms::all_to_all(link, send, recv, count_per_peer, dtype, o);
-                    });
-}
-
 Result<Outcome> Worker::all_reduce_compressed(float* data, std::size_t count, ReduceOp op,
                                               std::uint64_t tensor_id, std::uint64_t step,
                                               std::span<const TensorMatrix> matrices,
@@ -652,13 +442,6 @@ Result<Outcome> Worker::all_reduce_compressed(float* data, std::size_t count, Re
                   });
   if (r && wire_bytes != nullptr) *wire_bytes = stats.wire_bytes_sent;
   return r;
-}
-
-Result<Outcome> Worker::barrier() {
-  return impl_->run("barrier", algorithms::AllReduceAlgorithm::kAuto, 0, {},
-                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
-                      return algorithms::barrier(link, o);
-                    });
 }
 
 Status Worker::leave() {

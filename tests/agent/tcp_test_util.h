@@ -17,11 +17,12 @@ namespace tributary::testing {
 
 class LogCapture {
  public:
-  agent::LogSink sink(std::string prefix) {
-    return [this, prefix](const std::string& line) {
+  // A Logger whose lines (the message, after `prefix`) the test can search.
+  Logger logger(std::string prefix) {
+    return Logger("link", [this, prefix](const LogRecord& record) {
       std::lock_guard lock(mu_);
-      lines_.push_back(prefix + line);
-    };
+      lines_.push_back(prefix + std::string(record.message));
+    });
   }
   bool contains(const std::string& a, const std::string& b = "") const {
     std::lock_guard lock(mu_);
@@ -46,7 +47,7 @@ inline agent::TcpEndpointConfig test_config(LogCapture& logs, int rank,
                                             std::string secret = "s3cret") {
   agent::TcpEndpointConfig c;
   c.secret = std::move(secret);
-  c.log = logs.sink("[rank " + std::to_string(rank) + "] ");
+  c.log = logs.logger("[rank " + std::to_string(rank) + "] ");
   return c;
 }
 

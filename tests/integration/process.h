@@ -289,10 +289,10 @@ inline std::vector<std::string> agent_argv(const std::string& endpoint, const st
 }
 
 // The line each agent prints once its links are up (agent/worker.cc):
-//   tributary[agent]: member M rank R data HOST:PORT metrics PORT
+//   TIME info tributary[agent] member=M epoch=E: member M rank R data HOST:PORT metrics PORT
 inline const std::regex& agent_ready_line() {
   static const std::regex re(
-      R"(tributary\[agent\]: member (\d+) rank (\d+) data ([0-9.]+):(\d+) metrics (\d+))");
+      R"(tributary\[agent\][^\n]*: member (\d+) rank (\d+) data ([0-9.]+):(\d+) metrics (\d+))");
   return re;
 }
 

@@ -1,0 +1,151 @@
+// TcpEndpoint::Impl, shared by the endpoint's two halves: its lifecycle and the building
+// of each epoch's group (tcp_endpoint.cc), and the authenticated handshake on both the
+// accepting and the dialing side (tcp_handshake.cc). Internal to agent/.
+//
+// Threading: everything below "I/O thread only" runs on the Asio thread; connect_group()
+// runs on its caller's thread and meets the I/O thread through Group's mutex, and
+// cancel_connect() and stats() may come from any thread.
+#pragma once
+
+#include <asio.hpp>
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/frame.h"
+#include "agent/tcp_endpoint.h"
+
+namespace tributary::agent {
+
+using asio::ip::tcp;
+
+// "host:port", or "[v6]:port".
+inline std::string endpoint_text(const tcp::endpoint& ep) {
+  const auto addr = ep.address();
+  return (addr.is_v6() ? "[" + addr.to_string() + "]" : addr.to_string()) + ":" +
+         std::to_string(ep.port());
+}
+
+class TcpEndpoint::Impl {
+ public:
+  // A connection we accepted, from its first byte until it is claimed by a group.
+  struct Incoming {
+    explicit Incoming(tcp::socket s) : sock(std::move(s)), timer(sock.get_executor()) {}
+    tcp::socket sock;
+    asio::steady_timer timer;
+    std::string peer;  // remote address, for the log
+    HandshakeBytes buf{};
+    HandshakeMessage hello;
+    Nonce nonce{};
+  };
+
+  struct Slot {
+    std::optional<tcp::socket> sock;  // set once authenticated both ways
+    bool busy = false;                // a claim is writing ACCEPT
+    std::string last_error;
+  };
+
+  // One connect_group call, shared between the caller and the I/O thread.
+  struct Group {
+    std::uint64_t epoch = 0;
+    int rank = 0;
+    int size = 0;
+    std::vector<std::string> addresses;
+    Deadline deadline;
+    std::vector<tcp::endpoint> dial;  // by rank; meaningful for ranks above ours
+    std::vector<Slot> slots;
+    std::vector<std::shared_ptr<tcp::socket>> dialing;
+    std::optional<asio::steady_timer> deadline_timer;
+    bool finished = false;  // I/O thread only
+    // Handed to the caller:
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    Status result;
+    std::vector<PeerSocket> sockets;
+  };
+
+  explicit Impl(const TcpEndpointConfig& config) : config_(config), acceptor_(io_) {}
+  ~Impl();
+
+  Status start();
+  std::uint16_t port() const { return port_; }
+  std::string address() const { return address_; }
+  Result<std::unique_ptr<algorithms::Link>> connect_group(std::uint64_t epoch, int rank,
+                                                          const std::vector<std::string>& addresses,
+                                                          Deadline deadline);
+  void cancel_connect(std::uint64_t newer);
+  TcpEndpointStats stats() const;
+
+ private:
+  void configure(tcp::socket& s);
+
+  // ---- accepting side (tcp_handshake.cc, I/O thread) ----
+  void accept_next();
+  void on_accepted(tcp::socket s);
+  void on_hello(const std::shared_ptr<Incoming>& in);
+  void on_response(const std::shared_ptr<Incoming>& in);
+  std::string claim_text(const std::shared_ptr<Incoming>& in) const {
+    return "claims rank " + std::to_string(in->hello.from_rank) + " of epoch " +
+           std::to_string(in->hello.epoch);
+  }
+  void refuse(const std::shared_ptr<Incoming>& in, const std::string& why,
+              std::optional<RejectReason> reason);
+  void drop(const std::shared_ptr<Incoming>& in);
+  void claim(const std::shared_ptr<Group>& g, const std::shared_ptr<Incoming>& in);
+
+  // ---- dialing side (tcp_handshake.cc, I/O thread) ----
+  void dial(const std::shared_ptr<Group>& g, int peer);
+  void on_challenge(const std::shared_ptr<Group>& g, int peer,
+                    const std::shared_ptr<tcp::socket>& sock,
+                    const std::shared_ptr<HandshakeBytes>& buf, const HandshakeMessage& hello);
+  void on_reject(const std::shared_ptr<Group>& g, int peer,
+                 const std::shared_ptr<tcp::socket>& sock, const HandshakeMessage& m);
+  void redial(const std::shared_ptr<Group>& g, int peer, const std::shared_ptr<tcp::socket>& sock,
+              std::string why);
+  void fail_dial(const std::shared_ptr<Group>& g, int peer,
+                 const std::shared_ptr<tcp::socket>& sock, StatusCode code, const std::string& why);
+
+  // ---- group lifecycle (tcp_endpoint.cc, I/O thread) ----
+  void begin(const std::shared_ptr<Group>& g);
+  void on_deadline(const std::shared_ptr<Group>& g);
+  void maybe_complete(const std::shared_ptr<Group>& g);
+  void finish(const std::shared_ptr<Group>& g, Status st);
+
+  TcpEndpointConfig config_;
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_{io_.get_executor()};
+  tcp::acceptor acceptor_;
+  std::thread thread_;
+  std::uint16_t port_ = 0;
+  std::string address_;
+  std::atomic<bool> in_connect_{false};
+
+  // I/O thread only.
+  std::uint64_t floor_epoch_ = 0;
+  std::shared_ptr<Group> group_;
+  std::atomic<std::uint64_t> cancel_below_{0};  // connect_group of older epochs: kAborted
+  std::vector<std::shared_ptr<Incoming>> handshaking_;
+  std::map<std::pair<std::uint64_t, int>, std::shared_ptr<Incoming>> parked_;
+  std::map<std::pair<std::uint64_t, int>, std::string> auth_failures_;  // (epoch, claimed rank)
+
+  std::atomic<std::uint64_t> handshakes_accepted_{0};
+  std::atomic<std::uint64_t> handshakes_rejected_{0};
+  std::atomic<std::uint64_t> parked_count_{0};
+  mutable std::mutex stats_mu_;
+  std::shared_ptr<LinkCounters> counters_;  // the latest group's
+  std::vector<std::string> stats_addresses_;
+  int stats_rank_ = -1;
+  std::uint64_t stats_epoch_ = 0;
+  std::uint64_t retired_stale_ = 0;
+  std::uint64_t retired_bad_ = 0;
+  std::uint64_t retired_copied_ = 0;
+};
+
+}  // namespace tributary::agent

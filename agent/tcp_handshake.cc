@@ -1,0 +1,329 @@
+// The endpoint's handshakes (frame.h): HMAC challenge-response on accepted connections,
+// parking connections for epochs not built yet, and dialing peers with retries. Every
+// function here runs on the endpoint's I/O thread.
+#include <poll.h>
+
+#include <cstring>
+
+#include "agent/tcp_endpoint_impl.h"
+
+namespace tributary::agent {
+namespace {
+
+// The most connections parked (authenticated, for an epoch not built yet) or remembered
+// as auth failures at once.
+constexpr std::size_t kMaxParked = 256;
+constexpr auto kRetryInterval = std::chrono::milliseconds(20);
+
+std::string remote_text(const tcp::socket& s) {
+  std::error_code ec;
+  const auto ep = s.remote_endpoint(ec);
+  return ec ? std::string("unknown peer") : endpoint_text(ep);
+}
+
+std::string_view reason_text(RejectReason r) {
+  switch (r) {
+    case RejectReason::kBadMessage: return "malformed handshake";
+    case RejectReason::kVersion: return "protocol version mismatch";
+    case RejectReason::kStaleEpoch: return "stale epoch";
+    case RejectReason::kAuth: return "failed the cluster-secret challenge";
+    case RejectReason::kGroupMismatch: return "ranks or group size disagree";
+    case RejectReason::kBusy: return "too many parked connections";
+  }
+  return "unknown";
+}
+
+// The peer sent EOF or reset while parked: it gave up on us, so claiming it would only
+// hand the new link a dead socket.
+bool peer_hung_up(tcp::socket& s) {
+  pollfd p{s.native_handle(), static_cast<short>(POLLIN | POLLRDHUP), 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+}  // namespace
+
+void TcpEndpoint::Impl::accept_next() {
+  acceptor_.async_accept([this](std::error_code ec, tcp::socket s) {
+    if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+    if (!ec) on_accepted(std::move(s));
+    accept_next();
+  });
+}
+
+void TcpEndpoint::Impl::on_accepted(tcp::socket s) {
+  configure(s);
+  auto in = std::make_shared<Incoming>(std::move(s));
+  in->peer = remote_text(in->sock);
+  handshaking_.push_back(in);
+  in->timer.expires_after(config_.handshake_timeout);
+  in->timer.async_wait([this, in](std::error_code ec) {
+    if (ec) return;
+    refuse(in,
+           "no complete handshake within " +
+               std::to_string(
+                   std::chrono::duration_cast<std::chrono::milliseconds>(config_.handshake_timeout)
+                       .count()) +
+               " ms",
+           std::nullopt);
+  });
+  // The magic first, so a stray client (HTTP, a port scanner, garbage) is refused at
+  // once rather than when the handshake timer fires.
+  asio::async_read(
+      in->sock, asio::buffer(in->buf.data(), 4), [this, in](std::error_code ec, std::size_t) {
+        if (ec) return drop(in);
+        if (std::memcmp(in->buf.data(), encode_handshake(HandshakeMessage{}).data(), 4) != 0) {
+          return refuse(in, "not a tributary handshake (bad magic)", std::nullopt);
+        }
+        asio::async_read(in->sock, asio::buffer(in->buf.data() + 4, in->buf.size() - 4),
+                         [this, in](std::error_code ec2, std::size_t) {
+                           if (ec2) return drop(in);
+                           on_hello(in);
+                         });
+      });
+}
+
+void TcpEndpoint::Impl::on_hello(const std::shared_ptr<Incoming>& in) {
+  const auto raw_version = static_cast<std::uint8_t>(in->buf[4]);
+  Result<HandshakeMessage> m = decode_handshake(in->buf);
+  if (!m.is_ok()) {
+    const bool ours = m.status().message().find("version") != std::string::npos;
+    return refuse(
+        in, m.status().message(),
+        ours && raw_version != kWireVersion ? std::optional(RejectReason::kVersion) : std::nullopt);
+  }
+  if (m->type != HandshakeType::kHello) {
+    return refuse(in, "expected a hello message", RejectReason::kBadMessage);
+  }
+  in->hello = *m;
+  if (in->hello.epoch < floor_epoch_) {
+    return refuse(in,
+                  claim_text(in) + ": epoch " + std::to_string(in->hello.epoch) +
+                      " is older than this endpoint's epoch " + std::to_string(floor_epoch_),
+                  RejectReason::kStaleEpoch);
+  }
+  in->nonce = random_nonce();
+  HandshakeMessage challenge;
+  challenge.type = HandshakeType::kChallenge;
+  challenge.nonce = in->nonce;
+  in->buf = encode_handshake(challenge);
+  asio::async_write(in->sock, asio::buffer(in->buf), [this, in](std::error_code ec, std::size_t) {
+    if (ec) return drop(in);
+    asio::async_read(in->sock, asio::buffer(in->buf), [this, in](std::error_code ec2, std::size_t) {
+      if (ec2) return drop(in);
+      on_response(in);
+    });
+  });
+}
+
+void TcpEndpoint::Impl::on_response(const std::shared_ptr<Incoming>& in) {
+  Result<HandshakeMessage> m = decode_handshake(in->buf);
+  if (!m.is_ok()) return refuse(in, m.status().message(), RejectReason::kBadMessage);
+  if (m->type != HandshakeType::kResponse) {
+    return refuse(in, "expected a challenge response", RejectReason::kBadMessage);
+  }
+  const Mac expected =
+      handshake_mac(config_.secret, HandshakeRole::kConnector, in->hello, in->nonce);
+  if (!macs_equal(expected, m->mac)) {
+    // Remembered so that a group missing this rank at its deadline says why, even if
+    // the attempt came before connect_group() of its epoch.
+    if (auth_failures_.size() < kMaxParked) {
+      auth_failures_[{in->hello.epoch, static_cast<int>(in->hello.from_rank)}] =
+          "a connection from " + in->peer +
+          " claiming that rank failed the cluster-secret challenge";
+    }
+    return refuse(in, "peer failed the cluster-secret challenge (" + claim_text(in) + ")",
+                  RejectReason::kAuth);
+  }
+  in->timer.cancel();
+  std::erase(handshaking_, in);
+  handshakes_accepted_.fetch_add(1);
+  if (group_ && group_->epoch == in->hello.epoch) return claim(group_, in);
+  if (in->hello.epoch < floor_epoch_) {
+    return refuse(in, claim_text(in) + ": epoch moved on to " + std::to_string(floor_epoch_),
+                  RejectReason::kStaleEpoch);
+  }
+  if (parked_.size() >= kMaxParked) {
+    return refuse(in, "too many parked connections", RejectReason::kBusy);
+  }
+  auto& slot = parked_[{in->hello.epoch, static_cast<int>(in->hello.from_rank)}];
+  slot = in;  // a newer attempt from the same rank replaces a stale one
+  parked_count_.store(parked_.size());
+}
+
+// Logs, counts, tells the peer why (if it speaks the protocol) and closes.
+void TcpEndpoint::Impl::refuse(const std::shared_ptr<Incoming>& in, const std::string& why,
+                               std::optional<RejectReason> reason) {
+  handshakes_rejected_.fetch_add(1);
+  config_.log.warn("rejected connection from " + in->peer + ": " + why);
+  in->timer.cancel();
+  std::erase(handshaking_, in);
+  if (!reason) return drop(in);
+  HandshakeMessage reject;
+  reject.type = HandshakeType::kReject;
+  reject.reason = *reason;
+  reject.epoch = floor_epoch_;
+  in->buf = encode_handshake(reject);
+  asio::async_write(in->sock, asio::buffer(in->buf),
+                    [this, in](std::error_code, std::size_t) { drop(in); });
+}
+
+void TcpEndpoint::Impl::drop(const std::shared_ptr<Incoming>& in) {
+  std::error_code ec;
+  in->timer.cancel();
+  in->sock.close(ec);
+  std::erase(handshaking_, in);
+}
+
+void TcpEndpoint::Impl::claim(const std::shared_ptr<Group>& g,
+                              const std::shared_ptr<Incoming>& in) {
+  const int from = static_cast<int>(in->hello.from_rank);
+  if (static_cast<int>(in->hello.to_rank) != g->rank ||
+      static_cast<int>(in->hello.group_size) != g->size || from >= g->rank) {
+    return refuse(in,
+                  claim_text(in) + " dialing rank " + std::to_string(in->hello.to_rank) + " of " +
+                      std::to_string(in->hello.group_size) + ", but we are rank " +
+                      std::to_string(g->rank) + " of " + std::to_string(g->size),
+                  RejectReason::kGroupMismatch);
+  }
+  Slot& slot = g->slots[from];
+  if (slot.sock || slot.busy) {
+    return refuse(in, claim_text(in) + ", already connected", RejectReason::kGroupMismatch);
+  }
+  if (peer_hung_up(in->sock)) return drop(in);
+  slot.busy = true;
+  HandshakeMessage accept;
+  accept.type = HandshakeType::kAccept;
+  accept.mac = handshake_mac(config_.secret, HandshakeRole::kAcceptor, in->hello, in->nonce);
+  in->buf = encode_handshake(accept);
+  asio::async_write(in->sock, asio::buffer(in->buf),
+                    [this, g, in, from](std::error_code ec, std::size_t) {
+                      Slot& s = g->slots[from];
+                      s.busy = false;
+                      if (g->finished) return drop(in);
+                      if (ec) {
+                        s.last_error = "connection from " + in->peer + " failed: " + ec.message();
+                        return drop(in);
+                      }
+                      s.sock.emplace(std::move(in->sock));
+                      maybe_complete(g);
+                    });
+}
+
+void TcpEndpoint::Impl::dial(const std::shared_ptr<Group>& g, int peer) {
+  if (g->finished) return;
+  auto sock = std::make_shared<tcp::socket>(io_);
+  g->dialing.push_back(sock);
+  sock->async_connect(g->dial[peer], [this, g, peer, sock](std::error_code ec) {
+    if (g->finished) return;
+    if (ec) return redial(g, peer, sock, "cannot connect: " + ec.message());
+    configure(*sock);
+    HandshakeMessage hello;
+    hello.type = HandshakeType::kHello;
+    hello.epoch = g->epoch;
+    hello.from_rank = static_cast<std::uint32_t>(g->rank);
+    hello.to_rank = static_cast<std::uint32_t>(peer);
+    hello.group_size = static_cast<std::uint32_t>(g->size);
+    hello.nonce = random_nonce();
+    auto buf = std::make_shared<HandshakeBytes>(encode_handshake(hello));
+    asio::async_write(*sock, asio::buffer(*buf),
+                      [this, g, peer, sock, buf, hello](std::error_code ec2, std::size_t) {
+                        if (g->finished) return;
+                        if (ec2) return redial(g, peer, sock, "handshake failed: " + ec2.message());
+                        asio::async_read(
+                            *sock, asio::buffer(*buf),
+                            [this, g, peer, sock, buf, hello](std::error_code ec3, std::size_t) {
+                              if (g->finished) return;
+                              if (ec3)
+                                return redial(g, peer, sock, "handshake failed: " + ec3.message());
+                              on_challenge(g, peer, sock, buf, hello);
+                            });
+                      });
+  });
+}
+
+void TcpEndpoint::Impl::on_challenge(const std::shared_ptr<Group>& g, int peer,
+                                     const std::shared_ptr<tcp::socket>& sock,
+                                     const std::shared_ptr<HandshakeBytes>& buf,
+                                     const HandshakeMessage& hello) {
+  Result<HandshakeMessage> m = decode_handshake(*buf);
+  if (!m.is_ok()) return fail_dial(g, peer, sock, StatusCode::kBadFrame, m.status().message());
+  if (m->type == HandshakeType::kReject) return on_reject(g, peer, sock, *m);
+  if (m->type != HandshakeType::kChallenge) {
+    return fail_dial(g, peer, sock, StatusCode::kBadFrame, "sent no challenge");
+  }
+  const Nonce acceptor_nonce = m->nonce;
+  HandshakeMessage response;
+  response.type = HandshakeType::kResponse;
+  response.mac = handshake_mac(config_.secret, HandshakeRole::kConnector, hello, acceptor_nonce);
+  *buf = encode_handshake(response);
+  asio::async_write(
+      *sock, asio::buffer(*buf),
+      [this, g, peer, sock, buf, hello, acceptor_nonce](std::error_code ec, std::size_t) {
+        if (g->finished) return;
+        if (ec) return redial(g, peer, sock, "handshake failed: " + ec.message());
+        asio::async_read(
+            *sock, asio::buffer(*buf),
+            [this, g, peer, sock, buf, hello, acceptor_nonce](std::error_code ec2, std::size_t) {
+              if (g->finished) return;
+              if (ec2)
+                return redial(g, peer, sock,
+                              "closed the connection during the handshake: " + ec2.message());
+              Result<HandshakeMessage> a = decode_handshake(*buf);
+              if (!a.is_ok())
+                return fail_dial(g, peer, sock, StatusCode::kBadFrame, a.status().message());
+              if (a->type == HandshakeType::kReject) return on_reject(g, peer, sock, *a);
+              if (a->type != HandshakeType::kAccept) {
+                return fail_dial(g, peer, sock, StatusCode::kBadFrame, "sent no accept");
+              }
+              const Mac expected =
+                  handshake_mac(config_.secret, HandshakeRole::kAcceptor, hello, acceptor_nonce);
+              if (!macs_equal(expected, a->mac)) {
+                return fail_dial(g, peer, sock, StatusCode::kAuthFailed,
+                                 "failed the cluster-secret challenge");
+              }
+              std::erase(g->dialing, sock);
+              g->slots[peer].sock.emplace(std::move(*sock));
+              maybe_complete(g);
+            });
+      });
+}
+
+void TcpEndpoint::Impl::on_reject(const std::shared_ptr<Group>& g, int peer,
+                                  const std::shared_ptr<tcp::socket>& sock,
+                                  const HandshakeMessage& m) {
+  switch (m.reason) {
+    case RejectReason::kAuth:
+      return fail_dial(g, peer, sock, StatusCode::kAuthFailed, "rejected our secret");
+    case RejectReason::kStaleEpoch:
+      return fail_dial(g, peer, sock, StatusCode::kStaleEpoch,
+                       "refused epoch " + std::to_string(g->epoch) + ": it has moved on to epoch " +
+                           std::to_string(m.epoch));
+    case RejectReason::kBusy: return redial(g, peer, sock, "is busy");
+    default:
+      return fail_dial(g, peer, sock, StatusCode::kMismatch,
+                       "refused the connection: " + std::string(reason_text(m.reason)));
+  }
+}
+
+void TcpEndpoint::Impl::redial(const std::shared_ptr<Group>& g, int peer,
+                               const std::shared_ptr<tcp::socket>& sock, std::string why) {
+  std::error_code ec;
+  sock->close(ec);
+  std::erase(g->dialing, sock);
+  g->slots[peer].last_error = std::move(why);
+  auto timer = std::make_shared<asio::steady_timer>(io_, kRetryInterval);
+  timer->async_wait([this, g, peer, timer](std::error_code) { dial(g, peer); });
+}
+
+void TcpEndpoint::Impl::fail_dial(const std::shared_ptr<Group>& g, int peer,
+                                  const std::shared_ptr<tcp::socket>& sock, StatusCode code,
+                                  const std::string& why) {
+  std::error_code ec;
+  sock->close(ec);
+  std::erase(g->dialing, sock);
+  const std::string line = "rank " + std::to_string(peer) + " at " + g->addresses[peer] + " " + why;
+  config_.log.warn("epoch " + std::to_string(g->epoch) + ": " + line);
+  finish(g, error(code, line));
+}
+
+}  // namespace tributary::agent

@@ -1,0 +1,171 @@
+// The TcpLink behind make_tcp_link (tcp_link.h), shared by its two halves: the Link
+// operations and their bookkeeping (tcp_link.cc) and the progress engine that moves
+// frames between sockets and buffers (tcp_link_progress.cc). Internal to agent/.
+//
+// Threading: one thread issues operations and drives the sockets inside wait(); abort()
+// may come from any thread. io_mu_ is held around every touch of a socket or of a caller
+// buffer, so abort() can wait them out; everything else belongs to the owner thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <poll.h>
+
+#include "agent/frame.h"
+#include "agent/payload_pool.h"
+#include "agent/tcp_link.h"
+#include "core/check.h"
+
+namespace tributary::agent {
+
+class TcpLink final : public algorithms::Link {
+ public:
+  // Takes ownership of the sockets and of `wake_fd` (an eventfd that abort() writes to).
+  TcpLink(TcpLinkParams params, std::vector<PeerSocket> sockets, int wake_fd);
+  ~TcpLink() override;
+
+  int rank() const override { return params_.rank; }
+  int size() const override { return params_.size; }
+  Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override;
+  Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override;
+  Status wait(Handle handle, Deadline deadline) override;
+  void abort(const Status& reason) override;
+
+  // Per-peer read buffer: small frames arrive here with their headers.
+  static constexpr std::size_t kStagingBytes = 64 * 1024;
+
+ private:
+  enum class RecvState : std::uint8_t { kHeader, kDirect, kUnexpected, kDiscard, kAbortNotice };
+
+  struct Op {
+    std::uint32_t generation = 0;
+    bool in_use = false;
+    bool is_send = false;
+    bool done = false;
+    bool orphan = false;  // its wait() gave up; finish sending from `owned`, then free
+    int peer = -1;
+    algorithms::Tag tag;
+    std::byte* data = nullptr;
+    std::size_t size = 0;
+    Status status;
+    FrameHeaderBytes header{};
+    std::unique_ptr<std::byte[]> owned;
+  };
+
+  struct Unexpected {
+    algorithms::Tag tag;
+    std::uint32_t check = 0;
+    std::uint64_t length = 0;
+    PayloadPool::Buffer bytes;
+    bool complete = false;
+  };
+
+  struct Peer {
+    int rank = -1;
+    int fd = -1;
+    std::string address;
+    Status failed;
+    LinkCounters::Peer* counters = nullptr;
+    // Send side: ops in wire order; the head may be partly written.
+    std::deque<std::uint32_t> sendq;
+    std::size_t head_sent = 0;
+    // Receive side.
+    std::vector<std::uint32_t> posted;  // recvs in post order, none with a buffered match
+    std::deque<Unexpected> unexpected;  // arrival order; back() may still be arriving
+    RecvState state = RecvState::kHeader;
+    std::byte* dst = nullptr;     // payload destination (nullptr: discard)
+    std::uint64_t length = 0;     // current payload length
+    std::uint64_t remaining = 0;  // of the current payload
+    std::uint32_t direct_op = 0;
+    std::unique_ptr<std::byte[]> staging;
+    std::size_t stage_begin = 0;
+    std::size_t stage_end = 0;
+    bool logged_stale = false;
+    std::vector<std::byte> notice;  // an abort notice's payload while it arrives
+  };
+
+  // An abort notice received from a peer, as this link reported it (`status`), kept so
+  // that aborting with that very status relays the notice instead of wrapping it again.
+  struct ReceivedNotice {
+    Status status;
+    AbortNotice notice;
+  };
+
+  // ---- operations (tcp_link.cc) ----
+
+  void check_peer(int peer) const {
+    TRIB_CHECK(peer >= 0 && peer < params_.size && peer != params_.rank) << "bad peer " << peer;
+  }
+  std::uint32_t alloc_op(bool is_send, int peer, algorithms::Tag tag, std::byte* data,
+                         std::size_t size);
+  Handle handle_of(std::uint32_t i) const {
+    return (static_cast<Handle>(ops_[i].generation) << 32) | (static_cast<Handle>(i) + 1);
+  }
+  std::uint32_t index_of(Handle h) const;
+  Status release(std::uint32_t i);
+  void free_op(std::uint32_t i);
+  void finish(Op& op, Status st) {
+    op.done = true;
+    op.status = std::move(st);
+  }
+  Status abort_status() {
+    std::lock_guard lock(abort_mu_);
+    return abort_status_;
+  }
+  std::string peer_name(const Peer& p) const {
+    return "rank " + std::to_string(p.rank) + " at " + p.address;
+  }
+  Status match_status(const Peer& p, const Op& op, std::uint64_t length, std::uint32_t check) const;
+  // The caller's wait ran out: detach the op so its buffer is never touched again.
+  Status time_out(std::uint32_t i);
+
+  // ---- the progress engine (tcp_link_progress.cc; caller's thread) ----
+
+  // Polls every live socket for up to `timeout` and services what is ready.
+  void progress(Duration timeout, Deadline deadline);
+  void flush(Peer& p);
+  void pump_read(Peer& p);
+  // Parses headers and moves payload bytes out of the staging buffer.
+  void consume_staging(Peer& p);
+  void begin_payload(Peer& p, const FrameHeader& h);
+  void end_payload(Peer& p);
+  // Best effort, never blocking: tells every connected peer why this link gives up, so
+  // their pending operations fail with the same code and reason. A peer whose stream is
+  // in the middle of a frame gets the notice only if that frame can be finished at once.
+  void notify_peers(const Status& reason);
+  // One non-blocking attempt to write the rest of a half-sent frame.
+  bool finish_head_frame(Peer& p);
+  // A socket call failed with errno `err`: the connection to `p` is lost.
+  void fail_peer_os(Peer& p, int err);
+  // Closes the connection and fails everything pending on it. Messages that arrived
+  // whole before the failure stay deliverable. A connection closed while nothing was
+  // pending on it (a peer leaving at the end of a run) is not worth a log line; later
+  // operations on it still fail with `st`.
+  void fail_peer(Peer& p, Status st, bool always_log);
+
+  TcpLinkParams params_;
+  std::vector<Peer> peers_;  // by rank; peers_[rank()] unused
+  int wake_fd_ = -1;
+
+  // Owner thread only (guarded additionally by io_mu_ where abort() can race).
+  std::vector<Op> ops_;
+  std::vector<std::uint32_t> free_ops_;
+  PayloadPool pool_;
+  std::vector<ReceivedNotice> received_notices_;
+  std::vector<pollfd> pollfds_;
+  std::vector<Peer*> poll_peers_;
+
+  // Held around every touch of a socket or caller buffer, so abort() can wait them out.
+  std::mutex io_mu_;
+  std::mutex abort_mu_;
+  std::atomic<bool> aborted_{false};
+  Status abort_status_;  // guarded by abort_mu_
+};
+
+}  // namespace tributary::agent

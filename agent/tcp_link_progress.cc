@@ -1,0 +1,353 @@
+// The TcpLink's progress engine: polls the sockets from the thread that waits, reads
+// frames into posted buffers (or buffers them as unexpected), flushes queued sends, and
+// turns socket failures, bad frames and abort notices into per-peer errors.
+#include <poll.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "agent/tcp_link_impl.h"
+
+namespace tributary::agent {
+namespace {
+
+// Payloads at least this large are read on their own: the header first (alone), then the
+// payload straight into its destination. Smaller ones come with their header through
+// staging, where one copy is cheaper than a second read(2).
+constexpr std::size_t kDirectReadBytes = 16 * 1024;
+constexpr int kMaxIov = 64;
+
+timespec to_timespec(Duration d) {
+  const auto ns = std::max<Duration::rep>(0, d.count());
+  return timespec{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+}
+
+}  // namespace
+
+void TcpLink::progress(Duration timeout, Deadline deadline) {
+  pollfds_.clear();
+  poll_peers_.clear();
+  pollfds_.push_back(pollfd{wake_fd_, POLLIN, 0});
+  for (Peer& p : peers_) {
+    if (p.fd < 0) continue;
+    const short events = static_cast<short>(POLLIN | (p.sendq.empty() ? 0 : POLLOUT));
+    pollfds_.push_back(pollfd{p.fd, events, 0});
+    poll_peers_.push_back(&p);
+  }
+  int n;
+  if (timeout == Duration::zero()) {
+    n = ::poll(pollfds_.data(), pollfds_.size(), 0);
+    // When ranks outnumber cores the peer we wait for may need this very core.
+    if (n == 0) sched_yield();
+  } else if (deadline.at == TimePoint::max()) {
+    n = ::ppoll(pollfds_.data(), pollfds_.size(), nullptr, nullptr);
+  } else {
+    const timespec ts = to_timespec(timeout);
+    n = ::ppoll(pollfds_.data(), pollfds_.size(), &ts, nullptr);
+  }
+  if (n <= 0) return;  // timeout or EINTR: the caller re-checks its op and deadline
+  std::lock_guard io(io_mu_);
+  if (aborted_.load(std::memory_order_acquire)) return;
+  for (std::size_t k = 0; k < poll_peers_.size(); ++k) {
+    const short re = pollfds_[k + 1].revents;
+    Peer& p = *poll_peers_[k];
+    if (re == 0 || p.fd < 0) continue;
+    if (re & (POLLIN | POLLERR | POLLHUP)) pump_read(p);
+    if (p.fd >= 0 && (re & POLLOUT) && !p.sendq.empty()) flush(p);
+  }
+}
+
+void TcpLink::flush(Peer& p) {
+  while (!p.sendq.empty()) {
+    iovec iov[kMaxIov];
+    int cnt = 0;
+    std::size_t skip = p.head_sent;
+    for (auto it = p.sendq.begin(); it != p.sendq.end() && cnt + 2 <= kMaxIov; ++it) {
+      Op& op = ops_[*it];
+      if (skip < kFrameHeaderBytes) {
+        iov[cnt++] = iovec{op.header.data() + skip, kFrameHeaderBytes - skip};
+        skip = 0;
+      } else {
+        skip -= kFrameHeaderBytes;
+      }
+      if (op.size > skip) iov[cnt++] = iovec{op.data + skip, op.size - skip};
+      skip = 0;
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<std::size_t>(cnt);
+    const ssize_t n = ::sendmsg(p.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      fail_peer_os(p, errno);
+      return;
+    }
+    p.counters->bytes_sent.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
+    std::size_t left = static_cast<std::size_t>(n);
+    std::size_t requested = 0;
+    for (int k = 0; k < cnt; ++k) requested += iov[k].iov_len;
+    while (left > 0) {
+      const std::uint32_t i = p.sendq.front();
+      Op& op = ops_[i];
+      const std::size_t rest = kFrameHeaderBytes + op.size - p.head_sent;
+      if (left < rest) {
+        p.head_sent += left;
+        break;
+      }
+      left -= rest;
+      p.head_sent = 0;
+      p.sendq.pop_front();
+      p.counters->frames_sent.fetch_add(1, std::memory_order_relaxed);
+      if (op.orphan) {
+        free_op(i);
+      } else {
+        finish(op, Status());
+      }
+    }
+    if (static_cast<std::size_t>(n) < requested) return;  // the socket buffer is full
+  }
+}
+
+void TcpLink::pump_read(Peer& p) {
+  for (;;) {
+    consume_staging(p);
+    if (p.fd < 0) return;
+    // consume_staging leaves staging empty in payload states, < one header otherwise.
+    iovec iov[2];
+    int cnt = 0;
+    std::size_t direct = 0;
+    if (p.state == RecvState::kHeader) {
+      if (p.stage_begin > 0) {
+        const std::size_t avail = p.stage_end - p.stage_begin;
+        std::memmove(p.staging.get(), p.staging.get() + p.stage_begin, avail);
+        p.stage_begin = 0;
+        p.stage_end = avail;
+      }
+      // After a large payload the next one is probably large too: read just its header
+      // so that the payload lands in its destination without a pass through staging.
+      const std::size_t want = p.length >= kDirectReadBytes ? kFrameHeaderBytes - p.stage_end
+                                                            : kStagingBytes - p.stage_end;
+      iov[cnt++] = iovec{p.staging.get() + p.stage_end, want};
+    } else {
+      p.stage_begin = p.stage_end = 0;
+      std::size_t overflow = kStagingBytes;
+      if (p.dst != nullptr) {
+        direct = static_cast<std::size_t>(p.remaining);
+        iov[cnt++] = iovec{p.dst + (p.length - p.remaining), direct};
+        // Behind a large payload take only the next header, so the payload after it
+        // can go straight to its destination too instead of through staging.
+        if (p.length >= kDirectReadBytes) overflow = kFrameHeaderBytes;
+      }
+      iov[cnt++] = iovec{p.staging.get(), overflow};
+    }
+    std::size_t requested = 0;
+    for (int k = 0; k < cnt; ++k) requested += iov[k].iov_len;
+    const ssize_t n = ::readv(p.fd, iov, cnt);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      fail_peer_os(p, errno);
+      return;
+    }
+    if (n == 0) {
+      fail_peer(p, error(StatusCode::kPeerLost, peer_name(p) + " closed the connection"), false);
+      return;
+    }
+    p.counters->bytes_received.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
+    std::size_t got = static_cast<std::size_t>(n);
+    if (p.state == RecvState::kHeader) {
+      p.stage_end += got;
+    } else {
+      const std::size_t to_dst = std::min(got, direct);
+      p.remaining -= to_dst;
+      p.stage_end = got - to_dst;
+      if (p.remaining == 0) end_payload(p);
+    }
+    if (got < requested) {
+      consume_staging(p);
+      return;  // drained; poll tells us when there is more
+    }
+  }
+}
+
+void TcpLink::consume_staging(Peer& p) {
+  while (p.fd >= 0) {
+    const std::size_t avail = p.stage_end - p.stage_begin;
+    if (p.state == RecvState::kHeader) {
+      if (avail < kFrameHeaderBytes) return;
+      std::span<const std::byte, kFrameHeaderBytes> hb(p.staging.get() + p.stage_begin,
+                                                       kFrameHeaderBytes);
+      p.stage_begin += kFrameHeaderBytes;
+      Result<FrameHeader> h = decode_frame_header(hb, params_.max_frame_bytes);
+      if (!h.is_ok()) {
+        params_.counters->bad_frames.fetch_add(1, std::memory_order_relaxed);
+        fail_peer(p,
+                  error(StatusCode::kBadFrame,
+                        "bad frame from " + peer_name(p) + ": " + h.status().message()),
+                  true);
+        return;
+      }
+      begin_payload(p, *h);
+      continue;
+    }
+    if (avail == 0) return;
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(avail, p.remaining));
+    if (p.dst != nullptr)
+      std::memcpy(p.dst + (p.length - p.remaining), p.staging.get() + p.stage_begin, n);
+    p.stage_begin += n;
+    p.remaining -= n;
+    if (p.remaining == 0) end_payload(p);
+  }
+}
+
+void TcpLink::begin_payload(Peer& p, const FrameHeader& h) {
+  p.counters->frames_received.fetch_add(1, std::memory_order_relaxed);
+  p.length = p.remaining = h.length;
+  p.dst = nullptr;
+  if (h.epoch != params_.epoch) {
+    params_.counters->frames_dropped_stale_epoch.fetch_add(1, std::memory_order_relaxed);
+    if (!p.logged_stale) {
+      p.logged_stale = true;
+      params_.log.warn("dropping frames of epoch " + std::to_string(h.epoch) + " from " +
+                       peer_name(p) + " (this link is epoch " + std::to_string(params_.epoch) +
+                       ")");
+    }
+    p.state = RecvState::kDiscard;
+  } else if (h.kind == FrameKind::kAbort) {
+    p.notice.resize(h.length);  // decode_frame_header bounded it
+    p.state = RecvState::kAbortNotice;
+    p.dst = p.notice.data();
+  } else {
+    const algorithms::Tag tag{h.seq, h.slot, h.check};
+    auto it = std::find_if(p.posted.begin(), p.posted.end(),
+                           [&](std::uint32_t i) { return ops_[i].tag == tag; });
+    if (it != p.posted.end()) {
+      const std::uint32_t i = *it;
+      p.posted.erase(it);
+      Op& op = ops_[i];
+      Status st = match_status(p, op, h.length, h.check);
+      if (st.is_ok()) {
+        p.state = RecvState::kDirect;
+        p.dst = op.data;
+        p.direct_op = i;
+      } else {
+        finish(op, std::move(st));
+        p.state = RecvState::kDiscard;
+      }
+    } else {
+      Unexpected& u = p.unexpected.emplace_back();
+      u.tag = tag;
+      u.check = h.check;
+      u.length = h.length;
+      u.bytes = pool_.take(h.length);
+      p.state = RecvState::kUnexpected;
+      p.dst = u.bytes.get();
+    }
+  }
+  if (p.remaining == 0) end_payload(p);
+}
+
+void TcpLink::end_payload(Peer& p) {
+  const RecvState state = p.state;
+  p.state = RecvState::kHeader;
+  p.dst = nullptr;
+  if (state == RecvState::kDirect) {
+    finish(ops_[p.direct_op], Status());
+  } else if (state == RecvState::kUnexpected) {
+    p.unexpected.back().complete = true;
+  } else if (state == RecvState::kAbortNotice) {
+    Result<AbortNotice> n = decode_abort_payload(p.notice);
+    if (!n.is_ok()) {
+      params_.counters->bad_frames.fetch_add(1, std::memory_order_relaxed);
+      fail_peer(p,
+                error(StatusCode::kBadFrame,
+                      "bad abort notice from " + peer_name(p) + ": " + n.status().message()),
+                true);
+      return;
+    }
+    Status st(n->code, "rank " + std::to_string(n->origin) + " aborted: " + n->message);
+    received_notices_.push_back({st, std::move(*n)});
+    fail_peer(p, std::move(st), false);
+  }
+}
+
+void TcpLink::notify_peers(const Status& reason) {
+  AbortNotice notice{reason.code(), static_cast<std::uint32_t>(params_.rank), reason.message()};
+  for (const ReceivedNotice& r : received_notices_) {
+    if (r.status.code() == reason.code() && r.status.message() == reason.message()) {
+      notice = r.notice;  // relay the origin's own words
+      break;
+    }
+  }
+  const std::vector<std::byte> frame = encode_abort_frame(params_.epoch, notice);
+  for (Peer& p : peers_) {
+    if (p.fd < 0 || !p.failed.is_ok()) continue;
+    if (p.head_sent > 0 && !finish_head_frame(p)) continue;
+    [[maybe_unused]] ssize_t n =
+        ::send(p.fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+}
+
+bool TcpLink::finish_head_frame(Peer& p) {
+  const Op& op = ops_[p.sendq.front()];
+  iovec iov[2];
+  int cnt = 0;
+  std::size_t skip = p.head_sent;
+  if (skip < kFrameHeaderBytes) {
+    iov[cnt++] = iovec{const_cast<std::byte*>(op.header.data()) + skip, kFrameHeaderBytes - skip};
+    skip = 0;
+  } else {
+    skip -= kFrameHeaderBytes;
+  }
+  if (op.size > skip) iov[cnt++] = iovec{op.data + skip, op.size - skip};
+  std::size_t want = 0;
+  for (int k = 0; k < cnt; ++k) want += iov[k].iov_len;
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = static_cast<std::size_t>(cnt);
+  const ssize_t n = ::sendmsg(p.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  return n >= 0 && static_cast<std::size_t>(n) == want;
+}
+
+void TcpLink::fail_peer_os(Peer& p, int err) {
+  fail_peer(p,
+            error(StatusCode::kPeerLost,
+                  "connection to " + peer_name(p) + " failed: " + std::strerror(err)),
+            false);
+}
+
+void TcpLink::fail_peer(Peer& p, Status st, bool always_log) {
+  const bool pending = !p.posted.empty() || !p.sendq.empty() || p.state == RecvState::kDirect;
+  if (always_log || (pending && !aborted_.load(std::memory_order_relaxed))) {
+    params_.log.warn("dropping connection to " + peer_name(p) + ": " + st.message());
+  }
+  p.failed = st;
+  ::close(p.fd);
+  p.fd = -1;
+  if (p.state == RecvState::kDirect) finish(ops_[p.direct_op], st);
+  if (p.state == RecvState::kUnexpected) {
+    pool_.give_back(std::move(p.unexpected.back().bytes));
+    p.unexpected.pop_back();
+  }
+  p.state = RecvState::kHeader;
+  p.dst = nullptr;
+  for (std::uint32_t i : p.posted) finish(ops_[i], st);
+  p.posted.clear();
+  for (std::uint32_t i : p.sendq) {
+    if (ops_[i].orphan) {
+      free_op(i);
+    } else {
+      finish(ops_[i], st);
+    }
+  }
+  p.sendq.clear();
+  p.head_sent = 0;
+}
+
+}  // namespace tributary::agent

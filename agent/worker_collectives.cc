@@ -1,0 +1,114 @@
+// The Worker's collective API: each call sizes its collective, names the caller's buffer
+// that an in-place run overwrites, and hands one attempt to Impl::run (worker.cc), which
+// makes it all-or-nothing and re-runs it after an abort.
+#include "agent/worker.h"
+
+#include <cstdint>
+
+#include "agent/worker_impl.h"
+
+namespace tributary::agent {
+
+namespace {
+// The caller's send buffer when the collective's receive buffer overlaps it (in-place):
+// the runtime stashes it so that a re-run starts from the original input.
+std::span<std::byte> overwritten(const void* send, std::size_t send_bytes, const void* recv,
+                                 std::size_t recv_bytes) {
+  if (send == nullptr || recv == nullptr || send_bytes == 0 || recv_bytes == 0) return {};
+  const auto s = reinterpret_cast<std::uintptr_t>(send);
+  const auto r = reinterpret_cast<std::uintptr_t>(recv);
+  if (r + recv_bytes <= s || s + send_bytes <= r) return {};
+  return {static_cast<std::byte*>(const_cast<void*>(send)), send_bytes};
+}
+}  // namespace
+
+Result<Outcome> Worker::all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
+                                   ReduceOp op) {
+  const std::size_t bytes = count * dtype_size(dtype);
+  const algorithms::AllReduceAlgorithm algorithm = impl_->pick(bytes);
+  return impl_->run("all_reduce", algorithm, bytes, overwritten(send, bytes, recv, bytes),
+                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                      return algorithms::all_reduce(link, send, recv, count, dtype, op, o);
+                    });
+}
+
+Result<Outcome> Worker::reduce_scatter(const void* send, void* recv, std::size_t recv_count,
+                                       DType dtype, ReduceOp op) {
+  const std::size_t bytes = recv_count * dtype_size(dtype) * static_cast<std::size_t>(size());
+  return impl_->run("reduce_scatter", algorithms::AllReduceAlgorithm::kAuto, bytes,
+                    overwritten(send, bytes, recv, recv_count * dtype_size(dtype)),
+                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                      return algorithms::reduce_scatter(link, send, recv, recv_count, dtype, op, o);
+                    });
+}
+
+Result<Outcome> Worker::all_gather(const void* send, void* recv, std::size_t send_count,
+                                   DType dtype) {
+  const std::size_t bytes = send_count * dtype_size(dtype);
+  return impl_->run("all_gather", algorithms::AllReduceAlgorithm::kAuto,
+                    bytes * static_cast<std::size_t>(size()),
+                    overwritten(send, bytes, recv, bytes * static_cast<std::size_t>(size())),
+                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                      return algorithms::all_gather(link, send, recv, send_count, dtype, o);
+                    });
+}
+
+Result<Outcome> Worker::broadcast(const void* send, void* recv, std::size_t count, DType dtype,
+                                  int root) {
+  const std::size_t bytes = count * dtype_size(dtype);
+  return impl_->run("broadcast", algorithms::AllReduceAlgorithm::kAuto, bytes,
+                    overwritten(send, bytes, recv, bytes),
+                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                      return algorithms::broadcast(link, send, recv, count, dtype, root, o);
+                    });
+}
+
+Result<Outcome> Worker::reduce(const void* send, void* recv, std::size_t count, DType dtype,
+                               ReduceOp op, int root) {
+  const std::size_t bytes = count * dtype_size(dtype);
+  return impl_->run("reduce", algorithms::AllReduceAlgorithm::kAuto, bytes,
+                    overwritten(send, bytes, recv, bytes),
+                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                      return algorithms::reduce(link, send, recv, count, dtype, op, root, o);
+                    });
+}
+
+Result<Outcome> Worker::gather(const void* send, void* recv, std::size_t send_count, DType dtype,
+                               int root) {
+  const std::size_t bytes = send_count * dtype_size(dtype);
+  return impl_->run("gather", algorithms::AllReduceAlgorithm::kAuto,
+                    bytes * static_cast<std::size_t>(size()),
+                    overwritten(send, bytes, recv, bytes * static_cast<std::size_t>(size())),
+                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                      return algorithms::gather(link, send, recv, send_count, dtype, root, o);
+                    });
+}
+
+Result<Outcome> Worker::scatter(const void* send, void* recv, std::size_t recv_count, DType dtype,
+                                int root) {
+  const std::size_t bytes = recv_count * dtype_size(dtype) * static_cast<std::size_t>(size());
+  return impl_->run("scatter", algorithms::AllReduceAlgorithm::kAuto, bytes,
+                    overwritten(send, bytes, recv, recv_count * dtype_size(dtype)),
+                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                      return algorithms::scatter(link, send, recv, recv_count, dtype, root, o);
+                    });
+}
+
+Result<Outcome> Worker::all_to_all(const void* send, void* recv, std::size_t count_per_peer,
+                                   DType dtype) {
+  const std::size_t bytes = count_per_peer * dtype_size(dtype) * static_cast<std::size_t>(size());
+  return impl_->run("all_to_all", algorithms::AllReduceAlgorithm::kAuto, bytes,
+                    overwritten(send, bytes, recv, bytes),
+                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                      return algorithms::all_to_all(link, send, recv, count_per_peer, dtype, o);
+                    });
+}
+
+Result<Outcome> Worker::barrier() {
+  return impl_->run("barrier", algorithms::AllReduceAlgorithm::kAuto, 0, {},
+                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                      return algorithms::barrier(link, o);
+                    });
+}
+
+}  // namespace tributary::agent

@@ -1,0 +1,130 @@
+// Worker::Impl, shared by the Worker's two halves: its lifecycle and recovery loop
+// (worker.cc: joining, views, the run/transition/step_boundary protocol of
+// docs/fault-tolerance.md, the state sync) and the collective API built on run()
+// (worker_collectives.cc). Internal to agent/.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "agent/agent_metrics.h"
+#include "agent/tcp_endpoint.h"
+#include "agent/worker.h"
+#include "algorithms/cost_model.h"
+#include "compression/compressed_collectives.h"
+#include "core/log.h"
+#include "membership/coordinator_client.h"
+
+namespace tributary::agent {
+
+class Worker::Impl {
+ public:
+  explicit Impl(WorkerConfig config) : config(std::move(config)) {}
+  ~Impl() { stop_watcher(); }
+
+  Status start();
+
+  // One attempt of a collective on the current epoch's link.
+  using CollectiveFn =
+      std::function<Status(algorithms::Link& link, const algorithms::CollectiveOptions& options)>;
+
+  // Runs one collective. `input` is the caller's send buffer when the collective writes
+  // over it (in-place): it is stashed and restored before a re-run. `retry` = false makes
+  // failures return instead of re-running (the state sync decides for itself).
+  Result<Outcome> run(std::string_view op, algorithms::AllReduceAlgorithm algorithm,
+                      std::size_t bytes, std::span<std::byte> input, const CollectiveFn& fn,
+                      bool retry = true);
+
+  // Moves to a view newer than the current one: Ready/Go with the coordinator, quorum,
+  // new links. `held_seq`: the collective whose result this member holds uncommitted.
+  Status transition(std::uint64_t held_seq, Deadline deadline);
+
+  Result<BoundaryOutcome> step_boundary();
+  Status sync_state();
+
+  void install_link(std::unique_ptr<algorithms::Link> l, std::uint64_t epoch) {
+    std::lock_guard lock(link_mu);
+    link = std::move(l);
+    link_epoch = epoch;
+  }
+  void drop_link(const Status& why) {
+    std::lock_guard lock(link_mu);
+    if (link) {
+      link->abort(why);
+      link.reset();
+    }
+  }
+
+  Deadline collective_deadline(std::size_t bytes) const {
+    const double seconds = static_cast<double>(bytes) / throughput * config.deadline_slack;
+    return Deadline::after(config.deadline_floor + std::chrono::duration_cast<Duration>(
+                                                       std::chrono::duration<double>(seconds)));
+  }
+
+  algorithms::AllReduceAlgorithm pick(std::size_t bytes) const {
+    if (config.algorithm != algorithms::AllReduceAlgorithm::kAuto) return config.algorithm;
+    return algorithms::CostModel::default_model().choose(static_cast<int>(view.size()), bytes);
+  }
+
+  void start_watcher();
+  void stop_watcher();
+
+  std::vector<std::uint64_t> member_ids() const {
+    std::vector<std::uint64_t> ids(view.size());
+    for (const auto& m : view.members) ids.at(m.rank) = m.id;
+    return ids;
+  }
+
+  WorkerConfig config;
+  // The agent's log: its context (member id once joined, the epoch of every adopted view)
+  // is shared by the children handed to the data plane ("link") and the control plane.
+  Logger log{"agent"};
+  std::unique_ptr<AgentMetrics> metrics;
+  std::unique_ptr<TcpEndpoint> endpoint;
+  std::unique_ptr<membership::CoordinatorClient> client;
+
+  // Compression: the plan parsed once from config.codec, and the residuals of every
+  // tensor, kept across views (a new Worker after an eviction starts without them).
+  compression::CompressionPlan plan;
+  compression::CompressionState compression_state;
+
+  membership::View view;
+  int rank = -1;
+  std::mutex link_mu;  // guards `link` against the watcher's abort
+  std::unique_ptr<algorithms::Link> link;
+  std::uint64_t link_epoch = 0;  // guarded by link_mu
+
+  std::uint64_t next_seq = 1;
+  std::uint64_t commit_through = 0;  // the latest Go's decision
+  double throughput = 100e6;         // bytes/s, EWMA over successful collectives
+  int collectives_since_sync = 0;
+
+  // Elasticity.
+  std::map<std::string, std::span<std::byte>> state;
+  bool needs_state = false;  // joined after the first view; no state received yet
+  std::atomic<bool> drain_requested{false};
+  std::uint64_t step = 0;
+  TimePoint last_collective_end = std::chrono::steady_clock::now();
+  // The longest stretch this step spent outside collectives (computing): the straggler
+  // policy's input, reported at the next step boundary.
+  double step_compute_seconds = 0;
+
+  // The watcher thread follows the coordinator's views and aborts the current links
+  // when a newer view (or an eviction) makes them obsolete.
+  std::thread watcher;
+  std::atomic<bool> watcher_stop{false};
+  std::atomic<std::uint64_t> newest_epoch{0};
+  std::atomic<bool> evicted{false};
+  bool left = false;
+};
+
+}  // namespace tributary::agent
