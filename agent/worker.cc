@@ -212,6 +212,10 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
     if (!link || newest_epoch.load() > view.epoch) {
       TRIB_RETURN_IF_ERROR(transition(0, overall));
     }
+    // An all-reduce's algorithm is chosen for the view this attempt runs in: the cost
+    // model's choice depends on the group size, and members that chose for different views
+    // (one before a transition, one after) fail each other's checks with kMismatch.
+    if (algorithm != algorithms::AllReduceAlgorithm::kAuto) algorithm = pick(bytes);
     const int n = static_cast<int>(view.size());
     const membership::Epoch epoch = view.epoch;
     algorithms::CollectiveOptions options;

@@ -40,6 +40,8 @@ class Worker::Impl {
   // Runs one collective. `input` is the caller's send buffer when the collective writes
   // over it (in-place): it is stashed and restored before a re-run. `retry` = false makes
   // failures return instead of re-running (the state sync decides for itself).
+  // `algorithm`: kAuto for collectives that resolve their own (or have none); the user's
+  // all-reduce passes pick()'s choice, which every attempt makes again for its view.
   Result<Outcome> run(std::string_view op, algorithms::AllReduceAlgorithm algorithm,
                       std::size_t bytes, std::span<std::byte> input, const CollectiveFn& fn,
                       bool retry = true);
