@@ -1,8 +1,9 @@
-// Reduction kernels against an independent scalar reference written here: every dtype x
-// op x call form (reduce_into, reduce_to disjoint and aliased) x count, with guard
-// elements around the result and an unaligned variant. reduce_test runs the clone this CPU
-// selects; reduce_level{0,3,4}_test run the same file against each level built alone, so
-// every clone (the baseline included) is held to the same reference bits.
+// Reduction kernels against an independent scalar reference (reduce_reference.h): every
+// dtype x op x call form (reduce_into, reduce_to disjoint and aliased) x count, with guard
+// elements around the result and an unaligned variant; integer wrap-around, NaN and signed
+// zero rules; scale_by_count. reduce_test runs the clone this CPU selects;
+// reduce_level{0,3,4}_test run the same files against each level built alone, so every
+// clone (the baseline included) is held to the same reference bits.
 #include "core/reduce.h"
 
 #include <gtest/gtest.h>
@@ -19,8 +20,9 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "tests/core/reduce_reference.h"
 
-namespace tributary {
+namespace tributary::testing {
 namespace {
 
 // reduce_level{0,3,4}_test link a copy of core/reduce.cc built for that level alone; on a
@@ -47,268 +49,6 @@ class CpuLevelEnvironment : public ::testing::Environment {
 };
 [[maybe_unused]] ::testing::Environment* const kCpuLevel =
     ::testing::AddGlobalTestEnvironment(new CpuLevelEnvironment);
-
-// --- reference conversions, written from the IEEE definitions (double arithmetic) ----
-
-float ref_half_to_float(std::uint16_t h) {
-  const bool neg = (h & 0x8000u) != 0;
-  const int e = (h >> 10) & 0x1f;
-  const int m = h & 0x3ff;
-  if (e == 31) {
-    if (m == 0) return neg ? -INFINITY : INFINITY;
-    const std::uint32_t bits =
-        (neg ? 0x80000000u : 0u) | 0x7fc00000u | (static_cast<std::uint32_t>(m) << 13);
-    return std::bit_cast<float>(bits);  // quieted, payload kept
-  }
-  const double mag = e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25);
-  return static_cast<float>(neg ? -mag : mag);
-}
-
-// Rounds |x| (finite) to an integer number of units 2^unit_exp, nearest even.
-double rne_units(double x, int unit_exp) { return std::nearbyint(std::ldexp(x, -unit_exp)); }
-
-std::uint16_t ref_float_to_half(float f) {
-  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
-  const std::uint16_t sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
-  if (std::isnan(f)) return sign | 0x7e00u | ((u >> 13) & 0x3ffu);
-  const double a = std::fabs(static_cast<double>(f));
-  if (a >= 65520.0) return sign | 0x7c00u;  // 65520 is the tie 65504|65536: even is inf
-  if (a < std::ldexp(1.0, -14)) {
-    return sign | static_cast<std::uint16_t>(rne_units(a, -24));  // 1024 is 2^-14: fine
-  }
-  int ex = 0;
-  std::frexp(a, &ex);  // a = fr * 2^ex, fr in [0.5, 1)
-  int e = ex - 1;
-  double q = rne_units(a, e - 10);  // in [1024, 2048]
-  if (q == 2048.0) {
-    q = 1024.0;
-    ++e;
-  }
-  if (e + 15 >= 31) return sign | 0x7c00u;
-  return sign | static_cast<std::uint16_t>(((e + 15) << 10) | (static_cast<int>(q) - 1024));
-}
-
-float ref_bf16_to_float(std::uint16_t h) {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
-}
-
-std::uint16_t ref_float_to_bf16(float f) {
-  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
-  const std::uint16_t sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
-  if (std::isnan(f)) return static_cast<std::uint16_t>((u >> 16) | 0x40u);
-  const double a = std::fabs(static_cast<double>(f));
-  if (std::isinf(a)) return sign | 0x7f80u;
-  if (a < std::ldexp(1.0, -126)) {
-    return sign | static_cast<std::uint16_t>(rne_units(a, -133));  // 128 units: smallest normal
-  }
-  int ex = 0;
-  std::frexp(a, &ex);
-  int e = ex - 1;
-  double q = rne_units(a, e - 7);  // in [128, 256]
-  if (q == 256.0) {
-    q = 128.0;
-    ++e;
-  }
-  if (e + 127 >= 255) return sign | 0x7f80u;
-  return sign | static_cast<std::uint16_t>(((e + 127) << 7) | (static_cast<int>(q) - 128));
-}
-
-// --- reference element operations --------------------------------------------------
-
-template <typename W>
-W ref_minmax(W a, W b, bool is_min) {
-  using U = std::conditional_t<sizeof(W) == 4, std::uint32_t, std::uint64_t>;
-  const U ua = std::bit_cast<U>(a);
-  const U ub = std::bit_cast<U>(b);
-  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<W>::quiet_NaN();  // +qNaN
-  if (a == b) return std::bit_cast<W>(is_min ? (ua | ub) : (ua & ub));
-  return is_min ? (a < b ? a : b) : (a > b ? a : b);
-}
-
-template <typename W>
-W ref_apply(W a, W b, ReduceOp op) {
-  if constexpr (std::is_integral_v<W>) {
-    using U = std::make_unsigned_t<W>;
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg:
-        return static_cast<W>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
-      case ReduceOp::kProd:
-        // Through uint64: modular, and no int promotion overflow for the narrow types.
-        return static_cast<W>(
-            static_cast<U>(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b)));
-      case ReduceOp::kMin: return a < b ? a : b;
-      case ReduceOp::kMax: return a > b ? a : b;
-    }
-  } else {
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg: return a + b;
-      case ReduceOp::kProd: return a * b;
-      case ReduceOp::kMin: return ref_minmax(a, b, true);
-      case ReduceOp::kMax: return ref_minmax(a, b, false);
-    }
-  }
-  return W{};
-}
-
-// One reference element of `dtype`: a op b on raw storage, and x / contributors.
-template <typename S, typename W>
-struct Codec {
-  W (*widen)(S);
-  S (*narrow)(W);
-};
-
-template <typename T>
-T ident(T v) {
-  return v;
-}
-float h2f(std::uint16_t h) { return ref_half_to_float(h); }
-std::uint16_t f2h(float f) { return ref_float_to_half(f); }
-float b2f(std::uint16_t h) { return ref_bf16_to_float(h); }
-std::uint16_t f2b(float f) { return ref_float_to_bf16(f); }
-
-template <typename S, typename W>
-void ref_reduce_typed(void* out, const void* a, const void* b, std::size_t n, ReduceOp op,
-                      Codec<S, W> c) {
-  for (std::size_t i = 0; i < n; ++i) {
-    S x, y;
-    std::memcpy(&x, static_cast<const char*>(a) + i * sizeof(S), sizeof(S));
-    std::memcpy(&y, static_cast<const char*>(b) + i * sizeof(S), sizeof(S));
-    const S r = c.narrow(ref_apply<W>(c.widen(x), c.widen(y), op));
-    std::memcpy(static_cast<char*>(out) + i * sizeof(S), &r, sizeof(S));
-  }
-}
-
-template <typename S, typename W>
-void ref_scale_typed(void* data, std::size_t n, int k, Codec<S, W> c) {
-  for (std::size_t i = 0; i < n; ++i) {
-    S x;
-    std::memcpy(&x, static_cast<char*>(data) + i * sizeof(S), sizeof(S));
-    S r;
-    if constexpr (std::is_integral_v<W>) {
-      r = static_cast<S>(static_cast<std::int64_t>(x) / k);  // truncation toward zero
-    } else {
-      r = c.narrow(c.widen(x) / static_cast<W>(k));
-    }
-    std::memcpy(static_cast<char*>(data) + i * sizeof(S), &r, sizeof(S));
-  }
-}
-
-template <typename F>
-void with_codec(DType t, F&& f) {
-  switch (t) {
-    case DType::kFloat32: return f(Codec<float, float>{ident<float>, ident<float>});
-    case DType::kFloat64: return f(Codec<double, double>{ident<double>, ident<double>});
-    case DType::kFloat16: return f(Codec<std::uint16_t, float>{h2f, f2h});
-    case DType::kBFloat16: return f(Codec<std::uint16_t, float>{b2f, f2b});
-    case DType::kInt8:
-      return f(Codec<std::int8_t, std::int8_t>{ident<std::int8_t>, ident<std::int8_t>});
-    case DType::kUInt8:
-      return f(Codec<std::uint8_t, std::uint8_t>{ident<std::uint8_t>, ident<std::uint8_t>});
-    case DType::kInt32:
-      return f(Codec<std::int32_t, std::int32_t>{ident<std::int32_t>, ident<std::int32_t>});
-    case DType::kInt64:
-      return f(Codec<std::int64_t, std::int64_t>{ident<std::int64_t>, ident<std::int64_t>});
-  }
-}
-
-void ref_reduce(void* out, const void* a, const void* b, std::size_t n, DType t, ReduceOp op) {
-  with_codec(t, [&](auto c) { ref_reduce_typed(out, a, b, n, op, c); });
-}
-void ref_scale(void* data, std::size_t n, DType t, int k) {
-  with_codec(t, [&](auto c) { ref_scale_typed(data, n, k, c); });
-}
-
-// --- comparison ----------------------------------------------------------------------
-
-bool is_nan_elem(const std::byte* p, DType t) {
-  switch (t) {
-    case DType::kFloat32: {
-      float f;
-      std::memcpy(&f, p, 4);
-      return std::isnan(f);
-    }
-    case DType::kFloat64: {
-      double d;
-      std::memcpy(&d, p, 8);
-      return std::isnan(d);
-    }
-    case DType::kFloat16: {
-      std::uint16_t h;
-      std::memcpy(&h, p, 2);
-      return (h & 0x7fffu) > 0x7c00u;
-    }
-    case DType::kBFloat16: {
-      std::uint16_t h;
-      std::memcpy(&h, p, 2);
-      return (h & 0x7fffu) > 0x7f80u;
-    }
-    default: return false;
-  }
-}
-
-std::string hex(const std::byte* p, std::size_t n) {
-  static const char* d = "0123456789abcdef";
-  std::string s = "0x";
-  for (std::size_t i = n; i-- > 0;) {
-    s += d[std::to_integer<int>(p[i]) >> 4];
-    s += d[std::to_integer<int>(p[i]) & 15];
-  }
-  return s;
-}
-
-// Exact bits, except where IEEE leaves a NaN's payload to the hardware: sum and prod of two
-// NaNs (x86 keeps the first source's payload, and the compiler may swap operands). min and
-// max choose their NaN by rule, so they compare exactly.
-::testing::AssertionResult same_elements(const std::byte* got, const std::byte* want, std::size_t n,
-                                         DType t, ReduceOp op) {
-  const std::size_t es = dtype_size(t);
-  const bool nan_any_payload = op != ReduceOp::kMin && op != ReduceOp::kMax;
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::byte* g = got + i * es;
-    const std::byte* w = want + i * es;
-    if (std::memcmp(g, w, es) == 0) continue;
-    if (nan_any_payload && is_nan_elem(w, t) && is_nan_elem(g, t)) continue;
-    return ::testing::AssertionFailure()
-           << "element " << i << " of " << n << ": got " << hex(g, es) << " want " << hex(w, es);
-  }
-  return ::testing::AssertionSuccess();
-}
-
-// --- inputs --------------------------------------------------------------------------
-
-// Random values with the interesting ones mixed in: for floats, random bit patterns
-// (all exponents, subnormals, inf, NaN with payloads), small exact values, and signed
-// zeros; for ints, the whole range including the extremes.
-std::vector<std::byte> random_buffer(DType t, std::size_t n, std::mt19937_64& rng) {
-  const std::size_t es = dtype_size(t);
-  std::vector<std::byte> v(n * es);
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint64_t bits = rng();
-    const int kind = static_cast<int>(rng() % 8);
-    if (is_floating(t) && kind < 4) {
-      // Small values that give exact, overlapping arithmetic and ties after rounding.
-      const float f = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) / 64.0f;
-      switch (t) {
-        case DType::kFloat32: bits = std::bit_cast<std::uint32_t>(f); break;
-        case DType::kFloat64: bits = std::bit_cast<std::uint64_t>(static_cast<double>(f)); break;
-        case DType::kFloat16: bits = ref_float_to_half(f); break;
-        default: bits = ref_float_to_bf16(f); break;
-      }
-    } else if (is_floating(t) && kind == 4) {
-      bits = (rng() & 1) ? std::uint64_t{0} : ~std::uint64_t{0} << (es * 8 - 1);  // +-0
-    }
-    std::memcpy(v.data() + i * es, &bits, es);
-  }
-  return v;
-}
-
-const DType kAllTypes[] = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16,
-                           DType::kInt8,    DType::kUInt8,   DType::kInt32,   DType::kInt64};
-const ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
-                            ReduceOp::kAvg};
-const std::size_t kCounts[] = {0, 1, 15, 16, 17, 1000, 4099};
 
 // --- the sweep -----------------------------------------------------------------------
 
@@ -437,12 +177,6 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, AvgSweep, ::testing::ValuesIn(kAllTypes),
 
 // --- targeted semantics ----------------------------------------------------------------
 
-template <typename T>
-T reduce1(T a, T b, DType t, ReduceOp op) {
-  reduce_into(&a, &b, 1, t, op);
-  return a;
-}
-
 TEST(ReduceInt, SumWrapsAround) {
   EXPECT_EQ(reduce1<std::int8_t>(127, 1, DType::kInt8, ReduceOp::kSum), -128);
   EXPECT_EQ(reduce1<std::int8_t>(-128, -1, DType::kInt8, ReduceOp::kSum), 127);
@@ -500,11 +234,6 @@ void expect_nan_minmax(DType t, T nan, T one, bool (*isnan_fn)(T)) {
   }
 }
 
-bool f32_isnan(float f) { return std::isnan(f); }
-bool f64_isnan(double d) { return std::isnan(d); }
-bool f16_isnan(std::uint16_t h) { return (h & 0x7fffu) > 0x7c00u; }
-bool bf16_isnan(std::uint16_t h) { return (h & 0x7fffu) > 0x7f80u; }
-
 TEST(ReduceFloat, MinMaxPropagateNaNInBothOperandOrders) {
   expect_nan_minmax<float>(DType::kFloat32, NAN, 1.0f, f32_isnan);
   expect_nan_minmax<float>(DType::kFloat32, -NAN, -1.0f, f32_isnan);
@@ -538,139 +267,6 @@ TEST(ReduceFloat, MinMaxAreCommutativeToTheBit) {
   const std::uint16_t hpz = 0x0000, hnz = 0x8000;
   EXPECT_EQ(reduce1(hpz, hnz, DType::kFloat16, ReduceOp::kMin), 0x8000);
   EXPECT_EQ(reduce1(hnz, hpz, DType::kBFloat16, ReduceOp::kMax), 0x0000);
-}
-
-// --- 16-bit float conversions -------------------------------------------------------------
-
-std::uint16_t to_half(float f) {
-  std::uint16_t h;
-  float_to_half(&f, &h, 1);
-  return h;
-}
-std::uint16_t to_bf16(float f) {
-  std::uint16_t h;
-  float_to_bfloat16(&f, &h, 1);
-  return h;
-}
-float bits(std::uint32_t u) { return std::bit_cast<float>(u); }
-
-TEST(Float16, RoundsToNearestEvenAtTies) {
-  EXPECT_EQ(to_half(1.0f + 0x1p-11f), 0x3c00);             // tie, 1.0 is even
-  EXPECT_EQ(to_half(1.0f + 3 * 0x1p-11f), 0x3c02);         // tie, rounds up to even
-  EXPECT_EQ(to_half(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);  // just past the tie
-  EXPECT_EQ(to_half(2049.0f), 0x6800);                     // 2048|2050 tie -> 2048
-  EXPECT_EQ(to_half(2051.0f), 0x6802);                     // 2050|2052 tie -> 2052
-  EXPECT_EQ(to_half(65504.0f), 0x7bff);                    // largest finite
-  EXPECT_EQ(to_half(65519.996f), 0x7bff);                  // below the overflow tie
-  EXPECT_EQ(to_half(65520.0f), 0x7c00);                    // the tie rounds to even: inf
-  EXPECT_EQ(to_half(-65520.0f), 0xfc00);
-  EXPECT_EQ(to_half(1e10f), 0x7c00);
-}
-
-TEST(Float16, SubnormalsInfNaN) {
-  EXPECT_EQ(to_half(0x1p-24f), 0x0001);    // smallest subnormal
-  EXPECT_EQ(to_half(0x1p-25f), 0x0000);    // tie with 0: even
-  EXPECT_EQ(to_half(0x1.8p-24f), 0x0002);  // 1.5 units: tie -> 2
-  EXPECT_EQ(to_half(0x1.4p-24f), 0x0001);
-  EXPECT_EQ(to_half(-0x1p-25f - 0x1p-40f), 0x8001);  // past the tie, negative
-  EXPECT_EQ(to_half(0x1p-14f), 0x0400);              // smallest normal
-  EXPECT_EQ(to_half(0x1p-14f - 0x1p-25f), 0x0400);   // 1023.5 units: tie -> 1024 (even)
-  EXPECT_EQ(to_half(0x3ffp-24f), 0x03ff);            // largest subnormal
-  EXPECT_EQ(to_half(bits(0x00000001u)), 0x0000);     // float subnormal
-  EXPECT_EQ(to_half(-0.0f), 0x8000);
-  EXPECT_EQ(to_half(INFINITY), 0x7c00);
-  EXPECT_EQ(to_half(-INFINITY), 0xfc00);
-  EXPECT_EQ(to_half(bits(0x7fc00000u)), 0x7e00);
-  EXPECT_EQ(to_half(bits(0x7f800001u)), 0x7e00);  // signalling, low payload: quiet NaN
-  EXPECT_EQ(to_half(bits(0xff802000u)), 0xfe01);  // sign and payload top kept, quieted
-  float f[4];
-  const std::uint16_t h[4] = {0x0001, 0x83ff, 0x7c00, 0x7d00};
-  half_to_float(h, f, 4);
-  EXPECT_EQ(f[0], 0x1p-24f);
-  EXPECT_EQ(f[1], -0x3ffp-24f);
-  EXPECT_EQ(f[2], INFINITY);
-  EXPECT_EQ(std::bit_cast<std::uint32_t>(f[3]), 0x7fe00000u);  // signalling NaN comes back quiet
-}
-
-TEST(Float16, AllHalvesWidenExactlyAndRoundTrip) {
-  std::vector<std::uint16_t> h(65536);
-  for (std::size_t i = 0; i < h.size(); ++i) h[i] = static_cast<std::uint16_t>(i);
-  std::vector<float> f(h.size());
-  half_to_float(h.data(), f.data(), h.size());
-  std::vector<std::uint16_t> back(h.size());
-  float_to_half(f.data(), back.data(), f.size());
-  for (std::size_t i = 0; i < h.size(); ++i) {
-    ASSERT_EQ(std::bit_cast<std::uint32_t>(f[i]),
-              std::bit_cast<std::uint32_t>(ref_half_to_float(h[i])))
-        << "half 0x" << std::hex << i;
-    const std::uint16_t want = f16_isnan(h[i]) ? (h[i] | 0x0200) : h[i];
-    ASSERT_EQ(back[i], want) << "half 0x" << std::hex << i;
-  }
-}
-
-TEST(Float16, RandomFloatsNarrowLikeTheReference) {
-  std::mt19937 rng(7);
-  std::vector<float> f(1 << 20);
-  for (auto& x : f) {
-    std::uint32_t u = rng();
-    // Concentrate on the half range (exponents 100..150) half of the time.
-    if (u & 1) u = (u & 0x807fffffu) | ((100u + (u >> 1) % 50) << 23);
-    x = bits(u);
-  }
-  std::vector<std::uint16_t> h(f.size());
-  float_to_half(f.data(), h.data(), f.size());
-  for (std::size_t i = 0; i < f.size(); ++i) {
-    ASSERT_EQ(h[i], ref_float_to_half(f[i]))
-        << "float 0x" << std::hex << std::bit_cast<std::uint32_t>(f[i]);
-  }
-}
-
-TEST(BFloat16, RoundsToNearestEvenSubnormalsInfNaN) {
-  EXPECT_EQ(to_bf16(1.0f + 0x1p-8f), 0x3f80);      // tie -> even
-  EXPECT_EQ(to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);  // tie -> even, up
-  EXPECT_EQ(to_bf16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);
-  EXPECT_EQ(to_bf16(bits(0x7f7fffffu)), 0x7f80);  // FLT_MAX rounds to inf
-  EXPECT_EQ(to_bf16(bits(0x7f7f7fffu)), 0x7f7f);
-  EXPECT_EQ(to_bf16(bits(0x7f7f8000u)), 0x7f80);  // tie, odd -> up to inf
-  EXPECT_EQ(to_bf16(bits(0x00008000u)), 0x0000);  // subnormal tie -> even 0
-  EXPECT_EQ(to_bf16(bits(0x00018000u)), 0x0002);  // subnormal tie -> even up
-  EXPECT_EQ(to_bf16(bits(0x007fffffu)), 0x0080);  // largest subnormal -> smallest normal
-  EXPECT_EQ(to_bf16(-0.0f), 0x8000);
-  EXPECT_EQ(to_bf16(INFINITY), 0x7f80);
-  EXPECT_EQ(to_bf16(-INFINITY), 0xff80);
-  EXPECT_EQ(to_bf16(bits(0x7f800001u)), 0x7fc0);  // would round to inf: stays NaN
-  EXPECT_EQ(to_bf16(bits(0xffc12345u)), 0xffc1);
-  float f;
-  const std::uint16_t h = 0x0001;
-  bfloat16_to_float(&h, &f, 1);
-  EXPECT_EQ(f, 0x1p-133f);
-}
-
-TEST(BFloat16, RandomFloatsNarrowLikeTheReference) {
-  std::mt19937 rng(8);
-  std::vector<float> f(1 << 20);
-  for (auto& x : f) x = bits(rng());
-  std::vector<std::uint16_t> h(f.size());
-  float_to_bfloat16(f.data(), h.data(), f.size());
-  std::vector<float> back(f.size());
-  bfloat16_to_float(h.data(), back.data(), h.size());
-  for (std::size_t i = 0; i < f.size(); ++i) {
-    ASSERT_EQ(h[i], ref_float_to_bf16(f[i]))
-        << "float 0x" << std::hex << std::bit_cast<std::uint32_t>(f[i]);
-    ASSERT_EQ(std::bit_cast<std::uint32_t>(back[i]), std::uint32_t{h[i]} << 16);
-  }
-}
-
-TEST(HalfArithmetic, RoundsAfterEveryPairwiseOp) {
-  // 2048 + 1 in float16 is a tie and stays 2048; in float32 it would be 2049.
-  const std::uint16_t big = to_half(2048.0f), one = to_half(1.0f);
-  EXPECT_EQ(reduce1(big, one, DType::kFloat16, ReduceOp::kSum), 0x6800);
-  EXPECT_EQ(reduce1(to_half(2050.0f), one, DType::kFloat16, ReduceOp::kSum),
-            0x6802);  // 2051: tie -> 2052
-  // bfloat16: 256 + 1 is a tie -> 256.
-  EXPECT_EQ(reduce1(to_bf16(256.0f), to_bf16(1.0f), DType::kBFloat16, ReduceOp::kSum), 0x4380);
-  // Overflow in the narrow type becomes infinity, not a large float32.
-  EXPECT_EQ(reduce1(to_half(60000.0f), to_half(10000.0f), DType::kFloat16, ReduceOp::kSum), 0x7c00);
 }
 
 // --- scale_by_count -------------------------------------------------------------------
@@ -720,4 +316,4 @@ TEST(ScaleByCountDeathTest, ZeroContributorsIsABug) {
 }
 
 }  // namespace
-}  // namespace tributary
+}  // namespace tributary::testing
