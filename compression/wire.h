@@ -17,6 +17,11 @@
 // Loads and stores below are memcpy of host integers: the wire is little-endian.
 static_assert(std::endian::native == std::endian::little, "codecs assume a little-endian host");
 
+// ThreadSanitizer cannot run ifunc resolvers (core/reduce.cc): baseline clone alone.
+#if defined(__SANITIZE_THREAD__) && !defined(TRIB_COMPRESSION_SINGLE_LEVEL)
+#define TRIB_COMPRESSION_SINGLE_LEVEL 0
+#endif
+
 #if !defined(TRIB_COMPRESSION_SINGLE_LEVEL)
 // Same approach as core/reduce.cc: one binary, the loader binds the best clone.
 #define TRIB_CODEC_MULTIVERSION \

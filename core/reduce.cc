@@ -12,14 +12,22 @@
 
 #include "core/check.h"
 
+// ThreadSanitizer instruments the ifunc resolvers that target_clones generates, and the
+// loader runs those before the TSan runtime exists (a crash at start-up): a TSan build
+// (the tsan preset) has the baseline kernels alone.
+#if defined(__SANITIZE_THREAD__) && !defined(TRIB_REDUCE_SINGLE_LEVEL)
+#define TRIB_REDUCE_SINGLE_LEVEL 0
+#endif
+
 #ifndef TRIB_REDUCE_SINGLE_LEVEL
 #define TRIB_MULTIVERSION \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #define TRIB_LEVEL_DEFAULT __attribute__((target("default")))
 #define TRIB_BUILD_LEVEL(n) 1
 #else
-// Test builds only (tests/core/CMakeLists.txt): one level alone, 0 (baseline), 3 or 4, so
-// that reduce_test can check every clone on a machine whose loader would pick just one.
+// Test builds (tests/core/CMakeLists.txt) and TSan builds only: one level alone, 0
+// (baseline), 3 or 4, so that reduce_test can check every clone on a machine whose loader
+// would pick just one.
 #define TRIB_LEVEL_DEFAULT
 #define TRIB_BUILD_LEVEL(n) ((n) == TRIB_REDUCE_SINGLE_LEVEL)
 #if TRIB_REDUCE_SINGLE_LEVEL == 4
