@@ -1,18 +1,18 @@
 // Decoder bounds: garbage, unknown messages and inconsistent views are kBadFrame, never
 // a crash or an out-of-bounds read. Join handshake MACs bind every input.
-#include "membership/control_codec.h"
+#include "control/codec.h"
 
 #include <gtest/gtest.h>
 
 #include <limits>
 
-#include "membership/join_auth.h"
+#include "control/join_auth.h"
 
-namespace tributary::membership {
+namespace tributary::control {
 namespace {
 
-View sample_view() {
-  View v;
+membership::View sample_view() {
+  membership::View v;
   v.epoch = 7;
   v.members = {{11, 0, "a:1", "a", "z", {"tcp"}}, {12, 1, "b:2", "b", "z", {}}};
   v.ring = {0, 1};
@@ -181,4 +181,4 @@ TEST(JoinAuth, ResumeProofBindsTheMemberIdAndDiffersFromAJoinProof) {
 }
 
 }  // namespace
-}  // namespace tributary::membership
+}  // namespace tributary::control

@@ -1,8 +1,8 @@
-#include "membership/join_auth.h"
+#include "control/join_auth.h"
 
 #include <vector>
 
-namespace tributary::membership {
+namespace tributary::control {
 namespace {
 
 void append(std::vector<std::uint8_t>& out, std::string_view s) {
@@ -48,4 +48,4 @@ Mac coordinator_proof_mac(std::string_view secret, const Nonce& server_nonce,
   return hmac_sha256(secret, msg);
 }
 
-}  // namespace tributary::membership
+}  // namespace tributary::control
