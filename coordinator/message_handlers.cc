@@ -157,8 +157,10 @@ void Coordinator::Service::broadcast_view(const membership::View& view, membersh
                                           MemberId skip) {
   metrics_->view_change(cause);
   std::string ranks;
-  for (const auto& m : view.members)
-    ranks += (ranks.empty() ? "" : " ") + std::to_string(m.id) + "@" + m.host;
+  for (const auto& m : view.members) {
+    if (!ranks.empty()) ranks += ' ';
+    ranks += std::to_string(m.id) + "@" + m.host;
+  }
   log_.info("view epoch " + std::to_string(view.epoch) + " (" +
             std::string(membership::to_string(cause)) + "): " + std::to_string(view.size()) +
             " members, ring [" + ranks + "]");
