@@ -216,6 +216,13 @@ Result<membership::View> view_from_proto(const View& pv) {
     seen[r] = true;
     view.ring.push_back(r);
   }
+  // Agents take ring neighbours by rank (view.h): a ring in another order would be run in
+  // rank order without anyone noticing, so it is refused here instead.
+  for (std::size_t i = 0; i < view.ring.size(); ++i) {
+    if (view.ring[i] != i)
+      return error(StatusCode::kBadFrame,
+                   "view ring order differs from rank order at position " + std::to_string(i));
+  }
   return view;
 }
 

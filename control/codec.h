@@ -40,8 +40,8 @@ Status validate_body(const Envelope& envelope);
 std::string_view body_name(Envelope::BodyCase body);
 
 void view_to_proto(const membership::View& view, View* out);
-// kBadFrame unless ranks are 0..n-1 in order, ids are unique and non-zero, ring is a
-// permutation of the ranks, and every label is within bounds.
+// kBadFrame unless ranks are 0..n-1 in order, ids are unique and non-zero, ring is the
+// ranks in rank order (membership/view.h), and every label is within bounds.
 Result<membership::View> view_from_proto(const View& view);
 
 // kInvalidArgument (with the offending field named) for labels that are empty where they

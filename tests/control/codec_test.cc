@@ -67,6 +67,12 @@ TEST(ControlCodec, InconsistentViewsAreBadFrame) {
   EXPECT_EQ(bad([](control::View& v) { v.set_ring(1, 0); }), StatusCode::kBadFrame);
   EXPECT_EQ(bad([](control::View& v) { v.add_ring(1); }), StatusCode::kBadFrame);
   EXPECT_EQ(bad([](control::View& v) { v.set_ring(0, 9); }), StatusCode::kBadFrame);
+  // A permutation, but not rank order: no agent would run it (membership/view.h).
+  EXPECT_EQ(bad([](control::View& v) {
+              v.set_ring(0, 1);
+              v.set_ring(1, 0);
+            }),
+            StatusCode::kBadFrame);
   EXPECT_EQ(bad([](control::View& v) { v.mutable_members(0)->set_host(std::string(300, 'h')); }),
             StatusCode::kBadFrame);
 }
