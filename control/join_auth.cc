@@ -1,51 +1,42 @@
 #include "control/join_auth.h"
 
+#include <optional>
 #include <vector>
 
 namespace tributary::control {
 namespace {
 
-void append(std::vector<std::uint8_t>& out, std::string_view s) {
-  out.insert(out.end(), s.begin(), s.end());
-}
-void append(std::vector<std::uint8_t>& out, const Nonce& n) {
-  out.insert(out.end(), n.begin(), n.end());
-}
-void append_u64(std::vector<std::uint8_t>& out, std::uint64_t v) {
-  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<std::uint8_t>(v >> shift));
+// HMAC(secret, domain | server_nonce | client_nonce | [member_id, 8 bytes big-endian] |
+// [name]): the layouts of join_auth.h, built in one place.
+Mac proof(std::string_view secret, std::string_view domain, const Nonce& server_nonce,
+          const Nonce& client_nonce, std::optional<std::uint64_t> member_id,
+          std::optional<std::string_view> name) {
+  std::vector<std::uint8_t> msg(domain.begin(), domain.end());
+  msg.insert(msg.end(), server_nonce.begin(), server_nonce.end());
+  msg.insert(msg.end(), client_nonce.begin(), client_nonce.end());
+  if (member_id) {
+    for (int shift = 56; shift >= 0; shift -= 8)
+      msg.push_back(static_cast<std::uint8_t>(*member_id >> shift));
+  }
+  if (name) msg.insert(msg.end(), name->begin(), name->end());
+  return hmac_sha256(secret, msg);
 }
 
 }  // namespace
 
 Mac join_proof_mac(std::string_view secret, const Nonce& server_nonce, const Nonce& client_nonce,
                    std::string_view member_name) {
-  std::vector<std::uint8_t> msg;
-  append(msg, "tributary/join/v1");
-  append(msg, server_nonce);
-  append(msg, client_nonce);
-  append(msg, member_name);
-  return hmac_sha256(secret, msg);
+  return proof(secret, "tributary/join/v1", server_nonce, client_nonce, std::nullopt, member_name);
 }
 
 Mac resume_proof_mac(std::string_view secret, const Nonce& server_nonce, const Nonce& client_nonce,
                      std::uint64_t member_id, std::string_view member_name) {
-  std::vector<std::uint8_t> msg;
-  append(msg, "tributary/resume/v1");
-  append(msg, server_nonce);
-  append(msg, client_nonce);
-  append_u64(msg, member_id);
-  append(msg, member_name);
-  return hmac_sha256(secret, msg);
+  return proof(secret, "tributary/resume/v1", server_nonce, client_nonce, member_id, member_name);
 }
 
 Mac coordinator_proof_mac(std::string_view secret, const Nonce& server_nonce,
                           const Nonce& client_nonce, std::uint64_t member_id) {
-  std::vector<std::uint8_t> msg;
-  append(msg, "tributary/accept/v1");
-  append(msg, server_nonce);
-  append(msg, client_nonce);
-  append_u64(msg, member_id);
-  return hmac_sha256(secret, msg);
+  return proof(secret, "tributary/accept/v1", server_nonce, client_nonce, member_id, std::nullopt);
 }
 
 }  // namespace tributary::control

@@ -6,6 +6,8 @@
 
 #include <limits>
 
+#include "core/hash.h"
+
 #include "control/join_auth.h"
 
 namespace tributary::control {
@@ -184,6 +186,23 @@ TEST(JoinAuth, ResumeProofBindsTheMemberIdAndDiffersFromAJoinProof) {
   EXPECT_NE(resume_proof_mac("k", s, c, 1, "n"), resume_proof_mac("k", s, c, 2, "n"));
   EXPECT_NE(resume_proof_mac("k", s, c, 1, "n"), resume_proof_mac("k", s, c, 1, "m"));
   EXPECT_NE(resume_proof_mac("k", s, c, 1, "n"), join_proof_mac("k", s, c, "n"));
+}
+
+// The MACs are wire contract between agents and coordinators of different builds: their
+// layouts (join_auth.h) pinned by value.
+TEST(JoinAuth, MacsMatchTheirDocumentedLayouts) {
+  Nonce s{};
+  Nonce c{};
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    s[i] = static_cast<std::uint8_t>(i);
+    c[i] = static_cast<std::uint8_t>(0xf0 + i);
+  }
+  EXPECT_EQ(to_hex(join_proof_mac("s3cret", s, c, "w0")),
+            "e778667c56ff3532ea8512a629a74302e619ff4ce8e56364565a5e2b218b0c42");
+  EXPECT_EQ(to_hex(resume_proof_mac("s3cret", s, c, 0x0102030405060708ull, "w0")),
+            "b0943896fb9e8e4d47e7f77830e17cc9aab4ad24e191701332971ef808bc83a4");
+  EXPECT_EQ(to_hex(coordinator_proof_mac("s3cret", s, c, 42)),
+            "ad4f35ec809f496fa2343088a716e0b9db7b43b6e73ce7fb5c63cd6c2c1b1a61");
 }
 
 }  // namespace
