@@ -10,7 +10,8 @@
 // Worker, registers the state again and carries on: the new member receives the current
 // state from a member at its first boundary, SHA-256 verified. A drain (request_drain(),
 // wired to SIGTERM by the CLI) leaves at the next step boundary, so the others see a
-// boundary, not a failure; one requested while joining ends the loop without joining.
+// boundary, not a failure; one requested while joining stops the join retries (a join
+// that still succeeds leaves at its first boundary).
 //
 // The workload is two callbacks: register the state a joiner must receive (after every
 // join) and run one step (after every successful boundary). The loop owns the Worker: it
