@@ -35,13 +35,14 @@
 
 #include "agent/tcp_endpoint.h"
 #include "algorithms/collectives.h"
-#include "compression/compressed_collectives.h"
+#include "compression/collectives/compressed_all_reduce.h"
 #include "core/hash.h"
 
 namespace {
 
 using namespace tributary;
 using namespace tributary::compression;
+using namespace tributary::compression::collectives;
 using SteadyTime = std::chrono::steady_clock;
 
 struct Args {
