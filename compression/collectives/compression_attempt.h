@@ -26,8 +26,9 @@
 //    epoch, and commits only once the cluster agreed on a run. A run that fails rolls
 //    itself back.
 //  - One at a time: opening a second attempt on a state while one is open is a TRIB_CHECK
-//    failure (compressed_all_reduce without ctx.attempt, on a state with an open attempt,
-//    returns kInvalidArgument instead). Attempts one after another reuse the buffers.
+//    failure (compressed_all_reduce of a stateful plan without ctx.attempt, on a state
+//    with an open attempt, returns kInvalidArgument instead). A committed attempt no
+//    longer counts as open. Attempts one after another reuse the buffers.
 //  - View changes while open: CompressionState::on_view_change() leaves this tensor's
 //    stage-2 residual alone and folds (or drops) it when the attempt commits or rolls
 //    back, so the fold takes the residual that the outcome leaves, exactly as if the view
