@@ -13,18 +13,18 @@
 #include "examples/training/mlp.h"
 #include "examples/training/sgd.h"
 
-namespace tributary {
+namespace tributary::cli {
 
 using namespace training;
 
 namespace {
 
-std::atomic<Worker*> g_drain_target{nullptr};
+std::atomic<agent::Worker*> g_drain_target{nullptr};
 std::atomic<bool> g_drain_requested{false};
 
 void on_sigterm(int) {
   g_drain_requested = true;
-  if (Worker* w = g_drain_target.load()) w->drain();
+  if (agent::Worker* w = g_drain_target.load()) w->drain();
 }
 
 std::string sha256_hex(std::span<const float> data) {
@@ -42,14 +42,14 @@ std::string sha256_hex(std::span<const float> data) {
 
 // Where training is: part of the registered state, so a joiner resumes at the same place.
 struct Progress {
-  std::int64_t step = 0;         // global steps committed
-  std::int64_t data_epoch = 0;   // passes over the data
-  std::int64_t batch = 0;        // next batch within the pass
+  std::int64_t step = 0;        // global steps committed
+  std::int64_t data_epoch = 0;  // passes over the data
+  std::int64_t batch = 0;       // next batch within the pass
 };
 
 }  // namespace
 
-void set_drain_target(Worker* worker) {
+void set_drain_target(agent::Worker* worker) {
   g_drain_target = worker;
   if (worker != nullptr && g_drain_requested.load()) worker->drain();
   struct sigaction sa {};
@@ -59,8 +59,8 @@ void set_drain_target(Worker* worker) {
 }
 
 Result<TrainSummary> run_training(
-    const std::function<Result<std::unique_ptr<Worker>>()>& start_worker, const TrainSpec& spec,
-    std::FILE* out) {
+    const std::function<Result<std::unique_ptr<agent::Worker>>()>& start_worker,
+    const TrainSpec& spec, std::FILE* out) {
   const std::string path = spec.data_path.empty() ? default_digits_path() : spec.data_path;
   auto all = load_digits(path);
   if (!all) return all.status();
@@ -73,8 +73,8 @@ Result<TrainSummary> run_training(
   Sgd sgd(model.params().size(), SgdOptions{spec.learning_rate, spec.momentum, 0.0f});
   Progress progress;
   const std::size_t np = model.grads().size();
-  std::vector<float> buffer(np + 1);  // gradients + loss: one all-reduce per step
-  std::vector<TensorMatrix> matrices;  // for PowerSGD
+  std::vector<float> buffer(np + 1);          // gradients + loss: one all-reduce per step
+  std::vector<agent::TensorMatrix> matrices;  // for PowerSGD
   for (const Tensor& t : Mlp::weight_matrices()) matrices.push_back({t.offset, t.rows, t.cols});
   double raw_bytes = 0;
   double wire_bytes = 0;
@@ -88,7 +88,7 @@ Result<TrainSummary> run_training(
 
   // SIGTERM drains from the start, also while the first join is still under way.
   set_drain_target(nullptr);
-  std::unique_ptr<Worker> worker;
+  std::unique_ptr<agent::Worker> worker;
   bool rejoining = false;
   int shard_world = -1;
   int shard_rank = -1;
@@ -118,7 +118,7 @@ Result<TrainSummary> run_training(
       worker->register_state("progress", std::as_writable_bytes(std::span(&progress, 1)));
       set_drain_target(worker.get());
     }
-    Worker& w = *worker;
+    agent::Worker& w = *worker;
     auto boundary = w.step_boundary();
     if (!boundary) {
       if (boundary.status().code() == StatusCode::kEvicted) {
@@ -144,12 +144,12 @@ Result<TrainSummary> run_training(
     // Shards follow the world: recomputed whenever the view's size or our rank changes.
     const int n = w.size();
     if (n != shard_world || w.rank() != shard_rank) {
-      const auto shards = shard_indices(train, static_cast<std::size_t>(n),
-                                        spec.label_sorted ? Sharding::kLabelSorted : Sharding::kIid,
-                                        spec.seed);
-      batcher = std::make_unique<Batcher>(shards[static_cast<std::size_t>(w.rank())],
-                                          spec.batch_size, spec.seed,
-                                          static_cast<std::uint64_t>(w.rank()));
+      const auto shards =
+          shard_indices(train, static_cast<std::size_t>(n),
+                        spec.label_sorted ? Sharding::kLabelSorted : Sharding::kIid, spec.seed);
+      batcher =
+          std::make_unique<Batcher>(shards[static_cast<std::size_t>(w.rank())], spec.batch_size,
+                                    spec.seed, static_cast<std::uint64_t>(w.rank()));
       steps_per_epoch = Batcher::common_batches_per_epoch(shards, spec.batch_size);
       batcher->start_epoch(static_cast<std::uint64_t>(progress.data_epoch));
       shard_world = n;
@@ -191,7 +191,7 @@ Result<TrainSummary> run_training(
     std::copy(model.grads().begin(), model.grads().end(), buffer.begin());
     buffer[np] = loss;
     const auto t0 = std::chrono::steady_clock::now();
-    Result<Outcome> outcome = error(StatusCode::kInternal, "not run");
+    Result<agent::Outcome> outcome = error(StatusCode::kInternal, "not run");
     if (spec.compressed) {
       // The gradient through the codec; the loss (a statistic, never compressed) apart.
       std::uint64_t wire = 0;
@@ -227,12 +227,13 @@ Result<TrainSummary> run_training(
     if (w.rank() == 0 && progress.step % spec.print_every == 0) {
       const double accuracy = model.evaluate(test).accuracy;  // 450 samples: cheap next to a step
       const double bytes = static_cast<double>(buffer.size() * sizeof(float));
-      const double busbw = window_seconds > 0 ? bytes * window_steps / window_seconds / 1e9 *
-                                                    2.0 * (n - 1) / std::max(1, n)
+      const double busbw = window_seconds > 0 ? bytes * window_steps / window_seconds / 1e9 * 2.0 *
+                                                    (n - 1) / std::max(1, n)
                                               : 0.0;
       std::fprintf(out, "%6lld %5lld %9.4f %8.2f%% %6d %6llu %12.3f\n",
-                   static_cast<long long>(progress.step), static_cast<long long>(progress.data_epoch),
-                   summary.final_loss, 100.0 * accuracy, outcome->contributors,
+                   static_cast<long long>(progress.step),
+                   static_cast<long long>(progress.data_epoch), summary.final_loss,
+                   100.0 * accuracy, outcome->contributors,
                    static_cast<unsigned long long>(outcome->epoch), busbw);
       std::fflush(out);
       window_seconds = 0;
@@ -254,4 +255,4 @@ Result<TrainSummary> run_training(
   return summary;
 }
 
-}  // namespace tributary
+}  // namespace tributary::cli

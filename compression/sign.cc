@@ -60,8 +60,8 @@ void unpack_signs(const std::uint8_t* __restrict bits, float* __restrict out, st
 }
 
 TRIB_CODEC_MULTIVERSION
-void unpack_signs_acc(const std::uint8_t* __restrict bits, float* __restrict out,
-                      std::size_t bytes, float s) {
+void unpack_signs_acc(const std::uint8_t* __restrict bits, float* __restrict out, std::size_t bytes,
+                      float s) {
   for (std::size_t j = 0; j < bytes; ++j) {
     for (unsigned k = 0; k < 8; ++k) out[8 * j + k] += ((bits[j] >> k) & 1u) ? -s : s;
   }
@@ -88,7 +88,8 @@ class SignCodec final : public Codec {
   Result<std::size_t> encode_f32(const float* x, std::size_t count, std::span<std::byte> out,
                                  const EncodeOptions& o) const override {
     const std::size_t nb = ceil_div(count, bucket_);
-    write_header(out.data(), {id(), kPayloadVersion, static_cast<std::uint32_t>(count), bucket_, 0});
+    write_header(out.data(),
+                 {id(), kPayloadVersion, static_cast<std::uint32_t>(count), bucket_, 0});
     std::byte* scales = out.data() + kHeaderBytes;
     auto* bits = reinterpret_cast<std::uint8_t*>(scales + 4 * nb);
     float* r = o.residual.empty() ? nullptr : o.residual.data();
@@ -102,9 +103,9 @@ class SignCodec final : public Codec {
       }
       const float total = abs_sum(v, n);
       if (!std::isfinite(total)) {
-        return error(StatusCode::kInvalidArgument,
-                     "sign encode: non-finite value (or |sum| overflow) in bucket " +
-                         std::to_string(b));
+        return error(
+            StatusCode::kInvalidArgument,
+            "sign encode: non-finite value (or |sum| overflow) in bucket " + std::to_string(b));
       }
       const float scale = total / static_cast<float>(n);
       std::memcpy(scales + 4 * b, &scale, 4);
@@ -158,7 +159,8 @@ Status decode_sign(const PayloadHeader& h, std::span<const std::byte> p, float* 
     const float s = load_f32(scales + 4 * b);
     const std::uint8_t* bb = bits + begin / 8;
     const std::size_t full = n / 8;
-    accumulate ? unpack_signs_acc(bb, out + begin, full, s) : unpack_signs(bb, out + begin, full, s);
+    accumulate ? unpack_signs_acc(bb, out + begin, full, s)
+               : unpack_signs(bb, out + begin, full, s);
     for (std::size_t k = 8 * full; k < n; ++k) {
       const float v = ((bb[full] >> (k - 8 * full)) & 1u) ? -s : s;
       out[begin + k] = accumulate ? out[begin + k] + v : v;

@@ -55,7 +55,8 @@ constexpr float kLearningRate = 0.1f;
 // Cosine decay from kLearningRate at step 0 towards 0 at total_steps.
 float cosine_rate(std::uint64_t step, std::uint64_t total_steps) {
   const double progress = static_cast<double>(step) / static_cast<double>(total_steps);
-  return static_cast<float>(kLearningRate * 0.5 * (1.0 + std::cos(3.14159265358979323846 * progress)));
+  return static_cast<float>(kLearningRate * 0.5 *
+                            (1.0 + std::cos(3.14159265358979323846 * progress)));
 }
 
 const TrainTestSplit& digits() {
@@ -71,7 +72,8 @@ const TrainTestSplit& digits() {
 
 std::vector<MatrixShape> mlp_shapes() {
   std::vector<MatrixShape> out;
-  for (const training::Tensor& t : Mlp::weight_matrices()) out.push_back({t.offset, t.rows, t.cols});
+  for (const training::Tensor& t : Mlp::weight_matrices())
+    out.push_back({t.offset, t.rows, t.cols});
   return out;
 }
 
@@ -88,7 +90,7 @@ Outcome train(const CompressionPlan& plan, Sharding sharding, std::uint64_t seed
   const auto shards = training::shard_indices(train_set, kWorkers, sharding, seed);
   const std::size_t steps = Batcher::common_batches_per_epoch(shards, kBatch);
   const std::vector<MatrixShape> shapes = mlp_shapes();
-  MemoryFabric fabric(kWorkers);
+  algorithms::MemoryFabric fabric(kWorkers);
   std::vector<Mlp> models(kWorkers, Mlp(seed));
   std::vector<int> failed(kWorkers, 0);
   std::vector<std::thread> threads;
@@ -100,7 +102,7 @@ Outcome train(const CompressionPlan& plan, Sharding sharding, std::uint64_t seed
       // codec; the optimiser must not apply it a second time.
       const bool codec_momentum = plan.codec && plan.codec->wants_momentum();
       Sgd sgd(Mlp::kNumParams, training::SgdOptions{.learning_rate = kLearningRate,
-                                                     .momentum = codec_momentum ? 0.0f : 0.9f});
+                                                    .momentum = codec_momentum ? 0.0f : 0.9f});
       Batcher batcher(shards[uw], kBatch, seed, uw);
       CompressionState state;
       std::vector<float> grad(Mlp::kNumParams);
@@ -117,13 +119,14 @@ Outcome train(const CompressionPlan& plan, Sharding sharding, std::uint64_t seed
           ctx.step = step;
           ctx.seed = seed;
           ctx.shapes = shapes;
-          CollectiveOptions o;
+          algorithms::CollectiveOptions o;
           o.seq = step + 1;
           o.deadline = Deadline::after(std::chrono::seconds(30));
           const Status s = compressed_all_reduce(fabric.link(w), grad.data(), grad.size(),
                                                  ReduceOp::kAvg, ctx, o);
           if (!s.is_ok()) {
-            ADD_FAILURE() << plan.spec << " worker " << w << " step " << step << ": " << s.to_string();
+            ADD_FAILURE() << plan.spec << " worker " << w << " step " << step << ": "
+                          << s.to_string();
             failed[uw] = 1;
             break;
           }
@@ -137,8 +140,8 @@ Outcome train(const CompressionPlan& plan, Sharding sharding, std::uint64_t seed
   Outcome o;
   for (int w = 0; w < kWorkers; ++w) {
     o.ok &= failed[static_cast<std::size_t>(w)] == 0;
-    o.ok &= std::memcmp(models[static_cast<std::size_t>(w)].params().data(), models[0].params().data(),
-                        Mlp::kNumParams * sizeof(float)) == 0;
+    o.ok &= std::memcmp(models[static_cast<std::size_t>(w)].params().data(),
+                        models[0].params().data(), Mlp::kNumParams * sizeof(float)) == 0;
   }
   o.test_accuracy = models[0].evaluate(digits().test).accuracy;
   o.train_loss = models[0].evaluate(train_set).mean_loss;
@@ -196,9 +199,10 @@ void gate_all(Sharding sharding, const char* name) {
   const Summary base = run_seeds(rows()[0], sharding);
   ASSERT_TRUE(base.ok);
   char line[256];
-  std::string table = "| codec | shards | mean test acc | final train loss | gate |\n|---|---|---:|---:|---|\n";
-  std::snprintf(line, sizeof line, "| %s | %s | %.2f%% | %.4f | baseline |\n", rows()[0].label.c_str(),
-                name, base.accuracy * 100, base.loss);
+  std::string table =
+      "| codec | shards | mean test acc | final train loss | gate |\n|---|---|---:|---:|---|\n";
+  std::snprintf(line, sizeof line, "| %s | %s | %.2f%% | %.4f | baseline |\n",
+                rows()[0].label.c_str(), name, base.accuracy * 100, base.loss);
   table += line;
   for (std::size_t i = 1; i < rows().size(); ++i) {
     const Row& row = rows()[i];
@@ -207,8 +211,8 @@ void gate_all(Sharding sharding, const char* name) {
     const bool acc_ok = s.accuracy >= base.accuracy - 0.01;
     const bool loss_ok = s.loss <= 2 * base.loss;
     const bool pass = acc_ok && loss_ok;
-    std::snprintf(line, sizeof line, "| %s | %s | %.2f%% | %.4f | %s%s |\n", row.label.c_str(), name,
-                  s.accuracy * 100, s.loss, pass ? "pass" : "FAIL",
+    std::snprintf(line, sizeof line, "| %s | %s | %.2f%% | %.4f | %s%s |\n", row.label.c_str(),
+                  name, s.accuracy * 100, s.loss, pass ? "pass" : "FAIL",
                   row.control ? (pass ? " (control should fail!)" : " (control, expected)") : "");
     table += line;
     EXPECT_TRUE(s.ok) << row.label << ": a collective failed or replicas drifted apart";
@@ -224,8 +228,9 @@ void gate_all(Sharding sharding, const char* name) {
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cout << "\n" << kWorkers << " workers x batch " << kBatch << ", " << kEpochs << " epochs, "
-            << kSeeds << " seeds, " << name << " shards (" << seconds << " s)\n"
+  std::cout << "\n"
+            << kWorkers << " workers x batch " << kBatch << ", " << kEpochs << " epochs, " << kSeeds
+            << " seeds, " << name << " shards (" << seconds << " s)\n"
             << table << std::endl;
 }
 
