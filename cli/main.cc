@@ -477,7 +477,9 @@ int main(int argc, char** argv) {
                    "each worker serves /metrics on HOST:PORT (use port 0)");
   demo->add_option_function<std::string>(
       "--coordinator-metrics",
-      [&](const std::string& bind) { demo_spec.coordinator_args = {"--metrics", bind}; },
+      [&](const std::string& bind) {
+        demo_spec.coordinator_args = {"--metrics", bind};
+      },
       "the coordinator serves /metrics on HOST:PORT (use port 0; it prints the port)");
   demo->add_option("--kill-at", demo_spec.kill_at, "kill -9 one worker at this step");
   demo->add_option("--stop-at", demo_spec.stop_at, "SIGSTOP one worker at this step ...");
