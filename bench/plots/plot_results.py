@@ -41,11 +41,22 @@ def size_label(b):
     return str(b)
 
 
+def read(md, reader, what):
+    rows = reader(md.read_text())
+    if not rows:
+        raise ValueError(f"{md}: no {what} table")
+    return rows
+
+
+def save(fig, png, bottom=0.0):
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+
+
 def plot_compare(md, png):
-    text = md.read_text()
-    points, link = T.compare_points(text), T.compare_link(text)
-    if not points:
-        raise ValueError(f"{md}: no 'All medians' table")
+    points = read(md, T.compare_points, "'All medians'")
+    link = T.compare_link(md.read_text())
     ns = sorted({p.n for p in points})
     fig, axes = plt.subplots(1, len(ns), figsize=(max(8, 5 * len(ns)), 4.2), sharey=True, squeeze=False)
     lines = 0
@@ -72,16 +83,12 @@ def plot_compare(md, png):
     axes[0][0].set_ylabel("busbw (GB/s, log)")
     axes[0][-1].legend(fontsize=8, loc="lower right")
     fig.suptitle(f"All-reduce busbw vs message size, loopback TCP, medians ({md.name})", fontsize=11)
-    fig.tight_layout()
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
+    save(fig, png)
     return f"{len(ns)} panels, {lines} lines"
 
 
 def plot_churn(md, png):
-    faults = T.churn_faults(md.read_text())
-    if not faults:
-        raise ValueError(f"{md}: no time-to-detect / time-to-recover table")
+    faults = read(md, T.churn_faults, "time-to-detect / time-to-recover")
     fig, axes = plt.subplots(1, 2, figsize=(11, 1.2 + 0.55 * len(faults)), sharey=True)
     labels = [f"{f.phase}: {f.fault}" for f in faults]
     for ax, what in zip(axes, ("detect", "recover")):
@@ -111,16 +118,12 @@ def plot_churn(md, png):
     raw = any(f.recover_samples for f in faults)
     how = "each fault (dots), median (bar)" if raw else "min to p99 (line), median (dot)"
     fig.suptitle(f"Churn: time to detect and recover per fault kind; {how} ({md.name})", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
+    save(fig, png)
     return f"{len(faults)} fault kinds, {'each fault' if raw else 'min/median/p99'}"
 
 
 def plot_shaped(md, png):
-    runs = T.shaped_runs(md.read_text())
-    if not runs:
-        raise ValueError(f"{md}: no codec table")
+    runs = read(md, T.shaped_runs, "codec")
     codecs = list(dict.fromkeys(r.codec for r in runs))
     groups = sorted({(r.run, r.ranks) for r in runs})
     fig, axes = plt.subplots(1, 2, figsize=(max(9, 2.2 * len(groups) + 3), 4.2))
@@ -145,9 +148,7 @@ def plot_shaped(md, png):
     handles, names = axes[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="lower center", ncol=len(codecs), fontsize=8)
     fig.suptitle(f"64 MiB all-reduce over 100 Mbit/s shaped links, per codec ({md.name})", fontsize=10)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
+    save(fig, png, bottom=0.07)
     return f"{len(groups)} runs, {len(codecs)} codecs"
 
 

@@ -14,13 +14,14 @@ Usage: compose_config_test.py SOURCE_DIR. Exit 77 (ctest: skipped) without promt
 """
 import json
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import yaml
+
+from outcome import run_with_promtool
 
 METRICS_FLAG = re.compile(r"--metrics[ =]\S*:(\d+)")
 
@@ -130,22 +131,15 @@ def check_grafana(services, compose_dir):
     return errors
 
 
-def main():
-    src = Path(sys.argv[1]).resolve()
-    promtool = shutil.which("promtool")
-    if not promtool:
-        print("promtool is not installed (Debian package prometheus; scripts/deps.sh installs it)")
-        return 77
+def checks(src, promtool):
     compose_dir = src / "docker"
     services = yaml.safe_load((compose_dir / "compose.yaml").read_text())["services"]
     errors = check_mounts(services, compose_dir)
     errors += check_prometheus(src, services, compose_dir, promtool)
     errors += check_grafana(services, compose_dir)
     print(f"services: {', '.join(services)}")
-    for e in errors:
-        print("FAIL:", e)
-    return 1 if errors else 0
+    return errors
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_with_promtool(checks))

@@ -29,6 +29,7 @@ from pathlib import Path
 import console_page
 import panels as P
 from demo_cluster import DemoCluster
+from outcome import SKIPPED, verdict
 from prometheus_server import Prometheus, console_libraries, poll
 
 WORKERS = 4
@@ -179,7 +180,7 @@ def main():
     missing = missing_tools()
     if missing:
         print(f"not installed: {', '.join(missing)} (scripts/deps.sh installs the Debian packages)")
-        return 77
+        return SKIPPED
     shutil.rmtree(artifacts, ignore_errors=True)
     artifacts.mkdir(parents=True)
     with tempfile.TemporaryDirectory() as work:
@@ -194,9 +195,7 @@ def main():
             (artifacts / "queries.json").write_text(json.dumps(scenario.report, indent=1))
     print(json.dumps({k: scenario.report.get(k) for k in ("timings", "state", "alerts", "views")}, indent=1))
     print(f"artifacts: {artifacts}")
-    for p in problems:
-        print("FAIL:", p)
-    return 1 if problems else 0
+    return verdict(problems)
 
 
 if __name__ == "__main__":

@@ -11,13 +11,13 @@
 Usage: panels_test.py SOURCE_DIR. Exit 77 (ctest: skipped) without promtool.
 """
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import panels as P
+from outcome import run_with_promtool
 
 SERIES = re.compile(r"\b(tributary(?:_[a-z0-9]+)+|tributary(?::[a-z0-9_]+)+)\b")
 REGISTERED = re.compile(r'\.Name\("(tributary_[a-z0-9_]+)"\)')
@@ -92,12 +92,7 @@ def check_series(where, exprs, known):
     return errors
 
 
-def main():
-    src = Path(sys.argv[1]).resolve()
-    promtool = shutil.which("promtool")
-    if not promtool:
-        print("promtool is not installed (Debian package prometheus; scripts/deps.sh installs it)")
-        return 77
+def checks(src, promtool):
     dash = src / "dashboards"
     grafana = P.grafana_panels(dash / "tributary.json")
     console = P.console_panels(dash / "consoles" / "tributary.html")
@@ -114,10 +109,8 @@ def main():
     print(f"{len(grafana)} Grafana panels, {len(console)} console panels, "
           f"{len(P.all_exprs(grafana))} queries each; {len(known)} known series; "
           f"links.yml reads not-yet-exported {sorted(pending)}")
-    for e in errors:
-        print("FAIL:", e)
-    return 1 if errors else 0
+    return errors
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_with_promtool(checks))
