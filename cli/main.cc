@@ -475,6 +475,12 @@ int main(int argc, char** argv) {
   demo->add_option("--algorithm", demo_flags.algorithm, "all-reduce algorithm (auto: cost model)");
   demo->add_option("--metrics", demo_flags.worker.metrics_bind,
                    "each worker serves /metrics on HOST:PORT (use port 0)");
+  demo->add_option_function<std::string>(
+      "--coordinator-metrics",
+      [&](const std::string& bind) {
+        demo_spec.coordinator_args = {"--metrics", bind};
+      },
+      "the coordinator serves /metrics on HOST:PORT (use port 0; it prints the port)");
   demo->add_option("--kill-at", demo_spec.kill_at, "kill -9 one worker at this step");
   demo->add_option("--stop-at", demo_spec.stop_at, "SIGSTOP one worker at this step ...");
   demo->add_option("--stop-for-ms", demo_spec.stop_for_ms, "... and SIGCONT it this much later")
