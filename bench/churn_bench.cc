@@ -17,33 +17,484 @@
 //
 // Usage: churn_bench --tributary PATH [--duration-s 180] [--seed S] [--delay-ms 20]
 //                    [--count 1048576] [--out FILE] [--phases free,churn,every10]
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <optional>
 #include <random>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include "bench/churn_phase.h"
+#include "bench/churn_report.h"
 
 namespace {
 
-using namespace tributary::bench;
+using tributary::bench::Fault;
+using tributary::bench::Options;
+using tributary::bench::PhaseResult;
 
-std::string stats(std::vector<double> v) {
-  if (v.empty()) return "-";
-  std::sort(v.begin(), v.end());
-  auto at = [&](double q) {
-    return v[std::min(v.size() - 1, static_cast<std::size_t>(q * (v.size() - 1) + 0.5))];
+using Clock = std::chrono::steady_clock;
+using TimePoint = Clock::time_point;
+
+double seconds_between(TimePoint a, TimePoint b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// A child with stdout and stderr on one pipe (non-blocking read end), in its own process
+// group, killed if this driver dies.
+struct Child {
+  std::string name;
+  pid_t pid = -1;
+  int fd = -1;
+  std::string pending;
+  bool exited = false;
+  int status = 0;
+  bool stopped = false;
+  bool killed = false;
+  std::uint64_t member = 0;  // current member id (agents)
+  std::vector<std::uint64_t> members;
+  std::vector<std::string> last_lines;  // the latest few, for notes on a bad exit
+
+  ~Child() {
+    if (pid > 0 && !exited) {
+      ::kill(pid, SIGCONT);
+      ::kill(pid, SIGKILL);
+      int st = 0;
+      ::waitpid(pid, &st, 0);
+    }
+    if (fd >= 0) ::close(fd);
+  }
+  void signal(int sig) const {
+    if (pid > 0 && !exited) ::kill(pid, sig);
+  }
+  bool poll_exit() {
+    if (exited) return true;
+    int st = 0;
+    if (::waitpid(pid, &st, WNOHANG) == pid) {
+      exited = true;
+      status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    }
+    return exited;
+  }
+};
+
+std::unique_ptr<Child> spawn(const std::string& name, const std::vector<std::string>& argv) {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return nullptr;
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) return nullptr;
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    ::dup2(p[1], STDOUT_FILENO);
+    ::dup2(p[1], STDERR_FILENO);
+    const int in = ::open("/dev/null", O_RDONLY);
+    ::dup2(in, STDIN_FILENO);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(p[1]);
+  ::fcntl(p[0], F_SETFL, ::fcntl(p[0], F_GETFL) | O_NONBLOCK);
+  auto c = std::make_unique<Child>();
+  c->name = name;
+  c->pid = pid;
+  c->fd = p[0];
+  return c;
+}
+
+struct StepRecord {
+  std::string hash;
+  std::uint64_t view = 0;
+  std::string contributors;
+  TimePoint first_seen;
+};
+
+class Phase {
+ public:
+  Phase(const Options& o, std::string name, std::mt19937_64& rng) : o_(o), rng_(rng) {
+    r_.name = std::move(name);
+  }
+
+  PhaseResult run() {
+    const std::string secret = "churn-bench-secret";
+    ready_ = "/tmp/churn-bench-" + std::to_string(::getpid()) + "-" + r_.name + ".endpoint";
+    std::remove(ready_.c_str());
+    coordinator_ = spawn(
+        "coordinator", {o_.tributary, "coordinator", "--bind", "tcp://127.0.0.1:0", "--ready-file",
+                        ready_, "--world-size", std::to_string(o_.start_world), "--secret", secret,
+                        "--straggler-cooldown-s", "5"});
+    const TimePoint until_ready = Clock::now() + std::chrono::seconds(20);
+    while (endpoint_.empty() && Clock::now() < until_ready) {
+      std::ifstream in(ready_);
+      std::getline(in, endpoint_);
+      if (endpoint_.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (endpoint_.empty()) {
+      r_.notes.push_back("the coordinator did not start");
+      return r_;
+    }
+    secret_ = secret;
+    for (int i = 0; i < o_.start_world; ++i) start_agent();
+    // The clock starts at the first committed step.
+    const TimePoint startup_deadline = Clock::now() + std::chrono::seconds(60);
+    while (steps_.empty() && Clock::now() < startup_deadline) pump(50);
+    start_ = Clock::now();
+    last_progress_ = start_;
+    const TimePoint end =
+        start_ + std::chrono::milliseconds(static_cast<long>(o_.duration_s * 1000));
+    next_fault_ = start_ + next_interval();
+    TimePoint last_sample = start_;
+    double world_time = 0;
+    while (Clock::now() < end) {
+      pump(10);
+      const TimePoint now = Clock::now();
+      world_time += seconds_between(last_sample, now) * current_world_;
+      last_sample = now;
+      const double stall = seconds_between(last_progress_, now);
+      r_.longest_stall = std::max(r_.longest_stall, stall);
+      if (stall > 30 && !in_hang_) {
+        in_hang_ = true;
+        ++r_.hangs;
+        r_.notes.push_back("no committed step for 30 s at t=" + fmt(seconds_between(start_, now)) +
+                           " s");
+      }
+      for (auto& a : agents_) {
+        if (a.stopped && now >= a.continue_at) {
+          a.child->signal(SIGCONT);
+          a.child->stopped = false;
+          a.stopped = false;
+        }
+      }
+      if (now >= next_fault_) {
+        inject(now);
+        next_fault_ = now + next_interval();
+      }
+    }
+    r_.seconds = seconds_between(start_, Clock::now());
+    r_.mean_world = world_time / std::max(1e-9, r_.seconds);
+    // Count the window's steps before shutting down (the drain adds none).
+    summarize();
+    shutdown();
+    return r_;
+  }
+
+ private:
+  struct Agent {
+    std::unique_ptr<Child> child;
+    bool stopped = false;
+    TimePoint continue_at;
   };
-  char b[128];
-  std::snprintf(b, sizeof(b), "%.3f / %.3f / %.3f", v.front(), at(0.5), at(0.99));
-  return b;
+
+  static std::string fmt(double v) {
+    char b[32];
+    std::snprintf(b, sizeof(b), "%.1f", v);
+    return b;
+  }
+
+  std::chrono::milliseconds next_interval() {
+    if (r_.name == "free") return std::chrono::hours(24);
+    if (r_.name == "every10") return std::chrono::seconds(10);
+    return std::chrono::milliseconds(std::uniform_int_distribution<int>(3000, 7000)(rng_));
+  }
+
+  Child* start_agent() {
+    std::vector<std::string> argv = {o_.tributary,         "agent",
+                                     "--coordinator",      endpoint_,
+                                     "--secret",           secret_,
+                                     "--data-port",        "0",
+                                     "--workload",         "soak",
+                                     "--soak-count",       std::to_string(o_.count),
+                                     "--soak-steps",       "-1",
+                                     "--soak-duration-ms", "100000000",
+                                     "--soak-delay-ms",    std::to_string(o_.delay_ms)};
+    auto c = spawn("agent" + std::to_string(r_.agents_started++), argv);
+    if (!c) return nullptr;
+    agents_.push_back(Agent{std::move(c), false, {}});
+    return agents_.back().child.get();
+  }
+
+  // Agents that are alive and not killed (stopped ones count: they come back).
+  std::vector<Agent*> alive() {
+    std::vector<Agent*> v;
+    for (auto& a : agents_) {
+      if (!a.child->exited && !a.child->killed) v.push_back(&a);
+    }
+    return v;
+  }
+
+  void inject(TimePoint now) {
+    auto live = alive();
+    const int n = static_cast<int>(live.size());
+    std::vector<std::string> kinds;
+    if (r_.name == "every10") {
+      kinds = {"kill"};
+    } else {
+      if (n > 3) kinds.insert(kinds.end(), {"kill", "stop"});
+      if (n < 8) kinds.push_back("join");
+    }
+    std::vector<Agent*> candidates;
+    for (Agent* a : live) {
+      if (!a->stopped && a->child->member != 0) candidates.push_back(a);
+    }
+    std::string kind = kinds[std::uniform_int_distribution<std::size_t>(0, kinds.size() - 1)(rng_)];
+    if (kind != "join" && candidates.empty()) kind = "join";
+    Fault f;
+    f.kind = kind;
+    f.at = now;
+    if (kind == "join") {
+      Child* joiner = start_agent();
+      f.who = joiner ? joiner->name : "";
+    } else {
+      Agent* v =
+          candidates[std::uniform_int_distribution<std::size_t>(0, candidates.size() - 1)(rng_)];
+      f.who = v->child->name;
+      f.member = v->child->member;
+      if (kind == "kill") {
+        v->child->signal(SIGKILL);
+        v->child->killed = true;
+      } else {
+        v->child->signal(SIGSTOP);
+        v->child->stopped = true;
+        v->stopped = true;
+        v->continue_at =
+            now + std::chrono::milliseconds(std::uniform_int_distribution<int>(3000, 5000)(rng_));
+      }
+      if (r_.name == "every10") start_agent();  // the replacement arrives with the failure
+    }
+    r_.faults.push_back(f);
+  }
+
+  void pump(int timeout_ms) {
+    std::vector<pollfd> fds;
+    std::vector<Child*> owners;
+    auto add = [&](Child* c) {
+      if (c && c->fd >= 0) {
+        fds.push_back({c->fd, POLLIN, 0});
+        owners.push_back(c);
+      }
+    };
+    add(coordinator_.get());
+    for (auto& a : agents_) add(a.child.get());
+    ::poll(fds.data(), fds.size(), timeout_ms);
+    const TimePoint now = Clock::now();
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      Child* c = owners[i];
+      char buf[65536];
+      for (;;) {
+        const ssize_t n = ::read(c->fd, buf, sizeof(buf));
+        if (n > 0) {
+          c->pending.append(buf, static_cast<std::size_t>(n));
+          continue;
+        }
+        if (n == 0) {
+          ::close(c->fd);
+          c->fd = -1;
+        }
+        break;
+      }
+      std::size_t nl;
+      while ((nl = c->pending.find('\n')) != std::string::npos) {
+        const std::string line = c->pending.substr(0, nl);
+        c->pending.erase(0, nl + 1);
+        if (line.rfind("soak step", 0) != 0) {
+          c->last_lines.push_back(line);
+          if (c->last_lines.size() > 12) c->last_lines.erase(c->last_lines.begin());
+        }
+        if (c == coordinator_.get()) {
+          coordinator_line(line, now);
+        } else {
+          agent_line(*c, line, now);
+        }
+      }
+    }
+    for (auto& a : agents_) a.child->poll_exit();
+  }
+
+  void coordinator_line(const std::string& line, TimePoint now) {
+    static const std::regex view_re(
+        R"(view epoch (\d+) \((\w+)\): (\d+) members, ring \[([^\]]*)\])");
+    std::smatch m;
+    if (!std::regex_search(line, m, view_re)) return;
+    std::set<std::uint64_t> ids;
+    std::istringstream ring(m[4].str());
+    std::string tok;
+    while (ring >> tok) ids.insert(std::stoull(tok.substr(0, tok.find('@'))));
+    current_world_ = static_cast<int>(ids.size());
+    views_.emplace_back(now, ids);
+    for (Fault& f : r_.faults) {
+      if (f.detect || now < f.at) continue;
+      if (f.kind == "join") {
+        if (f.member != 0 && ids.count(f.member)) f.detect = seconds_between(f.at, now);
+      } else if (!ids.count(f.member)) {
+        f.detect = seconds_between(f.at, now);
+      }
+    }
+  }
+
+  void agent_line(Child& c, const std::string& line, TimePoint now) {
+    static const std::regex step_re(
+        R"(^soak step (\d+) view (\d+) contributors ([0-9,]+) attempts (\d+) sha256 ([0-9a-f]{64}) (ok|WRONG)$)");
+    static const std::regex member_re(R"(^soak member (\d+)$)");
+    std::smatch m;
+    if (std::regex_match(line, m, member_re)) {
+      c.member = std::stoull(m[1]);
+      c.members.push_back(c.member);
+      for (Fault& f : r_.faults) {
+        if (f.kind != "join" || f.who != c.name || f.member != 0) continue;
+        // The view admitting it went out before the joiner could print its id.
+        f.member = c.member;
+        for (const auto& [at, ids] : views_) {
+          if (at >= f.at && ids.count(f.member)) {
+            f.detect = seconds_between(f.at, at);
+            break;
+          }
+        }
+      }
+      return;
+    }
+    if (!std::regex_match(line, m, step_re)) return;
+    const long step = std::stol(m[1]);
+    const std::uint64_t view = std::stoull(m[2]);
+    const std::string contributors = m[3];
+    const int attempts = std::stoi(m[4]);
+    const std::string hash = m[5];
+    if (m[6] != "ok") ++r_.wrong;
+    last_progress_ = now;
+    in_hang_ = false;
+    auto [it, first] = steps_.emplace(step, StepRecord{hash, view, contributors, now});
+    if (first) {
+      r_.reruns += attempts - 1;
+    } else if (it->second.hash != hash || it->second.view != view ||
+               it->second.contributors != contributors) {
+      ++r_.disagreements;
+      r_.notes.push_back("step " + std::to_string(step) + ": " + c.name + " disagrees");
+    }
+    std::set<std::uint64_t> ids;
+    std::size_t s = 0;
+    while (s < contributors.size()) {
+      const std::size_t comma = std::min(contributors.find(',', s), contributors.size());
+      ids.insert(std::stoull(contributors.substr(s, comma - s)));
+      s = comma + 1;
+    }
+    for (Fault& f : r_.faults) {
+      if (f.recover || now < f.at) continue;
+      if (f.kind == "join") {
+        if (f.who == c.name) f.recover = seconds_between(f.at, now);
+      } else if (f.who != c.name && !ids.count(f.member)) {
+        f.recover = seconds_between(f.at, now);
+      }
+    }
+  }
+
+  void summarize() {
+    long first = -1, last = -1, count = 0;
+    for (const auto& [step, rec] : steps_) {
+      if (rec.first_seen < start_) continue;
+      if (first < 0) first = step;
+      last = step;
+      ++count;
+    }
+    r_.committed = count;
+    r_.first_step = first;
+    r_.last_step = last;
+    // Gaps over everything seen: step numbers that no agent ever printed.
+    if (!steps_.empty()) {
+      r_.gaps =
+          (steps_.rbegin()->first - steps_.begin()->first + 1) - static_cast<long>(steps_.size());
+    }
+  }
+
+  void shutdown() {
+    for (auto& a : agents_) {
+      a.child->signal(SIGCONT);
+      a.child->signal(SIGTERM);
+    }
+    const TimePoint deadline = Clock::now() + std::chrono::seconds(30);
+    for (;;) {
+      pump(20);
+      bool all = true;
+      for (auto& a : agents_) all = all && a.child->poll_exit();
+      if (all || Clock::now() >= deadline) break;
+    }
+    for (auto& a : agents_) {
+      if (!a.child->poll_exit()) {
+        ++r_.unclean_exits;
+        r_.notes.push_back(a.child->name + " did not exit within 30 s of SIGTERM");
+      } else if (!a.child->killed && a.child->status != 0) {
+        ++r_.unclean_exits;
+        std::string tail;
+        for (const auto& l : a.child->last_lines) tail += "\n      " + l;
+        r_.notes.push_back(a.child->name + " exited with status " +
+                           std::to_string(a.child->status) + "; its last lines:" + tail);
+      }
+    }
+    coordinator_->signal(SIGTERM);
+    for (int i = 0; i < 100 && !coordinator_->poll_exit(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::remove(ready_.c_str());
+  }
+
+  const Options& o_;
+  std::mt19937_64& rng_;
+  PhaseResult r_;
+  std::string ready_, endpoint_, secret_;
+  std::unique_ptr<Child> coordinator_;
+  std::vector<Agent> agents_;
+  std::map<long, StepRecord> steps_;
+  std::vector<std::pair<TimePoint, std::set<std::uint64_t>>> views_;
+  TimePoint start_, last_progress_, next_fault_;
+  bool in_hang_ = false;
+  int current_world_ = 0;
+};
+
+// Draws the report's plot next to it (bench/plots/plot_results.py, PNG of the same name).
+// The table is written first and stays, whatever happens here.
+int plot_report(const std::string& md) {
+  const char* argv[] = {TRIBUTARY_PLOT_RESULTS, "churn", md.c_str(), nullptr};
+  pid_t pid = -1;
+  if (const int e =
+          ::posix_spawn(&pid, argv[0], nullptr, nullptr, const_cast<char**>(argv), environ);
+      e != 0) {
+    std::fprintf(stderr, "churn_bench: cannot run %s: %s\n", argv[0], std::strerror(e));
+    return 1;
+  }
+  const TimePoint deadline = Clock::now() + std::chrono::seconds(120);
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (Clock::now() > deadline) {
+      std::fprintf(stderr, "churn_bench: %s took over 120 s; killed\n", argv[0]);
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
+  std::fprintf(stderr, "churn_bench: the plot failed; the table is in %s\n", md.c_str());
+  return 1;
 }
 
 }  // namespace
@@ -98,106 +549,12 @@ int main(int argc, char** argv) {
   for (const std::string name : {"free", "churn", "every10"}) {
     if (!o.phases.count(name)) continue;
     std::fprintf(stderr, "churn_bench: phase %s (%.0f s)...\n", name.c_str(), o.duration_s);
-    results.push_back(run_phase(o, name, rng));
+    results.push_back(Phase(o, name, rng).run());
   }
 
-  std::ostringstream md;
-  char line[512];
-  md << "# Churn benchmark\n\n";
-  std::snprintf(line, sizeof(line),
-                "Soak workload: %ld float32 (%.1f MiB) sum all-reduce per step, %d ms compute per "
-                "step, start at N = %d; "
-                "%.0f s per phase; seed %llu.\n\n",
-                o.count, static_cast<double>(o.count) * 4 / 1048576.0, o.delay_ms, o.start_world,
-                o.duration_s, static_cast<unsigned long long>(o.seed));
-  md << line;
-  md << "| phase | seconds | committed steps | steps/s | mean N | faults | re-runs | gaps | "
-        "disagreements | WRONG | hangs (>30 s) | longest stall (s) | unclean exits |\n";
-  md << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-  double free_rate = 0;
-  for (const auto& r : results) {
-    const double rate = r.seconds > 0 ? r.committed / r.seconds : 0;
-    if (r.name == "free") free_rate = rate;
-    std::snprintf(
-        line, sizeof(line),
-        "| %s | %.1f | %ld | %.2f | %.2f | %zu | %ld | %ld | %ld | %ld | %d | %.2f | %d |\n",
-        r.name.c_str(), r.seconds, r.committed, rate, r.mean_world, r.faults.size(), r.reruns,
-        r.gaps, r.disagreements, r.wrong, r.hangs, r.longest_stall, r.unclean_exits);
-    md << line;
-  }
-  md << "\n";
-  if (free_rate > 0) {
-    for (const auto& r : results) {
-      if (r.name == "free") continue;
-      std::snprintf(line, sizeof(line), "- %s: throughput %.1f%% of failure-free\n", r.name.c_str(),
-                    100.0 * (r.committed / std::max(1e-9, r.seconds)) / free_rate);
-      md << line;
-    }
-    md << "\n";
-  }
-  md << "Times in seconds, min / median / p99 (n = faults measured of faults injected).\n\n";
-  md << "| phase | fault | n | time-to-detect | time-to-recover |\n|---|---|---|---|---|\n";
-  std::map<std::string, std::vector<double>> all_recover;
-  for (const auto& r : results) {
-    for (const std::string kind : {"kill", "stop", "join"}) {
-      std::vector<double> detect, recover;
-      int n = 0;
-      for (const auto& f : r.faults) {
-        if (f.kind != kind) continue;
-        ++n;
-        if (f.detect) detect.push_back(*f.detect);
-        if (f.recover) recover.push_back(*f.recover);
-      }
-      if (n == 0) continue;
-      all_recover[kind].insert(all_recover[kind].end(), recover.begin(), recover.end());
-      std::snprintf(line, sizeof(line), "| %s | %s | %zu/%d | %s | %s |\n", r.name.c_str(),
-                    kind == "join" ? "join (admitted / first step)"
-                                   : (kind == "kill" ? "kill -9" : "SIGSTOP"),
-                    recover.size(), n, stats(detect).c_str(), stats(recover).c_str());
-      md << line;
-    }
-  }
-  md << "\n## Goals\n\n";
-  auto median = [](std::vector<double> v) {
-    if (v.empty()) return -1.0;
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  long disagreements = 0, hangs = 0;
-  for (const auto& r : results) {
-    disagreements += r.disagreements + r.wrong;
-    hangs += r.hangs;
-  }
-  const double mk = median(all_recover["kill"]), ms = median(all_recover["stop"]);
-  std::snprintf(line, sizeof(line), "- median time-to-recover after kill -9 <= 1 s: %.3f s (%s)\n",
-                mk, mk >= 0 && mk <= 1.0 ? "met" : "NOT met");
-  md << line;
-  std::snprintf(line, sizeof(line), "- median time-to-recover after SIGSTOP <= 2 s: %.3f s (%s)\n",
-                ms, ms >= 0 && ms <= 2.0 ? "met" : "NOT met");
-  md << line;
-  md << "- zero disagreements: " << disagreements << (disagreements == 0 ? " (met)" : " (NOT met)")
-     << "\n";
-  md << "- zero hangs: " << hangs << (hangs == 0 ? " (met)" : " (NOT met)") << "\n";
-  for (const auto& r : results) {
-    if (r.name != "every10" || free_rate <= 0) continue;
-    const double pct = 100.0 * (r.committed / std::max(1e-9, r.seconds)) / free_rate;
-    std::snprintf(line, sizeof(line),
-                  "- throughput with one failure every 10 s >= 80%% of failure-free: %.1f%% (%s)\n",
-                  pct, pct >= 80 ? "met" : "NOT met");
-    md << line;
-  }
-  bool notes = false;
-  for (const auto& r : results) {
-    for (const auto& n : r.notes) {
-      if (!notes) md << "\n## Notes\n\n";
-      notes = true;
-      md << "- " << r.name << ": " << n << "\n";
-    }
-  }
-  const std::string report = md.str();
+  const std::string report = churn_report(o, results);
   std::fputs(report.c_str(), stdout);
-  if (!o.out.empty()) {
-    std::ofstream(o.out) << report;
-  }
-  return 0;
+  if (o.out.empty()) return 0;
+  std::ofstream(o.out) << report;
+  return plot_report(o.out);
 }

@@ -500,6 +500,12 @@ int main(int argc, char** argv) {
   demo->add_option("--algorithm", demo_flags.algorithm, "all-reduce algorithm (auto: cost model)");
   demo->add_option("--metrics", demo_flags.worker.metrics_bind,
                    "each worker serves /metrics on HOST:PORT (use port 0)");
+  demo->add_option_function<std::string>(
+      "--coordinator-metrics",
+      [&](const std::string& bind) {
+        demo_spec.coordinator_args = {"--metrics", bind};
+      },
+      "the coordinator serves /metrics on HOST:PORT (use port 0; it prints the port)");
   demo->add_option("--kill-at", demo_spec.kill_at, "kill -9 one worker at this step");
   demo->add_option("--stop-at", demo_spec.stop_at, "SIGSTOP one worker at this step ...");
   demo->add_option("--stop-for-ms", demo_spec.stop_for_ms, "... and SIGCONT it this much later")
@@ -538,8 +544,10 @@ int main(int argc, char** argv) {
     auto names = kTrainFlagNames;
     names.insert(names.end(), {"--algorithm", "--metrics", "--step-delay-ms", "--codec"});
     demo_spec.agent_args = forwarded_args(*demo, names);
-    demo_spec.coordinator_args = log_args(log_flags);
-    for (const auto& a : log_args(log_flags)) demo_spec.agent_args.push_back(a);
+    for (const auto& a : log_args(log_flags)) {
+      demo_spec.coordinator_args.push_back(a);
+      demo_spec.agent_args.push_back(a);
+    }
     const bool faults = demo_spec.kill_at >= 0 || demo_spec.stop_at >= 0 ||
                         demo_spec.join_at >= 0 || demo_spec.drain_at >= 0 ||
                         demo_spec.straggler_ms > 0;

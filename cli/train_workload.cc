@@ -59,11 +59,27 @@ Result<TrainSummary> run_training(
   int shard_rank = -1;
   std::unique_ptr<Batcher> batcher;
   std::size_t steps_per_epoch = 0;
+  // Ends the pass over the data once `steps_per_epoch` steps of it are done; true when that
+  // was the last pass.
+  auto end_of_training = [&] {
+    if (steps_per_epoch == 0 || static_cast<std::size_t>(progress.batch) < steps_per_epoch) {
+      return false;
+    }
+    progress.batch = 0;
+    ++progress.data_epoch;
+    if (progress.data_epoch >= spec.epochs) return true;
+    batcher->start_epoch(static_cast<std::uint64_t>(progress.data_epoch));
+    return false;
+  };
 
   agent::ElasticWorkload workload;
   workload.start_worker = start_worker;
   workload.position = [&] { return progress.step; };
   workload.register_state = [&](agent::Worker& w) {
+    // A (re)joiner's last world is not the one its state comes from: no epoch end is
+    // judged by it, and the shards are recomputed.
+    steps_per_epoch = 0;
+    shard_world = -1;
     w.register_state("params", std::as_writable_bytes(model.params()));
     w.register_state("momentum", std::as_writable_bytes(sgd.momentum()));
     w.register_state("progress", std::as_writable_bytes(std::span(&progress, 1)));
@@ -71,6 +87,9 @@ Result<TrainSummary> run_training(
   workload.step = [&](agent::Worker& w,
                       const agent::BoundaryOutcome&) -> Result<agent::StepResult> {
     if (progress.data_epoch >= spec.epochs) return agent::StepResult::kFinished;
+    // An epoch ends with the step that completes it in the world that ran it: a view that
+    // changed at this boundary (members that finished leaving, say) must not stretch it.
+    if (end_of_training()) return agent::StepResult::kFinished;
 
     // Shards follow the world: recomputed whenever the view's size or our rank changes.
     const int n = w.size();
@@ -101,12 +120,8 @@ Result<TrainSummary> run_training(
       std::fflush(out);
       header_printed = true;
     }
-    if (static_cast<std::size_t>(progress.batch) >= steps_per_epoch) {
-      progress.batch = 0;
-      ++progress.data_epoch;
-      if (progress.data_epoch >= spec.epochs) return agent::StepResult::kFinished;
-      batcher->start_epoch(static_cast<std::uint64_t>(progress.data_epoch));
-    }
+    // A grown world has fewer steps per epoch: one it already completed ends here.
+    if (end_of_training()) return agent::StepResult::kFinished;
 
     // Each injected fault fires once per process (a rejoiner resumes at an older step).
     static bool injected = false;

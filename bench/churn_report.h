@@ -1,29 +1,23 @@
-// One phase of the churn benchmark (bench/churn_bench.cc): a coordinator and soak agents
-// on this machine, faults injected at random (or every 10 s, or none), and every line they
-// print read through pipes and timestamped on arrival to measure detection, recovery and
-// disagreements. See churn_bench.cc for what is measured.
+// The churn benchmark's results and its report: the Markdown table in
+// bench/results/churn_*.md (per phase: committed steps, faults, re-runs, disagreements,
+// hangs; per fault kind: min / median / p99 of time-to-detect and time-to-recover; the
+// goals; every fault's own times, which bench/plots/plot_results.py draws).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <optional>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
 
 namespace tributary::bench {
 
-using Clock = std::chrono::steady_clock;
-using TimePoint = Clock::time_point;
-
-struct Child;
-
 struct Fault {
   std::string kind;  // kill, stop, join
-  TimePoint at;
+  std::chrono::steady_clock::time_point at;
   std::uint64_t member = 0;  // the victim (kill/stop); the joiner, once known
-  Child* who = nullptr;
+  std::string who;           // the process: the victim, or the joiner (its name)
   std::optional<double> detect;
   std::optional<double> recover;
 };
@@ -57,7 +51,7 @@ struct Options {
   std::set<std::string> phases = {"free", "churn", "every10"};
 };
 
-// Runs phase `name` ("free", "churn" or "every10") for o.duration_s seconds.
-PhaseResult run_phase(const Options& o, const std::string& name, std::mt19937_64& rng);
+// The Markdown report of a run.
+std::string churn_report(const Options& o, const std::vector<PhaseResult>& results);
 
 }  // namespace tributary::bench
