@@ -79,7 +79,7 @@ Status Worker::Impl::start() {
     return error(StatusCode::kInvalidArgument,
                  "no cluster secret: pass --secret or set TRIBUTARY_SECRET");
   }
-  auto parsed = compression::CompressionPlan::parse(config.codec);
+  auto parsed = compression::collectives::CompressionPlan::parse(config.codec);
   if (!parsed) {
     return error(StatusCode::kInvalidArgument, "--codec: " + parsed.status().message());
   }
@@ -95,9 +95,9 @@ Status Worker::Impl::start() {
   ec.log = log.child("link");
   TRIB_ASSIGN_OR_RETURN(endpoint, TcpEndpoint::listen(ec));
 
-  client = std::make_unique<membership::CoordinatorClient>(
-      membership::stderr_log_sink("agent"), metrics ? &metrics->registry() : nullptr);
-  membership::ClientConfig cc;
+  client = std::make_unique<control_client::CoordinatorClient>(
+      log.child("control"), metrics ? &metrics->registry() : nullptr);
+  control_client::ClientConfig cc;
   cc.endpoint = config.coordinator;
   cc.secret = config.secret;
   cc.host = config.host.empty() ? hostname() : config.host;
@@ -145,7 +145,7 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
       }
       return v.status();
     }
-    membership::ViewReady ready{v->epoch, previous, committed, held_seq};
+    membership::ReadyReport ready{v->epoch, previous, committed, held_seq};
     auto go = client->ready(ready, deadline);
     if (!go) {
       if (go.status().code() == StatusCode::kAborted) continue;  // superseded: newer view
@@ -424,26 +424,30 @@ Result<Outcome> Worker::all_reduce_compressed(float* data, std::size_t count, Re
   Impl& im = *impl_;
   std::vector<compression::MatrixShape> shapes;
   for (const auto& m : matrices) shapes.push_back({m.offset, m.rows, m.cols});
-  // Every attempt starts from the residuals as they were before the call: an attempt that
-  // reached the agreement round and was then aborted must not leave its error feedback.
-  const auto before = im.compression_state.snapshot(tensor_id);
-  compression::CompressionStats stats;
+  // The residuals change only if the collective commits (docs/compression.md): every run
+  // under the attempt starts from the residuals as they were before the call, an attempt
+  // aborted after the agreement round leaves no error feedback behind, and one the
+  // coordinator commits keeps it.
+  compression::collectives::CompressionAttempt attempt(im.compression_state, tensor_id);
+  compression::collectives::CompressionStats stats;
   const std::size_t bytes = count * sizeof(float);
   auto r = im.run("all_reduce_compressed", algorithms::AllReduceAlgorithm::kAuto, bytes,
                   std::as_writable_bytes(std::span(data, count)),
                   [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
-                    im.compression_state.restore(before);
                     stats = {};
-                    compression::CompressionContext ctx;
+                    compression::collectives::CompressionContext ctx;
                     ctx.plan = &im.plan;
                     ctx.state = &im.compression_state;
+                    ctx.attempt = &attempt;
                     ctx.tensor_id = tensor_id;
                     ctx.step = step;
                     ctx.seed = im.config.codec_seed;
                     ctx.shapes = shapes;
                     ctx.stats = &stats;
-                    return compression::compressed_all_reduce(link, data, count, op, ctx, o);
+                    return compression::collectives::compressed_all_reduce(link, data, count, op,
+                                                                           ctx, o);
                   });
+  if (r) attempt.commit();  // otherwise the attempt's destructor rolls it back
   if (r && wire_bytes != nullptr) *wire_bytes = stats.wire_bytes_sent;
   return r;
 }

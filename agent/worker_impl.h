@@ -20,9 +20,9 @@
 #include "agent/tcp_endpoint.h"
 #include "agent/worker.h"
 #include "algorithms/cost_model.h"
-#include "compression/compressed_collectives.h"
+#include "compression/collectives/compressed_all_reduce.h"
+#include "control_client/coordinator_client.h"
 #include "core/log.h"
-#include "membership/coordinator_client.h"
 
 namespace tributary::agent {
 
@@ -88,16 +88,17 @@ class Worker::Impl {
 
   WorkerConfig config;
   // The agent's log: its context (member id once joined, the epoch of every adopted view)
-  // is shared by the children handed to the data plane ("link") and the control plane.
+  // is shared by the children handed to the data plane ("link") and the control plane
+  // ("control").
   Logger log{"agent"};
   std::unique_ptr<AgentMetrics> metrics;
   std::unique_ptr<TcpEndpoint> endpoint;
-  std::unique_ptr<membership::CoordinatorClient> client;
+  std::unique_ptr<control_client::CoordinatorClient> client;
 
   // Compression: the plan parsed once from config.codec, and the residuals of every
   // tensor, kept across views (a new Worker after an eviction starts without them).
-  compression::CompressionPlan plan;
-  compression::CompressionState compression_state;
+  compression::collectives::CompressionPlan plan;
+  compression::collectives::CompressionState compression_state;
 
   membership::View view;
   int rank = -1;

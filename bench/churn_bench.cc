@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,7 +42,13 @@
 #include <thread>
 #include <vector>
 
+#include "bench/churn_report.h"
+
 namespace {
+
+using tributary::bench::Fault;
+using tributary::bench::Options;
+using tributary::bench::PhaseResult;
 
 using Clock = std::chrono::steady_clock;
 using TimePoint = Clock::time_point;
@@ -122,44 +129,6 @@ struct StepRecord {
   std::uint64_t view = 0;
   std::string contributors;
   TimePoint first_seen;
-};
-
-struct Fault {
-  std::string kind;  // kill, stop, join
-  TimePoint at;
-  std::uint64_t member = 0;  // the victim (kill/stop); the joiner, once known
-  Child* who = nullptr;
-  std::optional<double> detect;
-  std::optional<double> recover;
-};
-
-struct PhaseResult {
-  std::string name;
-  double seconds = 0;
-  long committed = 0;  // distinct steps
-  long first_step = -1, last_step = -1;
-  long reruns = 0;
-  long gaps = 0;
-  long disagreements = 0;
-  long wrong = 0;
-  int hangs = 0;
-  double longest_stall = 0;
-  double mean_world = 0;
-  std::vector<Fault> faults;
-  int agents_started = 0;
-  int unclean_exits = 0;
-  std::vector<std::string> notes;
-};
-
-struct Options {
-  std::string tributary;
-  double duration_s = 180;
-  std::uint64_t seed = 0;
-  int delay_ms = 20;
-  long count = 1 << 20;
-  int start_world = 5;
-  std::string out;
-  std::set<std::string> phases = {"free", "churn", "every10"};
 };
 
 class Phase {
@@ -295,11 +264,12 @@ class Phase {
     f.kind = kind;
     f.at = now;
     if (kind == "join") {
-      f.who = start_agent();
+      Child* joiner = start_agent();
+      f.who = joiner ? joiner->name : "";
     } else {
       Agent* v =
           candidates[std::uniform_int_distribution<std::size_t>(0, candidates.size() - 1)(rng_)];
-      f.who = v->child.get();
+      f.who = v->child->name;
       f.member = v->child->member;
       if (kind == "kill") {
         v->child->signal(SIGKILL);
@@ -393,7 +363,7 @@ class Phase {
       c.member = std::stoull(m[1]);
       c.members.push_back(c.member);
       for (Fault& f : r_.faults) {
-        if (f.kind != "join" || f.who != &c || f.member != 0) continue;
+        if (f.kind != "join" || f.who != c.name || f.member != 0) continue;
         // The view admitting it went out before the joiner could print its id.
         f.member = c.member;
         for (const auto& [at, ids] : views_) {
@@ -432,8 +402,8 @@ class Phase {
     for (Fault& f : r_.faults) {
       if (f.recover || now < f.at) continue;
       if (f.kind == "join") {
-        if (f.who == &c) f.recover = seconds_between(f.at, now);
-      } else if (f.who != &c && !ids.count(f.member)) {
+        if (f.who == c.name) f.recover = seconds_between(f.at, now);
+      } else if (f.who != c.name && !ids.count(f.member)) {
         f.recover = seconds_between(f.at, now);
       }
     }
@@ -500,15 +470,31 @@ class Phase {
   int current_world_ = 0;
 };
 
-std::string stats(std::vector<double> v) {
-  if (v.empty()) return "-";
-  std::sort(v.begin(), v.end());
-  auto at = [&](double q) {
-    return v[std::min(v.size() - 1, static_cast<std::size_t>(q * (v.size() - 1) + 0.5))];
-  };
-  char b[128];
-  std::snprintf(b, sizeof(b), "%.3f / %.3f / %.3f", v.front(), at(0.5), at(0.99));
-  return b;
+// Draws the report's plot next to it (bench/plots/plot_results.py, PNG of the same name).
+// The table is written first and stays, whatever happens here.
+int plot_report(const std::string& md) {
+  const char* argv[] = {TRIBUTARY_PLOT_RESULTS, "churn", md.c_str(), nullptr};
+  pid_t pid = -1;
+  if (const int e =
+          ::posix_spawn(&pid, argv[0], nullptr, nullptr, const_cast<char**>(argv), environ);
+      e != 0) {
+    std::fprintf(stderr, "churn_bench: cannot run %s: %s\n", argv[0], std::strerror(e));
+    return 1;
+  }
+  const TimePoint deadline = Clock::now() + std::chrono::seconds(120);
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (Clock::now() > deadline) {
+      std::fprintf(stderr, "churn_bench: %s took over 120 s; killed\n", argv[0]);
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
+  std::fprintf(stderr, "churn_bench: the plot failed; the table is in %s\n", md.c_str());
+  return 1;
 }
 
 }  // namespace
@@ -566,103 +552,9 @@ int main(int argc, char** argv) {
     results.push_back(Phase(o, name, rng).run());
   }
 
-  std::ostringstream md;
-  char line[512];
-  md << "# Churn benchmark\n\n";
-  std::snprintf(line, sizeof(line),
-                "Soak workload: %ld float32 (%.1f MiB) sum all-reduce per step, %d ms compute per "
-                "step, start at N = %d; "
-                "%.0f s per phase; seed %llu.\n\n",
-                o.count, static_cast<double>(o.count) * 4 / 1048576.0, o.delay_ms, o.start_world,
-                o.duration_s, static_cast<unsigned long long>(o.seed));
-  md << line;
-  md << "| phase | seconds | committed steps | steps/s | mean N | faults | re-runs | gaps | "
-        "disagreements | WRONG | hangs (>30 s) | longest stall (s) | unclean exits |\n";
-  md << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-  double free_rate = 0;
-  for (const auto& r : results) {
-    const double rate = r.seconds > 0 ? r.committed / r.seconds : 0;
-    if (r.name == "free") free_rate = rate;
-    std::snprintf(
-        line, sizeof(line),
-        "| %s | %.1f | %ld | %.2f | %.2f | %zu | %ld | %ld | %ld | %ld | %d | %.2f | %d |\n",
-        r.name.c_str(), r.seconds, r.committed, rate, r.mean_world, r.faults.size(), r.reruns,
-        r.gaps, r.disagreements, r.wrong, r.hangs, r.longest_stall, r.unclean_exits);
-    md << line;
-  }
-  md << "\n";
-  if (free_rate > 0) {
-    for (const auto& r : results) {
-      if (r.name == "free") continue;
-      std::snprintf(line, sizeof(line), "- %s: throughput %.1f%% of failure-free\n", r.name.c_str(),
-                    100.0 * (r.committed / std::max(1e-9, r.seconds)) / free_rate);
-      md << line;
-    }
-    md << "\n";
-  }
-  md << "Times in seconds, min / median / p99 (n = faults measured of faults injected).\n\n";
-  md << "| phase | fault | n | time-to-detect | time-to-recover |\n|---|---|---|---|---|\n";
-  std::map<std::string, std::vector<double>> all_recover;
-  for (const auto& r : results) {
-    for (const std::string kind : {"kill", "stop", "join"}) {
-      std::vector<double> detect, recover;
-      int n = 0;
-      for (const auto& f : r.faults) {
-        if (f.kind != kind) continue;
-        ++n;
-        if (f.detect) detect.push_back(*f.detect);
-        if (f.recover) recover.push_back(*f.recover);
-      }
-      if (n == 0) continue;
-      all_recover[kind].insert(all_recover[kind].end(), recover.begin(), recover.end());
-      std::snprintf(line, sizeof(line), "| %s | %s | %zu/%d | %s | %s |\n", r.name.c_str(),
-                    kind == "join" ? "join (admitted / first step)"
-                                   : (kind == "kill" ? "kill -9" : "SIGSTOP"),
-                    recover.size(), n, stats(detect).c_str(), stats(recover).c_str());
-      md << line;
-    }
-  }
-  md << "\n## Goals\n\n";
-  auto median = [](std::vector<double> v) {
-    if (v.empty()) return -1.0;
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  long disagreements = 0, hangs = 0;
-  for (const auto& r : results) {
-    disagreements += r.disagreements + r.wrong;
-    hangs += r.hangs;
-  }
-  const double mk = median(all_recover["kill"]), ms = median(all_recover["stop"]);
-  std::snprintf(line, sizeof(line), "- median time-to-recover after kill -9 <= 1 s: %.3f s (%s)\n",
-                mk, mk >= 0 && mk <= 1.0 ? "met" : "NOT met");
-  md << line;
-  std::snprintf(line, sizeof(line), "- median time-to-recover after SIGSTOP <= 2 s: %.3f s (%s)\n",
-                ms, ms >= 0 && ms <= 2.0 ? "met" : "NOT met");
-  md << line;
-  md << "- zero disagreements: " << disagreements << (disagreements == 0 ? " (met)" : " (NOT met)")
-     << "\n";
-  md << "- zero hangs: " << hangs << (hangs == 0 ? " (met)" : " (NOT met)") << "\n";
-  for (const auto& r : results) {
-    if (r.name != "every10" || free_rate <= 0) continue;
-    const double pct = 100.0 * (r.committed / std::max(1e-9, r.seconds)) / free_rate;
-    std::snprintf(line, sizeof(line),
-                  "- throughput with one failure every 10 s >= 80%% of failure-free: %.1f%% (%s)\n",
-                  pct, pct >= 80 ? "met" : "NOT met");
-    md << line;
-  }
-  bool notes = false;
-  for (const auto& r : results) {
-    for (const auto& n : r.notes) {
-      if (!notes) md << "\n## Notes\n\n";
-      notes = true;
-      md << "- " << r.name << ": " << n << "\n";
-    }
-  }
-  const std::string report = md.str();
+  const std::string report = churn_report(o, results);
   std::fputs(report.c_str(), stdout);
-  if (!o.out.empty()) {
-    std::ofstream(o.out) << report;
-  }
-  return 0;
+  if (o.out.empty()) return 0;
+  std::ofstream(o.out) << report;
+  return plot_report(o.out);
 }

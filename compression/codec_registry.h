@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "compression/codec.h"
+#include "compression/spec_tokens.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -51,8 +52,11 @@ struct CodecConfig {
 
 // "qint4:bucket=256,stochastic=0,zstd,zstd_level=3" -> CodecConfig. Keys: bucket,
 // stochastic, density, warmup, momentum, values (bf16|f16), zstd, zstd_level,
-// zstd_min_gain. kInvalidArgument names the offending key.
+// zstd_min_gain. kInvalidArgument names the offending key. The text is split by
+// spec_tokens.h, shared with the compressed collectives' plan specs.
 Result<CodecConfig> parse_codec_spec(std::string_view spec);
+// The same from a spec already split (a plan hands over the keys it does not know).
+Result<CodecConfig> parse_codec_spec(const SpecTokens& spec);
 // The canonical spec of a config (parse_codec_spec(to_spec(c)) == c).
 std::string to_spec(const CodecConfig& config);
 

@@ -30,13 +30,13 @@
 #include <vector>
 
 #include "algorithms/memory_link.h"
-#include "compression/compressed_collectives.h"
+#include "compression/collectives/compressed_all_reduce.h"
 #include "examples/training/batcher.h"
 #include "examples/training/dataset.h"
 #include "examples/training/mlp.h"
 #include "examples/training/sgd.h"
 
-namespace tributary::compression {
+namespace tributary::compression::collectives {
 namespace {
 
 using training::Batcher;
@@ -238,4 +238,4 @@ TEST(CompressedConvergence, IidShards) { gate_all(Sharding::kIid, "IID"); }
 TEST(CompressedConvergence, LabelSortedShards) { gate_all(Sharding::kLabelSorted, "label-sorted"); }
 
 }  // namespace
-}  // namespace tributary::compression
+}  // namespace tributary::compression::collectives

@@ -2,6 +2,7 @@
 // future change: if one of these fails, the wire format changed (bump kPayloadVersion and
 // docs/compression.md), or the change is a bug.
 #include "compression/counter_rng.h"
+#include "core/hash.h"
 #include "test_util.h"
 
 namespace tributary::compression {
@@ -34,7 +35,7 @@ std::uint64_t fnv1a(std::span<const std::byte> b) {
 }
 
 std::string golden(const std::string& spec) {
-  return testing::hex(testing::encode(*testing::must_make(spec), kInput, kOptions));
+  return to_hex(testing::encode(*testing::must_make(spec), kInput, kOptions));
 }
 
 TEST(Golden, CounterRng) {
@@ -85,7 +86,7 @@ TEST(Golden, TopKVarintIndices) {
   x[41] = 3.0f;
   x[90] = -0.5f;
   x[99] = 1e-3f;
-  EXPECT_EQ(testing::hex(testing::encode(*testing::must_make("topk:density=0.05"), x, kOptions)),
+  EXPECT_EQ(to_hex(testing::encode(*testing::must_make("topk:density=0.05"), x, kOptions)),
             "544306016400000005000000000000000500000003240030080000"
             "00803f00c0404000bf833a");
 }

@@ -1,0 +1,258 @@
+#include "control/codec.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <unordered_set>
+
+namespace tributary::control {
+namespace {
+
+Status check_label(std::string_view field, const std::string& value, bool required) {
+  if (required && value.empty())
+    return error(StatusCode::kInvalidArgument, std::string(field) + " is empty");
+  if (value.size() > kMaxLabelBytes) {
+    return error(StatusCode::kInvalidArgument, std::string(field) + " is " +
+                                                   std::to_string(value.size()) + " bytes, max " +
+                                                   std::to_string(kMaxLabelBytes));
+  }
+  return Status::ok();
+}
+
+Status check_capabilities(const google::protobuf::RepeatedPtrField<std::string>& caps) {
+  if (static_cast<std::size_t>(caps.size()) > kMaxCapabilities) {
+    return error(StatusCode::kInvalidArgument, "capabilities: " + std::to_string(caps.size()) +
+                                                   " entries, max " +
+                                                   std::to_string(kMaxCapabilities));
+  }
+  for (const auto& c : caps) TRIB_RETURN_IF_ERROR(check_label("capability", c, true));
+  return Status::ok();
+}
+
+// "host:port" or "[v6]:port" with a port in 1..65535.
+Status check_address(const std::string& address) {
+  TRIB_RETURN_IF_ERROR(check_label("data_address", address, true));
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    return error(StatusCode::kInvalidArgument, "data_address '" + address + "' is not host:port");
+  }
+  unsigned port = 0;
+  const char* first = address.data() + colon + 1;
+  const char* last = address.data() + address.size();
+  auto [ptr, ec] = std::from_chars(first, last, port);
+  if (ec != std::errc{} || ptr != last || port == 0 || port > 65535) {
+    return error(StatusCode::kInvalidArgument, "data_address '" + address + "' has no valid port");
+  }
+  return Status::ok();
+}
+
+template <std::size_t N>
+Result<std::array<std::uint8_t, N>> fixed_bytes(std::string_view what, std::string_view bytes) {
+  if (bytes.size() != N) {
+    return error(StatusCode::kBadFrame, std::string(what) + " is " + std::to_string(bytes.size()) +
+                                            " bytes, expected " + std::to_string(N));
+  }
+  std::array<std::uint8_t, N> out{};
+  std::memcpy(out.data(), bytes.data(), N);
+  return out;
+}
+
+}  // namespace
+
+Result<Envelope> decode_envelope(std::string_view bytes, std::size_t max_bytes) {
+  if (bytes.size() > max_bytes) {
+    return error(StatusCode::kBadFrame, "message of " + std::to_string(bytes.size()) +
+                                            " bytes exceeds " + std::to_string(max_bytes));
+  }
+  Envelope envelope;
+  if (!envelope.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return error(StatusCode::kBadFrame,
+                 std::to_string(bytes.size()) + " bytes do not parse as a control Envelope");
+  }
+  if (envelope.body_case() == Envelope::BODY_NOT_SET) {
+    return error(StatusCode::kBadFrame, "envelope carries no message this version knows");
+  }
+  TRIB_RETURN_IF_ERROR(validate_body(envelope));
+  return envelope;
+}
+
+Status validate_body(const Envelope& env) {
+  using E = Envelope;
+  auto bad = [&](const std::string& what) {
+    return error(StatusCode::kBadFrame, std::string(body_name(env.body_case())) + ": " + what);
+  };
+  switch (env.body_case()) {
+    case E::kFailureReport:
+      if (env.failure_report().epoch() == 0) return bad("epoch is 0");
+      if (env.failure_report().detail().size() > kMaxDetailBytes)
+        return bad("detail longer than " + std::to_string(kMaxDetailBytes) + " bytes");
+      return Status::ok();
+    case E::kStepTiming: {
+      const double s = env.step_timing().compute_seconds();
+      // NaN fails every comparison: !(s >= 0) catches it.
+      if (!(s >= 0.0) || s > kMaxComputeSeconds)
+        return bad("compute_seconds " + std::to_string(s) + " is not in [0, 1e6]");
+      return Status::ok();
+    }
+    case E::kResumeRequest:
+      if (env.resume_request().member_id() == 0) return bad("member_id is 0");
+      if (!env.resume_request().has_join()) return bad("no join labels");
+      return Status::ok();
+    case E::kReady: {
+      const auto& r = env.ready();
+      if (r.epoch() == 0) return bad("epoch is 0");
+      if (r.previous_epoch() >= r.epoch())
+        return bad("previous_epoch " + std::to_string(r.previous_epoch()) + " is not below epoch " +
+                   std::to_string(r.epoch()));
+      return Status::ok();
+    }
+    case E::kGo: {
+      const auto& g = env.go();
+      if (g.epoch() == 0) return bad("epoch is 0");
+      if (static_cast<std::size_t>(g.joiners_size()) > kMaxViewMembers)
+        return bad(std::to_string(g.joiners_size()) + " joiners");
+      for (auto j : g.joiners()) {
+        if (j == 0) return bad("joiner id 0");
+      }
+      return Status::ok();
+    }
+    case E::kBoundaryRequest:
+      if (env.boundary_request().epoch() == 0) return bad("epoch is 0");
+      return Status::ok();
+    case E::kEvicted:
+    case E::kJoinRejected: {
+      const std::string& reason =
+          env.body_case() == E::kEvicted ? env.evicted().reason() : env.join_rejected().reason();
+      if (reason.size() > kMaxDetailBytes)
+        return bad("reason longer than " + std::to_string(kMaxDetailBytes) + " bytes");
+      return Status::ok();
+    }
+    default: return Status::ok();
+  }
+}
+
+std::string encode_envelope(const Envelope& envelope) { return envelope.SerializeAsString(); }
+
+std::string_view body_name(Envelope::BodyCase body) {
+  using E = Envelope;
+  switch (body) {
+    case E::kJoinRequest: return "join_request";
+    case E::kChallenge: return "challenge";
+    case E::kJoinProof: return "join_proof";
+    case E::kJoinAccepted: return "join_accepted";
+    case E::kJoinRejected: return "join_rejected";
+    case E::kHeartbeat: return "heartbeat";
+    case E::kHeartbeatAck: return "heartbeat_ack";
+    case E::kView: return "view";
+    case E::kLeave: return "leave";
+    case E::kLeaveAck: return "leave_ack";
+    case E::kEvicted: return "evicted";
+    case E::kFailureReport: return "failure_report";
+    case E::kStepTiming: return "step_timing";
+    case E::kResumeRequest: return "resume_request";
+    case E::kReady: return "ready";
+    case E::kGo: return "go";
+    case E::kBoundaryRequest: return "boundary_request";
+    case E::BODY_NOT_SET: break;
+  }
+  return "unknown";
+}
+
+void view_to_proto(const membership::View& view, View* out) {
+  out->set_epoch(view.epoch);
+  out->clear_members();
+  for (const auto& m : view.members) {
+    Member* pm = out->add_members();
+    pm->set_id(m.id);
+    pm->set_rank(m.rank);
+    pm->set_data_address(m.data_address);
+    pm->set_host(m.host);
+    pm->set_zone(m.zone);
+    for (const auto& c : m.capabilities) pm->add_capabilities(c);
+  }
+  out->clear_ring();
+  for (auto r : view.ring) out->add_ring(r);
+}
+
+Result<membership::View> view_from_proto(const View& pv) {
+  const auto n = static_cast<std::size_t>(pv.members_size());
+  if (n > kMaxViewMembers)
+    return error(StatusCode::kBadFrame, "view has " + std::to_string(n) + " members");
+  if (static_cast<std::size_t>(pv.ring_size()) != n) {
+    return error(StatusCode::kBadFrame, "view ring lists " + std::to_string(pv.ring_size()) +
+                                            " ranks for " + std::to_string(n) + " members");
+  }
+  membership::View view;
+  view.epoch = pv.epoch();
+  view.members.reserve(n);
+  std::unordered_set<membership::MemberId> ids;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Member& pm = pv.members(static_cast<int>(i));
+    if (pm.rank() != i) {
+      return error(StatusCode::kBadFrame,
+                   "view member " + std::to_string(i) + " has rank " + std::to_string(pm.rank()));
+    }
+    if (pm.id() == 0 || !ids.insert(pm.id()).second) {
+      return error(StatusCode::kBadFrame,
+                   "view has a zero or duplicate member id " + std::to_string(pm.id()));
+    }
+    for (const auto* s : {&pm.data_address(), &pm.host(), &pm.zone()}) {
+      if (Status st = check_label("view label", *s, false); !st)
+        return error(StatusCode::kBadFrame, st.message());
+    }
+    if (Status st = check_capabilities(pm.capabilities()); !st)
+      return error(StatusCode::kBadFrame, st.message());
+    view.members.push_back({pm.id(),
+                            pm.rank(),
+                            pm.data_address(),
+                            pm.host(),
+                            pm.zone(),
+                            {pm.capabilities().begin(), pm.capabilities().end()}});
+  }
+  std::vector<bool> seen(n, false);
+  for (auto r : pv.ring()) {
+    if (r >= n || seen[r])
+      return error(StatusCode::kBadFrame, "view ring is not a permutation of the ranks");
+    seen[r] = true;
+    view.ring.push_back(r);
+  }
+  // Agents take ring neighbours by rank (view.h): a ring in another order would be run in
+  // rank order without anyone noticing, so it is refused here instead.
+  for (std::size_t i = 0; i < view.ring.size(); ++i) {
+    if (view.ring[i] != i)
+      return error(StatusCode::kBadFrame,
+                   "view ring order differs from rank order at position " + std::to_string(i));
+  }
+  return view;
+}
+
+Status validate_join_request(const JoinRequest& r) {
+  if (r.protocol_version() != kProtocolVersion) {
+    return error(StatusCode::kInvalidArgument,
+                 "protocol version " + std::to_string(r.protocol_version()) +
+                     ", coordinator speaks " + std::to_string(kProtocolVersion));
+  }
+  TRIB_RETURN_IF_ERROR(check_label("name", r.name(), true));
+  TRIB_RETURN_IF_ERROR(check_label("host", r.host(), true));
+  TRIB_RETURN_IF_ERROR(check_label("zone", r.zone(), false));
+  TRIB_RETURN_IF_ERROR(check_label("process_name", r.process_name(), false));
+  TRIB_RETURN_IF_ERROR(check_address(r.data_address()));
+  return check_capabilities(r.capabilities());
+}
+
+membership::MemberLabels labels_from_request(const JoinRequest& r) {
+  return {r.name(),
+          r.host(),
+          r.zone(),
+          r.data_address(),
+          {r.capabilities().begin(), r.capabilities().end()}};
+}
+
+Result<Nonce> nonce_from_bytes(std::string_view bytes) {
+  return fixed_bytes<sizeof(Nonce)>("nonce", bytes);
+}
+Result<Mac> mac_from_bytes(std::string_view bytes) {
+  return fixed_bytes<sizeof(Mac)>("mac", bytes);
+}
+
+}  // namespace tributary::control

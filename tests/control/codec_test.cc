@@ -1,0 +1,209 @@
+// Decoder bounds: garbage, unknown messages and inconsistent views are kBadFrame, never
+// a crash or an out-of-bounds read. Join handshake MACs bind every input.
+#include "control/codec.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "core/hash.h"
+
+#include "control/join_auth.h"
+
+namespace tributary::control {
+namespace {
+
+membership::View sample_view() {
+  membership::View v;
+  v.epoch = 7;
+  v.members = {{11, 0, "a:1", "a", "z", {"tcp"}}, {12, 1, "b:2", "b", "z", {}}};
+  v.ring = {0, 1};
+  return v;
+}
+
+TEST(ControlCodec, RoundTripsAView) {
+  control::Envelope env;
+  view_to_proto(sample_view(), env.mutable_view());
+  auto decoded = decode_envelope(encode_envelope(env));
+  ASSERT_TRUE(decoded.is_ok()) << decoded.status().to_string();
+  auto view = view_from_proto(decoded->view());
+  ASSERT_TRUE(view.is_ok()) << view.status().to_string();
+  EXPECT_EQ(*view, sample_view());
+}
+
+TEST(ControlCodec, GarbageIsBadFrame) {
+  for (std::string bytes : {std::string("\xff\xff\xff\xff garbage", 13), std::string("\x0a\x7f", 2),
+                            std::string(1000, '\xee')}) {
+    auto r = decode_envelope(bytes);
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kBadFrame);
+  }
+}
+
+TEST(ControlCodec, EmptyAndUnknownBodiesAreBadFrame) {
+  EXPECT_EQ(decode_envelope("").status().code(), StatusCode::kBadFrame);
+  // Field 99, length-delimited, 2 bytes: a message type from a future version.
+  const std::string unknown("\x9a\x06\x02hi", 5);
+  auto r = decode_envelope(unknown);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("no message this version knows"), std::string::npos);
+}
+
+TEST(ControlCodec, OversizedIsBadFrameBeforeParsing) {
+  auto r = decode_envelope(std::string(2048, '\0'), 1024);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("exceeds 1024"), std::string::npos);
+}
+
+TEST(ControlCodec, InconsistentViewsAreBadFrame) {
+  auto bad = [](auto mutate) {
+    control::View pv;
+    view_to_proto(sample_view(), &pv);
+    mutate(pv);
+    return view_from_proto(pv).status().code();
+  };
+  EXPECT_EQ(bad([](control::View& v) { v.mutable_members(1)->set_rank(5); }),
+            StatusCode::kBadFrame);
+  EXPECT_EQ(bad([](control::View& v) { v.mutable_members(1)->set_id(11); }), StatusCode::kBadFrame);
+  EXPECT_EQ(bad([](control::View& v) { v.mutable_members(0)->set_id(0); }), StatusCode::kBadFrame);
+  EXPECT_EQ(bad([](control::View& v) { v.set_ring(1, 0); }), StatusCode::kBadFrame);
+  EXPECT_EQ(bad([](control::View& v) { v.add_ring(1); }), StatusCode::kBadFrame);
+  EXPECT_EQ(bad([](control::View& v) { v.set_ring(0, 9); }), StatusCode::kBadFrame);
+  // A permutation, but not rank order: no agent would run it (membership/view.h).
+  EXPECT_EQ(bad([](control::View& v) {
+              v.set_ring(0, 1);
+              v.set_ring(1, 0);
+            }),
+            StatusCode::kBadFrame);
+  EXPECT_EQ(bad([](control::View& v) { v.mutable_members(0)->set_host(std::string(300, 'h')); }),
+            StatusCode::kBadFrame);
+}
+
+TEST(ControlCodec, JoinRequestValidationNamesTheField) {
+  auto request = [] {
+    control::JoinRequest r;
+    r.set_protocol_version(kProtocolVersion);
+    r.set_name("w0");
+    r.set_host("h");
+    r.set_data_address("10.0.0.1:7000");
+    return r;
+  };
+  EXPECT_TRUE(validate_join_request(request()).is_ok());
+  auto message = [&](auto mutate) {
+    control::JoinRequest r = request();
+    mutate(r);
+    Status st = validate_join_request(r);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    return st.message();
+  };
+  EXPECT_NE(message([](auto& r) { r.set_host(""); }).find("host"), std::string::npos);
+  EXPECT_NE(message([](auto& r) { r.set_data_address("nohost"); }).find("host:port"),
+            std::string::npos);
+  EXPECT_NE(message([](auto& r) { r.set_data_address("h:99999"); }).find("port"),
+            std::string::npos);
+  EXPECT_NE(message([](auto& r) { r.set_data_address("h:12x"); }).find("port"), std::string::npos);
+  EXPECT_NE(message([](auto& r) { r.set_zone(std::string(257, 'z')); }).find("zone"),
+            std::string::npos);
+  EXPECT_NE(message([](auto& r) { r.set_protocol_version(9); }).find("protocol"),
+            std::string::npos);
+  control::JoinRequest many = request();
+  for (int i = 0; i < 40; ++i) many.mutable_capabilities()->Add()->assign(1, 'c');
+  EXPECT_EQ(validate_join_request(many).code(), StatusCode::kInvalidArgument);
+  control::JoinRequest v6 = request();
+  v6.set_data_address("[::1]:7000");
+  EXPECT_TRUE(validate_join_request(v6).is_ok());
+}
+
+TEST(ControlCodec, FixedSizeFieldsMustHaveTheirSize) {
+  EXPECT_TRUE(nonce_from_bytes(std::string(16, 'n')).is_ok());
+  EXPECT_EQ(nonce_from_bytes(std::string(15, 'n')).status().code(), StatusCode::kBadFrame);
+  EXPECT_TRUE(mac_from_bytes(std::string(32, 'm')).is_ok());
+  EXPECT_EQ(mac_from_bytes("").status().code(), StatusCode::kBadFrame);
+}
+
+TEST(JoinAuth, ProofsBindEveryInputAndDifferByDirection) {
+  const Nonce s = random_nonce();
+  const Nonce c = random_nonce();
+  const Mac base = join_proof_mac("secret", s, c, "w0");
+  EXPECT_TRUE(macs_equal(base, join_proof_mac("secret", s, c, "w0")));
+  EXPECT_FALSE(macs_equal(base, join_proof_mac("secreT", s, c, "w0")));
+  EXPECT_FALSE(macs_equal(base, join_proof_mac("secret", c, s, "w0")));
+  EXPECT_FALSE(macs_equal(base, join_proof_mac("secret", s, c, "w1")));
+  const Mac coord = coordinator_proof_mac("secret", s, c, 1);
+  EXPECT_FALSE(macs_equal(base, coord));
+  EXPECT_FALSE(macs_equal(coord, coordinator_proof_mac("secret", s, c, 2)));
+}
+
+// The fault-tolerance messages: out-of-bounds fields are kBadFrame naming the field.
+TEST(ControlCodec, FaultToleranceMessagesAreBoundsChecked) {
+  auto decode = [](const control::Envelope& e) { return decode_envelope(encode_envelope(e)); };
+  control::Envelope ok;
+  auto* r = ok.mutable_ready();
+  r->set_member_id(1);
+  r->set_epoch(5);
+  r->set_previous_epoch(4);
+  r->set_committed_seq(9);
+  EXPECT_TRUE(decode(ok).is_ok());
+  r->set_previous_epoch(5);
+  auto bad = decode(ok);
+  EXPECT_EQ(bad.status().code(), StatusCode::kBadFrame);
+  EXPECT_NE(bad.status().message().find("previous_epoch"), std::string::npos)
+      << bad.status().to_string();
+
+  control::Envelope timing;
+  timing.mutable_step_timing()->set_compute_seconds(0.25);
+  EXPECT_TRUE(decode(timing).is_ok());
+  for (double v : {-1.0, 1e9, std::numeric_limits<double>::quiet_NaN(),
+                   std::numeric_limits<double>::infinity()}) {
+    timing.mutable_step_timing()->set_compute_seconds(v);
+    EXPECT_EQ(decode(timing).status().code(), StatusCode::kBadFrame) << v;
+  }
+
+  control::Envelope go;
+  go.mutable_go()->set_epoch(3);
+  go.mutable_go()->add_joiners(4);
+  EXPECT_TRUE(decode(go).is_ok());
+  go.mutable_go()->add_joiners(0);
+  EXPECT_EQ(decode(go).status().code(), StatusCode::kBadFrame);
+
+  control::Envelope report;
+  report.mutable_failure_report()->set_epoch(2);
+  report.mutable_failure_report()->set_detail(std::string(kMaxDetailBytes + 1, 'x'));
+  EXPECT_EQ(decode(report).status().code(), StatusCode::kBadFrame);
+  control::Envelope boundary;
+  boundary.mutable_boundary_request()->set_member_id(1);
+  EXPECT_EQ(decode(boundary).status().code(), StatusCode::kBadFrame) << "epoch 0";
+  control::Envelope resume;
+  resume.mutable_resume_request()->set_member_id(3);
+  EXPECT_EQ(decode(resume).status().code(), StatusCode::kBadFrame) << "no labels";
+  resume.mutable_resume_request()->mutable_join()->set_name("n");
+  EXPECT_TRUE(decode(resume).is_ok());
+}
+
+TEST(JoinAuth, ResumeProofBindsTheMemberIdAndDiffersFromAJoinProof) {
+  const Nonce s = random_nonce();
+  const Nonce c = random_nonce();
+  EXPECT_NE(resume_proof_mac("k", s, c, 1, "n"), resume_proof_mac("k", s, c, 2, "n"));
+  EXPECT_NE(resume_proof_mac("k", s, c, 1, "n"), resume_proof_mac("k", s, c, 1, "m"));
+  EXPECT_NE(resume_proof_mac("k", s, c, 1, "n"), join_proof_mac("k", s, c, "n"));
+}
+
+// The MACs are wire contract between agents and coordinators of different builds: their
+// layouts (join_auth.h) pinned by value.
+TEST(JoinAuth, MacsMatchTheirDocumentedLayouts) {
+  Nonce s{};
+  Nonce c{};
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    s[i] = static_cast<std::uint8_t>(i);
+    c[i] = static_cast<std::uint8_t>(0xf0 + i);
+  }
+  EXPECT_EQ(to_hex(join_proof_mac("s3cret", s, c, "w0")),
+            "e778667c56ff3532ea8512a629a74302e619ff4ce8e56364565a5e2b218b0c42");
+  EXPECT_EQ(to_hex(resume_proof_mac("s3cret", s, c, 0x0102030405060708ull, "w0")),
+            "b0943896fb9e8e4d47e7f77830e17cc9aab4ad24e191701332971ef808bc83a4");
+  EXPECT_EQ(to_hex(coordinator_proof_mac("s3cret", s, c, 42)),
+            "ad4f35ec809f496fa2343088a716e0b9db7b43b6e73ce7fb5c63cd6c2c1b1a61");
+}
+
+}  // namespace
+}  // namespace tributary::control
