@@ -43,6 +43,9 @@ class ElasticLoopTest : public ::testing::Test {
     coordinator_ = std::make_unique<coordinator::Coordinator>(c, capture("coordinator"), clock_);
     ASSERT_TRUE(coordinator_->start().is_ok());
   }
+  // The coordinator's thread logs into lines_ until it stops: stop it before the members
+  // it writes to are destroyed (they are declared after it).
+  void TearDown() override { coordinator_.reset(); }
 
   Logger capture(const std::string& who) {
     return Logger(who, [this, who](const LogRecord& r) {

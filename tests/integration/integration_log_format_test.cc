@@ -26,6 +26,12 @@ std::vector<std::string> lines_of(const std::string& text) {
 }
 
 TEST(LogFormat, EveryCoordinatorLineIsAJsonRecord) {
+#if defined(__SANITIZE_THREAD__)
+  // protobuf's map fields gain members under TSan (map_field.h) while Debian's libprotobuf
+  // is built without it, so google.protobuf.Struct's map crashes in a TSan build.
+  GTEST_SKIP() << "google.protobuf.Struct is unusable in a TSan build against a non-TSan "
+                  "libprotobuf";
+#endif
   TempDir dir;
   CoordinatorProcess c(dir, "coordinator", kSecret, 2, {"--log-format", "json"});
   ASSERT_FALSE(c.wait_ready(deadline_after(seconds(30))).empty()) << c.process->dump();
