@@ -258,16 +258,21 @@ Status quantized_all_reduce(Link& link, float* data, std::size_t count, ReduceOp
 
   // Stage-2 residual first: one left from another slice ownership is folded into the
   // stage-1 residual (policy) before stage 1 reads it.
-  std::span<float> residual1, residual2;
+  // Momentum correction (sign) belongs to the worker's own stage-1 encode only; the owner
+  // re-encodes a sum, which has no velocity.
+  std::span<float> residual1, residual2, momentum1;
   if (plan.error_feedback) {
+    const std::uint64_t key1 = ErrorFeedback::key(ctx.tensor_id, CompressionState::kStageWorker);
     residual2 = ctx.state->owner_residual(ctx.tensor_id, count, n, r, mine.begin, mine.count);
-    residual1 = ctx.state->worker().residual(ErrorFeedback::key(ctx.tensor_id, CompressionState::kStageWorker), count);
+    residual1 = ctx.state->worker().residual(key1, count);
+    if (codec.wants_momentum()) momentum1 = ctx.state->worker().momentum(key1, count);
   }
   auto encode = [&](const float* src, Range piece, std::span<float> residual, std::uint32_t stage,
                     std::vector<std::byte>& out) -> Status {
     out.resize(codec.max_encoded_bytes(piece.count));
     EncodeOptions eo = encode_options(ctx, stage, r, piece.begin);
     eo.residual = residual;
+    if (stage == kStage1 && !momentum1.empty()) eo.momentum = momentum1.subspan(piece.begin, piece.count);
     Result<std::size_t> bytes = codec.encode(src, DType::kFloat32, piece.count, out, eo);
     if (!bytes.is_ok()) return bytes.status();
     out.resize(*bytes);
@@ -288,7 +293,7 @@ Status quantized_all_reduce(Link& link, float* data, std::size_t count, ReduceOp
     for (std::size_t p = 0; p < pieces; ++p) {
       const Range piece = piece_of(slice[uo], per_piece, p);
       sent1[uo][p] = &sc.next_bytes();
-      if (!residual1.empty()) ctx.state->save_worker(piece.begin, piece.count, false);
+      if (!residual1.empty()) ctx.state->save_worker(piece.begin, piece.count, !momentum1.empty());
       Status s = encode(data + piece.begin, piece, residual1_of(piece), kStage1, *sent1[uo][p]);
       if (!s.is_ok()) return ex.fail(std::move(s));
       if (owner != r) TRIB_RETURN_IF_ERROR(ex.send(owner, kStage1, p, *sent1[uo][p]));
@@ -551,10 +556,6 @@ Result<CompressionPlan> CompressionPlan::parse(std::string_view spec) {
   Result<CodecConfig> config =
       parse_codec_spec(std::string(name) + (codec_keys.empty() ? "" : ":" + codec_keys));
   if (!config.is_ok()) return config.status();
-  Result<std::unique_ptr<Codec>> codec = make_codec(*config);
-  if (!codec.is_ok()) return codec.status();
-  plan.codec_config = *config;
-  plan.codec = std::shared_ptr<const Codec>(std::move(codec.value()));
   switch (config->codec) {
     case CodecId::kFloat32: plan.kind = Kind::kDense; break;
     case CodecId::kTopK: plan.kind = Kind::kSparse; break;
@@ -562,6 +563,13 @@ Result<CompressionPlan> CompressionPlan::parse(std::string_view spec) {
   }
   const bool cast = config->codec == CodecId::kFloat16 || config->codec == CodecId::kBFloat16;
   plan.error_feedback = plan.kind != Kind::kDense && ef.value_or(!cast);
+  // Momentum correction works through the residual: without error feedback the optimizer
+  // keeps its momentum instead.
+  if (!plan.error_feedback) config->momentum = 0.0f;
+  Result<std::unique_ptr<Codec>> codec = make_codec(*config);
+  if (!codec.is_ok()) return codec.status();
+  plan.codec_config = *config;
+  plan.codec = std::shared_ptr<const Codec>(std::move(codec.value()));
   if (plan.kind == Kind::kDense && ef.value_or(false)) return bad_spec(spec, "float32 has no error feedback");
   if (dense_at && plan.kind != Kind::kSparse) return bad_spec(spec, "dense_at applies to topk only");
   plan.dense_threshold = dense_at.value_or(1.0);

@@ -194,7 +194,7 @@ TEST(CompressedAllReduce, TopKLargeTensorsGoInPiecesAndStillAverageExactly) {
   const int n = 3;
   const std::size_t count = (std::size_t{1} << 21) + 12345;
   const auto in = inputs_for(n, count, 17);
-  for (const char* spec : {"topk:density=1,dense_at=100", "topk:density=0.01"}) {
+  for (const char* spec : {"topk:density=1,dense_at=100", "topk:density=0.01,warmup=0"}) {
     SCOPED_TRACE(spec);
     const CompressionPlan plan = must_plan(spec);
     std::vector<CompressionState> states(n);
@@ -309,7 +309,7 @@ TEST(CompressedAllReduce, RanksThatDisagreeOnThePlanFailInsteadOfMixing) {
 // The same gradient every step: the running mean of the outputs must approach the exact
 // mean. Error feedback makes the accumulated error bounded (O(1/T) in the mean); without
 // it a biased codec (sign) keeps its bias and an unbiased one (qint4) shrinks only as
-// 1/sqrt(T).
+// 1/sqrt(T). (Sign without momentum correction: with it the outputs track the velocity.)
 double mean_error_after(const std::string& spec, int steps) {
   const int n = 4;
   const std::size_t count = 2048;
@@ -334,7 +334,7 @@ double mean_error_after(const std::string& spec, int steps) {
 
 TEST(CompressedAllReduce, ErrorFeedbackDrivesTheMeanErrorDown) {
   const int steps = 40;
-  for (const char* codec : {"sign:bucket=64", "qint4:bucket=64", "topk:density=0.05"}) {
+  for (const char* codec : {"sign:bucket=64,momentum=0", "qint4:bucket=64", "topk:density=0.05,warmup=0"}) {
     const double with = mean_error_after(std::string(codec) + ",ef=1", steps);
     const double without = mean_error_after(std::string(codec) + ",ef=0", steps);
     std::cout << codec << ": relative error of the " << steps << "-step mean, EF " << with
@@ -455,16 +455,27 @@ TEST(ResidualPolicy, ViewChangeFoldsOwnerResidualIntoTheWorkerResidual) {
 
 // Mass conservation across a join (n = 3 -> 4) with kFold: everything that went in either
 // came out or is still held in some residual. kDrop loses exactly the owners' residuals.
+// With momentum correction (sign's default) what goes in is each worker's velocity
+// u = 0.9 u + x, which the test keeps alongside (a joiner starts from u = 0).
 TEST(ResidualPolicy, FoldConservesGradientMassAcrossAJoin) {
   const std::size_t count = 777;
-  const CompressionPlan plan = must_plan("sign:bucket=64");
+  for (const char* spec : {"sign:bucket=64,momentum=0", "sign:bucket=64"})
   for (OwnerResidualPolicy policy : {OwnerResidualPolicy::kFold, OwnerResidualPolicy::kDrop}) {
+    SCOPED_TRACE(spec);
+    const CompressionPlan plan = must_plan(spec);
+    const float m = plan.codec_config.momentum;
     std::vector<CompressionState> states;
     for (int r = 0; r < 4; ++r) states.emplace_back(policy);
     std::vector<double> in_total(count, 0.0), out_total(count, 0.0);
+    std::vector<std::vector<float>> velocity(4, std::vector<float>(count, 0.0f));
     auto step = [&](int n, std::uint64_t t) {
       const auto in = inputs_for(n, count, static_cast<std::uint32_t>(t + 1));
-      for (const auto& v : in) for (std::size_t i = 0; i < count; ++i) in_total[i] += v[i];
+      for (std::size_t r = 0; r < in.size(); ++r) {
+        for (std::size_t i = 0; i < count; ++i) {
+          velocity[r][i] = m * velocity[r][i] + in[r][i];
+          in_total[i] += m > 0 ? velocity[r][i] : in[r][i];
+        }
+      }
       const int nn = n;
       MemoryFabric fabric(nn);
       std::vector<std::vector<float>> out = in;
