@@ -70,7 +70,7 @@ Result<TrainSummary> run_training(
   const Dataset& test = split->test;
 
   Mlp model(spec.seed);
-  Sgd sgd(model.params().size(), SgdOptions{spec.learning_rate, spec.momentum, 0.0f});
+  Sgd sgd = make_optimizer(spec.recipe, spec.codec, model.params().size());
   Progress progress;
   const std::size_t np = model.grads().size();
   std::vector<float> buffer(np + 1);  // gradients + loss: one all-reduce per step
@@ -94,6 +94,16 @@ Result<TrainSummary> run_training(
   int shard_rank = -1;
   std::unique_ptr<Batcher> batcher;
   std::size_t steps_per_epoch = 0;
+  // Starts the next pass over the data once this one's batches are done; true if it did.
+  auto roll_over_finished_epoch = [&] {
+    if (static_cast<std::size_t>(progress.batch) < steps_per_epoch) return false;
+    progress.batch = 0;
+    ++progress.data_epoch;
+    if (progress.data_epoch < spec.recipe.epochs) {
+      batcher->start_epoch(static_cast<std::uint64_t>(progress.data_epoch));
+    }
+    return true;
+  };
 
   for (;;) {
     if (!worker) {
@@ -139,7 +149,7 @@ Result<TrainSummary> run_training(
                    static_cast<long long>(progress.step));
       break;
     }
-    if (progress.data_epoch >= spec.epochs) break;
+    if (progress.data_epoch >= spec.recipe.epochs) break;
 
     // Shards follow the world: recomputed whenever the view's size or our rank changes.
     const int n = w.size();
@@ -148,9 +158,9 @@ Result<TrainSummary> run_training(
                                         spec.label_sorted ? Sharding::kLabelSorted : Sharding::kIid,
                                         spec.seed);
       batcher = std::make_unique<Batcher>(shards[static_cast<std::size_t>(w.rank())],
-                                          spec.batch_size, spec.seed,
+                                          spec.recipe.batch_size, spec.seed,
                                           static_cast<std::uint64_t>(w.rank()));
-      steps_per_epoch = Batcher::common_batches_per_epoch(shards, spec.batch_size);
+      steps_per_epoch = Batcher::common_batches_per_epoch(shards, spec.recipe.batch_size);
       batcher->start_epoch(static_cast<std::uint64_t>(progress.data_epoch));
       shard_world = n;
       shard_rank = w.rank();
@@ -163,19 +173,16 @@ Result<TrainSummary> run_training(
       std::fprintf(out,
                    "training 64-64-10 MLP on %zu digits (%s shards), %d workers, batch %zu each, "
                    "%zu steps/epoch\n",
-                   train.size(), spec.label_sorted ? "label-sorted" : "IID", n, spec.batch_size,
-                   steps_per_epoch);
+                   train.size(), spec.label_sorted ? "label-sorted" : "IID", n,
+                   spec.recipe.batch_size, steps_per_epoch);
+      if (!spec.codec_warning.empty()) std::fprintf(out, "warning: %s\n", spec.codec_warning.c_str());
       std::fprintf(out, "%6s %5s %9s %9s %6s %6s %12s\n", "step", "epoch", "loss", "test_acc",
                    "world", "view", "busbw(GB/s)");
       std::fflush(out);
       header_printed = true;
     }
-    if (static_cast<std::size_t>(progress.batch) >= steps_per_epoch) {
-      progress.batch = 0;
-      ++progress.data_epoch;
-      if (progress.data_epoch >= spec.epochs) break;
-      batcher->start_epoch(static_cast<std::uint64_t>(progress.data_epoch));
-    }
+    // A world that grew mid-epoch has shorter epochs: the current one may be over.
+    if (roll_over_finished_epoch() && progress.data_epoch >= spec.recipe.epochs) break;
 
     // Each injected fault fires once per process (a rejoiner resumes at an older step).
     static bool injected = false;
@@ -189,6 +196,7 @@ Result<TrainSummary> run_training(
     const float loss =
         model.forward_backward(train, batcher->batch(static_cast<std::size_t>(progress.batch)));
     std::copy(model.grads().begin(), model.grads().end(), buffer.begin());
+    clip_local_gradient(spec.recipe, spec.codec, std::span<float>(buffer.data(), np), n);
     buffer[np] = loss;
     const auto t0 = std::chrono::steady_clock::now();
     Result<Outcome> outcome = error(StatusCode::kInternal, "not run");
@@ -218,9 +226,17 @@ Result<TrainSummary> run_training(
     allreduce_seconds += dt;
     window_seconds += dt;
     ++window_steps;
-    sgd.step(model.params(), std::span<const float>(buffer.data(), np));
+    // The rate for the point of training this batch belongs to (fractional epochs, so a
+    // world that changes size keeps the recipe's curve).
+    apply_update(spec.recipe, sgd, model.params(), std::span<const float>(buffer.data(), np),
+                 static_cast<double>(progress.data_epoch) +
+                     static_cast<double>(progress.batch) / static_cast<double>(steps_per_epoch));
     ++progress.step;
     ++progress.batch;
+    // An epoch ends with its last step, in the world that ran it: a world that shrinks at
+    // the boundary (a finished worker leaving first) must not reopen the epoch with the
+    // new world's longer one (it did: 21 more steps on 2 of 4 workers, who then disagreed).
+    roll_over_finished_epoch();
     ++summary.steps;
     summary.final_loss = buffer[np];
     summary.epoch = outcome->epoch;
