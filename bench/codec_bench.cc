@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
   {
     const auto big = gradient(topk_n, 2);
     for (double d : {0.01, 0.001}) {
-      auto codec = make_codec("topk:density=,warmup=0" + std::to_string(d));
+      auto codec = make_codec("topk:warmup=0,density=" + std::to_string(d));
       check(codec.status(), "topk");
       std::vector<std::byte> payload((*codec)->max_encoded_bytes(topk_n));
       std::size_t bytes = 0;
