@@ -7,7 +7,7 @@
 
 #include <map>
 
-namespace tributary {
+namespace tributary::agent {
 
 class AgentMetrics::Impl {
  public:
@@ -32,10 +32,11 @@ Result<std::unique_ptr<AgentMetrics>> AgentMetrics::serve(const std::string& bin
   const auto ports = impl->exposer->GetListeningPorts();
   impl->port = ports.empty() ? 0 : static_cast<std::uint16_t>(ports.front());
   auto& r = *impl->registry;
-  impl->collectives = &prometheus::BuildCounter()
-                           .Name("tributary_collectives_total")
-                           .Help("Collectives run by this agent, by operation, algorithm and result")
-                           .Register(r);
+  impl->collectives =
+      &prometheus::BuildCounter()
+           .Name("tributary_collectives_total")
+           .Help("Collectives run by this agent, by operation, algorithm and result")
+           .Register(r);
   impl->latency = &prometheus::BuildHistogram()
                        .Name("tributary_collective_seconds")
                        .Help("Collective latency on this agent")
@@ -62,7 +63,9 @@ void AgentMetrics::record_collective(std::string_view op, std::string_view algor
                                      const Status& result, double seconds) {
   const std::string result_label(result.is_ok() ? "ok" : to_string(result.code()));
   impl_->collectives
-      ->Add({{"op", std::string(op)}, {"algorithm", std::string(algorithm)}, {"result", result_label}})
+      ->Add({{"op", std::string(op)},
+             {"algorithm", std::string(algorithm)},
+             {"result", result_label}})
       .Increment();
   static const prometheus::Histogram::BucketBoundaries kBuckets = {
       1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1, 3, 10};
@@ -74,7 +77,8 @@ void AgentMetrics::sync_links(const TcpEndpointStats& stats) {
     auto& [sent, received] = impl_->seen[p.address];
     // A new epoch's link restarts its counters from zero.
     if (p.bytes_sent < sent || p.bytes_received < received) sent = received = 0;
-    impl_->bytes_sent->Add({{"peer", p.address}}).Increment(static_cast<double>(p.bytes_sent - sent));
+    impl_->bytes_sent->Add({{"peer", p.address}})
+        .Increment(static_cast<double>(p.bytes_sent - sent));
     impl_->bytes_received->Add({{"peer", p.address}})
         .Increment(static_cast<double>(p.bytes_received - received));
     sent = p.bytes_sent;
@@ -82,4 +86,4 @@ void AgentMetrics::sync_links(const TcpEndpointStats& stats) {
   }
 }
 
-}  // namespace tributary
+}  // namespace tributary::agent

@@ -17,7 +17,7 @@ namespace prometheus {
 class Registry;
 }
 
-namespace tributary {
+namespace tributary::agent {
 
 class AgentMetrics {
  public:
@@ -40,4 +40,4 @@ class AgentMetrics {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace tributary
+}  // namespace tributary::agent

@@ -5,7 +5,7 @@
 #include "agent/worker.h"
 
 struct tributary_worker {
-  std::unique_ptr<tributary::Worker> worker;
+  std::unique_ptr<tributary::agent::Worker> worker;
 };
 
 namespace {
@@ -21,10 +21,14 @@ int fail_argument(const char* what) {
   return fail(tributary::error(tributary::StatusCode::kInvalidArgument, what));
 }
 
-bool valid_dtype(int d) { return d >= 0 && tributary::is_valid_dtype(static_cast<std::uint8_t>(d)); }
-bool valid_op(int o) { return o >= 0 && tributary::is_valid_reduce_op(static_cast<std::uint8_t>(o)); }
+bool valid_dtype(int d) {
+  return d >= 0 && tributary::is_valid_dtype(static_cast<std::uint8_t>(d));
+}
+bool valid_op(int o) {
+  return o >= 0 && tributary::is_valid_reduce_op(static_cast<std::uint8_t>(o));
+}
 
-int finish(const tributary::Result<tributary::Outcome>& r, tributary_outcome* out) {
+int finish(const tributary::Result<tributary::agent::Outcome>& r, tributary_outcome* out) {
   if (!r) return fail(r.status());
   if (out != nullptr) {
     out->epoch = r->epoch;
@@ -42,7 +46,7 @@ int tributary_worker_start(const tributary_worker_config* c, tributary_worker** 
   if (c->coordinator == nullptr || c->secret == nullptr) {
     return fail_argument("coordinator and secret are required");
   }
-  tributary::WorkerConfig config;
+  tributary::agent::WorkerConfig config;
   config.coordinator = c->coordinator;
   config.secret = c->secret;
   if (c->host != nullptr) config.host = c->host;
@@ -52,7 +56,7 @@ int tributary_worker_start(const tributary_worker_config* c, tributary_worker** 
     config.collective_timeout = std::chrono::milliseconds(c->collective_timeout_ms);
   }
   if (c->metrics_bind != nullptr) config.metrics_bind = c->metrics_bind;
-  auto w = tributary::Worker::start(config);
+  auto w = tributary::agent::Worker::start(config);
   if (!w) return fail(w.status());
   *out = new tributary_worker{std::move(*w)};
   return 0;
@@ -61,16 +65,17 @@ int tributary_worker_start(const tributary_worker_config* c, tributary_worker** 
 int tributary_worker_rank(const tributary_worker* w) { return w ? w->worker->rank() : -1; }
 int tributary_worker_size(const tributary_worker* w) { return w ? w->worker->size() : -1; }
 
-int tributary_all_reduce(tributary_worker* w, const void* send, void* recv, size_t count,
-                         int dtype, int op, tributary_outcome* outcome) {
-  if (w == nullptr || !valid_dtype(dtype) || !valid_op(op)) return fail_argument("bad worker, dtype or op");
+int tributary_all_reduce(tributary_worker* w, const void* send, void* recv, size_t count, int dtype,
+                         int op, tributary_outcome* outcome) {
+  if (w == nullptr || !valid_dtype(dtype) || !valid_op(op))
+    return fail_argument("bad worker, dtype or op");
   return finish(w->worker->all_reduce(send, recv, count, static_cast<tributary::DType>(dtype),
                                       static_cast<tributary::ReduceOp>(op)),
                 outcome);
 }
 
-int tributary_broadcast(tributary_worker* w, const void* send, void* recv, size_t count,
-                        int dtype, int root, tributary_outcome* outcome) {
+int tributary_broadcast(tributary_worker* w, const void* send, void* recv, size_t count, int dtype,
+                        int root, tributary_outcome* outcome) {
   if (w == nullptr || !valid_dtype(dtype)) return fail_argument("bad worker or dtype");
   return finish(w->worker->broadcast(send, recv, count, static_cast<tributary::DType>(dtype), root),
                 outcome);
@@ -83,12 +88,14 @@ int tributary_all_gather(tributary_worker* w, const void* send, void* recv, size
                 outcome);
 }
 
-int tributary_reduce_scatter(tributary_worker* w, const void* send, void* recv,
-                             size_t recv_count, int dtype, int op, tributary_outcome* outcome) {
-  if (w == nullptr || !valid_dtype(dtype) || !valid_op(op)) return fail_argument("bad worker, dtype or op");
-  return finish(w->worker->reduce_scatter(send, recv, recv_count, static_cast<tributary::DType>(dtype),
-                                          static_cast<tributary::ReduceOp>(op)),
-                outcome);
+int tributary_reduce_scatter(tributary_worker* w, const void* send, void* recv, size_t recv_count,
+                             int dtype, int op, tributary_outcome* outcome) {
+  if (w == nullptr || !valid_dtype(dtype) || !valid_op(op))
+    return fail_argument("bad worker, dtype or op");
+  return finish(
+      w->worker->reduce_scatter(send, recv, recv_count, static_cast<tributary::DType>(dtype),
+                                static_cast<tributary::ReduceOp>(op)),
+      outcome);
 }
 
 int tributary_barrier(tributary_worker* w) {

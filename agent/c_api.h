@@ -24,26 +24,26 @@ typedef struct tributary_outcome {
 } tributary_outcome;
 
 typedef struct tributary_worker_config {
-  const char* coordinator;   /* "tcp://127.0.0.1:7070" */
-  const char* secret;        /* cluster secret */
-  const char* host;          /* host label; NULL: hostname */
-  const char* bind_host;     /* data-plane address; NULL: 127.0.0.1 */
-  uint32_t join_timeout_ms;  /* 0: 30000 */
+  const char* coordinator;        /* "tcp://127.0.0.1:7070" */
+  const char* secret;             /* cluster secret */
+  const char* host;               /* host label; NULL: hostname */
+  const char* bind_host;          /* data-plane address; NULL: 127.0.0.1 */
+  uint32_t join_timeout_ms;       /* 0: 30000 */
   uint32_t collective_timeout_ms; /* 0: 30000 */
-  const char* metrics_bind;  /* NULL: no /metrics */
+  const char* metrics_bind;       /* NULL: no /metrics */
 } tributary_worker_config;
 
 int tributary_worker_start(const tributary_worker_config* config, tributary_worker** out);
 int tributary_worker_rank(const tributary_worker* w);
 int tributary_worker_size(const tributary_worker* w);
-int tributary_all_reduce(tributary_worker* w, const void* send, void* recv, size_t count,
-                         int dtype, int op, tributary_outcome* outcome);
-int tributary_broadcast(tributary_worker* w, const void* send, void* recv, size_t count,
-                        int dtype, int root, tributary_outcome* outcome);
+int tributary_all_reduce(tributary_worker* w, const void* send, void* recv, size_t count, int dtype,
+                         int op, tributary_outcome* outcome);
+int tributary_broadcast(tributary_worker* w, const void* send, void* recv, size_t count, int dtype,
+                        int root, tributary_outcome* outcome);
 int tributary_all_gather(tributary_worker* w, const void* send, void* recv, size_t send_count,
                          int dtype, tributary_outcome* outcome);
-int tributary_reduce_scatter(tributary_worker* w, const void* send, void* recv,
-                             size_t recv_count, int dtype, int op, tributary_outcome* outcome);
+int tributary_reduce_scatter(tributary_worker* w, const void* send, void* recv, size_t recv_count,
+                             int dtype, int op, tributary_outcome* outcome);
 int tributary_barrier(tributary_worker* w);
 /* Leaves the cluster and frees the handle (NULL is fine). */
 int tributary_worker_leave(tributary_worker* w);

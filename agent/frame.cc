@@ -123,13 +123,9 @@ HandshakeBytes encode_handshake(const HandshakeMessage& m) {
       put<std::uint32_t>(body + 16, m.group_size);
       std::memcpy(body + 24, m.nonce.data(), m.nonce.size());
       break;
-    case HandshakeType::kChallenge:
-      std::memcpy(body, m.nonce.data(), m.nonce.size());
-      break;
+    case HandshakeType::kChallenge: std::memcpy(body, m.nonce.data(), m.nonce.size()); break;
     case HandshakeType::kResponse:
-    case HandshakeType::kAccept:
-      std::memcpy(body, m.mac.data(), m.mac.size());
-      break;
+    case HandshakeType::kAccept: std::memcpy(body, m.mac.data(), m.mac.size()); break;
     case HandshakeType::kReject:
       body[0] = static_cast<std::byte>(m.reason);
       put<std::uint64_t>(body + 8, m.epoch);
@@ -200,8 +196,8 @@ Mac handshake_mac(std::string_view secret, HandshakeRole role, const HandshakeMe
   const HandshakeBytes hb = encode_handshake(transcript_hello);
   std::vector<std::uint8_t> msg;
   msg.reserve(32 + hb.size() + acceptor_nonce.size());
-  const std::string_view label =
-      role == HandshakeRole::kConnector ? "tributary-tcp-v1 connector" : "tributary-tcp-v1 acceptor";
+  const std::string_view label = role == HandshakeRole::kConnector ? "tributary-tcp-v1 connector"
+                                                                   : "tributary-tcp-v1 acceptor";
   msg.insert(msg.end(), label.begin(), label.end());
   msg.push_back(0);
   for (std::byte x : hb) msg.push_back(static_cast<std::uint8_t>(x));

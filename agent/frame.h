@@ -111,8 +111,8 @@ struct HandshakeMessage {
   std::uint32_t from_rank = 0;
   std::uint32_t to_rank = 0;
   std::uint32_t group_size = 0;
-  Nonce nonce{};  // kHello, kChallenge
-  Mac mac{};      // kResponse, kAccept
+  Nonce nonce{};                                    // kHello, kChallenge
+  Mac mac{};                                        // kResponse, kAccept
   RejectReason reason = RejectReason::kBadMessage;  // kReject
 };
 

@@ -5,8 +5,8 @@
 
 #include <asio.hpp>
 #include <condition_variable>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -15,10 +15,9 @@
 #include "agent/frame.h"
 #include "core/check.h"
 
-namespace tributary {
+namespace tributary::agent {
 
 using asio::ip::tcp;
-using namespace agent;  // NOLINT: the wire helpers are this file's vocabulary
 
 namespace {
 
@@ -112,7 +111,9 @@ class TcpEndpoint::Impl {
 
   explicit Impl(const TcpEndpointConfig& config) : config_(config), acceptor_(io_) {
     if (!config_.log) {
-      config_.log = [](const std::string& line) { std::fprintf(stderr, "tributary: %s\n", line.c_str()); };
+      config_.log = [](const std::string& line) {
+        std::fprintf(stderr, "tributary: %s\n", line.c_str());
+      };
     }
   }
 
@@ -157,9 +158,9 @@ class TcpEndpoint::Impl {
   std::uint16_t port() const { return port_; }
   std::string address() const { return address_; }
 
-  Result<std::unique_ptr<Link>> connect_group(std::uint64_t epoch, int rank,
-                                              const std::vector<std::string>& addresses,
-                                              Deadline deadline);
+  Result<std::unique_ptr<algorithms::Link>> connect_group(std::uint64_t epoch, int rank,
+                                                          const std::vector<std::string>& addresses,
+                                                          Deadline deadline);
 
   TcpEndpointStats stats() const {
     TcpEndpointStats s;
@@ -216,24 +217,28 @@ class TcpEndpoint::Impl {
     in->timer.expires_after(config_.handshake_timeout);
     in->timer.async_wait([this, in](std::error_code ec) {
       if (ec) return;
-      refuse(in, "no complete handshake within " +
-                     std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        config_.handshake_timeout).count()) + " ms",
+      refuse(in,
+             "no complete handshake within " +
+                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    config_.handshake_timeout)
+                                    .count()) +
+                 " ms",
              std::nullopt);
     });
     // The magic first, so a stray client (HTTP, a port scanner, garbage) is refused at
     // once rather than when the handshake timer fires.
-    asio::async_read(in->sock, asio::buffer(in->buf.data(), 4), [this, in](std::error_code ec, std::size_t) {
-      if (ec) return drop(in);
-      if (std::memcmp(in->buf.data(), encode_handshake(HandshakeMessage{}).data(), 4) != 0) {
-        return refuse(in, "not a tributary handshake (bad magic)", std::nullopt);
-      }
-      asio::async_read(in->sock, asio::buffer(in->buf.data() + 4, in->buf.size() - 4),
-                       [this, in](std::error_code ec2, std::size_t) {
-                         if (ec2) return drop(in);
-                         on_hello(in);
-                       });
-    });
+    asio::async_read(
+        in->sock, asio::buffer(in->buf.data(), 4), [this, in](std::error_code ec, std::size_t) {
+          if (ec) return drop(in);
+          if (std::memcmp(in->buf.data(), encode_handshake(HandshakeMessage{}).data(), 4) != 0) {
+            return refuse(in, "not a tributary handshake (bad magic)", std::nullopt);
+          }
+          asio::async_read(in->sock, asio::buffer(in->buf.data() + 4, in->buf.size() - 4),
+                           [this, in](std::error_code ec2, std::size_t) {
+                             if (ec2) return drop(in);
+                             on_hello(in);
+                           });
+        });
   }
 
   void on_hello(const std::shared_ptr<Incoming>& in) {
@@ -250,8 +255,9 @@ class TcpEndpoint::Impl {
     }
     in->hello = *m;
     if (in->hello.epoch < floor_epoch_) {
-      return refuse(in, claim_text(in) + ": epoch " + std::to_string(in->hello.epoch) +
-                            " is older than this endpoint's epoch " + std::to_string(floor_epoch_),
+      return refuse(in,
+                    claim_text(in) + ": epoch " + std::to_string(in->hello.epoch) +
+                        " is older than this endpoint's epoch " + std::to_string(floor_epoch_),
                     RejectReason::kStaleEpoch);
     }
     in->nonce = random_nonce();
@@ -261,10 +267,11 @@ class TcpEndpoint::Impl {
     in->buf = encode_handshake(challenge);
     asio::async_write(in->sock, asio::buffer(in->buf), [this, in](std::error_code ec, std::size_t) {
       if (ec) return drop(in);
-      asio::async_read(in->sock, asio::buffer(in->buf), [this, in](std::error_code ec2, std::size_t) {
-        if (ec2) return drop(in);
-        on_response(in);
-      });
+      asio::async_read(in->sock, asio::buffer(in->buf),
+                       [this, in](std::error_code ec2, std::size_t) {
+                         if (ec2) return drop(in);
+                         on_response(in);
+                       });
     });
   }
 
@@ -274,13 +281,15 @@ class TcpEndpoint::Impl {
     if (m->type != HandshakeType::kResponse) {
       return refuse(in, "expected a challenge response", RejectReason::kBadMessage);
     }
-    const Mac expected = handshake_mac(config_.secret, HandshakeRole::kConnector, in->hello, in->nonce);
+    const Mac expected =
+        handshake_mac(config_.secret, HandshakeRole::kConnector, in->hello, in->nonce);
     if (!macs_equal(expected, m->mac)) {
       // Remembered so that a group missing this rank at its deadline says why, even if
       // the attempt came before connect_group() of its epoch.
       if (auth_failures_.size() < kMaxParked) {
         auth_failures_[{in->hello.epoch, static_cast<int>(in->hello.from_rank)}] =
-            "a connection from " + in->peer + " claiming that rank failed the cluster-secret challenge";
+            "a connection from " + in->peer +
+            " claiming that rank failed the cluster-secret challenge";
       }
       return refuse(in, "peer failed the cluster-secret challenge (" + claim_text(in) + ")",
                     RejectReason::kAuth);
@@ -334,9 +343,10 @@ class TcpEndpoint::Impl {
     const int from = static_cast<int>(in->hello.from_rank);
     if (static_cast<int>(in->hello.to_rank) != g->rank ||
         static_cast<int>(in->hello.group_size) != g->size || from >= g->rank) {
-      return refuse(in, claim_text(in) + " dialing rank " + std::to_string(in->hello.to_rank) +
-                            " of " + std::to_string(in->hello.group_size) + ", but we are rank " +
-                            std::to_string(g->rank) + " of " + std::to_string(g->size),
+      return refuse(in,
+                    claim_text(in) + " dialing rank " + std::to_string(in->hello.to_rank) + " of " +
+                        std::to_string(in->hello.group_size) + ", but we are rank " +
+                        std::to_string(g->rank) + " of " + std::to_string(g->size),
                     RejectReason::kGroupMismatch);
     }
     Slot& slot = g->slots[from];
@@ -349,17 +359,18 @@ class TcpEndpoint::Impl {
     accept.type = HandshakeType::kAccept;
     accept.mac = handshake_mac(config_.secret, HandshakeRole::kAcceptor, in->hello, in->nonce);
     in->buf = encode_handshake(accept);
-    asio::async_write(in->sock, asio::buffer(in->buf), [this, g, in, from](std::error_code ec, std::size_t) {
-      Slot& s = g->slots[from];
-      s.busy = false;
-      if (g->finished) return drop(in);
-      if (ec) {
-        s.last_error = "connection from " + in->peer + " failed: " + ec.message();
-        return drop(in);
-      }
-      s.sock.emplace(std::move(in->sock));
-      maybe_complete(g);
-    });
+    asio::async_write(in->sock, asio::buffer(in->buf),
+                      [this, g, in, from](std::error_code ec, std::size_t) {
+                        Slot& s = g->slots[from];
+                        s.busy = false;
+                        if (g->finished) return drop(in);
+                        if (ec) {
+                          s.last_error = "connection from " + in->peer + " failed: " + ec.message();
+                          return drop(in);
+                        }
+                        s.sock.emplace(std::move(in->sock));
+                        maybe_complete(g);
+                      });
   }
 
   // ---- dialing side (I/O thread) ----
@@ -380,19 +391,24 @@ class TcpEndpoint::Impl {
       hello.group_size = static_cast<std::uint32_t>(g->size);
       hello.nonce = random_nonce();
       auto buf = std::make_shared<HandshakeBytes>(encode_handshake(hello));
-      asio::async_write(*sock, asio::buffer(*buf), [this, g, peer, sock, buf, hello](std::error_code ec2, std::size_t) {
-        if (g->finished) return;
-        if (ec2) return redial(g, peer, sock, "handshake failed: " + ec2.message());
-        asio::async_read(*sock, asio::buffer(*buf), [this, g, peer, sock, buf, hello](std::error_code ec3, std::size_t) {
-          if (g->finished) return;
-          if (ec3) return redial(g, peer, sock, "handshake failed: " + ec3.message());
-          on_challenge(g, peer, sock, buf, hello);
-        });
-      });
+      asio::async_write(
+          *sock, asio::buffer(*buf),
+          [this, g, peer, sock, buf, hello](std::error_code ec2, std::size_t) {
+            if (g->finished) return;
+            if (ec2) return redial(g, peer, sock, "handshake failed: " + ec2.message());
+            asio::async_read(*sock, asio::buffer(*buf),
+                             [this, g, peer, sock, buf, hello](std::error_code ec3, std::size_t) {
+                               if (g->finished) return;
+                               if (ec3)
+                                 return redial(g, peer, sock, "handshake failed: " + ec3.message());
+                               on_challenge(g, peer, sock, buf, hello);
+                             });
+          });
     });
   }
 
-  void on_challenge(const std::shared_ptr<Group>& g, int peer, const std::shared_ptr<tcp::socket>& sock,
+  void on_challenge(const std::shared_ptr<Group>& g, int peer,
+                    const std::shared_ptr<tcp::socket>& sock,
                     const std::shared_ptr<HandshakeBytes>& buf, const HandshakeMessage& hello) {
     Result<HandshakeMessage> m = decode_handshake(*buf);
     if (!m.is_ok()) return fail_dial(g, peer, sock, StatusCode::kBadFrame, m.status().message());
@@ -405,40 +421,48 @@ class TcpEndpoint::Impl {
     response.type = HandshakeType::kResponse;
     response.mac = handshake_mac(config_.secret, HandshakeRole::kConnector, hello, acceptor_nonce);
     *buf = encode_handshake(response);
-    asio::async_write(*sock, asio::buffer(*buf), [this, g, peer, sock, buf, hello, acceptor_nonce](std::error_code ec, std::size_t) {
-      if (g->finished) return;
-      if (ec) return redial(g, peer, sock, "handshake failed: " + ec.message());
-      asio::async_read(*sock, asio::buffer(*buf), [this, g, peer, sock, buf, hello, acceptor_nonce](std::error_code ec2, std::size_t) {
-        if (g->finished) return;
-        if (ec2) return redial(g, peer, sock, "closed the connection during the handshake: " + ec2.message());
-        Result<HandshakeMessage> a = decode_handshake(*buf);
-        if (!a.is_ok()) return fail_dial(g, peer, sock, StatusCode::kBadFrame, a.status().message());
-        if (a->type == HandshakeType::kReject) return on_reject(g, peer, sock, *a);
-        if (a->type != HandshakeType::kAccept) {
-          return fail_dial(g, peer, sock, StatusCode::kBadFrame, "sent no accept");
-        }
-        const Mac expected = handshake_mac(config_.secret, HandshakeRole::kAcceptor, hello, acceptor_nonce);
-        if (!macs_equal(expected, a->mac)) {
-          return fail_dial(g, peer, sock, StatusCode::kAuthFailed, "failed the cluster-secret challenge");
-        }
-        std::erase(g->dialing, sock);
-        g->slots[peer].sock.emplace(std::move(*sock));
-        maybe_complete(g);
-      });
-    });
+    asio::async_write(
+        *sock, asio::buffer(*buf),
+        [this, g, peer, sock, buf, hello, acceptor_nonce](std::error_code ec, std::size_t) {
+          if (g->finished) return;
+          if (ec) return redial(g, peer, sock, "handshake failed: " + ec.message());
+          asio::async_read(
+              *sock, asio::buffer(*buf),
+              [this, g, peer, sock, buf, hello, acceptor_nonce](std::error_code ec2, std::size_t) {
+                if (g->finished) return;
+                if (ec2)
+                  return redial(g, peer, sock,
+                                "closed the connection during the handshake: " + ec2.message());
+                Result<HandshakeMessage> a = decode_handshake(*buf);
+                if (!a.is_ok())
+                  return fail_dial(g, peer, sock, StatusCode::kBadFrame, a.status().message());
+                if (a->type == HandshakeType::kReject) return on_reject(g, peer, sock, *a);
+                if (a->type != HandshakeType::kAccept) {
+                  return fail_dial(g, peer, sock, StatusCode::kBadFrame, "sent no accept");
+                }
+                const Mac expected =
+                    handshake_mac(config_.secret, HandshakeRole::kAcceptor, hello, acceptor_nonce);
+                if (!macs_equal(expected, a->mac)) {
+                  return fail_dial(g, peer, sock, StatusCode::kAuthFailed,
+                                   "failed the cluster-secret challenge");
+                }
+                std::erase(g->dialing, sock);
+                g->slots[peer].sock.emplace(std::move(*sock));
+                maybe_complete(g);
+              });
+        });
   }
 
-  void on_reject(const std::shared_ptr<Group>& g, int peer, const std::shared_ptr<tcp::socket>& sock,
-                 const HandshakeMessage& m) {
+  void on_reject(const std::shared_ptr<Group>& g, int peer,
+                 const std::shared_ptr<tcp::socket>& sock, const HandshakeMessage& m) {
     switch (m.reason) {
       case RejectReason::kAuth:
         return fail_dial(g, peer, sock, StatusCode::kAuthFailed, "rejected our secret");
       case RejectReason::kStaleEpoch:
         return fail_dial(g, peer, sock, StatusCode::kStaleEpoch,
-                         "refused epoch " + std::to_string(g->epoch) + ": it has moved on to epoch " +
-                             std::to_string(m.epoch));
-      case RejectReason::kBusy:
-        return redial(g, peer, sock, "is busy");
+                         "refused epoch " + std::to_string(g->epoch) +
+                             ": it has moved on to epoch " + std::to_string(m.epoch));
+      case RejectReason::kBusy: return redial(g, peer, sock, "is busy");
       default:
         return fail_dial(g, peer, sock, StatusCode::kMismatch,
                          "refused the connection: " + std::string(reason_text(m.reason)));
@@ -455,12 +479,14 @@ class TcpEndpoint::Impl {
     timer->async_wait([this, g, peer, timer](std::error_code) { dial(g, peer); });
   }
 
-  void fail_dial(const std::shared_ptr<Group>& g, int peer, const std::shared_ptr<tcp::socket>& sock,
-                 StatusCode code, const std::string& why) {
+  void fail_dial(const std::shared_ptr<Group>& g, int peer,
+                 const std::shared_ptr<tcp::socket>& sock, StatusCode code,
+                 const std::string& why) {
     std::error_code ec;
     sock->close(ec);
     std::erase(g->dialing, sock);
-    const std::string line = "rank " + std::to_string(peer) + " at " + g->addresses[peer] + " " + why;
+    const std::string line =
+        "rank " + std::to_string(peer) + " at " + g->addresses[peer] + " " + why;
     log("epoch " + std::to_string(g->epoch) + ": " + line);
     finish(g, error(code, line));
   }
@@ -469,8 +495,9 @@ class TcpEndpoint::Impl {
 
   void begin(const std::shared_ptr<Group>& g) {
     if (const std::uint64_t newer = cancel_below_.load(); g->epoch < newer) {
-      return finish(g, error(StatusCode::kAborted, "connecting view " + std::to_string(g->epoch) +
-                                                       " superseded by view " + std::to_string(newer)));
+      return finish(
+          g, error(StatusCode::kAborted, "connecting view " + std::to_string(g->epoch) +
+                                             " superseded by view " + std::to_string(newer)));
     }
     if (g->epoch < floor_epoch_) {
       return finish(g, error(StatusCode::kStaleEpoch,
@@ -485,7 +512,8 @@ class TcpEndpoint::Impl {
       std::shared_ptr<Incoming> in = std::move(it->second);
       it = parked_.erase(it);
       if (epoch < g->epoch) {
-        log("dropping parked connection from " + in->peer + " of stale epoch " + std::to_string(epoch));
+        log("dropping parked connection from " + in->peer + " of stale epoch " +
+            std::to_string(epoch));
         drop(in);
       } else {
         claim(g, in);
@@ -519,7 +547,8 @@ class TcpEndpoint::Impl {
       }
     }
     finish(g, error(auth ? StatusCode::kAuthFailed : StatusCode::kTimedOut,
-                    "epoch " + std::to_string(g->epoch) + " group not complete by the deadline: " + missing));
+                    "epoch " + std::to_string(g->epoch) +
+                        " group not complete by the deadline: " + missing));
   }
 
   void maybe_complete(const std::shared_ptr<Group>& g) {
@@ -614,7 +643,7 @@ class TcpEndpoint::Impl {
   std::uint64_t retired_copied_ = 0;
 };
 
-Result<std::unique_ptr<Link>> TcpEndpoint::Impl::connect_group(
+Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::Impl::connect_group(
     std::uint64_t epoch, int rank, const std::vector<std::string>& addresses, Deadline deadline) {
   const int size = static_cast<int>(addresses.size());
   if (size < 1 || rank < 0 || rank >= size) {
@@ -642,8 +671,9 @@ Result<std::unique_ptr<Link>> TcpEndpoint::Impl::connect_group(
     for (int peer = rank + 1; peer < size; ++peer) {
       std::string host, port;
       if (!split_address(addresses[peer], &host, &port)) {
-        return error(StatusCode::kInvalidArgument, "bad address '" + addresses[peer] + "' for rank " +
-                                                       std::to_string(peer) + " (want host:port)");
+        return error(StatusCode::kInvalidArgument, "bad address '" + addresses[peer] +
+                                                       "' for rank " + std::to_string(peer) +
+                                                       " (want host:port)");
       }
       std::error_code ec;
       auto results = resolver.resolve(host, port, tcp::resolver::numeric_service, ec);
@@ -706,9 +736,8 @@ Result<std::unique_ptr<TcpEndpoint>> TcpEndpoint::listen(const TcpEndpointConfig
 std::uint16_t TcpEndpoint::port() const { return impl_->port(); }
 std::string TcpEndpoint::address() const { return impl_->address(); }
 
-Result<std::unique_ptr<Link>> TcpEndpoint::connect_group(std::uint64_t epoch, int rank,
-                                                         const std::vector<std::string>& addresses,
-                                                         Deadline deadline) {
+Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::connect_group(
+    std::uint64_t epoch, int rank, const std::vector<std::string>& addresses, Deadline deadline) {
   return impl_->connect_group(epoch, rank, addresses, deadline);
 }
 
@@ -716,4 +745,4 @@ void TcpEndpoint::cancel_connect(std::uint64_t newer_epoch) { impl_->cancel_conn
 
 TcpEndpointStats TcpEndpoint::stats() const { return impl_->stats(); }
 
-}  // namespace tributary
+}  // namespace tributary::agent

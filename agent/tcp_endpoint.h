@@ -25,7 +25,7 @@
 #include "core/clock.h"
 #include "core/status.h"
 
-namespace tributary {
+namespace tributary::agent {
 
 struct TcpEndpointConfig {
   std::string bind_host = "127.0.0.1";
@@ -40,7 +40,7 @@ struct TcpEndpointConfig {
   int socket_buffer_bytes = 0;
   // Where refusals and dropped connections are reported; default: stderr, one line each,
   // prefixed "tributary: ".
-  agent::LogSink log;
+  LogSink log;
 };
 
 struct TcpPeerStats {
@@ -80,9 +80,9 @@ class TcpEndpoint {
   // older than one already built here, or a peer has moved past it), kMismatch (a peer
   // disagrees on ranks or group size), kTimedOut (someone missing at the deadline,
   // named), kInvalidArgument. One call at a time per endpoint.
-  Result<std::unique_ptr<Link>> connect_group(std::uint64_t epoch, int rank,
-                                              const std::vector<std::string>& addresses,
-                                              Deadline deadline);
+  Result<std::unique_ptr<algorithms::Link>> connect_group(std::uint64_t epoch, int rank,
+                                                          const std::vector<std::string>& addresses,
+                                                          Deadline deadline);
 
   // From any thread: a connect_group in progress for an epoch older than `newer_epoch`
   // returns kAborted promptly (a newer view superseded it). No effect otherwise.
@@ -97,4 +97,4 @@ class TcpEndpoint {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace tributary
+}  // namespace tributary::agent

@@ -34,7 +34,7 @@ timespec to_timespec(Duration d) {
   return timespec{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
 }
 
-class TcpLink final : public Link {
+class TcpLink final : public algorithms::Link {
  public:
   TcpLink(TcpLinkParams params, std::vector<PeerSocket> sockets)
       : params_(std::move(params)), peers_(static_cast<std::size_t>(params_.size)) {
@@ -70,11 +70,13 @@ class TcpLink final : public Link {
   int rank() const override { return params_.rank; }
   int size() const override { return params_.size; }
 
-  Handle send(int peer, Tag tag, std::span<const std::byte> data) override {
+  Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override {
     check_peer(peer);
-    const std::uint32_t i = alloc_op(true, peer, tag, const_cast<std::byte*>(data.data()), data.size());
+    const std::uint32_t i =
+        alloc_op(true, peer, tag, const_cast<std::byte*>(data.data()), data.size());
     Op& op = ops_[i];
-    op.header = encode_frame_header(FrameHeader{params_.epoch, tag.seq, tag.slot, tag.check, data.size()});
+    op.header =
+        encode_frame_header(FrameHeader{params_.epoch, tag.seq, tag.slot, tag.check, data.size()});
     std::lock_guard io(io_mu_);
     Peer& p = peers_[peer];
     if (aborted_.load(std::memory_order_acquire)) {
@@ -88,7 +90,7 @@ class TcpLink final : public Link {
     return handle_of(i);
   }
 
-  Handle recv(int peer, Tag tag, std::span<std::byte> data) override {
+  Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override {
     check_peer(peer);
     const std::uint32_t i = alloc_op(false, peer, tag, data.data(), data.size());
     Op& op = ops_[i];
@@ -185,7 +187,7 @@ class TcpLink final : public Link {
     bool done = false;
     bool orphan = false;  // its wait() gave up; finish sending from `owned`, then free
     int peer = -1;
-    Tag tag;
+    algorithms::Tag tag;
     std::byte* data = nullptr;
     std::size_t size = 0;
     Status status;
@@ -202,7 +204,7 @@ class TcpLink final : public Link {
   };
 
   struct Unexpected {
-    Tag tag;
+    algorithms::Tag tag;
     std::uint32_t check = 0;
     std::uint64_t length = 0;
     Buffer bytes;
@@ -219,12 +221,12 @@ class TcpLink final : public Link {
     std::deque<std::uint32_t> sendq;
     std::size_t head_sent = 0;
     // Receive side.
-    std::vector<std::uint32_t> posted;   // recvs in post order, none with a buffered match
-    std::deque<Unexpected> unexpected;   // arrival order; back() may still be arriving
+    std::vector<std::uint32_t> posted;  // recvs in post order, none with a buffered match
+    std::deque<Unexpected> unexpected;  // arrival order; back() may still be arriving
     RecvState state = RecvState::kHeader;
-    std::byte* dst = nullptr;            // payload destination (nullptr: discard)
-    std::uint64_t length = 0;            // current payload length
-    std::uint64_t remaining = 0;         // of the current payload
+    std::byte* dst = nullptr;     // payload destination (nullptr: discard)
+    std::uint64_t length = 0;     // current payload length
+    std::uint64_t remaining = 0;  // of the current payload
     std::uint32_t direct_op = 0;
     std::unique_ptr<std::byte[]> staging;
     std::size_t stage_begin = 0;
@@ -246,7 +248,8 @@ class TcpLink final : public Link {
     TRIB_CHECK(peer >= 0 && peer < params_.size && peer != params_.rank) << "bad peer " << peer;
   }
 
-  std::uint32_t alloc_op(bool is_send, int peer, Tag tag, std::byte* data, std::size_t size) {
+  std::uint32_t alloc_op(bool is_send, int peer, algorithms::Tag tag, std::byte* data,
+                         std::size_t size) {
     std::uint32_t i;
     if (!free_ops_.empty()) {
       i = free_ops_.back();
@@ -310,7 +313,8 @@ class TcpLink final : public Link {
     return "rank " + std::to_string(p.rank) + " at " + p.address;
   }
 
-  Status match_status(const Peer& p, const Op& op, std::uint64_t length, std::uint32_t check) const {
+  Status match_status(const Peer& p, const Op& op, std::uint64_t length,
+                      std::uint32_t check) const {
     if (length == op.size && check == op.tag.check) return Status();
     return error(StatusCode::kMismatch,
                  "rank " + std::to_string(p.rank) + " sent " + std::to_string(length) +
@@ -338,16 +342,16 @@ class TcpLink final : public Link {
         p.sendq.erase(it);
         free_op(i);
       }
-      return error(StatusCode::kTimedOut, peer_name(p) + " did not take " +
-                                              std::to_string(op.size) +
-                                              " bytes before the deadline");
+      return error(
+          StatusCode::kTimedOut,
+          peer_name(p) + " did not take " + std::to_string(op.size) + " bytes before the deadline");
     }
     std::erase(p.posted, i);
     if (p.state == RecvState::kDirect && p.direct_op == i) {
       p.state = RecvState::kDiscard;
       p.dst = nullptr;
     }
-    const Tag tag = op.tag;
+    const algorithms::Tag tag = op.tag;
     free_op(i);
     return error(StatusCode::kTimedOut, "no message from " + peer_name(p) + " for seq " +
                                             std::to_string(tag.seq) + " slot " +
@@ -413,8 +417,9 @@ class TcpLink final : public Link {
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-        fail_peer(p, error(StatusCode::kPeerLost, "connection to " + peer_name(p) +
-                                                     " failed: " + errno_text(errno)),
+        fail_peer(p,
+                  error(StatusCode::kPeerLost,
+                        "connection to " + peer_name(p) + " failed: " + errno_text(errno)),
                   false);
         return;
       }
@@ -461,9 +466,8 @@ class TcpLink final : public Link {
         }
         // After a large payload the next one is probably large too: read just its header
         // so that the payload lands in its destination without a pass through staging.
-        const std::size_t want = p.length >= kDirectReadBytes
-                                     ? kFrameHeaderBytes - p.stage_end
-                                     : kStagingBytes - p.stage_end;
+        const std::size_t want = p.length >= kDirectReadBytes ? kFrameHeaderBytes - p.stage_end
+                                                              : kStagingBytes - p.stage_end;
         iov[cnt++] = iovec{p.staging.get() + p.stage_end, want};
       } else {
         p.stage_begin = p.stage_end = 0;
@@ -483,8 +487,9 @@ class TcpLink final : public Link {
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-        fail_peer(p, error(StatusCode::kPeerLost, "connection to " + peer_name(p) +
-                                                     " failed: " + errno_text(errno)),
+        fail_peer(p,
+                  error(StatusCode::kPeerLost,
+                        "connection to " + peer_name(p) + " failed: " + errno_text(errno)),
                   false);
         return;
       }
@@ -492,7 +497,8 @@ class TcpLink final : public Link {
         fail_peer(p, error(StatusCode::kPeerLost, peer_name(p) + " closed the connection"), false);
         return;
       }
-      p.counters->bytes_received.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
+      p.counters->bytes_received.fetch_add(static_cast<std::uint64_t>(n),
+                                           std::memory_order_relaxed);
       std::size_t got = static_cast<std::size_t>(n);
       if (p.state == RecvState::kHeader) {
         p.stage_end += got;
@@ -521,8 +527,9 @@ class TcpLink final : public Link {
         Result<FrameHeader> h = decode_frame_header(hb, params_.max_frame_bytes);
         if (!h.is_ok()) {
           params_.counters->bad_frames.fetch_add(1, std::memory_order_relaxed);
-          fail_peer(p, error(StatusCode::kBadFrame, "bad frame from " + peer_name(p) + ": " +
-                                                        h.status().message()),
+          fail_peer(p,
+                    error(StatusCode::kBadFrame,
+                          "bad frame from " + peer_name(p) + ": " + h.status().message()),
                     true);
           return;
         }
@@ -531,7 +538,8 @@ class TcpLink final : public Link {
       }
       if (avail == 0) return;
       const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(avail, p.remaining));
-      if (p.dst != nullptr) std::memcpy(p.dst + (p.length - p.remaining), p.staging.get() + p.stage_begin, n);
+      if (p.dst != nullptr)
+        std::memcpy(p.dst + (p.length - p.remaining), p.staging.get() + p.stage_begin, n);
       p.stage_begin += n;
       p.remaining -= n;
       if (p.remaining == 0) end_payload(p);
@@ -555,7 +563,7 @@ class TcpLink final : public Link {
       p.state = RecvState::kAbortNotice;
       p.dst = p.notice.data();
     } else {
-      const Tag tag{h.seq, h.slot, h.check};
+      const algorithms::Tag tag{h.seq, h.slot, h.check};
       auto it = std::find_if(p.posted.begin(), p.posted.end(),
                              [&](std::uint32_t i) { return ops_[i].tag == tag; });
       if (it != p.posted.end()) {
@@ -596,8 +604,9 @@ class TcpLink final : public Link {
       Result<AbortNotice> n = decode_abort_payload(p.notice);
       if (!n.is_ok()) {
         params_.counters->bad_frames.fetch_add(1, std::memory_order_relaxed);
-        fail_peer(p, error(StatusCode::kBadFrame, "bad abort notice from " + peer_name(p) + ": " +
-                                                      n.status().message()),
+        fail_peer(p,
+                  error(StatusCode::kBadFrame,
+                        "bad abort notice from " + peer_name(p) + ": " + n.status().message()),
                   true);
         return;
       }
@@ -684,7 +693,8 @@ class TcpLink final : public Link {
   Buffer take_buffer(std::size_t length) {
     auto best = spare_.end();
     for (auto it = spare_.begin(); it != spare_.end(); ++it) {
-      if (it->capacity >= length && (best == spare_.end() || it->capacity < best->capacity)) best = it;
+      if (it->capacity >= length && (best == spare_.end() || it->capacity < best->capacity))
+        best = it;
     }
     if (best == spare_.end()) {
       return Buffer{std::make_unique_for_overwrite<std::byte[]>(length), length};
@@ -731,7 +741,8 @@ class TcpLink final : public Link {
 
 }  // namespace
 
-std::unique_ptr<Link> make_tcp_link(TcpLinkParams params, std::vector<PeerSocket> peers) {
+std::unique_ptr<algorithms::Link> make_tcp_link(TcpLinkParams params,
+                                                std::vector<PeerSocket> peers) {
   return std::make_unique<TcpLink>(std::move(params), std::move(peers));
 }
 

@@ -72,6 +72,7 @@ struct TcpLinkParams {
   std::shared_ptr<LinkCounters> counters;  // required
 };
 
-std::unique_ptr<Link> make_tcp_link(TcpLinkParams params, std::vector<PeerSocket> peers);
+std::unique_ptr<algorithms::Link> make_tcp_link(TcpLinkParams params,
+                                                std::vector<PeerSocket> peers);
 
 }  // namespace tributary::agent

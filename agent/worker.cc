@@ -17,15 +17,13 @@
 #include "agent/agent_metrics.h"
 #include "agent/tcp_endpoint.h"
 #include "algorithms/cost_model.h"
+#include "algorithms/seq_space.h"
 #include "compression/compressed_collectives.h"
 #include "core/check.h"
 #include "membership/coordinator_client.h"
 
-namespace tributary {
+namespace tributary::agent {
 namespace {
-
-// The commit round of collective `seq` uses its own tag space.
-constexpr std::uint64_t kAgreementSeqBit = std::uint64_t{1} << 63;
 
 std::string hostname() {
   char buf[256] = {};
@@ -40,10 +38,8 @@ bool retryable(const Status& s) {
     case StatusCode::kAborted:
     case StatusCode::kStaleEpoch:
     case StatusCode::kBadFrame:
-    case StatusCode::kInternal:
-      return true;
-    default:
-      return false;
+    case StatusCode::kInternal: return true;
+    default: return false;
   }
 }
 
@@ -59,11 +55,11 @@ constexpr int kDirectAgreementMax = 8;
 // How long a member waits for a newer view before it repeats its request for one.
 constexpr Duration kViewNudgeInterval = std::chrono::seconds(1);
 
-Status agreement_round(Link& link, const CollectiveOptions& options) {
+Status agreement_round(algorithms::Link& link, const algorithms::CollectiveOptions& options) {
   const int n = link.size();
-  if (n > kDirectAgreementMax) return tributary::barrier(link, options);
-  const Tag tag{options.seq, 0, 0x41475245u /* "AGRE" */};
-  std::vector<Link::Handle> handles;
+  if (n > kDirectAgreementMax) return algorithms::barrier(link, options);
+  const algorithms::Tag tag{options.seq, 0, 0x41475245u /* "AGRE" */};
+  std::vector<algorithms::Link::Handle> handles;
   handles.reserve(2 * static_cast<std::size_t>(n));
   for (int p = 0; p < n; ++p) {
     if (p != link.rank()) handles.push_back(link.recv(p, tag, {}));
@@ -71,7 +67,7 @@ Status agreement_round(Link& link, const CollectiveOptions& options) {
   for (int p = 0; p < n; ++p) {
     if (p != link.rank()) handles.push_back(link.send(p, tag, {}));
   }
-  for (Link::Handle h : handles) {
+  for (algorithms::Link::Handle h : handles) {
     if (Status s = link.wait(h, options.deadline); !s.is_ok()) {
       link.abort(s);
       return s;
@@ -93,8 +89,8 @@ class Worker::Impl {
   // over it (in-place): it is stashed and restored before a re-run. `retry` = false makes
   // failures return instead of re-running (the state sync decides for itself).
   template <typename Fn>
-  Result<Outcome> run(std::string_view op, AllReduceAlgorithm algorithm, std::size_t bytes,
-                      std::span<std::byte> input, Fn&& fn, bool retry = true);
+  Result<Outcome> run(std::string_view op, algorithms::AllReduceAlgorithm algorithm,
+                      std::size_t bytes, std::span<std::byte> input, Fn&& fn, bool retry = true);
 
   // Moves to a view newer than the current one: Ready/Go with the coordinator, quorum,
   // new links. `held_seq`: the collective whose result this member holds uncommitted.
@@ -103,7 +99,7 @@ class Worker::Impl {
   Result<BoundaryOutcome> step_boundary();
   Status sync_state();
 
-  void install_link(std::unique_ptr<Link> l, std::uint64_t epoch) {
+  void install_link(std::unique_ptr<algorithms::Link> l, std::uint64_t epoch) {
     std::lock_guard lock(link_mu);
     link = std::move(l);
     link_epoch = epoch;
@@ -118,13 +114,13 @@ class Worker::Impl {
 
   Deadline collective_deadline(std::size_t bytes) const {
     const double seconds = static_cast<double>(bytes) / throughput * config.deadline_slack;
-    return Deadline::after(config.deadline_floor +
-                           std::chrono::duration_cast<Duration>(std::chrono::duration<double>(seconds)));
+    return Deadline::after(config.deadline_floor + std::chrono::duration_cast<Duration>(
+                                                       std::chrono::duration<double>(seconds)));
   }
 
-  AllReduceAlgorithm pick(std::size_t bytes) const {
-    if (config.algorithm != AllReduceAlgorithm::kAuto) return config.algorithm;
-    return CostModel::default_model().choose(static_cast<int>(view.size()), bytes);
+  algorithms::AllReduceAlgorithm pick(std::size_t bytes) const {
+    if (config.algorithm != algorithms::AllReduceAlgorithm::kAuto) return config.algorithm;
+    return algorithms::CostModel::default_model().choose(static_cast<int>(view.size()), bytes);
   }
 
   void start_watcher();
@@ -149,7 +145,7 @@ class Worker::Impl {
   membership::View view;
   int rank = -1;
   std::mutex link_mu;  // guards `link` against the watcher's abort
-  std::unique_ptr<Link> link;
+  std::unique_ptr<algorithms::Link> link;
   std::uint64_t link_epoch = 0;  // guarded by link_mu
 
   std::uint64_t next_seq = 1;
@@ -292,7 +288,8 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
     view = *v;
     newest_epoch = std::max(newest_epoch.load(), view.epoch);
     const membership::ViewMember* me = view.find(client->member_id());
-    if (me == nullptr) return error(StatusCode::kEvicted, "not a member of view " + std::to_string(view.epoch));
+    if (me == nullptr)
+      return error(StatusCode::kEvicted, "not a member of view " + std::to_string(view.epoch));
     rank = static_cast<int>(me->rank);
     for (membership::MemberId j : go->joiners) {
       if (j == client->member_id() && go->state_source != 0) needs_state = true;
@@ -324,7 +321,7 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
 }
 
 template <typename Fn>
-Result<Outcome> Worker::Impl::run(std::string_view op, AllReduceAlgorithm algorithm,
+Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgorithm algorithm,
                                   std::size_t bytes, std::span<std::byte> input, Fn&& fn,
                                   bool retry) {
   std::vector<std::byte> stash(input.begin(), input.end());
@@ -340,9 +337,10 @@ Result<Outcome> Worker::Impl::run(std::string_view op, AllReduceAlgorithm algori
     outcome.contributor_ids = std::move(ids);
     return outcome;
   };
-  step_compute_seconds = std::max(
-      step_compute_seconds,
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - last_collective_end).count());
+  step_compute_seconds =
+      std::max(step_compute_seconds,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - last_collective_end)
+                   .count());
   for (int attempt = 1;; ++attempt) {
     if (evicted) return error(StatusCode::kEvicted, "the coordinator removed this member");
     if (!link || newest_epoch.load() > view.epoch) {
@@ -350,7 +348,7 @@ Result<Outcome> Worker::Impl::run(std::string_view op, AllReduceAlgorithm algori
     }
     const int n = static_cast<int>(view.size());
     const membership::Epoch epoch = view.epoch;
-    CollectiveOptions options;
+    algorithms::CollectiveOptions options;
     options.seq = next_seq;
     options.deadline = collective_deadline(bytes);
     options.chunk_bytes = config.chunk_bytes;
@@ -360,16 +358,18 @@ Result<Outcome> Worker::Impl::run(std::string_view op, AllReduceAlgorithm algori
     bool held = false;
     if (status.is_ok() && config.agreement && n > 1) {
       held = true;
-      CollectiveOptions agree = options;
-      agree.seq = options.seq | kAgreementSeqBit;
+      algorithms::CollectiveOptions agree = options;
+      agree.seq = algorithms::seq_in(algorithms::SeqSpace::kAgreement, options.seq);
       status = agreement_round(*link, agree);
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (metrics) {
-      metrics->record_collective(
-          op, algorithm == AllReduceAlgorithm::kAuto ? std::string_view("fixed") : to_string(algorithm),
-          status, seconds);
+      metrics->record_collective(op,
+                                 algorithm == algorithms::AllReduceAlgorithm::kAuto
+                                     ? std::string_view("fixed")
+                                     : to_string(algorithm),
+                                 status, seconds);
       if (++collectives_since_sync >= 64 || !status.is_ok()) {
         metrics->sync_links(endpoint->stats());
         collectives_since_sync = 0;
@@ -385,8 +385,8 @@ Result<Outcome> Worker::Impl::run(std::string_view op, AllReduceAlgorithm algori
     const std::uint64_t seq = next_seq;
     if (evicted) return error(StatusCode::kEvicted, "the coordinator removed this member");
     if (newest_epoch.load() <= epoch) {  // not just overtaken by a newer view
-      client->report_failure(epoch, 0, std::string(op) + " seq " + std::to_string(seq) + ": " +
-                                           status.to_string());
+      client->report_failure(
+          epoch, 0, std::string(op) + " seq " + std::to_string(seq) + ": " + status.to_string());
     }
     std::fprintf(stderr, "tributary[agent]: %.*s seq %llu in view %llu failed: %s; recovering\n",
                  static_cast<int>(op.size()), op.data(), static_cast<unsigned long long>(seq),
@@ -394,7 +394,8 @@ Result<Outcome> Worker::Impl::run(std::string_view op, AllReduceAlgorithm algori
     std::vector<std::uint64_t> failed_view_ids = member_ids();  // transition() replaces the view
     const Status moved = transition(held ? seq : 0, overall);
     if (!moved.is_ok()) {
-      return error(moved.code(), "recovering from \"" + status.to_string() + "\": " + moved.message());
+      return error(moved.code(),
+                   "recovering from \"" + status.to_string() + "\": " + moved.message());
     }
     if (commit_through >= seq) {
       if (!held) {
@@ -411,24 +412,28 @@ Result<Outcome> Worker::Impl::run(std::string_view op, AllReduceAlgorithm algori
 Status Worker::Impl::sync_state() {
   // Source: the lowest rank that has the state (the joiners are those that need it).
   std::int64_t source = needs_state ? std::numeric_limits<std::int32_t>::max() : rank;
-  auto pick = run("state_source", AllReduceAlgorithm::kAuto, 8,
-                  std::as_writable_bytes(std::span(&source, 1)), [&](Link& l, const CollectiveOptions& o) {
-    return tributary::all_reduce(l, &source, &source, 1, DType::kInt64, ReduceOp::kMin, o);
-  });
+  auto pick =
+      run("state_source", algorithms::AllReduceAlgorithm::kAuto, 8,
+          std::as_writable_bytes(std::span(&source, 1)),
+          [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
+            return algorithms::all_reduce(l, &source, &source, 1, DType::kInt64, ReduceOp::kMin, o);
+          });
   if (!pick) return pick.status();
   if (source >= static_cast<std::int64_t>(view.size())) {
-    return error(StatusCode::kUnavailable, "no member of view " + std::to_string(view.epoch) +
-                                               " holds the training state");
+    return error(StatusCode::kUnavailable,
+                 "no member of view " + std::to_string(view.epoch) + " holds the training state");
   }
   const int root = static_cast<int>(source);
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
   for (auto& [name, bytes] : state) {
-    auto r = run("state_sync", AllReduceAlgorithm::kAuto, bytes.size(), {},
-                 [&](Link& l, const CollectiveOptions& o) {
-                   return tributary::broadcast(l, bytes.data(), bytes.data(), bytes.size(),
-                                               DType::kUInt8, root, o);
-                 }, /*retry=*/false);
+    auto r = run(
+        "state_sync", algorithms::AllReduceAlgorithm::kAuto, bytes.size(), {},
+        [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
+          return algorithms::broadcast(l, bytes.data(), bytes.data(), bytes.size(), DType::kUInt8,
+                                       root, o);
+        },
+        /*retry=*/false);
     if (!r) {
       EVP_MD_CTX_free(ctx);
       return r.status();
@@ -441,16 +446,20 @@ Status Worker::Impl::sync_state() {
   EVP_DigestFinal_ex(ctx, mine.data(), &len);
   EVP_MD_CTX_free(ctx);
   std::array<std::uint8_t, 32> theirs = mine;
-  auto h = run("state_hash", AllReduceAlgorithm::kAuto, 32, {}, [&](Link& l, const CollectiveOptions& o) {
-    return tributary::broadcast(l, theirs.data(), theirs.data(), 32, DType::kUInt8, root, o);
-  }, /*retry=*/false);
+  auto h = run(
+      "state_hash", algorithms::AllReduceAlgorithm::kAuto, 32, {},
+      [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
+        return algorithms::broadcast(l, theirs.data(), theirs.data(), 32, DType::kUInt8, root, o);
+      },
+      /*retry=*/false);
   if (!h) return h.status();
   if (theirs != mine) {
-    return error(StatusCode::kBadFrame, "training state received from rank " + std::to_string(root) +
-                                            " does not match its SHA-256");
+    return error(StatusCode::kBadFrame, "training state received from rank " +
+                                            std::to_string(root) + " does not match its SHA-256");
   }
   if (needs_state) {
-    std::fprintf(stderr, "tributary[agent]: received %zu state buffers from rank %d, SHA-256 verified\n",
+    std::fprintf(stderr,
+                 "tributary[agent]: received %zu state buffers from rank %d, SHA-256 verified\n",
                  state.size(), root);
   }
   needs_state = false;
@@ -459,9 +468,10 @@ Status Worker::Impl::sync_state() {
 
 Result<BoundaryOutcome> Worker::Impl::step_boundary() {
   BoundaryOutcome out;
-  const double compute = std::max(
-      step_compute_seconds,
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - last_collective_end).count());
+  const double compute =
+      std::max(step_compute_seconds,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - last_collective_end)
+                   .count());
   step_compute_seconds = 0;
   // Keyed by the collective sequence number, which every member (a rejoiner too, after
   // its Go) has in common at a boundary; a local step count would not line up.
@@ -473,11 +483,12 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
     // [leave, joiners waiting, newer view, state needed], max over members.
     std::int32_t flags[4] = {drain_requested.load() ? 1 : 0, client->joiners_pending() ? 1 : 0,
                              newest_epoch.load() > view.epoch ? 1 : 0, needs_state ? 1 : 0};
-    auto r = run("step_boundary", AllReduceAlgorithm::kAuto, sizeof(flags),
-                 std::as_writable_bytes(std::span(flags)),
-                 [&](Link& l, const CollectiveOptions& o) {
-                   return tributary::all_reduce(l, flags, flags, 4, DType::kInt32, ReduceOp::kMax, o);
-                 });
+    auto r =
+        run("step_boundary", algorithms::AllReduceAlgorithm::kAuto, sizeof(flags),
+            std::as_writable_bytes(std::span(flags)),
+            [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
+              return algorithms::all_reduce(l, flags, flags, 4, DType::kInt32, ReduceOp::kMax, o);
+            });
     if (!r) return r.status();
     if (flags[3]) {
       const bool receiving = needs_state;
@@ -560,73 +571,82 @@ std::span<std::byte> overwritten(const void* send, std::size_t send_bytes, const
 Result<Outcome> Worker::all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
                                    ReduceOp op) {
   const std::size_t bytes = count * dtype_size(dtype);
-  const AllReduceAlgorithm algorithm = impl_->pick(bytes);
+  const algorithms::AllReduceAlgorithm algorithm = impl_->pick(bytes);
   return impl_->run("all_reduce", algorithm, bytes, overwritten(send, bytes, recv, bytes),
-                    [&](Link& link, const CollectiveOptions& o) {
-                      return tributary::all_reduce(link, send, recv, count, dtype, op, o);
+                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                      return algorithms::all_reduce(link, send, recv, count, dtype, op, o);
                     });
 }
 
 Result<Outcome> Worker::reduce_scatter(const void* send, void* recv, std::size_t recv_count,
                                        DType dtype, ReduceOp op) {
   const std::size_t bytes = recv_count * dtype_size(dtype) * static_cast<std::size_t>(size());
-  return impl_->run("reduce_scatter", AllReduceAlgorithm::kAuto, bytes, overwritten(send, bytes, recv, recv_count * dtype_size(dtype)),
-                    [&](Link& link, const CollectiveOptions& o) {
-                      return tributary::reduce_scatter(link, send, recv, recv_count, dtype, op, o);
+  return impl_->run("reduce_scatter", algorithms::AllReduceAlgorithm::kAuto, bytes,
+                    overwritten(send, bytes, recv, recv_count * dtype_size(dtype)),
+                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                      return algorithms::reduce_scatter(link, send, recv, recv_count, dtype, op, o);
                     });
 }
 
 Result<Outcome> Worker::all_gather(const void* send, void* recv, std::size_t send_count,
                                    DType dtype) {
   const std::size_t bytes = send_count * dtype_size(dtype);
-  return impl_->run("all_gather", AllReduceAlgorithm::kAuto, bytes * static_cast<std::size_t>(size()),
-                    overwritten(send, bytes, recv, bytes * static_cast<std::size_t>(size())), [&](Link& link, const CollectiveOptions& o) {
-                      return tributary::all_gather(link, send, recv, send_count, dtype, o);
+  return impl_->run("all_gather", algorithms::AllReduceAlgorithm::kAuto,
+                    bytes * static_cast<std::size_t>(size()),
+                    overwritten(send, bytes, recv, bytes * static_cast<std::size_t>(size())),
+                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                      return algorithms::all_gather(link, send, recv, send_count, dtype, o);
                     });
 }
 
 Result<Outcome> Worker::broadcast(const void* send, void* recv, std::size_t count, DType dtype,
                                   int root) {
   const std::size_t bytes = count * dtype_size(dtype);
-  return impl_->run("broadcast", AllReduceAlgorithm::kAuto, bytes, overwritten(send, bytes, recv, bytes),
-                    [&](Link& link, const CollectiveOptions& o) {
-                      return tributary::broadcast(link, send, recv, count, dtype, root, o);
+  return impl_->run("broadcast", algorithms::AllReduceAlgorithm::kAuto, bytes,
+                    overwritten(send, bytes, recv, bytes),
+                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                      return algorithms::broadcast(link, send, recv, count, dtype, root, o);
                     });
 }
 
 Result<Outcome> Worker::reduce(const void* send, void* recv, std::size_t count, DType dtype,
                                ReduceOp op, int root) {
   const std::size_t bytes = count * dtype_size(dtype);
-  return impl_->run("reduce", AllReduceAlgorithm::kAuto, bytes, overwritten(send, bytes, recv, bytes),
-                    [&](Link& link, const CollectiveOptions& o) {
-                      return tributary::reduce(link, send, recv, count, dtype, op, root, o);
+  return impl_->run("reduce", algorithms::AllReduceAlgorithm::kAuto, bytes,
+                    overwritten(send, bytes, recv, bytes),
+                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                      return algorithms::reduce(link, send, recv, count, dtype, op, root, o);
                     });
 }
 
 Result<Outcome> Worker::gather(const void* send, void* recv, std::size_t send_count, DType dtype,
                                int root) {
   const std::size_t bytes = send_count * dtype_size(dtype);
-  return impl_->run("gather", AllReduceAlgorithm::kAuto, bytes * static_cast<std::size_t>(size()),
-                    overwritten(send, bytes, recv, bytes * static_cast<std::size_t>(size())), [&](Link& link, const CollectiveOptions& o) {
-                      return tributary::gather(link, send, recv, send_count, dtype, root, o);
+  return impl_->run("gather", algorithms::AllReduceAlgorithm::kAuto,
+                    bytes * static_cast<std::size_t>(size()),
+                    overwritten(send, bytes, recv, bytes * static_cast<std::size_t>(size())),
+                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                      return algorithms::gather(link, send, recv, send_count, dtype, root, o);
                     });
 }
 
 Result<Outcome> Worker::scatter(const void* send, void* recv, std::size_t recv_count, DType dtype,
                                 int root) {
   const std::size_t bytes = recv_count * dtype_size(dtype) * static_cast<std::size_t>(size());
-  return impl_->run("scatter", AllReduceAlgorithm::kAuto, bytes, overwritten(send, bytes, recv, recv_count * dtype_size(dtype)),
-                    [&](Link& link, const CollectiveOptions& o) {
-                      return tributary::scatter(link, send, recv, recv_count, dtype, root, o);
+  return impl_->run("scatter", algorithms::AllReduceAlgorithm::kAuto, bytes,
+                    overwritten(send, bytes, recv, recv_count * dtype_size(dtype)),
+                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                      return algorithms::scatter(link, send, recv, recv_count, dtype, root, o);
                     });
 }
 
 Result<Outcome> Worker::all_to_all(const void* send, void* recv, std::size_t count_per_peer,
                                    DType dtype) {
   const std::size_t bytes = count_per_peer * dtype_size(dtype) * static_cast<std::size_t>(size());
-  return impl_->run("all_to_all", AllReduceAlgorithm::kAuto, bytes, overwritten(send, bytes, recv, bytes),
-                    [&](Link& link, const CollectiveOptions& o) {
-                      return tributary::all_to_all(link, send, recv, count_per_peer, dtype, o);
+  return impl_->run("all_to_all", algorithms::AllReduceAlgorithm::kAuto, bytes,
+                    overwritten(send, bytes, recv, bytes),
+                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                      return algorithms::all_to_all(link, send, recv, count_per_peer, dtype, o);
                     });
 }
 
@@ -642,9 +662,9 @@ Result<Outcome> Worker::all_reduce_compressed(float* data, std::size_t count, Re
   const auto before = im.compression_state.snapshot(tensor_id);
   compression::CompressionStats stats;
   const std::size_t bytes = count * sizeof(float);
-  auto r = im.run("all_reduce_compressed", AllReduceAlgorithm::kAuto, bytes,
+  auto r = im.run("all_reduce_compressed", algorithms::AllReduceAlgorithm::kAuto, bytes,
                   std::as_writable_bytes(std::span(data, count)),
-                  [&](Link& link, const CollectiveOptions& o) {
+                  [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
                     im.compression_state.restore(before);
                     stats = {};
                     compression::CompressionContext ctx;
@@ -662,8 +682,10 @@ Result<Outcome> Worker::all_reduce_compressed(float* data, std::size_t count, Re
 }
 
 Result<Outcome> Worker::barrier() {
-  return impl_->run("barrier", AllReduceAlgorithm::kAuto, 0, {},
-                    [&](Link& link, const CollectiveOptions& o) { return tributary::barrier(link, o); });
+  return impl_->run("barrier", algorithms::AllReduceAlgorithm::kAuto, 0, {},
+                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                      return algorithms::barrier(link, o);
+                    });
 }
 
 Status Worker::leave() {
@@ -675,4 +697,4 @@ Status Worker::leave() {
   return impl_->client->leave(Deadline::after(std::chrono::seconds(5)));
 }
 
-}  // namespace tributary
+}  // namespace tributary::agent

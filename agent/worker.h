@@ -30,20 +30,20 @@
 #include "core/dtype.h"
 #include "core/status.h"
 
-namespace tributary {
+namespace tributary::agent {
 
 struct WorkerConfig {
   std::string coordinator = "tcp://127.0.0.1:7070";  // ZeroMQ endpoint of the coordinator
-  std::string secret;                                 // the cluster secret; never sent
-  std::string host;                                   // host label; default: hostname
-  std::string zone;                                   // zone / datacenter label
-  std::string bind_host = "127.0.0.1";                // data-plane listen address
-  std::uint16_t data_port = 0;                        // 0: ephemeral
-  std::string advertise_host;  // the address peers dial; default: bind_host
+  std::string secret;                                // the cluster secret; never sent
+  std::string host;                                  // host label; default: hostname
+  std::string zone;                                  // zone / datacenter label
+  std::string bind_host = "127.0.0.1";               // data-plane listen address
+  std::uint16_t data_port = 0;                       // 0: ephemeral
+  std::string advertise_host;                        // the address peers dial; default: bind_host
   std::chrono::milliseconds join_timeout{30000};
   std::chrono::milliseconds collective_timeout{30000};
   std::size_t chunk_bytes = 256 * 1024;
-  AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;
+  algorithms::AllReduceAlgorithm algorithm = algorithms::AllReduceAlgorithm::kAuto;
   std::string metrics_bind;  // "127.0.0.1:0" serves /metrics; empty: no endpoint
   // Data-plane progress deadline of a collective: floor + slack x bytes / measured
   // throughput (an EWMA of this worker's recent collectives).
@@ -70,7 +70,7 @@ struct TensorMatrix {
 
 // What step_boundary() did.
 struct BoundaryOutcome {
-  bool left = false;         // this worker drained and left the cluster
+  bool left = false;  // this worker drained and left the cluster
   bool view_changed = false;
   bool received_state = false;  // this worker joined and got the training state
   std::uint64_t epoch = 0;
@@ -79,11 +79,12 @@ struct BoundaryOutcome {
 
 // What a collective reports besides its data.
 struct Outcome {
-  std::uint64_t epoch = 0;     // the epoch whose members produced the result
-  int contributors = 0;        // members whose inputs are in the result
-  int attempts = 1;            // 1 + re-runs after aborts
+  std::uint64_t epoch = 0;                     // the epoch whose members produced the result
+  int contributors = 0;                        // members whose inputs are in the result
+  int attempts = 1;                            // 1 + re-runs after aborts
   std::vector<std::uint64_t> contributor_ids;  // member ids of the contributors, by rank
-  AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;  // all_reduce only
+  algorithms::AllReduceAlgorithm algorithm =
+      algorithms::AllReduceAlgorithm::kAuto;  // all_reduce only
 };
 
 class Worker {
@@ -103,19 +104,17 @@ class Worker {
 
   Result<Outcome> all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
                              ReduceOp op);
-  Result<Outcome> reduce_scatter(const void* send, void* recv, std::size_t recv_count,
-                                 DType dtype, ReduceOp op);
+  Result<Outcome> reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType dtype,
+                                 ReduceOp op);
   Result<Outcome> all_gather(const void* send, void* recv, std::size_t send_count, DType dtype);
-  Result<Outcome> broadcast(const void* send, void* recv, std::size_t count, DType dtype,
-                            int root);
-  Result<Outcome> reduce(const void* send, void* recv, std::size_t count, DType dtype,
-                         ReduceOp op, int root);
+  Result<Outcome> broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root);
+  Result<Outcome> reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                         int root);
   Result<Outcome> gather(const void* send, void* recv, std::size_t send_count, DType dtype,
                          int root);
   Result<Outcome> scatter(const void* send, void* recv, std::size_t recv_count, DType dtype,
                           int root);
-  Result<Outcome> all_to_all(const void* send, void* recv, std::size_t count_per_peer,
-                             DType dtype);
+  Result<Outcome> all_to_all(const void* send, void* recv, std::size_t count_per_peer, DType dtype);
   Result<Outcome> barrier();
 
   // All-reduce (sum or avg) of a float32 gradient through WorkerConfig::codec, with error
@@ -154,4 +153,4 @@ class Worker {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace tributary
+}  // namespace tributary::agent

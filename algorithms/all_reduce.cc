@@ -10,7 +10,7 @@
 #include "algorithms/validate.h"
 #include "core/reduce.h"
 
-namespace tributary {
+namespace tributary::algorithms {
 namespace {
 
 constexpr std::array<std::string_view, kNumAllReduceAlgorithms> kNames = {
@@ -41,49 +41,48 @@ bool parse_all_reduce_algorithm(std::string_view name, AllReduceAlgorithm* out) 
 
 Status all_reduce(Link& link, const void* send, void* recv, std::size_t count, DType dtype,
                   ReduceOp op, const CollectiveOptions& options) {
-  TRIB_RETURN_IF_ERROR(algo::validate_call(send, recv, count, 1, dtype, &op, options));
+  TRIB_RETURN_IF_ERROR(validate_call(send, recv, count, 1, dtype, &op, options));
   if (static_cast<std::uint8_t>(options.algorithm) >= kNumAllReduceAlgorithms) {
-    return error(StatusCode::kInvalidArgument,
-                 "unknown all-reduce algorithm " +
-                     std::to_string(static_cast<int>(options.algorithm)));
+    return error(
+        StatusCode::kInvalidArgument,
+        "unknown all-reduce algorithm " + std::to_string(static_cast<int>(options.algorithm)));
   }
   const std::size_t bytes = count * dtype_size(dtype);
-  if (send != recv && algo::overlaps(send, bytes, recv, bytes)) {
+  if (send != recv && overlaps(send, bytes, recv, bytes)) {
     return error(StatusCode::kInvalidArgument, "all_reduce: send and recv partially overlap");
   }
   const int n = link.size();
   const CostModel& model = options.cost_model ? *options.cost_model : CostModel::default_model();
-  const AllReduceAlgorithm algorithm = options.algorithm == AllReduceAlgorithm::kAuto
-                                           ? model.choose(n, bytes)
-                                           : options.algorithm;
-  const algo::TagMaker tags(
-      options.seq, algo::family_check(algo::Family::kAllReduce,
-                                      static_cast<std::uint8_t>(algorithm), count, dtype, op));
-  if (count == 0) return algo::ring_handshake(link, tags, options.deadline);
+  const AllReduceAlgorithm algorithm =
+      options.algorithm == AllReduceAlgorithm::kAuto ? model.choose(n, bytes) : options.algorithm;
+  const TagMaker tags(
+      options.seq,
+      family_check(Family::kAllReduce, static_cast<std::uint8_t>(algorithm), count, dtype, op));
+  if (count == 0) return ring_handshake(link, tags, options.deadline);
   if (n == 1) {
     if (send != recv) std::memcpy(recv, send, bytes);
     if (op == ReduceOp::kAvg) scale_by_count(recv, count, dtype, 1);
     return Status::ok();
   }
 
-  const algo::ReduceJob job{link,
-                            static_cast<const std::byte*>(send),
-                            static_cast<std::byte*>(recv),
-                            count,
-                            dtype,
-                            op,
-                            algo::chunk_elements(options.chunk_bytes, dtype_size(dtype)),
-                            options.deadline,
-                            tags};
+  const ReduceJob job{link,
+                      static_cast<const std::byte*>(send),
+                      static_cast<std::byte*>(recv),
+                      count,
+                      dtype,
+                      op,
+                      chunk_elements(options.chunk_bytes, dtype_size(dtype)),
+                      options.deadline,
+                      tags};
   switch (algorithm) {
-    case AllReduceAlgorithm::kRing: return algo::ring_all_reduce(job);
-    case AllReduceAlgorithm::kTree: return algo::tree_all_reduce(job);
-    case AllReduceAlgorithm::kDoubleTree: return algo::double_tree_all_reduce(job);
-    case AllReduceAlgorithm::kHalvingDoubling: return algo::halving_doubling_all_reduce(job);
-    case AllReduceAlgorithm::kDirect: return algo::direct_all_reduce(job);
+    case AllReduceAlgorithm::kRing: return ring_all_reduce(job);
+    case AllReduceAlgorithm::kTree: return tree_all_reduce(job);
+    case AllReduceAlgorithm::kDoubleTree: return double_tree_all_reduce(job);
+    case AllReduceAlgorithm::kHalvingDoubling: return halving_doubling_all_reduce(job);
+    case AllReduceAlgorithm::kDirect: return direct_all_reduce(job);
     case AllReduceAlgorithm::kAuto: break;
   }
   return error(StatusCode::kInternal, "the cost model chose kAuto");
 }
 
-}  // namespace tributary
+}  // namespace tributary::algorithms

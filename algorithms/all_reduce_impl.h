@@ -13,7 +13,7 @@
 #include "algorithms/tags.h"
 #include "core/dtype.h"
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 
 struct ReduceJob {
   Link& link;
@@ -43,4 +43,4 @@ Status direct_all_reduce(const ReduceJob& job);
 // neighbours, so one that disagrees gets kMismatch (or its deadline) instead of kOk.
 Status ring_handshake(Link& link, const TagMaker& tags, Deadline deadline);
 
-}  // namespace tributary::algo
+}  // namespace tributary::algorithms

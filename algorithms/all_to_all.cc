@@ -9,16 +9,15 @@
 #include "algorithms/collective_util.h"
 #include "algorithms/collectives.h"
 
-namespace tributary {
+namespace tributary::algorithms {
 
-Status all_to_all(Link& link, const void* send, void* recv, std::size_t count_per_peer,
-                  DType dtype, const CollectiveOptions& options) {
+Status all_to_all(Link& link, const void* send, void* recv, std::size_t count_per_peer, DType dtype,
+                  const CollectiveOptions& options) {
   const int n = link.size();
   const int rank = link.rank();
-  TRIB_RETURN_IF_ERROR(coll::validate_shape(count_per_peer, dtype, static_cast<std::size_t>(n),
-                                            options));
-  TRIB_RETURN_IF_ERROR(coll::validate_buffer(send, count_per_peer, "send"));
-  TRIB_RETURN_IF_ERROR(coll::validate_buffer(recv, count_per_peer, "recv"));
+  TRIB_RETURN_IF_ERROR(validate_shape(count_per_peer, dtype, static_cast<std::size_t>(n), options));
+  TRIB_RETURN_IF_ERROR(validate_buffer(send, count_per_peer, "send"));
+  TRIB_RETURN_IF_ERROR(validate_buffer(recv, count_per_peer, "recv"));
   if (count_per_peer != 0 && send == recv) {
     return error(StatusCode::kInvalidArgument, "all_to_all is not in-place");
   }
@@ -28,9 +27,8 @@ Status all_to_all(Link& link, const void* send, void* recv, std::size_t count_pe
   auto* out = static_cast<std::byte*>(recv);
   auto at = [block](auto* base, int r) { return base + static_cast<std::size_t>(r) * block; };
   const Tag tag{options.seq, 0,
-                coll::descriptor_check(coll::Kind::kAllToAll, count_per_peer, dtype,
-                                       ReduceOp::kSum, 0)};
-  coll::Waiter waiter(link, options.deadline);
+                descriptor_check(Kind::kAllToAll, count_per_peer, dtype, ReduceOp::kSum, 0)};
+  Waiter waiter(link, options.deadline);
 
   std::vector<Link::Handle> recvs;
   std::vector<Link::Handle> sends;
@@ -52,4 +50,4 @@ Status all_to_all(Link& link, const void* send, void* recv, std::size_t count_pe
   return Status::ok();
 }
 
-}  // namespace tributary
+}  // namespace tributary::algorithms

@@ -5,14 +5,13 @@
 #include "algorithms/collective_util.h"
 #include "algorithms/collectives.h"
 
-namespace tributary {
+namespace tributary::algorithms {
 
 Status barrier(Link& link, const CollectiveOptions& options) {
   const int n = link.size();
   const int rank = link.rank();
-  const std::uint32_t check =
-      coll::descriptor_check(coll::Kind::kBarrier, 0, DType::kUInt8, ReduceOp::kSum, 0);
-  coll::Waiter waiter(link, options.deadline);
+  const std::uint32_t check = descriptor_check(Kind::kBarrier, 0, DType::kUInt8, ReduceOp::kSum, 0);
+  Waiter waiter(link, options.deadline);
   std::uint32_t round = 0;
   for (int distance = 1; distance < n; distance *= 2, ++round) {
     const Tag tag{options.seq, round, check};
@@ -24,4 +23,4 @@ Status barrier(Link& link, const CollectiveOptions& options) {
   return Status::ok();
 }
 
-}  // namespace tributary
+}  // namespace tributary::algorithms

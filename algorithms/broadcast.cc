@@ -8,15 +8,15 @@
 #include "algorithms/collective_util.h"
 #include "algorithms/collectives.h"
 
-namespace tributary {
+namespace tributary::algorithms {
 
-Status broadcast(Link& link, const void* send, void* recv, std::size_t count, DType dtype,
-                 int root, const CollectiveOptions& options) {
-  TRIB_RETURN_IF_ERROR(coll::validate_shape(count, dtype, 1, options));
-  TRIB_RETURN_IF_ERROR(coll::validate_root(link, root));
+Status broadcast(Link& link, const void* send, void* recv, std::size_t count, DType dtype, int root,
+                 const CollectiveOptions& options) {
+  TRIB_RETURN_IF_ERROR(validate_shape(count, dtype, 1, options));
+  TRIB_RETURN_IF_ERROR(validate_root(link, root));
   const bool is_root = link.rank() == root;
-  if (is_root) TRIB_RETURN_IF_ERROR(coll::validate_buffer(send, count, "send"));
-  TRIB_RETURN_IF_ERROR(coll::validate_buffer(recv, count, "recv"));
+  if (is_root) TRIB_RETURN_IF_ERROR(validate_buffer(send, count, "send"));
+  TRIB_RETURN_IF_ERROR(validate_buffer(recv, count, "recv"));
 
   const std::size_t esize = dtype_size(dtype);
   auto* out = static_cast<std::byte*>(recv);
@@ -26,30 +26,30 @@ Status broadcast(Link& link, const void* send, void* recv, std::size_t count, DT
     return Status::ok();
   }
 
-  const coll::Chunking chunks(count, esize, options.chunk_bytes);
+  const Chunking chunks(count, esize, options.chunk_bytes);
   const std::size_t num = chunks.num_chunks();
-  const coll::PipelineTree tree = coll::pipeline_tree(link.rank(), link.size(), root, num);
+  const PipelineTree tree = pipeline_tree(link.rank(), link.size(), root, num);
   const std::uint32_t check =
-      coll::descriptor_check(coll::Kind::kBroadcast, count, dtype, ReduceOp::kSum, root);
+      descriptor_check(Kind::kBroadcast, count, dtype, ReduceOp::kSum, root);
   auto tag = [&](std::size_t chunk) {
     return Tag{options.seq, static_cast<std::uint32_t>(chunk), check};
   };
   auto bytes_of = [&](std::size_t chunk) { return chunks.elements(chunk) * esize; };
-  coll::Waiter waiter(link, options.deadline);
+  Waiter waiter(link, options.deadline);
 
   std::deque<Link::Handle> recvs;
   std::deque<Link::Handle> sends;
   std::size_t posted = 0;
   auto post_recv = [&] {
-    recvs.push_back(link.recv(
-        tree.parent, tag(posted),
-        std::span<std::byte>(out + chunks.first(posted) * esize, bytes_of(posted))));
+    recvs.push_back(
+        link.recv(tree.parent, tag(posted),
+                  std::span<std::byte>(out + chunks.first(posted) * esize, bytes_of(posted))));
     ++posted;
   };
   if (!is_root) {
-    while (posted < num && posted < coll::kPipelineDepth) post_recv();
+    while (posted < num && posted < kPipelineDepth) post_recv();
   }
-  const std::size_t max_sends = coll::kPipelineDepth * static_cast<std::size_t>(tree.num_children);
+  const std::size_t max_sends = kPipelineDepth * static_cast<std::size_t>(tree.num_children);
   for (std::size_t i = 0; i < num; ++i) {
     if (!is_root) {
       TRIB_RETURN_IF_ERROR(waiter.wait(recvs.front()));
@@ -73,4 +73,4 @@ Status broadcast(Link& link, const void* send, void* recv, std::size_t count, DT
   return Status::ok();
 }
 
-}  // namespace tributary
+}  // namespace tributary::algorithms

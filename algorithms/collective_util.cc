@@ -5,7 +5,7 @@
 
 #include "core/check.h"
 
-namespace tributary::coll {
+namespace tributary::algorithms {
 namespace {
 
 std::uint32_t fnv1a(std::uint32_t h, std::uint64_t value, int bytes) {
@@ -24,8 +24,7 @@ int floor_log2(int n) {
 
 }  // namespace
 
-std::uint32_t descriptor_check(Kind kind, std::size_t count, DType dtype, ReduceOp op,
-                               int root) {
+std::uint32_t descriptor_check(Kind kind, std::size_t count, DType dtype, ReduceOp op, int root) {
   std::uint32_t h = 2166136261u;
   h = fnv1a(h, static_cast<std::uint8_t>(kind), 1);
   h = fnv1a(h, static_cast<std::uint64_t>(count), 8);
@@ -44,8 +43,8 @@ Status validate_shape(std::size_t count, DType dtype, std::size_t blocks,
   if (options.chunk_bytes == 0) {
     return error(StatusCode::kInvalidArgument, "chunk_bytes must be positive");
   }
-  const std::size_t limit = std::numeric_limits<std::size_t>::max() / dtype_size(dtype) /
-                            (blocks == 0 ? 1 : blocks);
+  const std::size_t limit =
+      std::numeric_limits<std::size_t>::max() / dtype_size(dtype) / (blocks == 0 ? 1 : blocks);
   if (count > limit) {
     return error(StatusCode::kInvalidArgument,
                  "count " + std::to_string(count) + " overflows the byte size");
@@ -61,9 +60,9 @@ Status validate_shape(std::size_t count, DType dtype, std::size_t blocks,
 
 Status validate_root(const Link& link, int root) {
   if (root < 0 || root >= link.size()) {
-    return error(StatusCode::kInvalidArgument, "root " + std::to_string(root) +
-                                                   " outside a group of " +
-                                                   std::to_string(link.size()));
+    return error(
+        StatusCode::kInvalidArgument,
+        "root " + std::to_string(root) + " outside a group of " + std::to_string(link.size()));
   }
   return Status::ok();
 }
@@ -126,4 +125,4 @@ Status Waiter::wait(Link::Handle handle) {
   return st;
 }
 
-}  // namespace tributary::coll
+}  // namespace tributary::algorithms

@@ -24,7 +24,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 
-namespace tributary::coll {
+namespace tributary::algorithms {
 
 enum class Kind : std::uint8_t {
   kBroadcast = 1,
@@ -36,8 +36,7 @@ enum class Kind : std::uint8_t {
 };
 
 // FNV-1a over the collective's descriptor, for Tag::check.
-std::uint32_t descriptor_check(Kind kind, std::size_t count, DType dtype, ReduceOp op,
-                               int root);
+std::uint32_t descriptor_check(Kind kind, std::size_t count, DType dtype, ReduceOp op, int root);
 
 // kInvalidArgument for an unknown dtype, a zero chunk size, a byte size that overflows
 // size_t (count * dtype_size * blocks), or a null buffer that would be touched.
@@ -92,4 +91,4 @@ class Waiter {
   Deadline deadline_;
 };
 
-}  // namespace tributary::coll
+}  // namespace tributary::algorithms

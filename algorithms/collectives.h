@@ -22,7 +22,7 @@
 #include "algorithms/link.h"
 #include "core/dtype.h"
 
-namespace tributary {
+namespace tributary::algorithms {
 
 enum class AllReduceAlgorithm : std::uint8_t {
   kAuto = 0,         // chosen by the alpha-beta cost model
@@ -54,8 +54,8 @@ Status all_reduce(Link& link, const void* send, void* recv, std::size_t count, D
 
 // send holds size() blocks of recv_count elements; rank r receives block r reduced over
 // ranks. In-place allowed when recv == send + rank * recv_count * dtype_size.
-Status reduce_scatter(Link& link, const void* send, void* recv, std::size_t recv_count,
-                      DType dtype, ReduceOp op, const CollectiveOptions& options);
+Status reduce_scatter(Link& link, const void* send, void* recv, std::size_t recv_count, DType dtype,
+                      ReduceOp op, const CollectiveOptions& options);
 
 // recv holds size() blocks of send_count elements; block r is rank r's send.
 // In-place allowed when send == recv + rank * send_count * dtype_size.
@@ -64,12 +64,12 @@ Status all_gather(Link& link, const void* send, void* recv, std::size_t send_cou
 
 // Root's send is copied into every rank's recv (pipelined). send is read on root only;
 // in-place allowed (send == recv on root).
-Status broadcast(Link& link, const void* send, void* recv, std::size_t count, DType dtype,
-                 int root, const CollectiveOptions& options);
+Status broadcast(Link& link, const void* send, void* recv, std::size_t count, DType dtype, int root,
+                 const CollectiveOptions& options);
 
 // Root's recv = op over ranks of send. recv is written on root only. In-place allowed.
-Status reduce(Link& link, const void* send, void* recv, std::size_t count, DType dtype,
-              ReduceOp op, int root, const CollectiveOptions& options);
+Status reduce(Link& link, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+              int root, const CollectiveOptions& options);
 
 // Root's recv holds size() blocks of send_count elements, block r from rank r.
 Status gather(Link& link, const void* send, void* recv, std::size_t send_count, DType dtype,
@@ -81,10 +81,10 @@ Status scatter(Link& link, const void* send, void* recv, std::size_t recv_count,
 
 // send and recv hold size() blocks of count_per_peer elements; block j of rank i's send
 // becomes block i of rank j's recv (pairwise exchange). Not in-place.
-Status all_to_all(Link& link, const void* send, void* recv, std::size_t count_per_peer,
-                  DType dtype, const CollectiveOptions& options);
+Status all_to_all(Link& link, const void* send, void* recv, std::size_t count_per_peer, DType dtype,
+                  const CollectiveOptions& options);
 
 // Returns on a rank only after every rank has entered the barrier.
 Status barrier(Link& link, const CollectiveOptions& options);
 
-}  // namespace tributary
+}  // namespace tributary::algorithms

@@ -8,7 +8,7 @@
 #include "algorithms/partition.h"
 #include "core/check.h"
 
-namespace tributary {
+namespace tributary::algorithms {
 namespace {
 
 bool usable(double v) { return std::isfinite(v) && v >= 0; }
@@ -32,8 +32,8 @@ Result<CostModel> CostModel::fit(std::size_t small_bytes, double small_seconds,
                      std::to_string(small_seconds) + " s) and (" + std::to_string(large_bytes) +
                      " B, " + std::to_string(large_seconds) + " s)");
   }
-  const double beta = (large_seconds - small_seconds) /
-                      static_cast<double>(large_bytes - small_bytes);
+  const double beta =
+      (large_seconds - small_seconds) / static_cast<double>(large_bytes - small_bytes);
   const double alpha = std::max(0.0, small_seconds - beta * static_cast<double>(small_bytes));
   return CostModel(alpha, beta, gamma, chunk_bytes);
 }
@@ -72,19 +72,18 @@ double CostModel::predict(AllReduceAlgorithm algorithm, int world_size, std::siz
       if (world_size > cores_) total += steps * alpha_ * (n - cores_) / cores_;
       return total;
     }
-    case AllReduceAlgorithm::kTree:
-      return std::max(t, work(2 * (n - 1) * msgs(s), moved, reduced));
+    case AllReduceAlgorithm::kTree: return std::max(t, work(2 * (n - 1) * msgs(s), moved, reduced));
     case AllReduceAlgorithm::kDoubleTree:
       return std::max(t, work(4 * (n - 1) * msgs(s / 2), moved, reduced));
     case AllReduceAlgorithm::kHalvingDoubling: {
-      const int log_p = algo::floor_log2(world_size);
+      const int log_p = floor_log2(world_size);
       const double p = static_cast<double>(1 << log_p);
       double m = 0;
       // Each step sends its whole range at once but posts only kRecvDepth receives
       // ahead, so what the partner sends beyond them arrives unexpected and is copied
       // once more by the link: charged as that many more bytes moved.
       double copied = 0;
-      const double ahead = static_cast<double>(algo::kRecvDepth) * c;
+      const double ahead = static_cast<double>(kRecvDepth) * c;
       for (int i = 1; i <= log_p; ++i) {
         m += 2 * p * msgs(s / std::pow(2.0, i));
         copied += 2 * p * std::max(0.0, s / std::pow(2.0, i) - ahead);
@@ -99,16 +98,16 @@ double CostModel::predict(AllReduceAlgorithm algorithm, int world_size, std::siz
   return t;
 }
 
-double CostModel::critical_path(AllReduceAlgorithm algorithm, int world_size, std::size_t bytes) const {
+double CostModel::critical_path(AllReduceAlgorithm algorithm, int world_size,
+                                std::size_t bytes) const {
   const double n = world_size;
   const double s = static_cast<double>(bytes);
   const double c = static_cast<double>(chunk_bytes_);
   // Messages of at most one chunk each to move `b` bytes, at least one.
   auto msgs = [c](double b) { return std::max(1.0, std::ceil(b / c)); };
-  const double depth = algo::floor_log2(world_size);
+  const double depth = floor_log2(world_size);
   switch (algorithm) {
-    case AllReduceAlgorithm::kAuto:
-      break;
+    case AllReduceAlgorithm::kAuto: break;
     case AllReduceAlgorithm::kRing: {
       // 2(n-1) steps of s/n bytes; the reduction of a chunk overlaps the next transfer.
       const double per_phase = (n - 1) / n * s;
@@ -130,7 +129,7 @@ double CostModel::critical_path(AllReduceAlgorithm algorithm, int world_size, st
       return fill + 8 * (msgs(s / 2) - 1) * alpha_ + 2 * (s - 2 * first) * beta_;
     }
     case AllReduceAlgorithm::kHalvingDoubling: {
-      const int log_p = algo::floor_log2(world_size);
+      const int log_p = floor_log2(world_size);
       const double p = static_cast<double>(1 << log_p);
       double t = 0;
       for (int i = 1; i <= log_p; ++i) t += 2 * msgs(s / std::pow(2.0, i)) * alpha_;
@@ -139,8 +138,7 @@ double CostModel::critical_path(AllReduceAlgorithm algorithm, int world_size, st
       if (world_size != (1 << log_p)) t += 2 * msgs(s) * alpha_ + 2 * s * beta_ + s * gamma_;
       return t;
     }
-    case AllReduceAlgorithm::kDirect:
-      return (n - 1) * (alpha_ + s * beta_ + s * gamma_);
+    case AllReduceAlgorithm::kDirect: return (n - 1) * (alpha_ + s * beta_ + s * gamma_);
   }
   return 0.0;
 }
@@ -168,4 +166,4 @@ AllReduceAlgorithm CostModel::choose(int world_size, std::size_t bytes) const {
   return best;
 }
 
-}  // namespace tributary
+}  // namespace tributary::algorithms

@@ -17,7 +17,7 @@
 #include "algorithms/collectives.h"
 #include "core/status.h"
 
-namespace tributary {
+namespace tributary::algorithms {
 
 class CostModel {
  public:
@@ -73,4 +73,4 @@ class CostModel {
   int cores_ = kDefaultCores;
 };
 
-}  // namespace tributary
+}  // namespace tributary::algorithms

@@ -10,7 +10,7 @@
 #include "algorithms/in_flight.h"
 #include "core/reduce.h"
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 
 Status direct_all_reduce(const ReduceJob& job) {
   Link& link = job.link;
@@ -24,11 +24,13 @@ Status direct_all_reduce(const ReduceJob& job) {
   // still being sent), so it is kept aside; out of place it is read from `send`.
   const bool in_place = job.send == job.recv;
   // Left uninitialised: every byte is received or copied before it is read.
-  const auto scratch = std::make_unique_for_overwrite<std::byte[]>((in_place ? un : un - 1) * bytes);
+  const auto scratch =
+      std::make_unique_for_overwrite<std::byte[]>((in_place ? un : un - 1) * bytes);
   std::vector<std::byte*> landing(un, nullptr);  // where rank j's vector is received
   std::size_t used = 0;
   for (std::size_t j = 0; j < un; ++j) {
-    if (j != static_cast<std::size_t>(rank) || in_place) landing[j] = scratch.get() + used++ * bytes;
+    if (j != static_cast<std::size_t>(rank) || in_place)
+      landing[j] = scratch.get() + used++ * bytes;
   }
   const std::byte* own = job.send;
   if (in_place) {
@@ -56,9 +58,10 @@ Status direct_all_reduce(const ReduceJob& job) {
     TRIB_RETURN_IF_ERROR(wait_or_abort(link, recvs[static_cast<std::size_t>(j)], job.deadline));
   }
   reduce_to(job.recv, operand(0), operand(1), job.count, job.dtype, job.op);
-  for (std::size_t j = 2; j < un; ++j) reduce_into(job.recv, operand(j), job.count, job.dtype, job.op);
+  for (std::size_t j = 2; j < un; ++j)
+    reduce_into(job.recv, operand(j), job.count, job.dtype, job.op);
   if (job.op == ReduceOp::kAvg) scale_by_count(job.recv, job.count, job.dtype, n);
   return sends.drain();
 }
 
-}  // namespace tributary::algo
+}  // namespace tributary::algorithms

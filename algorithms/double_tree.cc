@@ -1,14 +1,14 @@
 // Double binary tree (as in NCCL): the plain heap tree carries the first half of the
 // vector, the mirrored one the second half. Every rank is interior in at most one of
 // them (the mirrored tree's interior ranks are the plain tree's leaves), so the reduction
-// and forwarding work is spread over all ranks instead of the plain tree's top half. The two pipelines advance
-// in lock-step, one chunk of each per iteration.
+// and forwarding work is spread over all ranks instead of the plain tree's top half. The two
+// pipelines advance in lock-step, one chunk of each per iteration.
 #include <algorithm>
 
 #include "algorithms/all_reduce_impl.h"
 #include "algorithms/tree.h"
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 
 Status double_tree_all_reduce(const ReduceJob& job) {
   const int n = job.link.size();
@@ -25,4 +25,4 @@ Status double_tree_all_reduce(const ReduceJob& job) {
   return second.finish();
 }
 
-}  // namespace tributary::algo
+}  // namespace tributary::algorithms

@@ -7,24 +7,22 @@
 #include "algorithms/collective_util.h"
 #include "algorithms/collectives.h"
 
-namespace tributary {
+namespace tributary::algorithms {
 
 Status gather(Link& link, const void* send, void* recv, std::size_t send_count, DType dtype,
               int root, const CollectiveOptions& options) {
   const int n = link.size();
-  TRIB_RETURN_IF_ERROR(coll::validate_shape(send_count, dtype, static_cast<std::size_t>(n),
-                                            options));
-  TRIB_RETURN_IF_ERROR(coll::validate_root(link, root));
+  TRIB_RETURN_IF_ERROR(validate_shape(send_count, dtype, static_cast<std::size_t>(n), options));
+  TRIB_RETURN_IF_ERROR(validate_root(link, root));
   const bool is_root = link.rank() == root;
-  TRIB_RETURN_IF_ERROR(coll::validate_buffer(send, send_count, "send"));
-  if (is_root) TRIB_RETURN_IF_ERROR(coll::validate_buffer(recv, send_count, "recv"));
+  TRIB_RETURN_IF_ERROR(validate_buffer(send, send_count, "send"));
+  if (is_root) TRIB_RETURN_IF_ERROR(validate_buffer(recv, send_count, "recv"));
 
   const std::size_t block = send_count * dtype_size(dtype);
   const auto* in = static_cast<const std::byte*>(send);
   const Tag tag{options.seq, 0,
-                coll::descriptor_check(coll::Kind::kGather, send_count, dtype, ReduceOp::kSum,
-                                       root)};
-  coll::Waiter waiter(link, options.deadline);
+                descriptor_check(Kind::kGather, send_count, dtype, ReduceOp::kSum, root)};
+  Waiter waiter(link, options.deadline);
 
   if (!is_root) {
     return waiter.wait(link.send(root, tag, std::span<const std::byte>(in, block)));
@@ -34,7 +32,8 @@ Status gather(Link& link, const void* send, void* recv, std::size_t send_count, 
   recvs.reserve(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) {
     if (r == root) continue;
-    recvs.push_back(link.recv(r, tag, std::span<std::byte>(out + static_cast<std::size_t>(r) * block, block)));
+    recvs.push_back(
+        link.recv(r, tag, std::span<std::byte>(out + static_cast<std::size_t>(r) * block, block)));
   }
   std::byte* own = out + static_cast<std::size_t>(root) * block;
   if (block != 0 && own != in) std::memcpy(own, in, block);
@@ -42,4 +41,4 @@ Status gather(Link& link, const void* send, void* recv, std::size_t send_count, 
   return Status::ok();
 }
 
-}  // namespace tributary
+}  // namespace tributary::algorithms

@@ -16,13 +16,16 @@
 #include "algorithms/scratch.h"
 #include "core/reduce.h"
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 namespace {
 
 class HalvingDoubling {
  public:
   explicit HalvingDoubling(const ReduceJob& job)
-      : job_(job), link_(job.link), es_(job.element_size()), pc_(job.chunk_elements),
+      : job_(job),
+        link_(job.link),
+        es_(job.element_size()),
+        pc_(job.chunk_elements),
         stride_(std::max<std::size_t>(1, num_chunks(job.count, pc_))),
         sends_(job.link, job.deadline),
         slot_bytes_(std::min(pc_, job.count) * es_),
@@ -37,8 +40,7 @@ class HalvingDoubling {
   Status send_range(int peer, int phase, Range range, const std::byte* base);
   Status recv_range(int peer, int phase, Range range, std::byte* base);
   // out[range] = (incoming op mine) or (mine op incoming), chunk by chunk.
-  Status reduce_range(int peer, int phase, Range range, const std::byte* mine,
-                      bool incoming_first);
+  Status reduce_range(int peer, int phase, Range range, const std::byte* mine, bool incoming_first);
 
   const ReduceJob& job_;
   Link& link_;
@@ -176,4 +178,4 @@ Status HalvingDoubling::run() {
 
 Status halving_doubling_all_reduce(const ReduceJob& job) { return HalvingDoubling(job).run(); }
 
-}  // namespace tributary::algo
+}  // namespace tributary::algorithms

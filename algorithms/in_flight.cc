@@ -1,6 +1,6 @@
 #include "algorithms/in_flight.h"
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 
 Status wait_or_abort(Link& link, Link::Handle handle, Deadline deadline) {
   Status st = link.wait(handle, deadline);
@@ -27,4 +27,4 @@ Status SendWindow::drain() {
   return Status::ok();
 }
 
-}  // namespace tributary::algo
+}  // namespace tributary::algorithms

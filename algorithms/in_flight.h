@@ -12,7 +12,7 @@
 
 #include "algorithms/link.h"
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 
 // Waits for `handle`; on error aborts the link and returns the error.
 Status wait_or_abort(Link& link, Link::Handle handle, Deadline deadline);
@@ -36,4 +36,4 @@ class SendWindow {
   std::deque<Link::Handle> pending_;
 };
 
-}  // namespace tributary::algo
+}  // namespace tributary::algorithms

@@ -30,7 +30,7 @@
 #include "core/clock.h"
 #include "core/status.h"
 
-namespace tributary {
+namespace tributary::algorithms {
 
 struct Tag {
   std::uint64_t seq = 0;    // the collective's sequence number, equal on every rank
@@ -63,4 +63,4 @@ class Link {
   virtual void abort(const Status& reason) = 0;
 };
 
-}  // namespace tributary
+}  // namespace tributary::algorithms

@@ -10,7 +10,7 @@
 
 #include "core/check.h"
 
-namespace tributary {
+namespace tributary::algorithms {
 namespace {
 
 struct Message {
@@ -29,9 +29,13 @@ struct PendingRecv {
 
 class MemoryFabric::Impl {
  public:
-  explicit Impl(int size) : size_(size), links_(), frozen_(size, false), dead_(size, false),
-                             delay_(size, Duration::zero()),
-                             broken_(static_cast<std::size_t>(size) * size, false) {}
+  explicit Impl(int size)
+      : size_(size),
+        links_(),
+        frozen_(size, false),
+        dead_(size, false),
+        delay_(size, Duration::zero()),
+        broken_(static_cast<std::size_t>(size) * size, false) {}
 
   class RankLink;
 
@@ -107,12 +111,12 @@ class MemoryFabric::Impl::RankLink final : public Link {
         if (m.visible_at <= now) {
           Status st;
           if (m.bytes.size() != pending.out.size() || m.check != pending.tag.check) {
-            st = error(StatusCode::kMismatch,
-                       "rank " + std::to_string(pending.peer) + " sent " +
-                           std::to_string(m.bytes.size()) + " bytes (check " +
-                           std::to_string(m.check) + "), expected " +
-                           std::to_string(pending.out.size()) + " (check " +
-                           std::to_string(pending.tag.check) + ")");
+            st =
+                error(StatusCode::kMismatch, "rank " + std::to_string(pending.peer) + " sent " +
+                                                 std::to_string(m.bytes.size()) + " bytes (check " +
+                                                 std::to_string(m.check) + "), expected " +
+                                                 std::to_string(pending.out.size()) + " (check " +
+                                                 std::to_string(pending.tag.check) + ")");
           } else if (!m.bytes.empty()) {
             std::memcpy(pending.out.data(), m.bytes.data(), m.bytes.size());
           }
@@ -160,7 +164,8 @@ class MemoryFabric::Impl::RankLink final : public Link {
 
 MemoryFabric::MemoryFabric(int size) : impl_(std::make_unique<Impl>(size)) {
   TRIB_CHECK(size >= 1) << "size=" << size;
-  for (int r = 0; r < size; ++r) impl_->links_.push_back(std::make_unique<Impl::RankLink>(impl_.get(), r));
+  for (int r = 0; r < size; ++r)
+    impl_->links_.push_back(std::make_unique<Impl::RankLink>(impl_.get(), r));
 }
 
 MemoryFabric::~MemoryFabric() = default;
@@ -203,4 +208,4 @@ void MemoryFabric::fail_link(int a, int b) {
   impl_->cv_.notify_all();
 }
 
-}  // namespace tributary
+}  // namespace tributary::algorithms

@@ -9,7 +9,7 @@
 
 #include "algorithms/link.h"
 
-namespace tributary {
+namespace tributary::algorithms {
 
 class MemoryFabric {
  public:
@@ -39,4 +39,4 @@ class MemoryFabric {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace tributary
+}  // namespace tributary::algorithms

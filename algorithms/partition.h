@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstddef>
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 
 struct Range {
   std::size_t begin = 0;
@@ -48,4 +48,4 @@ inline int floor_log2(int n) {
   return k;
 }
 
-}  // namespace tributary::algo
+}  // namespace tributary::algorithms

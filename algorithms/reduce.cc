@@ -12,16 +12,16 @@
 #include "algorithms/collectives.h"
 #include "core/reduce.h"
 
-namespace tributary {
+namespace tributary::algorithms {
 
-Status reduce(Link& link, const void* send, void* recv, std::size_t count, DType dtype,
-              ReduceOp op, int root, const CollectiveOptions& options) {
-  TRIB_RETURN_IF_ERROR(coll::validate_shape(count, dtype, 1, options));
-  TRIB_RETURN_IF_ERROR(coll::validate_op(op));
-  TRIB_RETURN_IF_ERROR(coll::validate_root(link, root));
+Status reduce(Link& link, const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+              int root, const CollectiveOptions& options) {
+  TRIB_RETURN_IF_ERROR(validate_shape(count, dtype, 1, options));
+  TRIB_RETURN_IF_ERROR(validate_op(op));
+  TRIB_RETURN_IF_ERROR(validate_root(link, root));
   const bool is_root = link.rank() == root;
-  TRIB_RETURN_IF_ERROR(coll::validate_buffer(send, count, "send"));
-  if (is_root) TRIB_RETURN_IF_ERROR(coll::validate_buffer(recv, count, "recv"));
+  TRIB_RETURN_IF_ERROR(validate_buffer(send, count, "send"));
+  if (is_root) TRIB_RETURN_IF_ERROR(validate_buffer(recv, count, "recv"));
 
   const std::size_t esize = dtype_size(dtype);
   const auto* in = static_cast<const std::byte*>(send);
@@ -32,22 +32,23 @@ Status reduce(Link& link, const void* send, void* recv, std::size_t count, DType
     return Status::ok();
   }
 
-  const coll::Chunking chunks(count, esize, options.chunk_bytes);
+  const Chunking chunks(count, esize, options.chunk_bytes);
   const std::size_t num = chunks.num_chunks();
-  const coll::PipelineTree tree = coll::pipeline_tree(link.rank(), n, root, num);
-  const std::uint32_t check = coll::descriptor_check(coll::Kind::kReduce, count, dtype, op, root);
+  const PipelineTree tree = pipeline_tree(link.rank(), n, root, num);
+  const std::uint32_t check = descriptor_check(Kind::kReduce, count, dtype, op, root);
   auto tag = [&](std::size_t chunk) {
     return Tag{options.seq, static_cast<std::uint32_t>(chunk), check};
   };
-  coll::Waiter waiter(link, options.deadline);
+  Waiter waiter(link, options.deadline);
 
-  const std::size_t depth = num < coll::kPipelineDepth ? num : coll::kPipelineDepth;
+  const std::size_t depth = num < kPipelineDepth ? num : kPipelineDepth;
   const std::size_t slot_bytes = chunks.max_elements() * esize;
   const std::size_t kids = static_cast<std::size_t>(tree.num_children);
   // [slot][child]: where child c's chunk i arrives, slot = i % depth.
   std::vector<std::byte> from_children(depth * kids * slot_bytes);
   auto child_slot = [&](std::size_t chunk, int c) {
-    return from_children.data() + ((chunk % depth) * kids + static_cast<std::size_t>(c)) * slot_bytes;
+    return from_children.data() +
+           ((chunk % depth) * kids + static_cast<std::size_t>(c)) * slot_bytes;
   };
   // Interior ranks need somewhere to combine; leaves send their input as it is.
   std::vector<std::byte> partial(!is_root && kids > 0 ? depth * slot_bytes : 0);
@@ -92,8 +93,8 @@ Status reduce(Link& link, const void* send, void* recv, std::size_t count, DType
     if (posted < num) post_recvs();
     if (is_root) continue;
     const std::byte* payload = kids > 0 ? acc : own;
-    sends.push_back(link.send(tree.parent, tag(i),
-                              std::span<const std::byte>(payload, elems * esize)));
+    sends.push_back(
+        link.send(tree.parent, tag(i), std::span<const std::byte>(payload, elems * esize)));
   }
   while (!sends.empty()) {
     TRIB_RETURN_IF_ERROR(waiter.wait(sends.front()));
@@ -103,4 +104,4 @@ Status reduce(Link& link, const void* send, void* recv, std::size_t count, DType
   return Status::ok();
 }
 
-}  // namespace tributary
+}  // namespace tributary::algorithms

@@ -15,7 +15,7 @@
 #include "core/check.h"
 #include "core/reduce.h"
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 namespace {
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
@@ -38,7 +38,10 @@ struct Unit {
 class UnitCursor {
  public:
   UnitCursor(const std::vector<Range>& blocks, int rank, int offset, std::size_t per_chunk)
-      : blocks_(blocks), rank_(rank), offset_(offset), per_chunk_(per_chunk),
+      : blocks_(blocks),
+        rank_(rank),
+        offset_(offset),
+        per_chunk_(per_chunk),
         steps_(static_cast<int>(blocks.size()) - 1) {
     skip_empty();
   }
@@ -87,7 +90,8 @@ inline constexpr std::size_t kStageSlots = 4;
 }  // namespace
 
 std::uint64_t ring_phase_slots(const std::vector<Range>& blocks, std::size_t per_chunk) {
-  const std::uint64_t stride = std::max<std::size_t>(1, num_chunks(largest_block(blocks), per_chunk));
+  const std::uint64_t stride =
+      std::max<std::size_t>(1, num_chunks(largest_block(blocks), per_chunk));
   return stride * (blocks.size() - 1);
 }
 
@@ -145,9 +149,9 @@ Status ring_reduce_scatter(const ReduceJob& job, const std::vector<Range>& block
         dst = staging.data() + (staged_posted++ % kStageSlots) * slot_bytes;
         ++staged_live;
       }
-      posted.push_back({u, link.recv(left, tag(u.step, u.chunk),
-                                     std::span<std::byte>(dst, u.range.count * es)),
-                        dst, staged});
+      posted.push_back(
+          {u, link.recv(left, tag(u.step, u.chunk), std::span<std::byte>(dst, u.range.count * es)),
+           dst, staged});
       cursor.next();
     }
   };
@@ -156,7 +160,8 @@ Status ring_reduce_scatter(const ReduceJob& job, const std::vector<Range>& block
   // Step 0 forwards this rank's own contribution to block rank-1: nothing to wait for.
   const Range first = blocks[static_cast<std::size_t>(mod(rank - 1, n))];
   for (std::size_t c = 0; c < num_chunks(first.count, pc); ++c) {
-    TRIB_RETURN_IF_ERROR(sends.add(link.send(right, tag(0, c), bytes(mine, chunk_of(first, pc, c)))));
+    TRIB_RETURN_IF_ERROR(
+        sends.add(link.send(right, tag(0, c), bytes(mine, chunk_of(first, pc, c)))));
   }
 
   while (!posted.empty()) {
@@ -199,9 +204,12 @@ Status ring_reduce_scatter(const ReduceJob& job, const std::vector<Range>& block
   return Status::ok();
 }
 
-RingAllGather::RingAllGather(const ReduceJob& job, const std::vector<Range>& blocks,
-                             std::byte* out, std::uint64_t slot_base)
-    : job_(job), blocks_(blocks), out_(out), slot_base_(slot_base),
+RingAllGather::RingAllGather(const ReduceJob& job, const std::vector<Range>& blocks, std::byte* out,
+                             std::uint64_t slot_base)
+    : job_(job),
+      blocks_(blocks),
+      out_(out),
+      slot_base_(slot_base),
       stride_(std::max<std::size_t>(1, num_chunks(largest_block(blocks), job.chunk_elements))) {
   Link& link = job.link;
   const int n = link.size();
@@ -209,12 +217,13 @@ RingAllGather::RingAllGather(const ReduceJob& job, const std::vector<Range>& blo
   const int left = mod(link.rank() - 1, n);
   const std::size_t es = job.element_size();
   // Every receive lands in its final place, so all of them are posted up front.
-  for (UnitCursor cursor(blocks, link.rank(), 1, job.chunk_elements); !cursor.done(); cursor.next()) {
+  for (UnitCursor cursor(blocks, link.rank(), 1, job.chunk_elements); !cursor.done();
+       cursor.next()) {
     const Unit u = cursor.get();
     std::byte* dst = out + u.range.begin * es;
-    posted_.push_back({u.step, u.chunk, u.range,
-                       link.recv(left, tag(u.step, u.chunk),
-                                 std::span<std::byte>(dst, u.range.count * es))});
+    posted_.push_back(
+        {u.step, u.chunk, u.range,
+         link.recv(left, tag(u.step, u.chunk), std::span<std::byte>(dst, u.range.count * es))});
   }
 }
 
@@ -230,9 +239,9 @@ Status RingAllGather::send_own(std::size_t chunk, const std::byte* own, SendWind
   TRIB_CHECK(chunk == own_sent_) << "own chunk " << chunk << " sent out of order";
   ++own_sent_;
   const Range r = chunk_of(mine, job_.chunk_elements, chunk);
-  return sends.add(link.send(
-      right, tag(0, chunk),
-      std::span<const std::byte>(own + (r.begin - mine.begin) * es, r.count * es)));
+  return sends.add(
+      link.send(right, tag(0, chunk),
+                std::span<const std::byte>(own + (r.begin - mine.begin) * es, r.count * es)));
 }
 
 Status RingAllGather::run(const std::byte* own, SendWindow& sends) {
@@ -295,40 +304,38 @@ Status ring_all_reduce(const ReduceJob& job) {
   return sends.drain();
 }
 
-}  // namespace tributary::algo
-
-namespace tributary {
-
-using algo::Family;
-using algo::Range;
-
-Status reduce_scatter(Link& link, const void* send, void* recv, std::size_t recv_count,
-                      DType dtype, ReduceOp op, const CollectiveOptions& options) {
+Status reduce_scatter(Link& link, const void* send, void* recv, std::size_t recv_count, DType dtype,
+                      ReduceOp op, const CollectiveOptions& options) {
   const int n = link.size();
   TRIB_RETURN_IF_ERROR(
-      algo::validate_call(send, recv, recv_count, static_cast<std::size_t>(n), dtype, &op, options));
+      validate_call(send, recv, recv_count, static_cast<std::size_t>(n), dtype, &op, options));
   const std::size_t es = dtype_size(dtype);
   const std::size_t block_bytes = recv_count * es;
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
   const bool in_place = out == in + static_cast<std::size_t>(link.rank()) * block_bytes;
-  if (!in_place && algo::overlaps(in, block_bytes * static_cast<std::size_t>(n), out, block_bytes)) {
+  if (!in_place && overlaps(in, block_bytes * static_cast<std::size_t>(n), out, block_bytes)) {
     return error(StatusCode::kInvalidArgument,
                  "reduce_scatter: recv overlaps send but is not send + rank * recv_count");
   }
-  const algo::TagMaker tags(options.seq,
-                            algo::family_check(Family::kReduceScatter, 0, recv_count, dtype, op));
-  if (recv_count == 0) return algo::ring_handshake(link, tags, options.deadline);
+  const TagMaker tags(options.seq, family_check(Family::kReduceScatter, 0, recv_count, dtype, op));
+  if (recv_count == 0) return ring_handshake(link, tags, options.deadline);
   if (n == 1) {
     if (!in_place) std::memcpy(out, in, block_bytes);
   } else {
     std::vector<Range> blocks(static_cast<std::size_t>(n));
     for (int b = 0; b < n; ++b) blocks[static_cast<std::size_t>(b)] = {b * recv_count, recv_count};
-    const algo::ReduceJob job{link, in, out, recv_count * static_cast<std::size_t>(n), dtype, op,
-                              algo::chunk_elements(options.chunk_bytes, es), options.deadline,
-                              tags};
-    algo::SendWindow sends(link, options.deadline);
-    TRIB_RETURN_IF_ERROR(algo::ring_reduce_scatter(job, blocks, in, nullptr, out, 0, sends));
+    const ReduceJob job{link,
+                        in,
+                        out,
+                        recv_count * static_cast<std::size_t>(n),
+                        dtype,
+                        op,
+                        chunk_elements(options.chunk_bytes, es),
+                        options.deadline,
+                        tags};
+    SendWindow sends(link, options.deadline);
+    TRIB_RETURN_IF_ERROR(ring_reduce_scatter(job, blocks, in, nullptr, out, 0, sends));
     TRIB_RETURN_IF_ERROR(sends.drain());
   }
   if (op == ReduceOp::kAvg) scale_by_count(out, recv_count, dtype, n);
@@ -339,28 +346,34 @@ Status all_gather(Link& link, const void* send, void* recv, std::size_t send_cou
                   const CollectiveOptions& options) {
   const int n = link.size();
   TRIB_RETURN_IF_ERROR(
-      algo::validate_call(send, recv, send_count, static_cast<std::size_t>(n), dtype, nullptr, options));
+      validate_call(send, recv, send_count, static_cast<std::size_t>(n), dtype, nullptr, options));
   const std::size_t es = dtype_size(dtype);
   const std::size_t block_bytes = send_count * es;
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
   std::byte* own_slot = out + static_cast<std::size_t>(link.rank()) * block_bytes;
   const bool in_place = in == own_slot;
-  if (!in_place && algo::overlaps(in, block_bytes, out, block_bytes * static_cast<std::size_t>(n))) {
+  if (!in_place && overlaps(in, block_bytes, out, block_bytes * static_cast<std::size_t>(n))) {
     return error(StatusCode::kInvalidArgument,
                  "all_gather: send overlaps recv but is not recv + rank * send_count");
   }
-  const algo::TagMaker tags(options.seq, algo::family_check(Family::kAllGather, 0, send_count,
-                                                            dtype, ReduceOp::kSum));
-  if (send_count == 0) return algo::ring_handshake(link, tags, options.deadline);
+  const TagMaker tags(options.seq,
+                      family_check(Family::kAllGather, 0, send_count, dtype, ReduceOp::kSum));
+  if (send_count == 0) return ring_handshake(link, tags, options.deadline);
   if (n > 1) {
     std::vector<Range> blocks(static_cast<std::size_t>(n));
     for (int b = 0; b < n; ++b) blocks[static_cast<std::size_t>(b)] = {b * send_count, send_count};
-    const algo::ReduceJob job{link, in, out, send_count * static_cast<std::size_t>(n), dtype,
-                              ReduceOp::kSum, algo::chunk_elements(options.chunk_bytes, es),
-                              options.deadline, tags};
-    algo::RingAllGather gather(job, blocks, out, 0);
-    algo::SendWindow sends(link, options.deadline);
+    const ReduceJob job{link,
+                        in,
+                        out,
+                        send_count * static_cast<std::size_t>(n),
+                        dtype,
+                        ReduceOp::kSum,
+                        chunk_elements(options.chunk_bytes, es),
+                        options.deadline,
+                        tags};
+    RingAllGather gather(job, blocks, out, 0);
+    SendWindow sends(link, options.deadline);
     TRIB_RETURN_IF_ERROR(gather.run(in, sends));
     TRIB_RETURN_IF_ERROR(sends.drain());
   }
@@ -369,4 +382,4 @@ Status all_gather(Link& link, const void* send, void* recv, std::size_t send_cou
   return Status::ok();
 }
 
-}  // namespace tributary
+}  // namespace tributary::algorithms

@@ -18,7 +18,7 @@
 #include "algorithms/in_flight.h"
 #include "algorithms/partition.h"
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 
 // Slots one ring phase uses: (size - 1) steps of at most this many chunks.
 std::uint64_t ring_phase_slots(const std::vector<Range>& blocks, std::size_t per_chunk);
@@ -68,4 +68,4 @@ class RingAllGather {
   std::vector<Posted> posted_;
 };
 
-}  // namespace tributary::algo
+}  // namespace tributary::algorithms

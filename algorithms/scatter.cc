@@ -6,24 +6,22 @@
 #include "algorithms/collective_util.h"
 #include "algorithms/collectives.h"
 
-namespace tributary {
+namespace tributary::algorithms {
 
 Status scatter(Link& link, const void* send, void* recv, std::size_t recv_count, DType dtype,
                int root, const CollectiveOptions& options) {
   const int n = link.size();
-  TRIB_RETURN_IF_ERROR(coll::validate_shape(recv_count, dtype, static_cast<std::size_t>(n),
-                                            options));
-  TRIB_RETURN_IF_ERROR(coll::validate_root(link, root));
+  TRIB_RETURN_IF_ERROR(validate_shape(recv_count, dtype, static_cast<std::size_t>(n), options));
+  TRIB_RETURN_IF_ERROR(validate_root(link, root));
   const bool is_root = link.rank() == root;
-  if (is_root) TRIB_RETURN_IF_ERROR(coll::validate_buffer(send, recv_count, "send"));
-  TRIB_RETURN_IF_ERROR(coll::validate_buffer(recv, recv_count, "recv"));
+  if (is_root) TRIB_RETURN_IF_ERROR(validate_buffer(send, recv_count, "send"));
+  TRIB_RETURN_IF_ERROR(validate_buffer(recv, recv_count, "recv"));
 
   const std::size_t block = recv_count * dtype_size(dtype);
   auto* out = static_cast<std::byte*>(recv);
   const Tag tag{options.seq, 0,
-                coll::descriptor_check(coll::Kind::kScatter, recv_count, dtype, ReduceOp::kSum,
-                                       root)};
-  coll::Waiter waiter(link, options.deadline);
+                descriptor_check(Kind::kScatter, recv_count, dtype, ReduceOp::kSum, root)};
+  Waiter waiter(link, options.deadline);
 
   if (!is_root) return waiter.wait(link.recv(root, tag, std::span<std::byte>(out, block)));
   const auto* in = static_cast<const std::byte*>(send);
@@ -40,4 +38,4 @@ Status scatter(Link& link, const void* send, void* recv, std::size_t recv_count,
   return Status::ok();
 }
 
-}  // namespace tributary
+}  // namespace tributary::algorithms

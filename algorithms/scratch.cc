@@ -3,7 +3,7 @@
 #include <utility>
 #include <vector>
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 namespace {
 
 // Kept per thread, so ranks run as threads in tests do not share (or lock) anything.
@@ -31,7 +31,8 @@ Scratch::Scratch(std::size_t bytes) {
   Cache& c = cache();
   auto best = c.buffers.end();
   for (auto it = c.buffers.begin(); it != c.buffers.end(); ++it) {
-    if (it->capacity >= bytes && (best == c.buffers.end() || it->capacity < best->capacity)) best = it;
+    if (it->capacity >= bytes && (best == c.buffers.end() || it->capacity < best->capacity))
+      best = it;
   }
   if (best == c.buffers.end()) {
     buffer_ = std::make_unique_for_overwrite<std::byte[]>(bytes);
@@ -73,4 +74,4 @@ void Scratch::give_back() {
   capacity_ = 0;
 }
 
-}  // namespace tributary::algo
+}  // namespace tributary::algorithms

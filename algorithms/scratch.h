@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <memory>
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 
 class Scratch {
  public:
@@ -32,4 +32,4 @@ class Scratch {
   std::size_t capacity_ = 0;
 };
 
-}  // namespace tributary::algo
+}  // namespace tributary::algorithms

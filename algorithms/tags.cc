@@ -1,9 +1,9 @@
 #include "algorithms/tags.h"
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 
-std::uint32_t family_check(Family family, std::uint8_t variant, std::size_t count,
-                           DType dtype, ReduceOp op) {
+std::uint32_t family_check(Family family, std::uint8_t variant, std::size_t count, DType dtype,
+                           ReduceOp op) {
   std::uint32_t h = 2166136261u;
   auto mix = [&h](std::uint64_t v, int bytes) {
     for (int i = 0; i < bytes; ++i) {
@@ -19,4 +19,4 @@ std::uint32_t family_check(Family family, std::uint8_t variant, std::size_t coun
   return h;
 }
 
-}  // namespace tributary::algo
+}  // namespace tributary::algorithms

@@ -14,7 +14,7 @@
 #include "algorithms/link.h"
 #include "core/dtype.h"
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 
 enum class Family : std::uint8_t {
   kAllReduce = 0x41,
@@ -24,8 +24,8 @@ enum class Family : std::uint8_t {
 
 // FNV-1a over the descriptor. `variant` is the all-reduce algorithm (0 for the others):
 // ranks that resolved kAuto differently must not exchange data either.
-std::uint32_t family_check(Family family, std::uint8_t variant, std::size_t count,
-                           DType dtype, ReduceOp op);
+std::uint32_t family_check(Family family, std::uint8_t variant, std::size_t count, DType dtype,
+                           ReduceOp op);
 
 class TagMaker {
  public:
@@ -42,4 +42,4 @@ class TagMaker {
   std::uint32_t check_;
 };
 
-}  // namespace tributary::algo
+}  // namespace tributary::algorithms

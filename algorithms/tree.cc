@@ -5,7 +5,7 @@
 #include "core/check.h"
 #include "core/reduce.h"
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 namespace {
 
 constexpr int kUp = 0;
@@ -25,15 +25,18 @@ TreeNode heap_tree_node(int rank, int size, bool mirrored) {
 }
 
 TreePipeline::TreePipeline(const ReduceJob& job, const TreeNode& node, Range range, int tree_id)
-    : job_(job), node_(node), range_(range), tree_id_(tree_id),
+    : job_(job),
+      node_(node),
+      range_(range),
+      tree_id_(tree_id),
       chunks_(num_chunks(range.count, job.chunk_elements)),
       // Long enough for a chunk to climb to the root and come back before this node
       // waits for it, so waiting for chunk c-lag rarely stalls sending chunk c up.
       lag_(node.parent < 0 ? 0 : 2 * static_cast<std::size_t>(floor_log2(job.link.size())) + 2),
       // Children run up to their lag ahead of this node; posting that far ahead lets
       // their chunks land in staging instead of arriving unexpected.
-      depth_(std::max<std::size_t>(1, std::min(chunks_, 2 * static_cast<std::size_t>(
-                                                              floor_log2(job.link.size())) + 4))),
+      depth_(std::max<std::size_t>(
+          1, std::min(chunks_, 2 * static_cast<std::size_t>(floor_log2(job.link.size())) + 4))),
       slot_bytes_(std::min(job.chunk_elements, range.count) * job.element_size()),
       down_sends_(job.link, job.deadline) {
   if (node_.num_children > 0 && chunks_ > 0) {
@@ -51,7 +54,8 @@ Tag TreePipeline::tag(std::size_t chunk, int direction) const {
 }
 
 std::byte* TreePipeline::staging(int child, std::size_t chunk) {
-  return staging_.data() + (static_cast<std::size_t>(child) * depth_ + chunk % depth_) * slot_bytes_;
+  return staging_.data() +
+         (static_cast<std::size_t>(child) * depth_ + chunk % depth_) * slot_bytes_;
 }
 
 Status TreePipeline::step(std::size_t iteration) {
@@ -61,10 +65,11 @@ Status TreePipeline::step(std::size_t iteration) {
 }
 
 void TreePipeline::post_children(std::size_t chunk) {
-  const std::size_t bytes = chunk_of(range_, job_.chunk_elements, chunk).count * job_.element_size();
+  const std::size_t bytes =
+      chunk_of(range_, job_.chunk_elements, chunk).count * job_.element_size();
   for (int c = 0; c < node_.num_children; ++c) {
-    child_recvs_[c][chunk % depth_] = job_.link.recv(node_.children[c], tag(chunk, kUp),
-                                                std::span<std::byte>(staging(c, chunk), bytes));
+    child_recvs_[c][chunk % depth_] = job_.link.recv(
+        node_.children[c], tag(chunk, kUp), std::span<std::byte>(staging(c, chunk), bytes));
   }
 }
 
@@ -84,7 +89,8 @@ Status TreePipeline::up(std::size_t chunk) {
     TRIB_RETURN_IF_ERROR(wait_or_abort(job_.link, child_recvs_[0][chunk % depth_], job_.deadline));
     reduce_to(out, mine, staging(0, chunk), r.count, job_.dtype, job_.op);
     if (node_.num_children == 2) {
-      TRIB_RETURN_IF_ERROR(wait_or_abort(job_.link, child_recvs_[1][chunk % depth_], job_.deadline));
+      TRIB_RETURN_IF_ERROR(
+          wait_or_abort(job_.link, child_recvs_[1][chunk % depth_], job_.deadline));
       reduce_into(out, staging(1, chunk), r.count, job_.dtype, job_.op);
     }
     result = out;
@@ -94,8 +100,8 @@ Status TreePipeline::up(std::size_t chunk) {
     if (job_.op == ReduceOp::kAvg) scale_by_count(out, r.count, job_.dtype, job_.link.size());
     return Status::ok();
   }
-  const Link::Handle sent =
-      job_.link.send(node_.parent, tag(chunk, kUp), std::span<const std::byte>(result, r.count * es));
+  const Link::Handle sent = job_.link.send(node_.parent, tag(chunk, kUp),
+                                           std::span<const std::byte>(result, r.count * es));
   // The reduced chunk can only come down after the parent has what was just sent, so its
   // receive is posted now and the payload lands in place instead of arriving unexpected.
   const Link::Handle down =
@@ -136,4 +142,4 @@ Status tree_all_reduce(const ReduceJob& job) {
   return tree.finish();
 }
 
-}  // namespace tributary::algo
+}  // namespace tributary::algorithms

@@ -22,7 +22,7 @@
 #include "algorithms/partition.h"
 #include "algorithms/scratch.h"
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 
 struct TreeNode {
   int parent = -1;  // -1 at the root
@@ -58,7 +58,7 @@ class TreePipeline {
   std::size_t lag_;
   std::size_t depth_;  // children's chunks whose receives are posted ahead
   std::size_t slot_bytes_;
-  Scratch staging_;  // [child][chunk % depth_] slots of one chunk each
+  Scratch staging_;                           // [child][chunk % depth_] slots of one chunk each
   std::vector<Link::Handle> child_recvs_[2];  // [child][chunk % depth_]
   struct InFlight {
     Link::Handle up_send;    // may read recv's chunk (interior nodes, in-place leaves)
@@ -68,4 +68,4 @@ class TreePipeline {
   SendWindow down_sends_;
 };
 
-}  // namespace tributary::algo
+}  // namespace tributary::algorithms

@@ -4,11 +4,10 @@
 #include <limits>
 #include <string>
 
-namespace tributary::algo {
+namespace tributary::algorithms {
 
-Status validate_call(const void* send, const void* recv, std::size_t count,
-                     std::size_t blocks, DType dtype, const ReduceOp* op,
-                     const CollectiveOptions& options) {
+Status validate_call(const void* send, const void* recv, std::size_t count, std::size_t blocks,
+                     DType dtype, const ReduceOp* op, const CollectiveOptions& options) {
   if (!is_valid_dtype(static_cast<std::uint8_t>(dtype))) {
     return error(StatusCode::kInvalidArgument,
                  "unknown dtype " + std::to_string(static_cast<int>(dtype)));
@@ -22,9 +21,9 @@ Status validate_call(const void* send, const void* recv, std::size_t count,
   }
   const std::size_t limit = std::numeric_limits<std::size_t>::max() / dtype_size(dtype);
   if (blocks != 0 && count > limit / blocks) {
-    return error(StatusCode::kInvalidArgument,
-                 "count " + std::to_string(count) + " x " + std::to_string(blocks) +
-                     " blocks overflows the address space");
+    return error(StatusCode::kInvalidArgument, "count " + std::to_string(count) + " x " +
+                                                   std::to_string(blocks) +
+                                                   " blocks overflows the address space");
   }
   if (count != 0 && (send == nullptr || recv == nullptr)) {
     return error(StatusCode::kInvalidArgument, "null buffer with count " + std::to_string(count));
@@ -38,4 +37,4 @@ bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::size_t b_b
   return a_bytes != 0 && b_bytes != 0 && pa < pb + b_bytes && pb < pa + a_bytes;
 }
 
-}  // namespace tributary::algo
+}  // namespace tributary::algorithms

@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,12 +42,20 @@
 #include <thread>
 #include <vector>
 
+#include "bench/churn_report.h"
+
 namespace {
+
+using tributary::bench::Fault;
+using tributary::bench::Options;
+using tributary::bench::PhaseResult;
 
 using Clock = std::chrono::steady_clock;
 using TimePoint = Clock::time_point;
 
-double seconds_between(TimePoint a, TimePoint b) { return std::chrono::duration<double>(b - a).count(); }
+double seconds_between(TimePoint a, TimePoint b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 // A child with stdout and stderr on one pipe (non-blocking read end), in its own process
 // group, killed if this driver dies.
@@ -122,55 +131,20 @@ struct StepRecord {
   TimePoint first_seen;
 };
 
-struct Fault {
-  std::string kind;  // kill, stop, join
-  TimePoint at;
-  std::uint64_t member = 0;  // the victim (kill/stop); the joiner, once known
-  Child* who = nullptr;
-  std::optional<double> detect;
-  std::optional<double> recover;
-};
-
-struct PhaseResult {
-  std::string name;
-  double seconds = 0;
-  long committed = 0;  // distinct steps
-  long first_step = -1, last_step = -1;
-  long reruns = 0;
-  long gaps = 0;
-  long disagreements = 0;
-  long wrong = 0;
-  int hangs = 0;
-  double longest_stall = 0;
-  double mean_world = 0;
-  std::vector<Fault> faults;
-  int agents_started = 0;
-  int unclean_exits = 0;
-  std::vector<std::string> notes;
-};
-
-struct Options {
-  std::string tributary;
-  double duration_s = 180;
-  std::uint64_t seed = 0;
-  int delay_ms = 20;
-  long count = 1 << 20;
-  int start_world = 5;
-  std::string out;
-  std::set<std::string> phases = {"free", "churn", "every10"};
-};
-
 class Phase {
  public:
-  Phase(const Options& o, std::string name, std::mt19937_64& rng) : o_(o), rng_(rng) { r_.name = std::move(name); }
+  Phase(const Options& o, std::string name, std::mt19937_64& rng) : o_(o), rng_(rng) {
+    r_.name = std::move(name);
+  }
 
   PhaseResult run() {
     const std::string secret = "churn-bench-secret";
     ready_ = "/tmp/churn-bench-" + std::to_string(::getpid()) + "-" + r_.name + ".endpoint";
     std::remove(ready_.c_str());
-    coordinator_ = spawn("coordinator", {o_.tributary, "coordinator", "--bind", "tcp://127.0.0.1:0", "--ready-file",
-                                         ready_, "--world-size", std::to_string(o_.start_world), "--secret", secret,
-                                         "--straggler-cooldown-s", "5"});
+    coordinator_ = spawn(
+        "coordinator", {o_.tributary, "coordinator", "--bind", "tcp://127.0.0.1:0", "--ready-file",
+                        ready_, "--world-size", std::to_string(o_.start_world), "--secret", secret,
+                        "--straggler-cooldown-s", "5"});
     const TimePoint until_ready = Clock::now() + std::chrono::seconds(20);
     while (endpoint_.empty() && Clock::now() < until_ready) {
       std::ifstream in(ready_);
@@ -188,7 +162,8 @@ class Phase {
     while (steps_.empty() && Clock::now() < startup_deadline) pump(50);
     start_ = Clock::now();
     last_progress_ = start_;
-    const TimePoint end = start_ + std::chrono::milliseconds(static_cast<long>(o_.duration_s * 1000));
+    const TimePoint end =
+        start_ + std::chrono::milliseconds(static_cast<long>(o_.duration_s * 1000));
     next_fault_ = start_ + next_interval();
     TimePoint last_sample = start_;
     double world_time = 0;
@@ -202,7 +177,8 @@ class Phase {
       if (stall > 30 && !in_hang_) {
         in_hang_ = true;
         ++r_.hangs;
-        r_.notes.push_back("no committed step for 30 s at t=" + fmt(seconds_between(start_, now)) + " s");
+        r_.notes.push_back("no committed step for 30 s at t=" + fmt(seconds_between(start_, now)) +
+                           " s");
       }
       for (auto& a : agents_) {
         if (a.stopped && now >= a.continue_at) {
@@ -244,10 +220,15 @@ class Phase {
   }
 
   Child* start_agent() {
-    std::vector<std::string> argv = {o_.tributary, "agent", "--coordinator", endpoint_, "--secret", secret_,
-                                     "--data-port", "0", "--workload", "soak", "--soak-count",
-                                     std::to_string(o_.count), "--soak-steps", "-1", "--soak-duration-ms",
-                                     "100000000", "--soak-delay-ms", std::to_string(o_.delay_ms)};
+    std::vector<std::string> argv = {o_.tributary,         "agent",
+                                     "--coordinator",      endpoint_,
+                                     "--secret",           secret_,
+                                     "--data-port",        "0",
+                                     "--workload",         "soak",
+                                     "--soak-count",       std::to_string(o_.count),
+                                     "--soak-steps",       "-1",
+                                     "--soak-duration-ms", "100000000",
+                                     "--soak-delay-ms",    std::to_string(o_.delay_ms)};
     auto c = spawn("agent" + std::to_string(r_.agents_started++), argv);
     if (!c) return nullptr;
     agents_.push_back(Agent{std::move(c), false, {}});
@@ -283,10 +264,12 @@ class Phase {
     f.kind = kind;
     f.at = now;
     if (kind == "join") {
-      f.who = start_agent();
+      Child* joiner = start_agent();
+      f.who = joiner ? joiner->name : "";
     } else {
-      Agent* v = candidates[std::uniform_int_distribution<std::size_t>(0, candidates.size() - 1)(rng_)];
-      f.who = v->child.get();
+      Agent* v =
+          candidates[std::uniform_int_distribution<std::size_t>(0, candidates.size() - 1)(rng_)];
+      f.who = v->child->name;
       f.member = v->child->member;
       if (kind == "kill") {
         v->child->signal(SIGKILL);
@@ -295,7 +278,8 @@ class Phase {
         v->child->signal(SIGSTOP);
         v->child->stopped = true;
         v->stopped = true;
-        v->continue_at = now + std::chrono::milliseconds(std::uniform_int_distribution<int>(3000, 5000)(rng_));
+        v->continue_at =
+            now + std::chrono::milliseconds(std::uniform_int_distribution<int>(3000, 5000)(rng_));
       }
       if (r_.name == "every10") start_agent();  // the replacement arrives with the failure
     }
@@ -350,7 +334,8 @@ class Phase {
   }
 
   void coordinator_line(const std::string& line, TimePoint now) {
-    static const std::regex view_re(R"(view epoch (\d+) \((\w+)\): (\d+) members, ring \[([^\]]*)\])");
+    static const std::regex view_re(
+        R"(view epoch (\d+) \((\w+)\): (\d+) members, ring \[([^\]]*)\])");
     std::smatch m;
     if (!std::regex_search(line, m, view_re)) return;
     std::set<std::uint64_t> ids;
@@ -378,7 +363,7 @@ class Phase {
       c.member = std::stoull(m[1]);
       c.members.push_back(c.member);
       for (Fault& f : r_.faults) {
-        if (f.kind != "join" || f.who != &c || f.member != 0) continue;
+        if (f.kind != "join" || f.who != c.name || f.member != 0) continue;
         // The view admitting it went out before the joiner could print its id.
         f.member = c.member;
         for (const auto& [at, ids] : views_) {
@@ -402,7 +387,8 @@ class Phase {
     auto [it, first] = steps_.emplace(step, StepRecord{hash, view, contributors, now});
     if (first) {
       r_.reruns += attempts - 1;
-    } else if (it->second.hash != hash || it->second.view != view || it->second.contributors != contributors) {
+    } else if (it->second.hash != hash || it->second.view != view ||
+               it->second.contributors != contributors) {
       ++r_.disagreements;
       r_.notes.push_back("step " + std::to_string(step) + ": " + c.name + " disagrees");
     }
@@ -416,8 +402,8 @@ class Phase {
     for (Fault& f : r_.faults) {
       if (f.recover || now < f.at) continue;
       if (f.kind == "join") {
-        if (f.who == &c) f.recover = seconds_between(f.at, now);
-      } else if (f.who != &c && !ids.count(f.member)) {
+        if (f.who == c.name) f.recover = seconds_between(f.at, now);
+      } else if (f.who != c.name && !ids.count(f.member)) {
         f.recover = seconds_between(f.at, now);
       }
     }
@@ -436,7 +422,8 @@ class Phase {
     r_.last_step = last;
     // Gaps over everything seen: step numbers that no agent ever printed.
     if (!steps_.empty()) {
-      r_.gaps = (steps_.rbegin()->first - steps_.begin()->first + 1) - static_cast<long>(steps_.size());
+      r_.gaps =
+          (steps_.rbegin()->first - steps_.begin()->first + 1) - static_cast<long>(steps_.size());
     }
   }
 
@@ -460,12 +447,13 @@ class Phase {
         ++r_.unclean_exits;
         std::string tail;
         for (const auto& l : a.child->last_lines) tail += "\n      " + l;
-        r_.notes.push_back(a.child->name + " exited with status " + std::to_string(a.child->status) +
-                           "; its last lines:" + tail);
+        r_.notes.push_back(a.child->name + " exited with status " +
+                           std::to_string(a.child->status) + "; its last lines:" + tail);
       }
     }
     coordinator_->signal(SIGTERM);
-    for (int i = 0; i < 100 && !coordinator_->poll_exit(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (int i = 0; i < 100 && !coordinator_->poll_exit(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     std::remove(ready_.c_str());
   }
 
@@ -482,13 +470,31 @@ class Phase {
   int current_world_ = 0;
 };
 
-std::string stats(std::vector<double> v) {
-  if (v.empty()) return "-";
-  std::sort(v.begin(), v.end());
-  auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<std::size_t>(q * (v.size() - 1) + 0.5))]; };
-  char b[128];
-  std::snprintf(b, sizeof(b), "%.3f / %.3f / %.3f", v.front(), at(0.5), at(0.99));
-  return b;
+// Draws the report's plot next to it (bench/plots/plot_results.py, PNG of the same name).
+// The table is written first and stays, whatever happens here.
+int plot_report(const std::string& md) {
+  const char* argv[] = {TRIBUTARY_PLOT_RESULTS, "churn", md.c_str(), nullptr};
+  pid_t pid = -1;
+  if (const int e =
+          ::posix_spawn(&pid, argv[0], nullptr, nullptr, const_cast<char**>(argv), environ);
+      e != 0) {
+    std::fprintf(stderr, "churn_bench: cannot run %s: %s\n", argv[0], std::strerror(e));
+    return 1;
+  }
+  const TimePoint deadline = Clock::now() + std::chrono::seconds(120);
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (Clock::now() > deadline) {
+      std::fprintf(stderr, "churn_bench: %s took over 120 s; killed\n", argv[0]);
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
+  std::fprintf(stderr, "churn_bench: the plot failed; the table is in %s\n", md.c_str());
+  return 1;
 }
 
 }  // namespace
@@ -505,27 +511,36 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--tributary") o.tributary = next();
-    else if (a == "--duration-s") o.duration_s = std::stod(next());
-    else if (a == "--seed") o.seed = std::stoull(next());
-    else if (a == "--delay-ms") o.delay_ms = std::stoi(next());
-    else if (a == "--count") o.count = std::stol(next());
-    else if (a == "--world") o.start_world = std::stoi(next());
-    else if (a == "--out") o.out = next();
+    if (a == "--tributary")
+      o.tributary = next();
+    else if (a == "--duration-s")
+      o.duration_s = std::stod(next());
+    else if (a == "--seed")
+      o.seed = std::stoull(next());
+    else if (a == "--delay-ms")
+      o.delay_ms = std::stoi(next());
+    else if (a == "--count")
+      o.count = std::stol(next());
+    else if (a == "--world")
+      o.start_world = std::stoi(next());
+    else if (a == "--out")
+      o.out = next();
     else if (a == "--phases") {
       o.phases.clear();
       std::istringstream in(next());
       std::string p;
       while (std::getline(in, p, ',')) o.phases.insert(p);
     } else {
-      std::fprintf(stderr,
-                   "usage: churn_bench --tributary PATH [--duration-s 180] [--seed S] [--delay-ms 20] "
-                   "[--count 1048576] [--world 5] [--out FILE] [--phases free,churn,every10]\n");
+      std::fprintf(
+          stderr,
+          "usage: churn_bench --tributary PATH [--duration-s 180] [--seed S] [--delay-ms 20] "
+          "[--count 1048576] [--world 5] [--out FILE] [--phases free,churn,every10]\n");
       return 2;
     }
   }
   if (o.tributary.empty()) {
-    std::fprintf(stderr, "churn_bench: --tributary PATH (the built tributary binary) is required\n");
+    std::fprintf(stderr,
+                 "churn_bench: --tributary PATH (the built tributary binary) is required\n");
     return 2;
   }
   ::signal(SIGPIPE, SIG_IGN);
@@ -537,96 +552,9 @@ int main(int argc, char** argv) {
     results.push_back(Phase(o, name, rng).run());
   }
 
-  std::ostringstream md;
-  char line[512];
-  md << "# Churn benchmark\n\n";
-  std::snprintf(line, sizeof(line),
-                "Soak workload: %ld float32 (%.1f MiB) sum all-reduce per step, %d ms compute per step, start at N = %d; "
-                "%.0f s per phase; seed %llu.\n\n",
-                o.count, static_cast<double>(o.count) * 4 / 1048576.0, o.delay_ms, o.start_world, o.duration_s,
-                static_cast<unsigned long long>(o.seed));
-  md << line;
-  md << "| phase | seconds | committed steps | steps/s | mean N | faults | re-runs | gaps | disagreements | WRONG | hangs (>30 s) | longest stall (s) | unclean exits |\n";
-  md << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-  double free_rate = 0;
-  for (const auto& r : results) {
-    const double rate = r.seconds > 0 ? r.committed / r.seconds : 0;
-    if (r.name == "free") free_rate = rate;
-    std::snprintf(line, sizeof(line), "| %s | %.1f | %ld | %.2f | %.2f | %zu | %ld | %ld | %ld | %ld | %d | %.2f | %d |\n",
-                  r.name.c_str(), r.seconds, r.committed, rate, r.mean_world, r.faults.size(), r.reruns, r.gaps,
-                  r.disagreements, r.wrong, r.hangs, r.longest_stall, r.unclean_exits);
-    md << line;
-  }
-  md << "\n";
-  if (free_rate > 0) {
-    for (const auto& r : results) {
-      if (r.name == "free") continue;
-      std::snprintf(line, sizeof(line), "- %s: throughput %.1f%% of failure-free\n", r.name.c_str(),
-                    100.0 * (r.committed / std::max(1e-9, r.seconds)) / free_rate);
-      md << line;
-    }
-    md << "\n";
-  }
-  md << "Times in seconds, min / median / p99 (n = faults measured of faults injected).\n\n";
-  md << "| phase | fault | n | time-to-detect | time-to-recover |\n|---|---|---|---|---|\n";
-  std::map<std::string, std::vector<double>> all_recover;
-  for (const auto& r : results) {
-    for (const std::string kind : {"kill", "stop", "join"}) {
-      std::vector<double> detect, recover;
-      int n = 0;
-      for (const auto& f : r.faults) {
-        if (f.kind != kind) continue;
-        ++n;
-        if (f.detect) detect.push_back(*f.detect);
-        if (f.recover) recover.push_back(*f.recover);
-      }
-      if (n == 0) continue;
-      all_recover[kind].insert(all_recover[kind].end(), recover.begin(), recover.end());
-      std::snprintf(line, sizeof(line), "| %s | %s | %zu/%d | %s | %s |\n", r.name.c_str(),
-                    kind == "join" ? "join (admitted / first step)" : (kind == "kill" ? "kill -9" : "SIGSTOP"),
-                    recover.size(), n, stats(detect).c_str(), stats(recover).c_str());
-      md << line;
-    }
-  }
-  md << "\n## Goals\n\n";
-  auto median = [](std::vector<double> v) {
-    if (v.empty()) return -1.0;
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  long disagreements = 0, hangs = 0;
-  for (const auto& r : results) {
-    disagreements += r.disagreements + r.wrong;
-    hangs += r.hangs;
-  }
-  const double mk = median(all_recover["kill"]), ms = median(all_recover["stop"]);
-  std::snprintf(line, sizeof(line), "- median time-to-recover after kill -9 <= 1 s: %.3f s (%s)\n", mk,
-                mk >= 0 && mk <= 1.0 ? "met" : "NOT met");
-  md << line;
-  std::snprintf(line, sizeof(line), "- median time-to-recover after SIGSTOP <= 2 s: %.3f s (%s)\n", ms,
-                ms >= 0 && ms <= 2.0 ? "met" : "NOT met");
-  md << line;
-  md << "- zero disagreements: " << disagreements << (disagreements == 0 ? " (met)" : " (NOT met)") << "\n";
-  md << "- zero hangs: " << hangs << (hangs == 0 ? " (met)" : " (NOT met)") << "\n";
-  for (const auto& r : results) {
-    if (r.name != "every10" || free_rate <= 0) continue;
-    const double pct = 100.0 * (r.committed / std::max(1e-9, r.seconds)) / free_rate;
-    std::snprintf(line, sizeof(line), "- throughput with one failure every 10 s >= 80%% of failure-free: %.1f%% (%s)\n",
-                  pct, pct >= 80 ? "met" : "NOT met");
-    md << line;
-  }
-  bool notes = false;
-  for (const auto& r : results) {
-    for (const auto& n : r.notes) {
-      if (!notes) md << "\n## Notes\n\n";
-      notes = true;
-      md << "- " << r.name << ": " << n << "\n";
-    }
-  }
-  const std::string report = md.str();
+  const std::string report = churn_report(o, results);
   std::fputs(report.c_str(), stdout);
-  if (!o.out.empty()) {
-    std::ofstream(o.out) << report;
-  }
-  return 0;
+  if (o.out.empty()) return 0;
+  std::ofstream(o.out) << report;
+  return plot_report(o.out);
 }

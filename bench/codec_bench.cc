@@ -75,34 +75,52 @@ int main(int argc, char** argv) {
   int iters = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--elements") n = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (a == "--topk-elements") topk_n = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (a == "--iters") iters = std::atoi(argv[i + 1]);
-    else { std::fprintf(stderr, "usage: codec_bench [--elements N] [--topk-elements N] [--iters N]\n"); return 2; }
+    if (a == "--elements")
+      n = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (a == "--topk-elements")
+      topk_n = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (a == "--iters")
+      iters = std::atoi(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "usage: codec_bench [--elements N] [--topk-elements N] [--iters N]\n");
+      return 2;
+    }
   }
   utsname u{};
   uname(&u);
   __builtin_cpu_init();
-  std::printf("# codec_bench\n\nhost `%s`, kernel %s, CPU level %s, one thread; %zu float32 "
-              "elements (%.0f MiB) per run, median of %d.\n\n",
-              u.nodename, u.release,
-              __builtin_cpu_supports("x86-64-v4") ? "x86-64-v4" : __builtin_cpu_supports("x86-64-v3") ? "x86-64-v3" : "baseline",
-              n, n * 4.0 / (1 << 20), iters);
+  std::printf(
+      "# codec_bench\n\nhost `%s`, kernel %s, CPU level %s, one thread; %zu float32 "
+      "elements (%.0f MiB) per run, median of %d.\n\n",
+      u.nodename, u.release,
+      __builtin_cpu_supports("x86-64-v4")   ? "x86-64-v4"
+      : __builtin_cpu_supports("x86-64-v3") ? "x86-64-v3"
+                                            : "baseline",
+      n, n * 4.0 / (1 << 20), iters);
 
   const auto x = gradient(n, 1);
   std::vector<float> out(n), residual(n, 0.0f);
   std::printf("## Throughput per core\n\n");
-  std::printf("| codec | encode GB/s | decode GB/s | decode+acc GB/s | wire bytes/elem | ratio vs f32 |\n");
+  std::printf(
+      "| codec | encode GB/s | decode GB/s | decode+acc GB/s | wire bytes/elem | ratio vs f32 |\n");
   std::printf("|---|---:|---:|---:|---:|---:|\n");
-  const char* specs[] = {"float32", "float16", "bfloat16", "qint8:bucket=512",
-                         "qint8:bucket=512,stochastic=0", "qint4:bucket=512", "sign:bucket=512",
-                         "topk:density=0.01,warmup=0", "topk:density=0.001,warmup=0", "qint4:bucket=512,zstd"};
+  const char* specs[] = {"float32",
+                         "float16",
+                         "bfloat16",
+                         "qint8:bucket=512",
+                         "qint8:bucket=512,stochastic=0",
+                         "qint4:bucket=512",
+                         "sign:bucket=512",
+                         "topk:density=0.01,warmup=0",
+                         "topk:density=0.001,warmup=0",
+                         "qint4:bucket=512,zstd"};
   for (const char* spec : specs) {
     for (bool ef : {false, true}) {
       auto codec = make_codec(spec);
       check(codec.status(), spec);
       const Codec& c = **codec;
-      if (ef && c.id() != CodecId::kQInt8 && c.id() != CodecId::kTopK && c.id() != CodecId::kSign) continue;
+      if (ef && c.id() != CodecId::kQInt8 && c.id() != CodecId::kTopK && c.id() != CodecId::kSign)
+        continue;
       std::vector<std::byte> payload(c.max_encoded_bytes(n));
       std::size_t bytes = 0;
       std::uint64_t step = 0;
@@ -115,7 +133,8 @@ int main(int argc, char** argv) {
       });
       const std::span<const std::byte> p(payload.data(), bytes);
       const double td = median_seconds(iters, [&] { check(c.decode(p, out.data(), n), spec); });
-      const double ta = median_seconds(iters, [&] { check(c.decode_accumulate(p, out.data(), n), spec); });
+      const double ta =
+          median_seconds(iters, [&] { check(c.decode_accumulate(p, out.data(), n), spec); });
       const double gb = n * 4.0 / 1e9;
       std::printf("| %s%s | %.2f | %.2f | %.2f | %.3f | %.1fx |\n", spec, ef ? " +EF" : "", gb / te,
                   gb / td, gb / ta, static_cast<double>(bytes) / n, n * 4.0 / bytes);
@@ -123,7 +142,9 @@ int main(int argc, char** argv) {
   }
 
   std::printf("\n## Top-k on %zu floats (one thread)\n\n", topk_n);
-  std::printf("| density | encode ms (sample + gather pass + values) | nnz | k | wire MB |\n|---:|---:|---:|---:|---:|\n");
+  std::printf(
+      "| density | encode ms (sample + gather pass + values) | nnz | k | wire MB "
+      "|\n|---:|---:|---:|---:|---:|\n");
   {
     const auto big = gradient(topk_n, 2);
     for (double d : {0.01, 0.001}) {
@@ -137,7 +158,8 @@ int main(int argc, char** argv) {
         bytes = *r;
       });
       auto h = read_header(std::span<const std::byte>(payload.data(), bytes));
-      std::printf("| %g | %.1f | %u | %.0f | %.2f |\n", d, t * 1e3, h->param, d * topk_n, bytes / 1e6);
+      std::printf("| %g | %.1f | %u | %.0f | %.2f |\n", d, t * 1e3, h->param, d * topk_n,
+                  bytes / 1e6);
     }
     // The part DGC calls threshold estimation: one sampled quantile plus one counting pass.
     std::vector<std::uint32_t> sample(1 << 16);
@@ -153,14 +175,17 @@ int main(int argc, char** argv) {
   }
 
   std::printf("\n## zstd on codec streams (%zu elements, stream bytes only)\n\n", n);
-  std::printf("| stream | bytes | zstd-1 ratio | zstd-1 MB/s | zstd-3 ratio | pays (>=10%%)? |\n|---|---:|---:|---:|---:|---|\n");
+  std::printf(
+      "| stream | bytes | zstd-1 ratio | zstd-1 MB/s | zstd-3 ratio | pays (>=10%%)? "
+      "|\n|---|---:|---:|---:|---:|---|\n");
   auto stream_of = [&](const char* spec, std::size_t skip_scales) {
     auto codec = make_codec(spec);
     std::vector<std::byte> payload((*codec)->max_encoded_bytes(n));
     auto r = (*codec)->encode(x.data(), DType::kFloat32, n, payload, {.seed = 1});
     check(r.status(), spec);
     payload.resize(*r);
-    return std::vector<std::byte>(payload.begin() + static_cast<std::ptrdiff_t>(skip_scales), payload.end());
+    return std::vector<std::byte>(payload.begin() + static_cast<std::ptrdiff_t>(skip_scales),
+                                  payload.end());
   };
   struct Stream {
     const char* name;
@@ -184,7 +209,10 @@ int main(int argc, char** argv) {
       const bool bitmap = (flags & 4u) != 0;
       streams.push_back({bitmap ? "top-k 30% bitmap indices" : "top-k 1% varint indices",
                          std::vector<std::byte>(all.begin() + 20, all.begin() + 20 + index_bytes)});
-      if (!bitmap) streams.push_back({"top-k 1% bf16 values", std::vector<std::byte>(all.begin() + 20 + ((index_bytes + 3) & ~3u), all.end())});
+      if (!bitmap)
+        streams.push_back(
+            {"top-k 1% bf16 values",
+             std::vector<std::byte>(all.begin() + 20 + ((index_bytes + 3) & ~3u), all.end())});
     }
   }
   for (const Stream& s : streams) {

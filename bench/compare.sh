@@ -11,7 +11,8 @@
 # and each size band: Open MPI, Gloo (all its algorithms), Tributary (if
 # build/release/tributary exists; skipped with a note otherwise). Every process
 # runs under `timeout`. Raw logs go to build/compare/runs/<stamp>/; the medians
-# over repetitions go to bench/results/compare[_quick]_<date>.md.
+# over repetitions go to bench/results/compare[_quick]_<date>.md, and their plot
+# (busbw vs size per library and N, bench/plots/plot_results.py) next to it as .png.
 #
 # Sizes are split in two bands so big messages do not get small-message
 # iteration counts: <= 1 MiB uses --iters/--warmup, larger sizes use
@@ -256,3 +257,4 @@ echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$META"
 
 python3 "$ROOT/bench/compare/aggregate.py" --runs "$RUN_DIR" --out "$OUT"
 echo "compare.sh: wrote ${OUT#"$ROOT"/} (raw logs in ${RUN_DIR#"$ROOT"/})" >&2
+"$ROOT/bench/plots/plot_results.py" compare "$OUT"

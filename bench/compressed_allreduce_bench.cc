@@ -12,8 +12,9 @@
 // Per codec: --warmup untimed runs, then --iters timed runs, each preceded by a barrier;
 // the time of a run is its maximum over ranks (nccl-tests style), and the reported time is
 // the mean over timed runs. "spec@ring" (any algorithm name) forces the algorithm of the
-// dense all-reduces inside; speedups are against the fastest float32 row. Goodput is on the uncompressed size; wire MiB is what this
-// rank handed to the link per run. The check column compares every rank's result bits
+// dense all-reduces inside; speedups are against the fastest float32 row. Goodput is on the
+// uncompressed size; wire MiB is what this rank handed to the link per run. The check column
+// compares every rank's result bits
 // (#wrong ranks) and the relative L2 error against the exact float64 average.
 // Output on rank 0: a Markdown table.
 #include <unistd.h>
@@ -65,17 +66,28 @@ Args parse(int argc, char** argv) {
     const std::string k = argv[i];
     if (i + 1 >= argc) usage(("missing value for " + k).c_str());
     const std::string v = argv[++i];
-    if (k == "--rank") a.rank = std::atoi(v.c_str());
-    else if (k == "--size") a.size = std::atoi(v.c_str());
-    else if (k == "--rendezvous") a.rendezvous = v;
-    else if (k == "--bind") a.bind = v;
-    else if (k == "--mib") a.mib = std::atof(v.c_str());
-    else if (k == "--iters") a.iters = std::atoi(v.c_str());
-    else if (k == "--warmup") a.warmup = std::atoi(v.c_str());
-    else if (k == "--codecs") a.codecs = v;
-    else if (k == "--secret") a.secret = v;
-    else if (k == "--timeout-s") a.timeout_s = std::atoi(v.c_str());
-    else usage(("unknown flag " + k).c_str());
+    if (k == "--rank")
+      a.rank = std::atoi(v.c_str());
+    else if (k == "--size")
+      a.size = std::atoi(v.c_str());
+    else if (k == "--rendezvous")
+      a.rendezvous = v;
+    else if (k == "--bind")
+      a.bind = v;
+    else if (k == "--mib")
+      a.mib = std::atof(v.c_str());
+    else if (k == "--iters")
+      a.iters = std::atoi(v.c_str());
+    else if (k == "--warmup")
+      a.warmup = std::atoi(v.c_str());
+    else if (k == "--codecs")
+      a.codecs = v;
+    else if (k == "--secret")
+      a.secret = v;
+    else if (k == "--timeout-s")
+      a.timeout_s = std::atoi(v.c_str());
+    else
+      usage(("unknown flag " + k).c_str());
   }
   if (a.size < 1 || a.rank < 0 || a.rank >= a.size) usage("need --size N >= 1 and 0 <= --rank < N");
   if (a.rendezvous.empty()) usage("need --rendezvous DIR");
@@ -86,8 +98,8 @@ Args parse(int argc, char** argv) {
 // Codec specs are separated by ',' but specs contain ',' too: a new spec starts at a
 // known codec name.
 std::vector<std::string> split_specs(const std::string& s) {
-  static const char* names[] = {"float32", "float16", "bfloat16", "qint8", "qint4",
-                                "topk", "sign", "powersgd"};
+  static const char* names[] = {"float32", "float16", "bfloat16", "qint8",
+                                "qint4",   "topk",    "sign",     "powersgd"};
   std::vector<std::string> out;
   std::string cur;
   std::stringstream ss(s);
@@ -96,7 +108,8 @@ std::vector<std::string> split_specs(const std::string& s) {
     bool starts = false;
     for (const char* n : names) {
       const std::string name = n;
-      if (item == name || item.rfind(name + ":", 0) == 0 || item.rfind(name + "@", 0) == 0) starts = true;
+      if (item == name || item.rfind(name + ":", 0) == 0 || item.rfind(name + "@", 0) == 0)
+        starts = true;
     }
     if (starts && !cur.empty()) {
       out.push_back(cur);
@@ -159,16 +172,17 @@ int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   const auto count = static_cast<std::size_t>(a.mib * 1024 * 1024 / 4);
 
-  TcpEndpointConfig config;
+  agent::TcpEndpointConfig config;
   config.bind_host = a.bind;
   config.port = 0;
   config.secret = a.secret;
-  auto endpoint = TcpEndpoint::listen(config);
+  auto endpoint = agent::TcpEndpoint::listen(config);
   check(endpoint.status(), "listen");
   const auto addrs = rendezvous(a, (*endpoint)->address());
-  auto link_or = (*endpoint)->connect_group(1, a.rank, addrs, Deadline::after(std::chrono::seconds(a.timeout_s)));
+  auto link_or = (*endpoint)->connect_group(1, a.rank, addrs,
+                                            Deadline::after(std::chrono::seconds(a.timeout_s)));
   check(link_or.status(), "connect_group");
-  Link& link = **link_or;
+  algorithms::Link& link = **link_or;
 
   const std::vector<float> input = input_of(a.rank, count);
   // The exact average, for the error column (every rank can regenerate every input).
@@ -183,14 +197,16 @@ int main(int argc, char** argv) {
 
   std::uint64_t seq = 1;
   auto opts = [&](std::uint64_t s) {
-    CollectiveOptions o;
+    algorithms::CollectiveOptions o;
     o.seq = s;
     o.deadline = Deadline::after(std::chrono::seconds(a.timeout_s));
     return o;
   };
 
   if (a.rank == 0) {
-    std::printf("| codec | ranks | MiB | time (s) | goodput (MB/s) | wire MiB sent/rank | speedup | #wrong | rel. L2 error |\n");
+    std::printf(
+        "| codec | ranks | MiB | time (s) | goodput (MB/s) | wire MiB sent/rank | speedup | #wrong "
+        "| rel. L2 error |\n");
     std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   }
   double baseline = 0;
@@ -199,8 +215,9 @@ int main(int argc, char** argv) {
     // "spec@algorithm" forces the all-reduce algorithm of the dense collectives inside.
     const std::size_t at = item.find('@');
     const std::string spec = item.substr(0, at);
-    AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;
-    if (at != std::string::npos && !parse_all_reduce_algorithm(item.substr(at + 1), &algorithm)) {
+    algorithms::AllReduceAlgorithm algorithm = algorithms::AllReduceAlgorithm::kAuto;
+    if (at != std::string::npos &&
+        !algorithms::parse_all_reduce_algorithm(item.substr(at + 1), &algorithm)) {
       usage(("unknown algorithm in " + item).c_str());
     }
     auto plan = CompressionPlan::parse(spec);
@@ -218,7 +235,7 @@ int main(int argc, char** argv) {
       ctx.step = static_cast<std::uint64_t>(it) + 1000;  // past any top-k warm-up
       ctx.seed = 7;
       ctx.stats = &stats;
-      CollectiveOptions o = opts(seq);
+      algorithms::CollectiveOptions o = opts(seq);
       o.algorithm = algorithm;
       const auto t0 = SteadyTime::now();
       check(compressed_all_reduce(link, buf.data(), count, ReduceOp::kAvg, ctx, o), spec.c_str());
@@ -243,11 +260,12 @@ int main(int argc, char** argv) {
       }
       // Speedups against the fastest float32 row so far (the best uncompressed algorithm).
       if (spec == "float32" && (baseline == 0 || mean < baseline)) baseline = mean;
-      const std::string label = plan->spec + (at == std::string::npos ? "" : " @" + item.substr(at + 1));
-      std::printf("| %s | %d | %.0f | %.3f | %.1f | %.2f | %s | %d | %.2e |\n", label.c_str(), a.size,
-                  a.mib, mean, count * 4.0 / mean / 1e6, stats.wire_bytes_sent / 1048576.0,
-                  baseline > 0 ? (std::to_string(baseline / mean).substr(0, 5) + "x").c_str() : "-", wrong,
-                  std::sqrt(err / norm));
+      const std::string label =
+          plan->spec + (at == std::string::npos ? "" : " @" + item.substr(at + 1));
+      std::printf("| %s | %d | %.0f | %.3f | %.1f | %.2f | %s | %d | %.2e |\n", label.c_str(),
+                  a.size, a.mib, mean, count * 4.0 / mean / 1e6, stats.wire_bytes_sent / 1048576.0,
+                  baseline > 0 ? (std::to_string(baseline / mean).substr(0, 5) + "x").c_str() : "-",
+                  wrong, std::sqrt(err / norm));
       std::fflush(stdout);
     }
   }

@@ -110,7 +110,8 @@ void fill(float* d, std::size_t n, std::uint64_t seed) {
     const std::size_t m = std::min(h.size(), n - done);
     for (std::size_t i = 0; i < m; ++i) {
       const std::uint32_t r = compression::rng_bits(k, std::uint64_t{done + i});
-      h[i] = (static_cast<float>(r >> 8) * 0x1p-24f * 2.0f - 1.0f) * 1e-3f * (r % 100 == 0 ? 20.0f : 1.0f);
+      h[i] = (static_cast<float>(r >> 8) * 0x1p-24f * 2.0f - 1.0f) * 1e-3f *
+             (r % 100 == 0 ? 20.0f : 1.0f);
     }
     check(cudaMemcpy(d + done, h.data(), 4 * m, cudaMemcpyHostToDevice), "upload");
   }
@@ -132,12 +133,19 @@ int main(int argc, char** argv) {
   int iters = 20;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--elements") n = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (a == "--topk-elements") topk_n = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (a == "--iters") iters = std::atoi(argv[i + 1]);
-    else if (a == "--chunk") chunk = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (a == "--net-gbps") net_gbps = std::atof(argv[i + 1]);
-    else die("usage", "gpu_bench [--elements N] [--topk-elements N] [--iters N] [--chunk N] [--net-gbps G]");
+    if (a == "--elements")
+      n = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (a == "--topk-elements")
+      topk_n = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (a == "--iters")
+      iters = std::atoi(argv[i + 1]);
+    else if (a == "--chunk")
+      chunk = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (a == "--net-gbps")
+      net_gbps = std::atof(argv[i + 1]);
+    else
+      die("usage",
+          "gpu_bench [--elements N] [--topk-elements N] [--iters N] [--chunk N] [--net-gbps G]");
   }
   const GpuInfo info = query_gpu();
   if (!info.usable()) die("no usable GPU", info.reason);
@@ -151,9 +159,9 @@ int main(int argc, char** argv) {
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
   std::printf("# gpu_bench, %s\n\n", date);
-  std::printf("Device: %s, %d SMs, %.0f MB L2, %.1f GiB, sm_%d%d; driver %d, runtime %d.\n", prop.name,
-              prop.multiProcessorCount, prop.l2CacheSize / 1e6, prop.totalGlobalMem / 1073741824.0,
-              prop.major, prop.minor, driver, runtime);
+  std::printf("Device: %s, %d SMs, %.0f MB L2, %.1f GiB, sm_%d%d; driver %d, runtime %d.\n",
+              prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6,
+              prop.totalGlobalMem / 1073741824.0, prop.major, prop.minor, driver, runtime);
   std::printf("Elements: %zu float32 (%.2f GiB); %d timed iterations after warm-up.\n\n", n,
               4.0 * n / 1073741824.0, iters);
 
@@ -166,49 +174,68 @@ int main(int argc, char** argv) {
   std::byte* payload = device_alloc<std::byte>(qint_payload_bytes(q8, n));
 
   // Ceiling: device-to-device copy.
-  const double copy_ms = time_kernel_ms(iters, [&] { check(cudaMemcpyAsync(y, x, 4 * n, cudaMemcpyDeviceToDevice), "copy"); });
+  const double copy_ms = time_kernel_ms(
+      iters, [&] { check(cudaMemcpyAsync(y, x, 4 * n, cudaMemcpyDeviceToDevice), "copy"); });
   const double ceiling = 8.0 * n / (copy_ms * 1e-3) / 1e12;
   std::printf("## Memory-bound kernels\n\n");
-  std::printf("Goal: quantize and dequantize >= 2.8 TB/s (60%% of %.1f TB/s). Measured copy ceiling: %.3f TB/s.\n\n",
-              kHbmTBps, ceiling);
-  std::printf("| kernel | us | GB moved | TB/s | of HBM | of copy |\n|---|---:|---:|---:|---:|---:|\n");
+  std::printf(
+      "Goal: quantize and dequantize >= 2.8 TB/s (60%% of %.1f TB/s). Measured copy ceiling: %.3f "
+      "TB/s.\n\n",
+      kHbmTBps, ceiling);
+  std::printf(
+      "| kernel | us | GB moved | TB/s | of HBM | of copy |\n|---|---:|---:|---:|---:|---:|\n");
   row("cudaMemcpy D2D", 8.0 * n, copy_ms, ceiling);
   for (const QIntParams& p : {q8, q4}) {
     const double wire = static_cast<double>(qint_payload_bytes(p, n));
     const std::string name = p.bits == 8 ? "qint8" : "qint4";
     DeviceEncodeOptions o;
     o.seed = 7;
-    const double enc = time_kernel_ms(iters, [&] { check(qint_encode(x, n, p, o, payload, nullptr, nullptr), "encode"); });
+    const double enc = time_kernel_ms(
+        iters, [&] { check(qint_encode(x, n, p, o, payload, nullptr, nullptr), "encode"); });
     row((name + " quantize (stochastic, bucket 512)").c_str(), 4.0 * n + wire, enc, ceiling);
     DeviceEncodeOptions ef = o;
     ef.residual = r;
-    const double enc_ef = time_kernel_ms(iters, [&] { check(qint_encode(x, n, p, ef, payload, nullptr, nullptr), "encode"); });
+    const double enc_ef = time_kernel_ms(
+        iters, [&] { check(qint_encode(x, n, p, ef, payload, nullptr, nullptr), "encode"); });
     row((name + " quantize + error feedback").c_str(), 12.0 * n + wire, enc_ef, ceiling);
     check(qint_encode(x, n, p, o, payload, nullptr, nullptr), "encode");
     compression::PayloadHeader h;
     h.codec = p.bits == 8 ? compression::CodecId::kQInt8 : compression::CodecId::kQInt4;
     h.count = static_cast<std::uint32_t>(n);
     h.param = p.bucket;
-    const double dec = time_kernel_ms(iters, [&] { check(qint_decode(h, payload, y, n, false, nullptr), "decode"); });
+    const double dec = time_kernel_ms(
+        iters, [&] { check(qint_decode(h, payload, y, n, false, nullptr), "decode"); });
     row((name + " dequantize").c_str(), wire + 4.0 * n, dec, ceiling);
-    const double acc = time_kernel_ms(iters, [&] { check(qint_decode(h, payload, y, n, true, nullptr), "decode"); });
+    const double acc = time_kernel_ms(
+        iters, [&] { check(qint_decode(h, payload, y, n, true, nullptr), "decode"); });
     row((name + " dequantize + accumulate").c_str(), wire + 8.0 * n, acc, ceiling);
   }
   {
-    const double ms = time_kernel_ms(iters, [&] { check(reduce_into(y, x, n, DType::kFloat32, ReduceOp::kSum, nullptr), "reduce"); });
+    const double ms = time_kernel_ms(iters, [&] {
+      check(reduce_into(y, x, n, DType::kFloat32, ReduceOp::kSum, nullptr), "reduce");
+    });
     row("reduce float32 sum (dst += src)", 12.0 * n, ms, ceiling);
-    const double bf = time_kernel_ms(iters, [&] { check(reduce_into(y, x, 2 * n, DType::kBFloat16, ReduceOp::kSum, nullptr), "reduce"); });
+    const double bf = time_kernel_ms(iters, [&] {
+      check(reduce_into(y, x, 2 * n, DType::kBFloat16, ReduceOp::kSum, nullptr), "reduce");
+    });
     row("reduce bfloat16 sum (2N elements)", 12.0 * n, bf, ceiling);
-    const double mx = time_kernel_ms(iters, [&] { check(reduce_into(y, x, n, DType::kFloat32, ReduceOp::kMax, nullptr), "reduce"); });
+    const double mx = time_kernel_ms(iters, [&] {
+      check(reduce_into(y, x, n, DType::kFloat32, ReduceOp::kMax, nullptr), "reduce");
+    });
     row("reduce float32 max", 12.0 * n, mx, ceiling);
   }
   const QIntParams big{8, 65536, true};
-  const double enc_big = time_kernel_ms(iters, [&] { check(qint_encode(x, n, big, {}, payload, nullptr, nullptr), "encode"); });
-  row("qint8 quantize, bucket 65536 (two-pass path)", 4.0 * n + qint_payload_bytes(big, n), enc_big, ceiling);
+  const double enc_big = time_kernel_ms(
+      iters, [&] { check(qint_encode(x, n, big, {}, payload, nullptr, nullptr), "encode"); });
+  row("qint8 quantize, bucket 65536 (two-pass path)", 4.0 * n + qint_payload_bytes(big, n), enc_big,
+      ceiling);
   cudaFree(payload);
 
   // Top-k.
-  std::printf("\n## Top-k\n\nGoal: 1%% of 100M floats <= 1 ms. %zu elements, wall time per call (median).\n\n", topk_n);
+  std::printf(
+      "\n## Top-k\n\nGoal: 1%% of 100M floats <= 1 ms. %zu elements, wall time per call "
+      "(median).\n\n",
+      topk_n);
   if (topk_n > n) die("topk", "--topk-elements must be <= --elements");
   {
     auto cfg = compression::parse_codec_spec("topk:density=0.01,warmup=0");
@@ -234,7 +261,8 @@ int main(int argc, char** argv) {
     auto* idx = device_alloc<std::uint32_t>(std::max(kcap, k));
     std::size_t kept = 0;
     const double sel = time_wall_ms(iters, [&] {
-      auto s = enc.select_sampled(x, topk_n, k, kcap, compression::rng_key(1, 2, 3, 4), idx, nullptr);
+      auto s =
+          enc.select_sampled(x, topk_n, k, kcap, compression::rng_key(1, 2, 3, 4), idx, nullptr);
       check(s.status(), "select");
       kept = *s;
       check(cudaDeviceSynchronize(), "sync");
@@ -244,9 +272,12 @@ int main(int argc, char** argv) {
       check(cudaDeviceSynchronize(), "sync");
     });
     std::printf("| operation | ms | note |\n|---|---:|---|\n");
-    std::printf("| encode (sampled threshold + compaction + varint/values) | %.3f | %zu payload bytes |\n", e, bytes);
+    std::printf(
+        "| encode (sampled threshold + compaction + varint/values) | %.3f | %zu payload bytes |\n",
+        e, bytes);
     std::printf("| encode with error feedback | %.3f | |\n", eef);
-    std::printf("| selection only (select_sampled) | %.3f | kept %zu for k = %zu |\n", sel, kept, k);
+    std::printf("| selection only (select_sampled) | %.3f | kept %zu for k = %zu |\n", sel, kept,
+                k);
     std::printf("| exact top-k (full radix sort, reference) | %.3f | |\n", ex);
     cudaFree(idx);
     cudaFree(out);
@@ -254,18 +285,24 @@ int main(int argc, char** argv) {
 
   // Staging pipeline.
   std::printf("\n## Staging pipeline (qint8, bucket 512)\n\n");
-  std::printf("Goal: >= 80%% of the D2H copy hidden behind a simulated %.0f GB/s network. %zu elements in chunks of %zu.\n\n",
-              net_gbps, n, chunk);
+  std::printf(
+      "Goal: >= 80%% of the D2H copy hidden behind a simulated %.0f GB/s network. %zu elements in "
+      "chunks of %zu.\n\n",
+      net_gbps, n, chunk);
   {
     // Pinned D2H bandwidth alone, for reference.
     const std::size_t bytes = qint_payload_bytes(q8, chunk);
     void* pinned = nullptr;
     check(cudaMallocHost(&pinned, bytes), "pinned");
-    const double d2h = time_kernel_ms(iters, [&] { check(cudaMemcpyAsync(pinned, x, bytes, cudaMemcpyDeviceToHost), "d2h"); });
-    std::printf("Pinned D2H of one chunk payload (%.1f MB): %.1f GB/s.\n\n", bytes / 1e6, bytes / (d2h * 1e-3) / 1e9);
+    const double d2h = time_kernel_ms(
+        iters, [&] { check(cudaMemcpyAsync(pinned, x, bytes, cudaMemcpyDeviceToHost), "d2h"); });
+    std::printf("Pinned D2H of one chunk payload (%.1f MB): %.1f GB/s.\n\n", bytes / 1e6,
+                bytes / (d2h * 1e-3) / 1e9);
     cudaFreeHost(pinned);
   }
-  std::printf("| direction | depth | chunks | total ms | network ms | copy ms | codec ms | exposed ms | copy hidden |\n");
+  std::printf(
+      "| direction | depth | chunks | total ms | network ms | copy ms | codec ms | exposed ms | "
+      "copy hidden |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   std::vector<std::vector<std::byte>> wire;
   for (int depth : {2, 3}) {
@@ -281,7 +318,8 @@ int main(int argc, char** argv) {
     auto send = [&](std::span<const std::byte> p) {
       const auto t = Clock::now();
       if (keep) wire.emplace_back(p.begin(), p.end());
-      const double left = p.size() / (net_gbps * 1e9) - std::chrono::duration<double>(Clock::now() - t).count();
+      const double left =
+          p.size() / (net_gbps * 1e9) - std::chrono::duration<double>(Clock::now() - t).count();
       if (left > 0) spin_for(left);
       return Status::ok();
     };
@@ -290,8 +328,9 @@ int main(int argc, char** argv) {
     auto report = [&](const char* dir, const StagingStats& s) {
       const double exposed = std::max(0.0, s.total_ms - s.callback_ms);
       const double hidden = s.copy_ms > 0 ? std::clamp(1.0 - exposed / s.copy_ms, 0.0, 1.0) : 0.0;
-      std::printf("| %s | %d | %zu | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f%% |\n", dir, depth, s.chunks,
-                  s.total_ms, s.callback_ms, s.copy_ms, s.codec_ms, exposed, 100.0 * hidden);
+      std::printf("| %s | %d | %zu | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f%% |\n", dir, depth,
+                  s.chunks, s.total_ms, s.callback_ms, s.copy_ms, s.codec_ms, exposed,
+                  100.0 * hidden);
     };
     check((*pipe)->send(x, n, {}, send), "send");
     report("send (encode, D2H, network)", (*pipe)->last_stats());
@@ -300,7 +339,8 @@ int main(int argc, char** argv) {
       const auto t = Clock::now();
       const auto& p = wire[next++ % wire.size()];
       std::memcpy(buf.data(), p.data(), p.size());
-      const double left = p.size() / (net_gbps * 1e9) - std::chrono::duration<double>(Clock::now() - t).count();
+      const double left =
+          p.size() / (net_gbps * 1e9) - std::chrono::duration<double>(Clock::now() - t).count();
       if (left > 0) spin_for(left);
       return p.size();
     };
@@ -311,7 +351,8 @@ int main(int argc, char** argv) {
     pipe->reset();
     cudaStreamDestroy(stream);
   }
-  std::printf("\nexposed = total - network (host waiting on the GPU); copy hidden = 1 - exposed / copy.\n");
+  std::printf(
+      "\nexposed = total - network (host waiting on the GPU); copy hidden = 1 - exposed / copy.\n");
   cudaFree(x);
   cudaFree(y);
   cudaFree(r);

@@ -51,9 +51,21 @@ std::size_t parse_bytes(std::string_view s) {
   if (s.empty()) usage("empty size");
   std::size_t mult = 1;
   switch (s.back()) {
-    case 'k': case 'K': mult = 1u << 10; s.remove_suffix(1); break;
-    case 'm': case 'M': mult = 1u << 20; s.remove_suffix(1); break;
-    case 'g': case 'G': mult = 1u << 30; s.remove_suffix(1); break;
+    case 'k':
+    case 'K':
+      mult = 1u << 10;
+      s.remove_suffix(1);
+      break;
+    case 'm':
+    case 'M':
+      mult = 1u << 20;
+      s.remove_suffix(1);
+      break;
+    case 'g':
+    case 'G':
+      mult = 1u << 30;
+      s.remove_suffix(1);
+      break;
     default: break;
   }
   char* end = nullptr;
@@ -129,8 +141,7 @@ void fill(std::byte* p, std::size_t bytes, DType t, bool dst) {
 }
 
 double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // Median over `iters` samples of GB/s; `body` runs once per call, moving `bytes_per_call`.
@@ -203,16 +214,16 @@ int main(int argc, char** argv) {
   std::printf("- cpu: %s (%s)\n", cpu_model().c_str(), un.machine);
   std::printf("- cpu features: avx512f=%d avx2=%d f16c=%d avx512fp16=%d avx512bf16=%d\n",
               __builtin_cpu_supports("avx512f") ? 1 : 0, __builtin_cpu_supports("avx2") ? 1 : 0,
-              __builtin_cpu_supports("f16c") ? 1 : 0,
-              __builtin_cpu_supports("avx512fp16") ? 1 : 0,
+              __builtin_cpu_supports("f16c") ? 1 : 0, __builtin_cpu_supports("avx512fp16") ? 1 : 0,
               __builtin_cpu_supports("avx512bf16") ? 1 : 0);
   std::printf("- multiversion selected: %s\n", selected_clone());
   std::printf("- compiler: GCC %s\n", __VERSION__);
   std::printf("- load average at start: %.2f\n", load[0]);
-  std::printf("- method: reduce_into(dst, src) GB/s counting 2 reads + 1 write per element; "
-              "memcpy(dst, src) counting 1 read + 1 write; same buffers; median of %d "
-              "samples of ~256 MiB each. Cell: GB/s (fraction of memcpy at that size).\n\n",
-              opt.iters);
+  std::printf(
+      "- method: reduce_into(dst, src) GB/s counting 2 reads + 1 write per element; "
+      "memcpy(dst, src) counting 1 read + 1 write; same buffers; median of %d "
+      "samples of ~256 MiB each. Cell: GB/s (fraction of memcpy at that size).\n\n",
+      opt.iters);
 
   const std::size_t max_alloc = sizes.back();
   Buffer dst = alloc(max_alloc);
@@ -251,9 +262,8 @@ int main(int argc, char** argv) {
         const std::size_t n = sizes[si] / esize;
         fill(dst.get(), n * esize, t, true);
         fill(src.get(), n * esize, t, false);
-        const double g = measure(opt.iters, 3 * n * esize, [&] {
-          tributary::reduce_into(dst.get(), src.get(), n, t, op);
-        });
+        const double g = measure(opt.iters, 3 * n * esize,
+                                 [&] { tributary::reduce_into(dst.get(), src.get(), n, t, op); });
         std::printf(" %.1f (%.2f) |", g, g / memcpy_gbps[si]);
         std::fflush(stdout);
       }

@@ -6,7 +6,8 @@
 #   env: BIN (default build/cc/bench/compressed_allreduce_bench, else build/release/...),
 #        RATE (100mbit), ITERS (3), CODECS (float32,float32@ring,qint8:bucket=512,topk:density=0.01;
 #        "@algo" forces the dense all-reduce algorithm; speedups vs the fastest float32 row),
-#        OUT (a Markdown file to append the results to)
+#        OUT (a Markdown file to append the results to; its plot, speed-up and wire bytes
+#        per codec for every table in it, is redrawn next to it as .png)
 #
 # Topology: a switch namespace trib_sw with a bridge; host i is namespace trib_h<i> with
 # 10.77.0.<i+1>/24 on a veth whose two ends are both shaped (tbf rate $RATE burst 32kbit
@@ -86,3 +87,4 @@ fi
   echo
   cat "$LOG0"
 } | if [[ -n "${OUT:-}" ]]; then tee -a "$OUT"; else cat; fi
+if [[ -n "${OUT:-}" ]]; then "$ROOT/bench/plots/plot_results.py" shaped "$OUT"; fi

@@ -11,7 +11,7 @@
 #include "cli/workloads.h"
 #include "core/reduce.h"
 
-namespace tributary {
+namespace tributary::cli {
 namespace {
 
 // Expected receive buffer of `rank` for the check pass.
@@ -75,7 +75,8 @@ std::size_t count_wrong(const TypedBuffer& got, const TypedBuffer& want) {
   const auto* a = static_cast<const unsigned char*>(got.data());
   const auto* b = static_cast<const unsigned char*>(want.data());
   std::size_t wrong = 0;
-  for (std::size_t i = 0; i < want.count(); ++i) wrong += std::memcmp(a + i * es, b + i * es, es) != 0;
+  for (std::size_t i = 0; i < want.count(); ++i)
+    wrong += std::memcmp(a + i * es, b + i * es, es) != 0;
   return wrong;
 }
 
@@ -85,7 +86,7 @@ double check_value(int rank, std::size_t i) {
   return static_cast<double>((static_cast<std::size_t>(rank) * 7 + i * 3) % 11 + 1);
 }
 
-Status run_bench(Worker& w, const BenchSpec& spec, std::FILE* out) {
+Status run_bench(agent::Worker& w, const BenchSpec& spec, std::FILE* out) {
   const int n = w.size();
   const int rank = w.rank();
   const std::size_t es = dtype_size(spec.dtype);
@@ -104,15 +105,17 @@ Status run_bench(Worker& w, const BenchSpec& spec, std::FILE* out) {
       const BufferShape shape = buffer_shape(kind, total, n);
       TypedBuffer send = make_input(spec.dtype, shape.send_count, rank);
       TypedBuffer recv(spec.dtype, shape.recv_count);
-      Outcome last;
+      agent::Outcome last;
       for (int i = 0; i < spec.warmup; ++i) {
-        auto r = run_collective(w, kind, send.data(), recv.data(), shape, spec.dtype, spec.op, spec.root);
+        auto r = run_collective(w, kind, send.data(), recv.data(), shape, spec.dtype, spec.op,
+                                spec.root);
         if (!r) return r.status();
       }
       if (auto r = w.barrier(); !r) return r.status();
       const auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < spec.iters; ++i) {
-        auto r = run_collective(w, kind, send.data(), recv.data(), shape, spec.dtype, spec.op, spec.root);
+        auto r = run_collective(w, kind, send.data(), recv.data(), shape, spec.dtype, spec.op,
+                                spec.root);
         if (!r) return r.status();
         last = *r;
       }
@@ -124,7 +127,8 @@ Status run_bench(Worker& w, const BenchSpec& spec, std::FILE* out) {
       double wrong = 0;
       if (spec.check && kind != CollectiveKind::kBarrier) {
         TypedBuffer fresh(spec.dtype, shape.recv_count);
-        auto r = run_collective(w, kind, send.data(), fresh.data(), shape, spec.dtype, spec.op, spec.root);
+        auto r = run_collective(w, kind, send.data(), fresh.data(), shape, spec.dtype, spec.op,
+                                spec.root);
         if (!r) return r.status();
         if (result_is_defined_here(kind, rank, spec.root)) {
           wrong = static_cast<double>(count_wrong(
@@ -153,7 +157,7 @@ Status run_bench(Worker& w, const BenchSpec& spec, std::FILE* out) {
   return Status::ok();
 }
 
-Status run_mismatch(Worker& w, MismatchKind kind, std::FILE* out) {
+Status run_mismatch(agent::Worker& w, MismatchKind kind, std::FILE* out) {
   const bool odd_one = w.rank() == w.size() - 1;
   const std::size_t count = 1000 + (odd_one && kind == MismatchKind::kCount ? 1 : 0);
   const DType dtype = odd_one && kind == MismatchKind::kDType ? DType::kInt32 : DType::kFloat32;
@@ -166,7 +170,7 @@ Status run_mismatch(Worker& w, MismatchKind kind, std::FILE* out) {
   return r.status();
 }
 
-Status run_check(Worker& w, const CheckSpec& spec, std::FILE* out) {
+Status run_check(agent::Worker& w, const CheckSpec& spec, std::FILE* out) {
   const int n = w.size();
   const int rank = w.rank();
   std::vector<CollectiveKind> kinds = spec.kinds.empty() ? all_collective_kinds() : spec.kinds;
@@ -178,29 +182,32 @@ Status run_check(Worker& w, const CheckSpec& spec, std::FILE* out) {
   for (CollectiveKind kind : kinds) {
     for (DType dtype : dtypes) {
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
-        const bool reduces = kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduce ||
+        const bool reduces = kind == CollectiveKind::kAllReduce ||
+                             kind == CollectiveKind::kReduce ||
                              kind == CollectiveKind::kReduceScatter;
         if (!reduces && op != ReduceOp::kSum) continue;
         for (std::size_t total : spec.counts) {
           const int root = n - 1;
-          const BufferShape shape = buffer_shape(kind, total * (reduces || kind == CollectiveKind::kBroadcast ? 1 : n), n);
+          const BufferShape shape = buffer_shape(
+              kind, total * (reduces || kind == CollectiveKind::kBroadcast ? 1 : n), n);
           TypedBuffer send = make_input(dtype, shape.send_count, rank);
           TypedBuffer recv(dtype, shape.recv_count);
           auto r = run_collective(w, kind, send.data(), recv.data(), shape, dtype, op, root);
           if (!r) {
-            return error(r.status().code(), std::string(to_string(kind)) + " " +
-                                                 std::string(to_string(dtype)) + " count " +
-                                                 std::to_string(total) + ": " + r.status().message());
+            return error(r.status().code(),
+                         std::string(to_string(kind)) + " " + std::string(to_string(dtype)) +
+                             " count " + std::to_string(total) + ": " + r.status().message());
           }
           ++cases;
           if (!result_is_defined_here(kind, rank, root)) continue;
-          const std::size_t wrong = count_wrong(recv, expected_result(kind, shape, dtype, op, rank, n, root));
+          const std::size_t wrong =
+              count_wrong(recv, expected_result(kind, shape, dtype, op, rank, n, root));
           if (wrong != 0) {
             return error(StatusCode::kMismatch,
-                         "rank " + std::to_string(rank) + ": " + std::string(to_string(kind)) + " " +
-                             std::string(to_string(dtype)) + " " + std::string(to_string(op)) +
-                             " count " + std::to_string(total) + ": " + std::to_string(wrong) +
-                             " wrong elements");
+                         "rank " + std::to_string(rank) + ": " + std::string(to_string(kind)) +
+                             " " + std::string(to_string(dtype)) + " " +
+                             std::string(to_string(op)) + " count " + std::to_string(total) + ": " +
+                             std::to_string(wrong) + " wrong elements");
           }
         }
       }
@@ -210,4 +217,4 @@ Status run_check(Worker& w, const CheckSpec& spec, std::FILE* out) {
   return Status::ok();
 }
 
-}  // namespace tributary
+}  // namespace tributary::cli

@@ -13,7 +13,7 @@
 
 extern char** environ;
 
-namespace tributary {
+namespace tributary::cli {
 
 Result<ChildProcess> ChildProcess::spawn(const std::vector<std::string>& argv,
                                          const std::string& stdout_path) {
@@ -113,4 +113,4 @@ std::string self_executable() {
   return std::string(buf, static_cast<std::size_t>(n));
 }
 
-}  // namespace tributary
+}  // namespace tributary::cli

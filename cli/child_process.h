@@ -12,7 +12,7 @@
 #include "core/clock.h"
 #include "core/status.h"
 
-namespace tributary {
+namespace tributary::cli {
 
 class ChildProcess {
  public:
@@ -42,4 +42,4 @@ class ChildProcess {
 // Path of the running executable (/proc/self/exe), for re-executing subcommands.
 std::string self_executable();
 
-}  // namespace tributary
+}  // namespace tributary::cli

@@ -1,6 +1,6 @@
 #include "cli/collective_kind.h"
 
-namespace tributary {
+namespace tributary::cli {
 
 std::string_view to_string(CollectiveKind kind) {
   switch (kind) {
@@ -64,4 +64,4 @@ BufferShape buffer_shape(CollectiveKind kind, std::size_t total, int n) {
   return {};
 }
 
-}  // namespace tributary
+}  // namespace tributary::cli

@@ -7,10 +7,17 @@
 #include <string_view>
 #include <vector>
 
-namespace tributary {
+namespace tributary::cli {
 
 enum class CollectiveKind {
-  kAllReduce, kReduceScatter, kAllGather, kBroadcast, kReduce, kGather, kScatter, kAllToAll,
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kBroadcast,
+  kReduce,
+  kGather,
+  kScatter,
+  kAllToAll,
   kBarrier,
 };
 
@@ -31,4 +38,4 @@ struct BufferShape {
 };
 BufferShape buffer_shape(CollectiveKind kind, std::size_t total, int world_size);
 
-}  // namespace tributary
+}  // namespace tributary::cli

@@ -14,7 +14,7 @@
 
 #include "cli/launcher.h"
 
-namespace tributary {
+namespace tributary::cli {
 namespace {
 
 struct Agent {
@@ -56,9 +56,8 @@ int run_demo(const DemoSpec& spec) {
     // Short enough that the evicted straggler is seen trying again within the demo.
     coordinator_args.insert(coordinator_args.end(), {"--straggler-cooldown-s", "5"});
   }
-  auto coordinator = start_coordinator_process(spec.workers, &endpoint,
-                                               Deadline::after(std::chrono::seconds(20)),
-                                               coordinator_args);
+  auto coordinator = start_coordinator_process(
+      spec.workers, &endpoint, Deadline::after(std::chrono::seconds(20)), coordinator_args);
   if (!coordinator) {
     std::fprintf(stderr, "tributary demo: %s\n", coordinator.status().to_string().c_str());
     return 1;
@@ -66,8 +65,8 @@ int run_demo(const DemoSpec& spec) {
 
   std::vector<Agent> agents;
   auto spawn = [&](const std::string& role, std::vector<std::string> extra) -> bool {
-    std::vector<std::string> argv = {self_executable(), "agent", "--coordinator", endpoint,
-                                     "--workload", "train"};
+    std::vector<std::string> argv = {self_executable(), "agent",      "--coordinator",
+                                     endpoint,          "--workload", "train"};
     argv.insert(argv.end(), spec.agent_args.begin(), spec.agent_args.end());
     argv.insert(argv.end(), extra.begin(), extra.end());
     int fd = -1;
@@ -153,20 +152,23 @@ int run_demo(const DemoSpec& spec) {
     // Fault injection driven by progress.
     if (spec.join_at >= 0 && !joined && max_step >= spec.join_at) {
       joined = true;
-      std::printf("demo: step %ld: starting a new worker (it joins at the next step boundary)\n", max_step);
+      std::printf("demo: step %ld: starting a new worker (it joins at the next step boundary)\n",
+                  max_step);
       if (!spawn("joiner", {})) return 1;
     }
     for (auto& a : agents) {
       if (a.role == "drain" && !drained && max_step >= spec.drain_at) {
         drained = true;
-        std::printf("demo: step %ld: SIGTERM to worker pid %d (drain)\n", max_step, a.process.pid());
+        std::printf("demo: step %ld: SIGTERM to worker pid %d (drain)\n", max_step,
+                    a.process.pid());
         a.process.signal(SIGTERM);
       }
       if (a.role == "stop" && !continued && !a.process.exited() && is_stopped(a.process.pid())) {
         if (continue_at == std::chrono::steady_clock::time_point{}) {
-          std::printf("demo: worker pid %d is stopped (SIGSTOP); SIGCONT in %ld ms\n", a.process.pid(),
-                      spec.stop_for_ms);
-          continue_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(spec.stop_for_ms);
+          std::printf("demo: worker pid %d is stopped (SIGSTOP); SIGCONT in %ld ms\n",
+                      a.process.pid(), spec.stop_for_ms);
+          continue_at =
+              std::chrono::steady_clock::now() + std::chrono::milliseconds(spec.stop_for_ms);
         } else if (std::chrono::steady_clock::now() >= continue_at) {
           continued = true;
           std::printf("demo: SIGCONT to worker pid %d\n", a.process.pid());
@@ -192,14 +194,16 @@ int run_demo(const DemoSpec& spec) {
       terminated_late = true;
     }
     if (deadline.passed()) {
-      std::fprintf(stderr, "tributary demo: timed out after %ld s; stopping everything\n", spec.timeout_s);
+      std::fprintf(stderr, "tributary demo: timed out after %ld s; stopping everything\n",
+                   spec.timeout_s);
       failures = 1;
       break;
     }
   }
   for (auto& a : agents) {
     a.process.signal(SIGCONT);
-    auto code = a.process.wait(deadline.passed() ? Deadline::after(std::chrono::seconds(5)) : deadline);
+    auto code =
+        a.process.wait(deadline.passed() ? Deadline::after(std::chrono::seconds(5)) : deadline);
     if (!code) {
       a.process.signal(SIGKILL);
       ++failures;
@@ -227,4 +231,4 @@ int run_demo(const DemoSpec& spec) {
   return failures == 0 ? 0 : 1;
 }
 
-}  // namespace tributary
+}  // namespace tributary::cli

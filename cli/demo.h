@@ -7,22 +7,22 @@
 #include <string>
 #include <vector>
 
-namespace tributary {
+namespace tributary::cli {
 
 struct DemoSpec {
   int workers = 4;
   long timeout_s = 600;
-  long kill_at = -1;       // a worker kills itself with SIGKILL at this global step
-  long stop_at = -1;       // a worker SIGSTOPs itself at this step ...
-  long stop_for_ms = 3000;  // ... and the controller SIGCONTs it this much later
-  long join_at = -1;       // the controller starts one more worker at this step
-  long drain_at = -1;      // the controller sends a worker SIGTERM at this step
-  int straggler_ms = 0;    // one worker computes this much slower every step
-  std::vector<std::string> agent_args;        // forwarded to every worker
+  long kill_at = -1;                    // a worker kills itself with SIGKILL at this global step
+  long stop_at = -1;                    // a worker SIGSTOPs itself at this step ...
+  long stop_for_ms = 3000;              // ... and the controller SIGCONTs it this much later
+  long join_at = -1;                    // the controller starts one more worker at this step
+  long drain_at = -1;                   // the controller sends a worker SIGTERM at this step
+  int straggler_ms = 0;                 // one worker computes this much slower every step
+  std::vector<std::string> agent_args;  // forwarded to every worker
   std::vector<std::string> coordinator_args;  // forwarded to the coordinator
 };
 
 // Returns the process exit code: 0 when the run finished and the survivors agree.
 int run_demo(const DemoSpec& spec);
 
-}  // namespace tributary
+}  // namespace tributary::cli

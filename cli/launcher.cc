@@ -9,7 +9,7 @@
 
 #include "core/auth.h"
 
-namespace tributary {
+namespace tributary::cli {
 
 std::string random_secret() {
   static const char* kHex = "0123456789abcdef";
@@ -30,9 +30,9 @@ Result<ChildProcess> start_coordinator_process(int world_size, std::string* endp
   const char* dir = ::mkdtemp(dir_template);
   if (dir == nullptr) return error(StatusCode::kInternal, "mkdtemp failed");
   const std::string ready = std::string(dir) + "/coordinator.endpoint";
-  std::vector<std::string> argv = {self_executable(), "coordinator", "--bind", "tcp://127.0.0.1:0",
-                                   "--world-size", std::to_string(world_size), "--ready-file",
-                                   ready};
+  std::vector<std::string> argv = {self_executable(),   "coordinator",  "--bind",
+                                   "tcp://127.0.0.1:0", "--world-size", std::to_string(world_size),
+                                   "--ready-file",      ready};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   auto child = ChildProcess::spawn(argv);
   if (!child) return child.status();
@@ -48,10 +48,11 @@ Result<ChildProcess> start_coordinator_process(int world_size, std::string* endp
       return std::move(*child);
     }
     if (auto code = child->wait(Deadline{std::chrono::steady_clock::now()}); code) {
-      return error(StatusCode::kUnavailable,
-                   "the coordinator exited with status " + std::to_string(*code) + " before binding");
+      return error(StatusCode::kUnavailable, "the coordinator exited with status " +
+                                                 std::to_string(*code) + " before binding");
     }
-    if (deadline.passed()) return error(StatusCode::kTimedOut, "the coordinator did not bind in time");
+    if (deadline.passed())
+      return error(StatusCode::kTimedOut, "the coordinator did not bind in time");
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(50));
   }
@@ -86,4 +87,4 @@ int wait_all(std::vector<ChildProcess>& agents, Deadline deadline) {
   return first_failure;
 }
 
-}  // namespace tributary
+}  // namespace tributary::cli

@@ -7,7 +7,7 @@
 
 #include "cli/child_process.h"
 
-namespace tributary {
+namespace tributary::cli {
 
 struct LocalCluster {
   std::string coordinator_endpoint;
@@ -31,4 +31,4 @@ int wait_all(std::vector<ChildProcess>& agents, Deadline deadline);
 // A random hex secret for a throw-away local cluster.
 std::string random_secret();
 
-}  // namespace tributary
+}  // namespace tributary::cli

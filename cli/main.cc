@@ -19,7 +19,7 @@
 #include "compression/convergence_advice.h"
 #include "coordinator/coordinator.h"
 
-namespace tributary {
+namespace tributary::cli {
 namespace {
 
 std::atomic<bool> g_stop{false};
@@ -50,16 +50,20 @@ void add_coordinator_flags(CLI::App& cmd, CoordinatorFlags& f) {
       ->capture_default_str();
   cmd.add_option("--secret", f.config.secret, "cluster secret")->envname("TRIBUTARY_SECRET");
   cmd.add_option("--world-size", f.config.initial_world_size,
-                 "members to gather before the first view")->capture_default_str()
+                 "members to gather before the first view")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd.add_option("--heartbeat-timeout-ms", f.heartbeat_timeout_ms,
-                 "silence after which a member is removed")->capture_default_str()
+                 "silence after which a member is removed")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd.add_option("--heartbeat-interval-ms", f.heartbeat_interval_ms,
-                 "how often agents heartbeat")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd.add_option("--heartbeat-interval-ms", f.heartbeat_interval_ms, "how often agents heartbeat")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd.add_option("--ready-timeout-ms", f.ready_timeout_ms,
                  "a member that does not confirm a new view this long is removed")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd.add_option("--journal", f.config.journal_path,
                  "journal file (fsynced) that lets a restarted coordinator resume");
   auto& st = f.config.straggler;
@@ -67,11 +71,13 @@ void add_coordinator_flags(CLI::App& cmd, CoordinatorFlags& f) {
   cmd.add_option("--straggler-k", st.k, "straggler: compute time above k x the step's median")
       ->capture_default_str();
   cmd.add_option("--straggler-floor-ms", f.straggler_floor_ms,
-                 "straggler: never below this compute time")->capture_default_str();
+                 "straggler: never below this compute time")
+      ->capture_default_str();
   cmd.add_option("--straggler-m", st.m, "straggler: in M ...")->capture_default_str();
   cmd.add_option("--straggler-w", st.w, "... of the last W steps")->capture_default_str();
   cmd.add_option("--straggler-cooldown-s", f.straggler_cooldown_s,
-                 "an evicted straggler may rejoin after this")->capture_default_str();
+                 "an evicted straggler may rejoin after this")
+      ->capture_default_str();
   cmd.add_option("--min-world-size", st.min_world_size, "never evict below this many members")
       ->capture_default_str();
   cmd.add_option("--metrics", f.config.metrics_address,
@@ -108,7 +114,7 @@ int run_coordinator(CoordinatorFlags& f) {
 // --- agent --------------------------------------------------------------------------
 
 struct AgentFlags {
-  WorkerConfig worker;
+  agent::WorkerConfig worker;
   std::string workload = "train";
   BenchSpec bench;
   std::string bench_ops = "all_reduce";
@@ -127,7 +133,8 @@ struct AgentFlags {
 
 void add_worker_flags(CLI::App& cmd, AgentFlags& f) {
   cmd.add_option("--coordinator", f.worker.coordinator, "coordinator endpoint")
-      ->envname("TRIBUTARY_COORDINATOR")->capture_default_str();
+      ->envname("TRIBUTARY_COORDINATOR")
+      ->capture_default_str();
   cmd.add_option("--secret", f.worker.secret, "cluster secret")->envname("TRIBUTARY_SECRET");
   cmd.add_option("--host", f.worker.host, "host label (default: hostname)");
   cmd.add_option("--zone", f.worker.zone, "zone label");
@@ -136,11 +143,14 @@ void add_worker_flags(CLI::App& cmd, AgentFlags& f) {
   cmd.add_option("--advertise-host", f.worker.advertise_host,
                  "data-plane address peers dial (default: --bind-host)");
   cmd.add_option("--join-timeout-ms", f.join_timeout_ms, "deadline to join and connect")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd.add_option("--timeout-ms", f.timeout_ms, "deadline of each collective")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd.add_option("--chunk-bytes", f.worker.chunk_bytes, "pipeline chunk size")
-      ->transform(CLI::AsSizeValue(false))->capture_default_str();
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
   cmd.add_option("--algorithm", f.algorithm,
                  "all-reduce algorithm: auto, ring, tree, double_tree, halving_doubling, direct")
       ->capture_default_str();
@@ -148,27 +158,35 @@ void add_worker_flags(CLI::App& cmd, AgentFlags& f) {
                  "serve Prometheus /metrics on HOST:PORT (port 0: ephemeral)");
   cmd.add_option("--min-world-size", f.worker.min_world_size,
                  "quorum: below this many members, wait instead of training")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd.add_option("--deadline-floor-ms", f.deadline_floor_ms,
                  "data-plane progress deadline floor (plus 8x the measured transfer time)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd.add_option("--recovery-timeout-ms", f.recovery_timeout_ms,
                  "bound on recovering from a failure (new view, reconnect)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd.add_flag("--no-agreement", f.no_agreement,
                "skip the commit round after each collective (not all-or-nothing; benchmarks)");
 }
 
 void add_bench_flags(CLI::App& cmd, AgentFlags& f) {
   cmd.add_option("-b,--min-bytes", f.bench.min_bytes, "smallest size")
-      ->transform(CLI::AsSizeValue(false))->capture_default_str();
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
   cmd.add_option("-e,--max-bytes", f.bench.max_bytes, "largest size")
-      ->transform(CLI::AsSizeValue(false))->capture_default_str();
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
   cmd.add_option("-f,--factor", f.bench.factor, "size multiplication factor")
-      ->capture_default_str()->check(CLI::Range(1.01, 1e6));
-  cmd.add_option("--iters", f.bench.iters, "timed iterations")->capture_default_str()
+      ->capture_default_str()
+      ->check(CLI::Range(1.01, 1e6));
+  cmd.add_option("--iters", f.bench.iters, "timed iterations")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd.add_option("--warmup", f.bench.warmup, "warm-up iterations")->capture_default_str()
+  cmd.add_option("--warmup", f.bench.warmup, "warm-up iterations")
+      ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("--op", f.bench_ops,
                  "collectives, comma-separated, or 'all' (all_reduce, reduce_scatter, "
@@ -179,9 +197,11 @@ void add_bench_flags(CLI::App& cmd, AgentFlags& f) {
 }
 
 void add_train_flags(CLI::App& cmd, TrainSpec& t) {
-  cmd.add_option("--epochs", t.recipe.epochs, "passes over the training shards")->capture_default_str()
+  cmd.add_option("--epochs", t.recipe.epochs, "passes over the training shards")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd.add_option("--batch", t.recipe.batch_size, "minibatch per worker")->capture_default_str()
+  cmd.add_option("--batch", t.recipe.batch_size, "minibatch per worker")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd.add_option("--lr", t.recipe.learning_rate,
                  "learning rate at the start (cosine-decayed to 0 over the epochs)")
@@ -190,12 +210,14 @@ void add_train_flags(CLI::App& cmd, TrainSpec& t) {
   cmd.add_option("--seed", t.seed, "seed of the model and the batches")->capture_default_str();
   cmd.add_option("--data", t.data_path, "digits.csv(.gz) path (default: the project's copy)");
   cmd.add_option("--print-every", t.print_every, "steps between progress lines")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd.add_option("--step-delay-ms", t.step_delay_ms, "extra compute time per step")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
 }
 
-void add_codec_flag(CLI::App& cmd, WorkerConfig& w) {
+void add_codec_flag(CLI::App& cmd, agent::WorkerConfig& w) {
   cmd.add_option("--codec", w.codec,
                  "gradient compression: float32, float16, bfloat16, qint8[:bucket=512], qint4, "
                  "sign, topk[:density=0.01], powersgd[:rank=2] (see docs/compression.md)")
@@ -208,7 +230,8 @@ void add_injection_flags(CLI::App& cmd, TrainSpec& t) {
   cmd.add_option("--kill-at", t.kill_at, "raise SIGKILL in this process at this global step");
   cmd.add_option("--stop-at", t.stop_at, "raise SIGSTOP in this process at this global step");
   cmd.add_option("--rejoin-after-ms", t.rejoin_after_ms, "after an eviction, wait before rejoining")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
 }
 
 // The codec as the training recipe meets it: momentum placement, clipping, and what the
@@ -225,7 +248,9 @@ Status check_training_codec(AgentFlags& f) {
   if (advice.verdict == Verdict::kDiverges) {
     return error(StatusCode::kInvalidArgument, "--codec " + f.worker.codec + ": " + advice.message);
   }
-  if (advice.verdict == Verdict::kLosesAccuracy) f.train.codec_warning = "--codec " + f.worker.codec + ": " + advice.message;
+  if (advice.verdict == Verdict::kLosesAccuracy) {
+    f.train.codec_warning = "--codec " + f.worker.codec + ": " + advice.message;
+  }
   return Status::ok();
 }
 
@@ -238,8 +263,9 @@ Status finish_agent_flags(AgentFlags& f) {
   f.worker.agreement = !f.no_agreement;
   f.train.compressed = f.worker.codec != "float32";
   TRIB_RETURN_IF_ERROR(check_training_codec(f));
-  if (!parse_all_reduce_algorithm(f.algorithm, &f.worker.algorithm)) {
-    return error(StatusCode::kInvalidArgument, "--algorithm: unknown algorithm '" + f.algorithm + "'");
+  if (!algorithms::parse_all_reduce_algorithm(f.algorithm, &f.worker.algorithm)) {
+    return error(StatusCode::kInvalidArgument,
+                 "--algorithm: unknown algorithm '" + f.algorithm + "'");
   }
   auto dtype = parse_dtype(f.dtype);
   if (!dtype) return error(StatusCode::kInvalidArgument, "--dtype: unknown type '" + f.dtype + "'");
@@ -256,7 +282,8 @@ Status finish_agent_flags(AgentFlags& f) {
       const std::size_t comma = std::min(f.bench_ops.find(',', start), f.bench_ops.size());
       const std::string name = f.bench_ops.substr(start, comma - start);
       auto kind = parse_collective_kind(name);
-      if (!kind) return error(StatusCode::kInvalidArgument, "--op: unknown collective '" + name + "'");
+      if (!kind)
+        return error(StatusCode::kInvalidArgument, "--op: unknown collective '" + name + "'");
       f.bench.kinds.push_back(*kind);
       start = comma + 1;
     }
@@ -269,7 +296,7 @@ Status finish_agent_flags(AgentFlags& f) {
 
 int run_train_agent(AgentFlags& f) {
   auto summary = run_training(
-      [&]() -> Result<std::unique_ptr<Worker>> { return Worker::start(f.worker); },
+      [&]() -> Result<std::unique_ptr<agent::Worker>> { return agent::Worker::start(f.worker); },
       f.train, stdout);
   if (!summary) return report(summary.status(), "agent");
   if (!summary->drained && summary->rank == 0) {
@@ -290,19 +317,21 @@ int run_agent(AgentFlags& f) {
   if (Status s = finish_agent_flags(f); !s) return report(s, "agent");
   if (f.workload != "train" && f.workload != "bench" && f.workload != "check" &&
       f.workload != "mismatch" && f.workload != "soak") {
-    return report(error(StatusCode::kInvalidArgument,
-                        "--workload: train, bench, check, mismatch or soak"), "agent");
+    return report(
+        error(StatusCode::kInvalidArgument, "--workload: train, bench, check, mismatch or soak"),
+        "agent");
   }
   if (f.workload == "train") return run_train_agent(f);
   if (f.workload == "soak") {
-    Status s = run_soak([&]() -> Result<std::unique_ptr<Worker>> { return Worker::start(f.worker); },
-                        f.soak, stdout);
+    Status s = run_soak(
+        [&]() -> Result<std::unique_ptr<agent::Worker>> { return agent::Worker::start(f.worker); },
+        f.soak, stdout);
     if (!s) return report(s, "agent soak");
     return 0;
   }
-  auto worker = Worker::start(f.worker);
+  auto worker = agent::Worker::start(f.worker);
   if (!worker) return report(worker.status(), "agent");
-  Worker& w = **worker;
+  agent::Worker& w = **worker;
   Status status;
   if (f.workload == "bench") {
     status = run_bench(w, f.bench, stdout);
@@ -351,7 +380,8 @@ std::vector<std::string> forwarded_args(const CLI::App& cmd,
 }
 
 int run_local_cluster(const CLI::App& cmd, const LocalFlags& local, const std::string& workload,
-                      const std::vector<std::string>& names, const std::vector<std::string>& fixed) {
+                      const std::vector<std::string>& names,
+                      const std::vector<std::string>& fixed) {
   // The secret reaches the children through the environment, never their command line.
   const std::string secret = random_secret();
   ::setenv("TRIBUTARY_SECRET", secret.c_str(), 1);
@@ -373,16 +403,17 @@ int run_local_cluster(const CLI::App& cmd, const LocalFlags& local, const std::s
 
 const std::vector<std::string> kWorkerFlagNames = {"--chunk-bytes", "--algorithm", "--timeout-ms",
                                                    "--join-timeout-ms", "--metrics"};
-const std::vector<std::string> kBenchFlagNames = {"--min-bytes", "--max-bytes", "--factor", "--iters",
-                                                  "--warmup", "--op", "--dtype", "--redop"};
-const std::vector<std::string> kTrainFlagNames = {"--epochs", "--batch", "--lr", "--label-sorted",
-                                                  "--seed", "--data", "--print-every"};
+const std::vector<std::string> kBenchFlagNames = {
+    "--min-bytes", "--max-bytes", "--factor", "--iters", "--warmup", "--op", "--dtype", "--redop"};
+const std::vector<std::string> kTrainFlagNames = {
+    "--epochs", "--batch", "--lr", "--label-sorted", "--seed", "--data", "--print-every"};
 
 }  // namespace
-}  // namespace tributary
+}  // namespace tributary::cli
 
 int main(int argc, char** argv) {
   using namespace tributary;
+  using namespace tributary::cli;
   CLI::App app{"Tributary: elastic, fault-tolerant gradient aggregation"};
   app.require_subcommand(1);
 
@@ -396,35 +427,47 @@ int main(int argc, char** argv) {
   agent->add_option("--workload", agent_flags.workload, "train, bench, check, mismatch or soak")
       ->capture_default_str();
   agent->add_option("--soak-count", agent_flags.soak.count, "soak: float32 elements per all-reduce")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  agent->add_option("--soak-steps", agent_flags.soak.steps, "soak: committed steps (-1: use duration)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  agent
+      ->add_option("--soak-steps", agent_flags.soak.steps,
+                   "soak: committed steps (-1: use duration)")
       ->capture_default_str();
-  agent->add_option("--soak-duration-ms", agent_flags.soak.duration_ms, "soak: stop after this long")
+  agent
+      ->add_option("--soak-duration-ms", agent_flags.soak.duration_ms, "soak: stop after this long")
       ->capture_default_str();
-  agent->add_option("--soak-delay-ms", agent_flags.soak.step_delay_ms, "soak: compute time per step")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  agent->add_option_function<int>(
-           "--soak-slow-ms", [&](int ms) { agent_flags.soak.step_delay_ms += ms; },
-           "soak: make this agent a straggler: this much more compute per step")
+  agent
+      ->add_option("--soak-delay-ms", agent_flags.soak.step_delay_ms, "soak: compute time per step")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  agent
+      ->add_option_function<int>(
+          "--soak-slow-ms", [&](int ms) { agent_flags.soak.step_delay_ms += ms; },
+          "soak: make this agent a straggler: this much more compute per step")
       ->check(CLI::NonNegativeNumber);
   add_bench_flags(*agent, agent_flags);
   add_train_flags(*agent, agent_flags.train);
   add_injection_flags(*agent, agent_flags.train);
   add_codec_flag(*agent, agent_flags.worker);
-  agent->add_option("--mismatch", agent_flags.mismatch,
-                    "with --workload mismatch: what the last rank gets wrong (count, dtype)")
-      ->capture_default_str()->check(CLI::IsMember({"count", "dtype"}));
+  agent
+      ->add_option("--mismatch", agent_flags.mismatch,
+                   "with --workload mismatch: what the last rank gets wrong (count, dtype)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"count", "dtype"}));
 
   AgentFlags bench_flags;
   LocalFlags bench_local;
   auto* bench = app.add_subcommand("bench", "benchmark collectives among N local agent processes");
   bench->add_option("--np", bench_local.processes, "number of agent processes")
-      ->capture_default_str()->check(CLI::Range(1, 64));
-  bench->add_option("--timeout-s", bench_local.timeout_s, "bound on the whole run")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  bench->add_option("--timeout-s", bench_local.timeout_s, "bound on the whole run")
+      ->capture_default_str();
   add_bench_flags(*bench, bench_flags);
   bench->add_option("--chunk-bytes", bench_flags.worker.chunk_bytes, "pipeline chunk size")
       ->transform(CLI::AsSizeValue(false));
-  bench->add_option("--algorithm", bench_flags.algorithm, "all-reduce algorithm (auto: cost model)");
+  bench->add_option("--algorithm", bench_flags.algorithm,
+                    "all-reduce algorithm (auto: cost model)");
   bench->add_option("--timeout-ms", bench_flags.timeout_ms, "deadline of each collective");
   bench->add_flag("--no-agreement", bench_flags.no_agreement,
                   "skip the commit round after each collective (measures the data phase alone)");
@@ -434,24 +477,35 @@ int main(int argc, char** argv) {
   auto* check = app.add_subcommand(
       "check", "run every collective x dtype among N local agent processes and verify results");
   check->add_option("--np", check_local.processes, "number of agent processes")
-      ->capture_default_str()->check(CLI::Range(1, 64));
-  check->add_option("--timeout-s", check_local.timeout_s, "bound on the whole run")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  check->add_option("--timeout-s", check_local.timeout_s, "bound on the whole run")
+      ->capture_default_str();
   check->add_option("--chunk-bytes", check_flags.worker.chunk_bytes, "pipeline chunk size")
       ->transform(CLI::AsSizeValue(false));
-  check->add_option("--algorithm", check_flags.algorithm, "all-reduce algorithm (auto: cost model)");
+  check->add_option("--algorithm", check_flags.algorithm,
+                    "all-reduce algorithm (auto: cost model)");
 
   AgentFlags demo_flags;
   DemoSpec demo_spec;
   auto* demo = app.add_subcommand(
       "demo", "train an MLP on the digits data with a local coordinator and N worker processes");
   demo->add_option("--workers", demo_spec.workers, "number of worker processes")
-      ->capture_default_str()->check(CLI::Range(1, 16));
-  demo->add_option("--timeout-s", demo_spec.timeout_s, "bound on the whole run")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 16));
+  demo->add_option("--timeout-s", demo_spec.timeout_s, "bound on the whole run")
+      ->capture_default_str();
   add_train_flags(*demo, demo_flags.train);
   add_codec_flag(*demo, demo_flags.worker);
   demo->add_option("--algorithm", demo_flags.algorithm, "all-reduce algorithm (auto: cost model)");
   demo->add_option("--metrics", demo_flags.worker.metrics_bind,
                    "each worker serves /metrics on HOST:PORT (use port 0)");
+  demo->add_option_function<std::string>(
+      "--coordinator-metrics",
+      [&](const std::string& bind) {
+        demo_spec.coordinator_args = {"--metrics", bind};
+      },
+      "the coordinator serves /metrics on HOST:PORT (use port 0; it prints the port)");
   demo->add_option("--kill-at", demo_spec.kill_at, "kill -9 one worker at this step");
   demo->add_option("--stop-at", demo_spec.stop_at, "SIGSTOP one worker at this step ...");
   demo->add_option("--stop-for-ms", demo_spec.stop_for_ms, "... and SIGCONT it this much later")
@@ -467,11 +521,14 @@ int main(int argc, char** argv) {
   if (agent->parsed()) return run_agent(agent_flags);
   if (bench->parsed()) {
     if (Status s = finish_agent_flags(bench_flags); !s) return report(s, "bench");
-    return run_local_cluster(*bench, bench_local, "bench", [] {
-      auto names = kBenchFlagNames;
-      names.insert(names.end(), {"--chunk-bytes", "--algorithm", "--timeout-ms", "--no-agreement"});
-      return names;
-    }(), {});
+    return run_local_cluster(*bench, bench_local, "bench",
+                             [] {
+                               auto names = kBenchFlagNames;
+                               names.insert(names.end(), {"--chunk-bytes", "--algorithm",
+                                                          "--timeout-ms", "--no-agreement"});
+                               return names;
+                             }(),
+                             {});
   }
   if (check->parsed()) {
     if (Status s = finish_agent_flags(check_flags); !s) return report(s, "check");

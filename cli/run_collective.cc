@@ -1,9 +1,10 @@
 #include "cli/run_collective.h"
 
-namespace tributary {
+namespace tributary::cli {
 
-Result<Outcome> run_collective(Worker& w, CollectiveKind kind, const void* send, void* recv,
-                               const BufferShape& shape, DType dtype, ReduceOp op, int root) {
+Result<agent::Outcome> run_collective(agent::Worker& w, CollectiveKind kind, const void* send,
+                                      void* recv, const BufferShape& shape, DType dtype,
+                                      ReduceOp op, int root) {
   switch (kind) {
     case CollectiveKind::kAllReduce: return w.all_reduce(send, recv, shape.send_count, dtype, op);
     case CollectiveKind::kReduceScatter:
@@ -19,4 +20,4 @@ Result<Outcome> run_collective(Worker& w, CollectiveKind kind, const void* send,
   return error(StatusCode::kInvalidArgument, "unknown collective");
 }
 
-}  // namespace tributary
+}  // namespace tributary::cli

@@ -4,9 +4,10 @@
 #include "agent/worker.h"
 #include "cli/collective_kind.h"
 
-namespace tributary {
+namespace tributary::cli {
 
-Result<Outcome> run_collective(Worker& worker, CollectiveKind kind, const void* send, void* recv,
-                               const BufferShape& shape, DType dtype, ReduceOp op, int root);
+Result<agent::Outcome> run_collective(agent::Worker& worker, CollectiveKind kind, const void* send,
+                                      void* recv, const BufferShape& shape, DType dtype,
+                                      ReduceOp op, int root);
 
-}  // namespace tributary
+}  // namespace tributary::cli

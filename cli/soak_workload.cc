@@ -10,7 +10,7 @@
 
 #include "cli/train_workload.h"  // set_drain_target: SIGTERM drains the current Worker
 
-namespace tributary {
+namespace tributary::cli {
 namespace {
 
 // Input element i of `member` at `step`: an integer in [-8, 7] (the top 4 bits of a
@@ -52,7 +52,7 @@ using SoakClock = std::chrono::steady_clock;
 
 }  // namespace
 
-Status run_soak(const std::function<Result<std::unique_ptr<Worker>>()>& start_worker,
+Status run_soak(const std::function<Result<std::unique_ptr<agent::Worker>>()>& start_worker,
                 const SoakSpec& spec, std::FILE* out) {
   if (spec.count == 0) return error(StatusCode::kInvalidArgument, "soak: count must be positive");
   if (spec.steps < 0 && spec.duration_ms < 0) {
@@ -70,7 +70,7 @@ Status run_soak(const std::function<Result<std::unique_ptr<Worker>>()>& start_wo
   // SIGTERM drains from the start: one that arrives while joining takes effect once
   // the Worker is up (set_drain_target remembers it).
   set_drain_target(nullptr);
-  std::unique_ptr<Worker> worker;
+  std::unique_ptr<agent::Worker> worker;
   bool wrong = false;
   bool drain_for_time = false;
 
@@ -94,7 +94,8 @@ Status run_soak(const std::function<Result<std::unique_ptr<Worker>>()>& start_wo
         }
         std::fprintf(stderr, "tributary[soak]: join refused (%s); retrying\n",
                      w.status().to_string().c_str());
-        std::this_thread::sleep_for(std::chrono::milliseconds(std::max<long>(spec.rejoin_after_ms, 200)));
+        std::this_thread::sleep_for(
+            std::chrono::milliseconds(std::max<long>(spec.rejoin_after_ms, 200)));
       }
       worker->register_state("soak.progress", std::as_writable_bytes(std::span(&progress, 1)));
       worker->register_state("soak.data", std::as_writable_bytes(std::span(data)));
@@ -102,7 +103,7 @@ Status run_soak(const std::function<Result<std::unique_ptr<Worker>>()>& start_wo
       std::fprintf(out, "soak member %llu\n", static_cast<unsigned long long>(worker->member_id()));
       std::fflush(out);
     }
-    Worker& w = *worker;
+    agent::Worker& w = *worker;
     if (!drain_for_time && SoakClock::now() >= stop_at) {
       // Time is up: leave through a drain, so the others see a boundary, not a failure.
       drain_for_time = true;
@@ -142,7 +143,8 @@ Status run_soak(const std::function<Result<std::unique_ptr<Worker>>()>& start_wo
       float* d = data.data();
       for (std::size_t i = 0; i < spec.count; ++i) d[i] = static_cast<float>(gen(i));
     }
-    auto outcome = w.all_reduce(data.data(), data.data(), data.size(), DType::kFloat32, ReduceOp::kSum);
+    auto outcome =
+        w.all_reduce(data.data(), data.data(), data.size(), DType::kFloat32, ReduceOp::kSum);
     if (!outcome) {
       if (outcome.status().code() == StatusCode::kEvicted) continue;  // the boundary rejoins
       set_drain_target(nullptr);
@@ -163,7 +165,8 @@ Status run_soak(const std::function<Result<std::unique_ptr<Worker>>()>& start_wo
         if (bad++ == 0) first_bad = i;
       }
     }
-    const bool ok = bad == 0 && static_cast<int>(outcome->contributor_ids.size()) == outcome->contributors;
+    const bool ok =
+        bad == 0 && static_cast<int>(outcome->contributor_ids.size()) == outcome->contributors;
     std::string ids;
     for (std::uint64_t id : outcome->contributor_ids) {
       ids += (ids.empty() ? "" : ",") + std::to_string(id);
@@ -175,13 +178,13 @@ Status run_soak(const std::function<Result<std::unique_ptr<Worker>>()>& start_wo
     std::fflush(out);
     if (!ok) {
       wrong = true;
-      std::fprintf(stderr,
-                   "tributary[soak]: step %lld WRONG: %zu of %zu elements differ (first at %zu: got "
-                   "%g, want %d); %zu contributor ids for %d contributors\n",
-                   static_cast<long long>(step), bad, spec.count, first_bad,
-                   bad ? static_cast<double>(data[first_bad]) : 0.0,
-                   bad ? reference[first_bad] : 0, outcome->contributor_ids.size(),
-                   outcome->contributors);
+      std::fprintf(
+          stderr,
+          "tributary[soak]: step %lld WRONG: %zu of %zu elements differ (first at %zu: got "
+          "%g, want %d); %zu contributor ids for %d contributors\n",
+          static_cast<long long>(step), bad, spec.count, first_bad,
+          bad ? static_cast<double>(data[first_bad]) : 0.0, bad ? reference[first_bad] : 0,
+          outcome->contributor_ids.size(), outcome->contributors);
     }
     ++progress.step;
   }
@@ -190,8 +193,9 @@ Status run_soak(const std::function<Result<std::unique_ptr<Worker>>()>& start_wo
   if (worker) {
     if (Status s = worker->leave(); !s) return s;
   }
-  if (wrong) return error(StatusCode::kMismatch, "soak: a committed step differed from its reference");
+  if (wrong)
+    return error(StatusCode::kMismatch, "soak: a committed step differed from its reference");
   return Status::ok();
 }
 
-}  // namespace tributary
+}  // namespace tributary::cli

@@ -13,18 +13,18 @@
 
 #include "agent/worker.h"
 
-namespace tributary {
+namespace tributary::cli {
 
 struct SoakSpec {
-  std::size_t count = 1 << 20;   // float32 elements per all-reduce (4 MiB)
-  long steps = 200;              // committed steps before stopping (-1: until duration)
-  long duration_ms = -1;         // stop after this long (-1: until steps)
-  int step_delay_ms = 0;         // "compute" between steps
-  long rejoin_after_ms = 1500;   // after an eviction, wait before joining again
+  std::size_t count = 1 << 20;  // float32 elements per all-reduce (4 MiB)
+  long steps = 200;             // committed steps before stopping (-1: until duration)
+  long duration_ms = -1;        // stop after this long (-1: until steps)
+  int step_delay_ms = 0;        // "compute" between steps
+  long rejoin_after_ms = 1500;  // after an eviction, wait before joining again
 };
 
 // Returns kMismatch if any committed step's result differs from its reference.
-Status run_soak(const std::function<Result<std::unique_ptr<Worker>>()>& start_worker,
+Status run_soak(const std::function<Result<std::unique_ptr<agent::Worker>>()>& start_worker,
                 const SoakSpec& spec, std::FILE* out);
 
-}  // namespace tributary
+}  // namespace tributary::cli

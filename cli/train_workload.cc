@@ -13,18 +13,18 @@
 #include "examples/training/mlp.h"
 #include "examples/training/sgd.h"
 
-namespace tributary {
+namespace tributary::cli {
 
 using namespace training;
 
 namespace {
 
-std::atomic<Worker*> g_drain_target{nullptr};
+std::atomic<agent::Worker*> g_drain_target{nullptr};
 std::atomic<bool> g_drain_requested{false};
 
 void on_sigterm(int) {
   g_drain_requested = true;
-  if (Worker* w = g_drain_target.load()) w->drain();
+  if (agent::Worker* w = g_drain_target.load()) w->drain();
 }
 
 std::string sha256_hex(std::span<const float> data) {
@@ -42,14 +42,14 @@ std::string sha256_hex(std::span<const float> data) {
 
 // Where training is: part of the registered state, so a joiner resumes at the same place.
 struct Progress {
-  std::int64_t step = 0;         // global steps committed
-  std::int64_t data_epoch = 0;   // passes over the data
-  std::int64_t batch = 0;        // next batch within the pass
+  std::int64_t step = 0;        // global steps committed
+  std::int64_t data_epoch = 0;  // passes over the data
+  std::int64_t batch = 0;       // next batch within the pass
 };
 
 }  // namespace
 
-void set_drain_target(Worker* worker) {
+void set_drain_target(agent::Worker* worker) {
   g_drain_target = worker;
   if (worker != nullptr && g_drain_requested.load()) worker->drain();
   struct sigaction sa {};
@@ -59,8 +59,8 @@ void set_drain_target(Worker* worker) {
 }
 
 Result<TrainSummary> run_training(
-    const std::function<Result<std::unique_ptr<Worker>>()>& start_worker, const TrainSpec& spec,
-    std::FILE* out) {
+    const std::function<Result<std::unique_ptr<agent::Worker>>()>& start_worker,
+    const TrainSpec& spec, std::FILE* out) {
   const std::string path = spec.data_path.empty() ? default_digits_path() : spec.data_path;
   auto all = load_digits(path);
   if (!all) return all.status();
@@ -73,8 +73,8 @@ Result<TrainSummary> run_training(
   Sgd sgd = make_optimizer(spec.recipe, spec.codec, model.params().size());
   Progress progress;
   const std::size_t np = model.grads().size();
-  std::vector<float> buffer(np + 1);  // gradients + loss: one all-reduce per step
-  std::vector<TensorMatrix> matrices;  // for PowerSGD
+  std::vector<float> buffer(np + 1);          // gradients + loss: one all-reduce per step
+  std::vector<agent::TensorMatrix> matrices;  // for PowerSGD
   for (const Tensor& t : Mlp::weight_matrices()) matrices.push_back({t.offset, t.rows, t.cols});
   double raw_bytes = 0;
   double wire_bytes = 0;
@@ -88,21 +88,23 @@ Result<TrainSummary> run_training(
 
   // SIGTERM drains from the start, also while the first join is still under way.
   set_drain_target(nullptr);
-  std::unique_ptr<Worker> worker;
+  std::unique_ptr<agent::Worker> worker;
   bool rejoining = false;
   int shard_world = -1;
   int shard_rank = -1;
   std::unique_ptr<Batcher> batcher;
   std::size_t steps_per_epoch = 0;
-  // Starts the next pass over the data once this one's batches are done; true if it did.
-  auto roll_over_finished_epoch = [&] {
-    if (static_cast<std::size_t>(progress.batch) < steps_per_epoch) return false;
+  // Ends the pass over the data once `steps_per_epoch` steps of it are done; true when that
+  // was the last pass.
+  auto end_of_training = [&] {
+    if (steps_per_epoch == 0 || static_cast<std::size_t>(progress.batch) < steps_per_epoch) {
+      return false;
+    }
     progress.batch = 0;
     ++progress.data_epoch;
-    if (progress.data_epoch < spec.recipe.epochs) {
-      batcher->start_epoch(static_cast<std::uint64_t>(progress.data_epoch));
-    }
-    return true;
+    if (progress.data_epoch >= spec.recipe.epochs) return true;
+    batcher->start_epoch(static_cast<std::uint64_t>(progress.data_epoch));
+    return false;
   };
 
   for (;;) {
@@ -123,12 +125,16 @@ Result<TrainSummary> run_training(
       if (!w) return w.status();
       rejoining = false;
       worker = std::move(*w);
+      // A (re)joiner's last world is not the one its state comes from: no epoch end is
+      // judged by it, and the shards are recomputed.
+      steps_per_epoch = 0;
+      shard_world = -1;
       worker->register_state("params", std::as_writable_bytes(model.params()));
       worker->register_state("momentum", std::as_writable_bytes(sgd.momentum()));
       worker->register_state("progress", std::as_writable_bytes(std::span(&progress, 1)));
       set_drain_target(worker.get());
     }
-    Worker& w = *worker;
+    agent::Worker& w = *worker;
     auto boundary = w.step_boundary();
     if (!boundary) {
       if (boundary.status().code() == StatusCode::kEvicted) {
@@ -150,13 +156,16 @@ Result<TrainSummary> run_training(
       break;
     }
     if (progress.data_epoch >= spec.recipe.epochs) break;
+    // An epoch ends with the step that completes it in the world that ran it: a view that
+    // changed at this boundary (members that finished leaving, say) must not stretch it.
+    if (end_of_training()) break;
 
     // Shards follow the world: recomputed whenever the view's size or our rank changes.
     const int n = w.size();
     if (n != shard_world || w.rank() != shard_rank) {
-      const auto shards = shard_indices(train, static_cast<std::size_t>(n),
-                                        spec.label_sorted ? Sharding::kLabelSorted : Sharding::kIid,
-                                        spec.seed);
+      const auto shards =
+          shard_indices(train, static_cast<std::size_t>(n),
+                        spec.label_sorted ? Sharding::kLabelSorted : Sharding::kIid, spec.seed);
       batcher = std::make_unique<Batcher>(shards[static_cast<std::size_t>(w.rank())],
                                           spec.recipe.batch_size, spec.seed,
                                           static_cast<std::uint64_t>(w.rank()));
@@ -175,14 +184,16 @@ Result<TrainSummary> run_training(
                    "%zu steps/epoch\n",
                    train.size(), spec.label_sorted ? "label-sorted" : "IID", n,
                    spec.recipe.batch_size, steps_per_epoch);
-      if (!spec.codec_warning.empty()) std::fprintf(out, "warning: %s\n", spec.codec_warning.c_str());
+      if (!spec.codec_warning.empty()) {
+        std::fprintf(out, "warning: %s\n", spec.codec_warning.c_str());
+      }
       std::fprintf(out, "%6s %5s %9s %9s %6s %6s %12s\n", "step", "epoch", "loss", "test_acc",
                    "world", "view", "busbw(GB/s)");
       std::fflush(out);
       header_printed = true;
     }
-    // A world that grew mid-epoch has shorter epochs: the current one may be over.
-    if (roll_over_finished_epoch() && progress.data_epoch >= spec.recipe.epochs) break;
+    // A grown world has fewer steps per epoch: one it already completed ends here.
+    if (end_of_training()) break;
 
     // Each injected fault fires once per process (a rejoiner resumes at an older step).
     static bool injected = false;
@@ -199,7 +210,7 @@ Result<TrainSummary> run_training(
     clip_local_gradient(spec.recipe, spec.codec, std::span<float>(buffer.data(), np), n);
     buffer[np] = loss;
     const auto t0 = std::chrono::steady_clock::now();
-    Result<Outcome> outcome = error(StatusCode::kInternal, "not run");
+    Result<agent::Outcome> outcome = error(StatusCode::kInternal, "not run");
     if (spec.compressed) {
       // The gradient through the codec; the loss (a statistic, never compressed) apart.
       std::uint64_t wire = 0;
@@ -233,22 +244,19 @@ Result<TrainSummary> run_training(
                      static_cast<double>(progress.batch) / static_cast<double>(steps_per_epoch));
     ++progress.step;
     ++progress.batch;
-    // An epoch ends with its last step, in the world that ran it: a world that shrinks at
-    // the boundary (a finished worker leaving first) must not reopen the epoch with the
-    // new world's longer one (it did: 21 more steps on 2 of 4 workers, who then disagreed).
-    roll_over_finished_epoch();
     ++summary.steps;
     summary.final_loss = buffer[np];
     summary.epoch = outcome->epoch;
     if (w.rank() == 0 && progress.step % spec.print_every == 0) {
       const double accuracy = model.evaluate(test).accuracy;  // 450 samples: cheap next to a step
       const double bytes = static_cast<double>(buffer.size() * sizeof(float));
-      const double busbw = window_seconds > 0 ? bytes * window_steps / window_seconds / 1e9 *
-                                                    2.0 * (n - 1) / std::max(1, n)
+      const double busbw = window_seconds > 0 ? bytes * window_steps / window_seconds / 1e9 * 2.0 *
+                                                    (n - 1) / std::max(1, n)
                                               : 0.0;
       std::fprintf(out, "%6lld %5lld %9.4f %8.2f%% %6d %6llu %12.3f\n",
-                   static_cast<long long>(progress.step), static_cast<long long>(progress.data_epoch),
-                   summary.final_loss, 100.0 * accuracy, outcome->contributors,
+                   static_cast<long long>(progress.step),
+                   static_cast<long long>(progress.data_epoch), summary.final_loss,
+                   100.0 * accuracy, outcome->contributors,
                    static_cast<unsigned long long>(outcome->epoch), busbw);
       std::fflush(out);
       window_seconds = 0;
@@ -270,4 +278,4 @@ Result<TrainSummary> run_training(
   return summary;
 }
 
-}  // namespace tributary
+}  // namespace tributary::cli

@@ -5,7 +5,7 @@
 
 #include "core/reduce.h"
 
-namespace tributary {
+namespace tributary::cli {
 
 void TypedBuffer::set(std::size_t i, double v) {
   std::byte* p = bytes_.data() + i * dtype_size(dtype_);
@@ -23,4 +23,4 @@ void TypedBuffer::set(std::size_t i, double v) {
   }
 }
 
-}  // namespace tributary
+}  // namespace tributary::cli

@@ -6,7 +6,7 @@
 
 #include "core/dtype.h"
 
-namespace tributary {
+namespace tributary::cli {
 
 // A byte buffer of `count` elements of `dtype`.
 class TypedBuffer {
@@ -26,4 +26,4 @@ class TypedBuffer {
   std::vector<std::byte> bytes_;  // +1 so data() is never null for count 0
 };
 
-}  // namespace tributary
+}  // namespace tributary::cli

@@ -9,7 +9,7 @@
 #include "agent/worker.h"
 #include "cli/collective_kind.h"
 
-namespace tributary {
+namespace tributary::cli {
 
 struct BenchSpec {
   std::vector<CollectiveKind> kinds = {CollectiveKind::kAllReduce};
@@ -25,7 +25,7 @@ struct BenchSpec {
 };
 
 // Runs the sweep; rank 0 prints nccl-tests-style rows to `out`.
-Status run_bench(Worker& worker, const BenchSpec& spec, std::FILE* out);
+Status run_bench(agent::Worker& worker, const BenchSpec& spec, std::FILE* out);
 
 struct CheckSpec {
   std::vector<CollectiveKind> kinds;  // empty: all
@@ -35,7 +35,7 @@ struct CheckSpec {
 
 // Runs every collective x dtype x count against a locally computed reference; returns
 // kMismatch naming the first wrong case. Rank 0 prints a one-line summary.
-Status run_check(Worker& worker, const CheckSpec& spec, std::FILE* out);
+Status run_check(agent::Worker& worker, const CheckSpec& spec, std::FILE* out);
 
 // What the last rank gets wrong in run_mismatch.
 enum class MismatchKind {
@@ -46,9 +46,9 @@ enum class MismatchKind {
 // Every rank runs one all-reduce of 1000 float32, the last rank with `kind` different:
 // every rank must come back with an error (never a hang, never a wrong sum). Returns
 // that error.
-Status run_mismatch(Worker& worker, MismatchKind kind, std::FILE* out);
+Status run_mismatch(agent::Worker& worker, MismatchKind kind, std::FILE* out);
 
 // Deterministic input element i of `rank`: small integers, so sums are exact in every dtype.
 double check_value(int rank, std::size_t i);
 
-}  // namespace tributary
+}  // namespace tributary::cli

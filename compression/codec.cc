@@ -34,8 +34,8 @@ void write_header(std::byte* out, const PayloadHeader& h) {
   store_u32(out + 12, h.flags);
 }
 
-Status decode_as(CodecId id, std::span<const std::byte> payload, float* out,
-                 std::size_t count, bool accumulate) {
+Status decode_as(CodecId id, std::span<const std::byte> payload, float* out, std::size_t count,
+                 bool accumulate) {
   auto header = read_header(payload);
   if (!header) return header.status();
   if (header->codec != id) {
@@ -122,9 +122,9 @@ Status Codec::decode_accumulate(std::span<const std::byte> payload, float* accum
 Result<std::size_t> Codec::encode(const void* data, DType dtype, std::size_t count,
                                   std::span<std::byte> out, const EncodeOptions& options) const {
   if (dtype != DType::kFloat32 && dtype != DType::kFloat16 && dtype != DType::kBFloat16) {
-    return error(StatusCode::kInvalidArgument,
-                 "encode: dtype " + std::string(tributary::to_string(dtype)) +
-                     " is not float32, float16 or bfloat16");
+    return error(StatusCode::kInvalidArgument, "encode: dtype " +
+                                                   std::string(tributary::to_string(dtype)) +
+                                                   " is not float32, float16 or bfloat16");
   }
   if (count > kMaxPayloadElements) {
     return error(StatusCode::kInvalidArgument, "encode: more than 2^32-1 elements; chunk it");
@@ -133,10 +133,10 @@ Result<std::size_t> Codec::encode(const void* data, DType dtype, std::size_t cou
     return error(StatusCode::kInvalidArgument, "encode: null input");
   }
   if (out.size() < max_encoded_bytes(count)) {
-    return error(StatusCode::kInvalidArgument,
-                 "encode: output span of " + std::to_string(out.size()) +
-                     " bytes is below max_encoded_bytes = " +
-                     std::to_string(max_encoded_bytes(count)));
+    return error(
+        StatusCode::kInvalidArgument,
+        "encode: output span of " + std::to_string(out.size()) +
+            " bytes is below max_encoded_bytes = " + std::to_string(max_encoded_bytes(count)));
   }
   if (!options.residual.empty() && options.residual.size() != count) {
     return error(StatusCode::kInvalidArgument, "encode: residual span size != count");

@@ -63,22 +63,34 @@ Result<CodecConfig> parse_codec_spec(std::string_view spec) {
       found = true;
     }
   }
-  if (name == "fp32" || name == "f32" || name == "none") { c.codec = CodecId::kFloat32; found = true; }
-  if (name == "fp16" || name == "f16") { c.codec = CodecId::kFloat16; found = true; }
-  if (name == "bf16") { c.codec = CodecId::kBFloat16; found = true; }
+  if (name == "fp32" || name == "f32" || name == "none") {
+    c.codec = CodecId::kFloat32;
+    found = true;
+  }
+  if (name == "fp16" || name == "f16") {
+    c.codec = CodecId::kFloat16;
+    found = true;
+  }
+  if (name == "bf16") {
+    c.codec = CodecId::kBFloat16;
+    found = true;
+  }
   if (!found) return bad("unknown codec '" + std::string(name) + "'");
   c = CodecConfig::defaults(c.codec);
-  std::string_view rest = colon == std::string_view::npos ? std::string_view() : spec.substr(colon + 1);
+  std::string_view rest =
+      colon == std::string_view::npos ? std::string_view() : spec.substr(colon + 1);
   while (!rest.empty()) {
     const std::size_t comma = rest.find(',');
     const std::string_view item = rest.substr(0, comma);
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
     const std::size_t eq = item.find('=');
     const std::string_view key = item.substr(0, eq);
-    const std::string_view value = eq == std::string_view::npos ? std::string_view("1") : item.substr(eq + 1);
+    const std::string_view value =
+        eq == std::string_view::npos ? std::string_view("1") : item.substr(eq + 1);
     bool ok = false;
     if (!codec_has_key(c.codec, key)) {
-      return bad("'" + std::string(key) + "' is not a parameter of " + std::string(to_string(c.codec)));
+      return bad("'" + std::string(key) + "' is not a parameter of " +
+                 std::string(to_string(c.codec)));
     }
     if (key == "bucket") {
       ok = parse_number(value, c.bucket_size);
@@ -152,9 +164,7 @@ Result<std::unique_ptr<Codec>> make_codec(const CodecConfig& c) {
   switch (c.codec) {
     case CodecId::kFloat32:
     case CodecId::kFloat16:
-    case CodecId::kBFloat16:
-      codec = wire::make_cast_codec(c.codec);
-      break;
+    case CodecId::kBFloat16: codec = wire::make_cast_codec(c.codec); break;
     case CodecId::kQInt8:
     case CodecId::kQInt4:
       if (c.bucket_size == 0 || c.bucket_size > (1u << 24) ||
@@ -178,12 +188,12 @@ Result<std::unique_ptr<Codec>> make_codec(const CodecConfig& c) {
       }
       codec = wire::make_topk_codec(c);
       break;
-    case CodecId::kZstd:
-      return bad("zstd is a stage: add ',zstd' to another codec");
+    case CodecId::kZstd: return bad("zstd is a stage: add ',zstd' to another codec");
   }
   if (c.zstd) {
     if (c.zstd_level < -7 || c.zstd_level > 22) return bad("zstd_level must be in [-7, 22]");
-    if (!(c.zstd_min_gain >= 0.0 && c.zstd_min_gain < 1.0)) return bad("zstd_min_gain must be in [0, 1)");
+    if (!(c.zstd_min_gain >= 0.0 && c.zstd_min_gain < 1.0))
+      return bad("zstd_min_gain must be in [0, 1)");
     codec = make_zstd_stage(std::move(codec), c.zstd_level, c.zstd_min_gain);
   }
   return codec;

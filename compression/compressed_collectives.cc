@@ -10,12 +10,13 @@
 
 #include "algorithms/in_flight.h"
 #include "algorithms/partition.h"
+#include "algorithms/seq_space.h"
 #include "core/check.h"
 
 namespace tributary::compression {
 namespace {
 
-using algo::Range;
+using algorithms::Range;
 
 // ---- plan parsing --------------------------------------------------------------------
 
@@ -25,8 +26,14 @@ Status bad_spec(std::string_view spec, const std::string& what) {
 }
 
 bool parse_bool(std::string_view v, bool* out) {
-  if (v == "1" || v == "true" || v == "on") { *out = true; return true; }
-  if (v == "0" || v == "false" || v == "off") { *out = false; return true; }
+  if (v == "1" || v == "true" || v == "on") {
+    *out = true;
+    return true;
+  }
+  if (v == "0" || v == "false" || v == "off") {
+    *out = false;
+    return true;
+  }
   return false;
 }
 
@@ -51,14 +58,10 @@ constexpr std::size_t kMaxPieces = std::size_t{1} << 28;
 constexpr std::size_t kSparsePieceElements = std::size_t{1} << 20;
 
 // slot = stage (3 bits) | piece (28 bits) | 0 size word / 1 payload.
-Tag make_tag(std::uint64_t seq, std::uint32_t check, std::uint32_t stage, std::size_t piece,
-             bool payload) {
+algorithms::Tag make_tag(std::uint64_t seq, std::uint32_t check, std::uint32_t stage,
+                         std::size_t piece, bool payload) {
   const auto slot = static_cast<std::uint32_t>((stage << 29) | (piece << 1) | (payload ? 1u : 0u));
   return {seq, slot, check};
-}
-
-std::uint64_t sub_seq(std::uint64_t seq, unsigned k) {
-  return (seq & ((std::uint64_t{1} << 56) - 1)) | (std::uint64_t{0xC0u + k} << 56);
 }
 
 std::uint32_t fnv1a(std::uint32_t h, const void* data, std::size_t n) {
@@ -81,11 +84,11 @@ std::uint32_t descriptor_check(const CompressionPlan& plan, std::size_t count, R
 // empty range (every rank then still exchanges one message per pair, so a rank with an
 // empty slice cannot return while its peers wait).
 std::size_t num_pieces(Range range, std::size_t per_piece) {
-  return std::max<std::size_t>(1, algo::num_chunks(range.count, per_piece));
+  return std::max<std::size_t>(1, algorithms::num_chunks(range.count, per_piece));
 }
 Range piece_of(Range range, std::size_t per_piece, std::size_t p) {
   if (range.count == 0) return range;
-  return algo::chunk_of(range, per_piece, p);
+  return algorithms::chunk_of(range, per_piece, p);
 }
 
 // Messages of one collective: payloads preceded by a u64 size word (payload sizes vary
@@ -93,21 +96,28 @@ Range piece_of(Range range, std::size_t per_piece, std::size_t p) {
 // caller sends: payload buffers stay with the caller until drain().
 class Exchange {
  public:
-  Exchange(Link& link, std::uint64_t seq, std::uint32_t check, Deadline deadline,
+  Exchange(algorithms::Link& link, std::uint64_t seq, std::uint32_t check, Deadline deadline,
            CompressionStats* stats)
-      : link_(link), seq_(seq), check_(check), deadline_(deadline),
+      : link_(link),
+        seq_(seq),
+        check_(check),
+        deadline_(deadline),
         // Every send of the call stays in flight (its buffer is the call's scratch
         // anyway): per-peer sockets then drain independently, so a slow peer does not
         // hold back sends to the others. A window of 64 cost 15% at 4 ranks on a
         // shaped link (bench/results/shaped_2026-11-21.md).
-        sends_(link, deadline, std::size_t{1} << 16), stats_(stats) {}
+        sends_(link, deadline, std::size_t{1} << 16),
+        stats_(stats) {}
 
-  Status send(int peer, std::uint32_t stage, std::size_t piece, std::span<const std::byte> payload) {
+  Status send(int peer, std::uint32_t stage, std::size_t piece,
+              std::span<const std::byte> payload) {
     out_words_.push_back(std::make_unique<std::uint64_t>(payload.size()));
-    const std::span<const std::byte> word(reinterpret_cast<const std::byte*>(out_words_.back().get()),
-                                          sizeof(std::uint64_t));
-    TRIB_RETURN_IF_ERROR(sends_.add(link_.send(peer, make_tag(seq_, check_, stage, piece, false), word)));
-    TRIB_RETURN_IF_ERROR(sends_.add(link_.send(peer, make_tag(seq_, check_, stage, piece, true), payload)));
+    const std::span<const std::byte> word(
+        reinterpret_cast<const std::byte*>(out_words_.back().get()), sizeof(std::uint64_t));
+    TRIB_RETURN_IF_ERROR(
+        sends_.add(link_.send(peer, make_tag(seq_, check_, stage, piece, false), word)));
+    TRIB_RETURN_IF_ERROR(
+        sends_.add(link_.send(peer, make_tag(seq_, check_, stage, piece, true), payload)));
     if (stats_) {
       stats_->wire_bytes_sent += sizeof(std::uint64_t) + payload.size();
       stats_->messages_sent += 2;
@@ -121,18 +131,18 @@ class Exchange {
     std::uint32_t stage = 0;
     std::size_t piece = 0;
     std::uint64_t size_word = 0;
-    Link::Handle size_handle = 0;
-    Link::Handle payload_handle = 0;
+    algorithms::Link::Handle size_handle = 0;
+    algorithms::Link::Handle payload_handle = 0;
     std::vector<std::byte>* bytes = nullptr;  // where the payload lands (scratch)
   };
   void post(Incoming& in) {
-    in.size_handle = link_.recv(in.peer, make_tag(seq_, check_, in.stage, in.piece, false),
-                                std::span<std::byte>(reinterpret_cast<std::byte*>(&in.size_word),
-                                                     sizeof(std::uint64_t)));
+    in.size_handle = link_.recv(
+        in.peer, make_tag(seq_, check_, in.stage, in.piece, false),
+        std::span<std::byte>(reinterpret_cast<std::byte*>(&in.size_word), sizeof(std::uint64_t)));
   }
   // Waits for the size word, bounds it by `max_bytes`, and posts the payload receive.
   Status start_payload(Incoming& in, std::size_t max_bytes) {
-    TRIB_RETURN_IF_ERROR(algo::wait_or_abort(link_, in.size_handle, deadline_));
+    TRIB_RETURN_IF_ERROR(algorithms::wait_or_abort(link_, in.size_handle, deadline_));
     if (in.size_word < kHeaderBytes || in.size_word > max_bytes) {
       Status s = error(StatusCode::kBadFrame,
                        "compressed_all_reduce: rank " + std::to_string(in.peer) +
@@ -147,7 +157,7 @@ class Exchange {
     return Status::ok();
   }
   Status finish_payload(Incoming& in) {
-    return algo::wait_or_abort(link_, in.payload_handle, deadline_);
+    return algorithms::wait_or_abort(link_, in.payload_handle, deadline_);
   }
   Status drain() { return sends_.drain(); }
 
@@ -158,11 +168,11 @@ class Exchange {
   }
 
  private:
-  Link& link_;
+  algorithms::Link& link_;
   std::uint64_t seq_;
   std::uint32_t check_;
   Deadline deadline_;
-  algo::SendWindow sends_;
+  algorithms::SendWindow sends_;
   std::vector<std::unique_ptr<std::uint64_t>> out_words_;  // stable addresses
   CompressionStats* stats_;
 };
@@ -202,20 +212,22 @@ void finish_op(float* out, std::size_t count, ReduceOp op, int n) {
 }
 
 std::uint64_t ring_bytes(std::size_t count, int n) {
-  return n <= 1 ? 0 : 2 * static_cast<std::uint64_t>(n - 1) * count * sizeof(float) /
-                          static_cast<std::uint64_t>(n);
+  return n <= 1 ? 0
+                : 2 * static_cast<std::uint64_t>(n - 1) * count * sizeof(float) /
+                      static_cast<std::uint64_t>(n);
 }
 
 // ---- kDense ------------------------------------------------------------------------------
 
-Status dense_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op,
-                        const CompressionContext& ctx, const CollectiveOptions& options) {
+Status dense_all_reduce(algorithms::Link& link, float* data, std::size_t count, ReduceOp op,
+                        const CompressionContext& ctx,
+                        const algorithms::CollectiveOptions& options) {
   // Out of place into scratch, so that `data` is untouched on error.
   CompressionState::Scratch local;
   std::vector<float>& out = ctx.state ? ctx.state->scratch().result : local.result;
   out.resize(count);
-  CollectiveOptions o = options;
-  o.seq = sub_seq(options.seq, 3);
+  algorithms::CollectiveOptions o = options;
+  o.seq = algorithms::seq_in(algorithms::SeqSpace::kCompressedPlain, options.seq);
   TRIB_RETURN_IF_ERROR(all_reduce(link, data, out.data(), count, DType::kFloat32, op, o));
   if (count) std::memcpy(data, out.data(), count * sizeof(float));
   if (ctx.stats) ctx.stats->wire_bytes_sent += ring_bytes(count, link.size());
@@ -224,22 +236,23 @@ Status dense_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op,
 
 // ---- kQuantized --------------------------------------------------------------------------
 
-Status quantized_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op,
-                            const CompressionContext& ctx, const CollectiveOptions& options,
-                            std::uint32_t check) {
+Status quantized_all_reduce(algorithms::Link& link, float* data, std::size_t count, ReduceOp op,
+                            const CompressionContext& ctx,
+                            const algorithms::CollectiveOptions& options, std::uint32_t check) {
   const CompressionPlan& plan = *ctx.plan;
   const Codec& codec = *plan.codec;
   const int n = link.size();
   const int r = link.rank();
   const auto un = static_cast<std::size_t>(n);
-  const std::size_t per_piece =
-      std::min<std::size_t>(kMaxPayloadElements, algo::chunk_elements(options.chunk_bytes, 4));
+  const std::size_t per_piece = std::min<std::size_t>(
+      kMaxPayloadElements, algorithms::chunk_elements(options.chunk_bytes, 4));
   Exchange ex(link, options.seq, check, options.deadline, ctx.stats);
   CompressionState::Scratch local;
   CompressionState::Scratch& sc = ctx.state ? ctx.state->scratch() : local;
 
   std::vector<Range> slice(un);
-  for (int j = 0; j < n; ++j) slice[static_cast<std::size_t>(j)] = algo::balanced_part(count, n, j);
+  for (int j = 0; j < n; ++j)
+    slice[static_cast<std::size_t>(j)] = algorithms::balanced_part(count, n, j);
   const Range mine = slice[static_cast<std::size_t>(r)];
   const std::size_t my_pieces = num_pieces(mine, per_piece);
   if (num_pieces(slice[0], per_piece) > kMaxPieces) {
@@ -272,7 +285,9 @@ Status quantized_all_reduce(Link& link, float* data, std::size_t count, ReduceOp
     out.resize(codec.max_encoded_bytes(piece.count));
     EncodeOptions eo = encode_options(ctx, stage, r, piece.begin);
     eo.residual = residual;
-    if (stage == kStage1 && !momentum1.empty()) eo.momentum = momentum1.subspan(piece.begin, piece.count);
+    if (stage == kStage1 && !momentum1.empty()) {
+      eo.momentum = momentum1.subspan(piece.begin, piece.count);
+    }
     Result<std::size_t> bytes = codec.encode(src, DType::kFloat32, piece.count, out, eo);
     if (!bytes.is_ok()) return bytes.status();
     out.resize(*bytes);
@@ -293,7 +308,9 @@ Status quantized_all_reduce(Link& link, float* data, std::size_t count, ReduceOp
     for (std::size_t p = 0; p < pieces; ++p) {
       const Range piece = piece_of(slice[uo], per_piece, p);
       sent1[uo][p] = &sc.next_bytes();
-      if (!residual1.empty()) ctx.state->save_worker(piece.begin, piece.count, !momentum1.empty());
+      if (!residual1.empty()) {
+        ctx.state->save_worker(piece.begin, piece.count, !momentum1.empty());
+      }
       Status s = encode(data + piece.begin, piece, residual1_of(piece), kStage1, *sent1[uo][p]);
       if (!s.is_ok()) return ex.fail(std::move(s));
       if (owner != r) TRIB_RETURN_IF_ERROR(ex.send(owner, kStage1, p, *sent1[uo][p]));
@@ -319,7 +336,8 @@ Status quantized_all_reduce(Link& link, float* data, std::size_t count, ReduceOp
       const auto ui = static_cast<std::size_t>(i);
       if (i != r) TRIB_RETURN_IF_ERROR(ex.finish_payload(in1[ui][p]));
       const std::span<const std::byte> payload =
-          i == r ? std::span<const std::byte>(*sent1[ui][p]) : std::span<const std::byte>(*in1[ui][p].bytes);
+          i == r ? std::span<const std::byte>(*sent1[ui][p])
+                 : std::span<const std::byte>(*in1[ui][p].bytes);
       Status s = i == 0 ? codec.decode(payload, dst, piece.count)
                         : codec.decode_accumulate(payload, dst, piece.count);
       if (!s.is_ok()) return ex.fail(std::move(s));
@@ -327,9 +345,10 @@ Status quantized_all_reduce(Link& link, float* data, std::size_t count, ReduceOp
     const Range local{piece.begin - mine.begin, piece.count};
     sent2[p] = &sc.next_bytes();
     if (!residual2.empty()) ctx.state->save_owner(local.begin, local.count);
-    Status s = encode(dst, piece,
-                      residual2.empty() ? std::span<float>() : residual2.subspan(local.begin, local.count),
-                      kStage2, *sent2[p]);
+    Status s =
+        encode(dst, piece,
+               residual2.empty() ? std::span<float>() : residual2.subspan(local.begin, local.count),
+               kStage2, *sent2[p]);
     if (!s.is_ok()) return ex.fail(std::move(s));
     for (int k = 1; k < n; ++k) TRIB_RETURN_IF_ERROR(ex.send((r + k) % n, kStage2, p, *sent2[p]));
     s = codec.decode(*sent2[p], data + piece.begin, piece.count);
@@ -360,9 +379,9 @@ Status quantized_all_reduce(Link& link, float* data, std::size_t count, ReduceOp
 
 // ---- kSparse -------------------------------------------------------------------------------
 
-Status sparse_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op,
-                         const CompressionContext& ctx, const CollectiveOptions& options,
-                         std::uint32_t check) {
+Status sparse_all_reduce(algorithms::Link& link, float* data, std::size_t count, ReduceOp op,
+                         const CompressionContext& ctx,
+                         const algorithms::CollectiveOptions& options, std::uint32_t check) {
   const CompressionPlan& plan = *ctx.plan;
   const Codec& codec = *plan.codec;
   const int n = link.size();
@@ -401,11 +420,13 @@ Status sparse_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op
     }
     if (!residual.empty()) eo.residual = residual.subspan(piece.begin, piece.count);
     if (!momentum.empty()) eo.momentum = momentum.subspan(piece.begin, piece.count);
-    Result<std::size_t> bytes = codec.encode(data + piece.begin, DType::kFloat32, piece.count, *own[p], eo);
+    Result<std::size_t> bytes =
+        codec.encode(data + piece.begin, DType::kFloat32, piece.count, *own[p], eo);
     if (!bytes.is_ok()) return ex.fail(bytes.status());
     own[p]->resize(*bytes);
     if (!dense) {
-      for (int k = 1; k < n; ++k) TRIB_RETURN_IF_ERROR(ex.send((r + k) % n, kStageSparse, p, *own[p]));
+      for (int k = 1; k < n; ++k)
+        TRIB_RETURN_IF_ERROR(ex.send((r + k) % n, kStageSparse, p, *own[p]));
     }
   }
   if (ctx.stats) ctx.stats->quantizations = 1;
@@ -419,8 +440,8 @@ Status sparse_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op
       Status s = codec.decode(*own[p], out + piece.begin, piece.count);
       if (!s.is_ok()) return ex.fail(std::move(s));
     }
-    CollectiveOptions o = options;
-    o.seq = sub_seq(options.seq, 2);
+    algorithms::CollectiveOptions o = options;
+    o.seq = algorithms::seq_in(algorithms::SeqSpace::kCompressedStage2, options.seq);
     TRIB_RETURN_IF_ERROR(all_reduce(link, out, out, count, DType::kFloat32, op, o));
     if (ctx.stats) {
       ctx.stats->dense_fallback = true;
@@ -438,15 +459,18 @@ Status sparse_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op
   for (std::size_t p = 0; p < pieces; ++p) {
     const Range piece = piece_of(all, per_piece, p);
     for (int i = 0; i < n; ++i) {
-      if (i != r) TRIB_RETURN_IF_ERROR(ex.start_payload(in[static_cast<std::size_t>(i)][p], codec.max_encoded_bytes(piece.count)));
+      if (i != r)
+        TRIB_RETURN_IF_ERROR(ex.start_payload(in[static_cast<std::size_t>(i)][p],
+                                              codec.max_encoded_bytes(piece.count)));
     }
     for (int i = 0; i < n; ++i) {
       if (i != r) TRIB_RETURN_IF_ERROR(ex.finish_payload(in[static_cast<std::size_t>(i)][p]));
     }
     for (int i = 0; i < n; ++i) {
       const auto ui = static_cast<std::size_t>(i);
-      const std::span<const std::byte> payload =
-          i == r ? std::span<const std::byte>(*own[p]) : std::span<const std::byte>(*in[ui][p].bytes);
+      const std::span<const std::byte> payload = i == r
+                                                     ? std::span<const std::byte>(*own[p])
+                                                     : std::span<const std::byte>(*in[ui][p].bytes);
       Status s = i == 0 ? codec.decode(payload, data + piece.begin, piece.count)
                         : codec.decode_accumulate(payload, data + piece.begin, piece.count);
       if (!s.is_ok()) return ex.fail(std::move(s));
@@ -458,8 +482,9 @@ Status sparse_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op
 
 // ---- kPowerSgd ------------------------------------------------------------------------------
 
-Status powersgd_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op,
-                           const CompressionContext& ctx, const CollectiveOptions& options) {
+Status powersgd_all_reduce(algorithms::Link& link, float* data, std::size_t count, ReduceOp op,
+                           const CompressionContext& ctx,
+                           const algorithms::CollectiveOptions& options) {
   PowerSgdParams params = ctx.plan->powersgd;
   params.seed = ctx.seed;
   Result<PowerSgd*> made = ctx.state->powersgd(ctx.tensor_id, count, ctx.shapes, params);
@@ -476,15 +501,15 @@ Status powersgd_all_reduce(Link& link, float* data, std::size_t count, ReduceOp 
   const std::span<float> dense(first.data() + ps.p_count(), ps.dense_count());
   ps.compute_p(data, p);
   ps.pack_uncompressed(data, dense);
-  CollectiveOptions o = options;
-  o.seq = sub_seq(options.seq, 1);
+  algorithms::CollectiveOptions o = options;
+  o.seq = algorithms::seq_in(algorithms::SeqSpace::kCompressedDense, options.seq);
   TRIB_RETURN_IF_ERROR(all_reduce(link, first.data(), first.data(), first.size(), DType::kFloat32,
                                   ReduceOp::kAvg, o));
   ps.orthogonalize(p);
   ps.compute_q(p, q);
-  o.seq = sub_seq(options.seq, 2);
-  TRIB_RETURN_IF_ERROR(all_reduce(link, q.data(), q.data(), q.size(), DType::kFloat32,
-                                  ReduceOp::kAvg, o));
+  o.seq = algorithms::seq_in(algorithms::SeqSpace::kCompressedStage2, options.seq);
+  TRIB_RETURN_IF_ERROR(
+      all_reduce(link, q.data(), q.data(), q.size(), DType::kFloat32, ReduceOp::kAvg, o));
   std::vector<float> out(count);
   ps.reconstruct(p, q, dense, out.data());
   if (op == ReduceOp::kSum && n > 1) {
@@ -506,7 +531,8 @@ Status powersgd_all_reduce(Link& link, float* data, std::size_t count, ReduceOp 
 Result<CompressionPlan> CompressionPlan::parse(std::string_view spec) {
   const std::size_t colon = spec.find(':');
   const std::string_view name = spec.substr(0, colon);
-  std::string_view rest = colon == std::string_view::npos ? std::string_view() : spec.substr(colon + 1);
+  std::string_view rest =
+      colon == std::string_view::npos ? std::string_view() : spec.substr(colon + 1);
   std::optional<bool> ef;
   std::optional<double> dense_at;
   PowerSgdParams psgd;
@@ -517,7 +543,8 @@ Result<CompressionPlan> CompressionPlan::parse(std::string_view spec) {
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
     const std::size_t eq = item.find('=');
     const std::string_view k = item.substr(0, eq);
-    const std::string_view v = eq == std::string_view::npos ? std::string_view("1") : item.substr(eq + 1);
+    const std::string_view v =
+        eq == std::string_view::npos ? std::string_view("1") : item.substr(eq + 1);
     bool b = false;
     double d = 0;
     if (k == "ef") {
@@ -527,7 +554,8 @@ Result<CompressionPlan> CompressionPlan::parse(std::string_view spec) {
       if (!parse_number(v, &d) || !(d > 0)) return bad_spec(spec, "dense_at must be a number > 0");
       dense_at = d;
     } else if (name == "powersgd" && k == "rank") {
-      if (!parse_number(v, &d) || d < 1 || d > 1024 || d != static_cast<double>(static_cast<int>(d))) {
+      if (!parse_number(v, &d) || d < 1 || d > 1024 ||
+          d != static_cast<double>(static_cast<int>(d))) {
         return bad_spec(spec, "rank must be an integer in [1, 1024]");
       }
       psgd.rank = static_cast<std::uint32_t>(d);
@@ -549,8 +577,9 @@ Result<CompressionPlan> CompressionPlan::parse(std::string_view spec) {
     psgd.error_feedback = ef.value_or(true);
     plan.powersgd = psgd;
     plan.error_feedback = psgd.error_feedback;
-    plan.spec = "powersgd:rank=" + std::to_string(psgd.rank) + ",ef=" +
-                (psgd.error_feedback ? "1" : "0") + ",warm=" + (psgd.warm_start ? "1" : "0");
+    plan.spec = "powersgd:rank=" + std::to_string(psgd.rank) +
+                ",ef=" + (psgd.error_feedback ? "1" : "0") +
+                ",warm=" + (psgd.warm_start ? "1" : "0");
     return plan;
   }
   Result<CodecConfig> config =
@@ -570,8 +599,10 @@ Result<CompressionPlan> CompressionPlan::parse(std::string_view spec) {
   if (!codec.is_ok()) return codec.status();
   plan.codec_config = *config;
   plan.codec = std::shared_ptr<const Codec>(std::move(codec.value()));
-  if (plan.kind == Kind::kDense && ef.value_or(false)) return bad_spec(spec, "float32 has no error feedback");
-  if (dense_at && plan.kind != Kind::kSparse) return bad_spec(spec, "dense_at applies to topk only");
+  if (plan.kind == Kind::kDense && ef.value_or(false))
+    return bad_spec(spec, "float32 has no error feedback");
+  if (dense_at && plan.kind != Kind::kSparse)
+    return bad_spec(spec, "dense_at applies to topk only");
   plan.dense_threshold = dense_at.value_or(1.0);
   std::string canonical = to_spec(*config);
   if (plan.kind != Kind::kDense) {
@@ -641,10 +672,11 @@ Result<PowerSgd*> CompressionState::powersgd(std::uint64_t tensor, std::size_t t
   const auto same_shape = [](const MatrixShape& a, const MatrixShape& b) {
     return a.offset == b.offset && a.rows == b.rows && a.cols == b.cols;
   };
-  const bool same = e.psgd && e.total_count == total_count &&
-                    std::equal(shapes.begin(), shapes.end(), e.shapes.begin(), e.shapes.end(), same_shape) &&
-                    e.params.rank == params.rank && e.params.error_feedback == params.error_feedback &&
-                    e.params.warm_start == params.warm_start && e.params.seed == params.seed;
+  const bool same =
+      e.psgd && e.total_count == total_count &&
+      std::equal(shapes.begin(), shapes.end(), e.shapes.begin(), e.shapes.end(), same_shape) &&
+      e.params.rank == params.rank && e.params.error_feedback == params.error_feedback &&
+      e.params.warm_start == params.warm_start && e.params.seed == params.seed;
   if (!same) {
     Result<PowerSgd> made = PowerSgd::create(total_count, {shapes.begin(), shapes.end()}, params);
     if (!made.is_ok()) {
@@ -703,7 +735,8 @@ void CompressionState::restore(const Snapshot& s) {
   // snapshot was taken of, then put its state back.
   const Snapshot::PowerSgdState& p = *s.powersgd;
   Result<PowerSgd*> ps = powersgd(s.tensor, p.total_count, p.shapes, p.params);
-  TRIB_CHECK(ps.is_ok()) << "a PowerSGD layout that was valid no longer is: " << ps.status().to_string();
+  TRIB_CHECK(ps.is_ok()) << "a PowerSGD layout that was valid no longer is: "
+                         << ps.status().to_string();
   (*ps)->restore(p.state);
 }
 
@@ -731,12 +764,14 @@ void CompressionState::save_worker(std::size_t offset, std::size_t n, bool momen
   const std::uint64_t key = ErrorFeedback::key(a.tensor, kStageWorker);
   const std::span<float> r = worker_.residual(key, a.count);
   if (a.residual.size() < a.count) a.residual.resize(a.count);
-  std::copy_n(r.begin() + static_cast<std::ptrdiff_t>(offset), n, a.residual.begin() + static_cast<std::ptrdiff_t>(offset));
+  std::copy_n(r.begin() + static_cast<std::ptrdiff_t>(offset), n,
+              a.residual.begin() + static_cast<std::ptrdiff_t>(offset));
   a.worker_saved.emplace_back(offset, n);
   if (momentum) {
     const std::span<float> m = worker_.momentum(key, a.count);
     if (a.momentum.size() < a.count) a.momentum.resize(a.count);
-    std::copy_n(m.begin() + static_cast<std::ptrdiff_t>(offset), n, a.momentum.begin() + static_cast<std::ptrdiff_t>(offset));
+    std::copy_n(m.begin() + static_cast<std::ptrdiff_t>(offset), n,
+                a.momentum.begin() + static_cast<std::ptrdiff_t>(offset));
     a.momentum_saved.emplace_back(offset, n);
   }
 }
@@ -747,7 +782,8 @@ void CompressionState::save_owner(std::size_t offset, std::size_t n) {
   if (!a.owner_present || it == owner_.end() || n == 0) return;
   const std::vector<float>& r = it->second.residual;
   if (a.owner.size() < r.size()) a.owner.resize(r.size());
-  std::copy_n(r.begin() + static_cast<std::ptrdiff_t>(offset), n, a.owner.begin() + static_cast<std::ptrdiff_t>(offset));
+  std::copy_n(r.begin() + static_cast<std::ptrdiff_t>(offset), n,
+              a.owner.begin() + static_cast<std::ptrdiff_t>(offset));
   a.owner_saved.emplace_back(offset, n);
 }
 
@@ -759,18 +795,23 @@ void CompressionState::rollback() {
   } else if (worker_.contains(key)) {
     if (!a.worker_saved.empty()) {
       const std::span<float> r = worker_.residual(key, a.count);
-      for (const auto& [off, n] : a.worker_saved) std::copy_n(a.residual.begin() + static_cast<std::ptrdiff_t>(off), n, r.begin() + static_cast<std::ptrdiff_t>(off));
+      for (const auto& [off, n] : a.worker_saved)
+        std::copy_n(a.residual.begin() + static_cast<std::ptrdiff_t>(off), n,
+                    r.begin() + static_cast<std::ptrdiff_t>(off));
     }
     if (!a.momentum_saved.empty()) {
       const std::span<float> m = worker_.momentum(key, a.count);
-      for (const auto& [off, n] : a.momentum_saved) std::copy_n(a.momentum.begin() + static_cast<std::ptrdiff_t>(off), n, m.begin() + static_cast<std::ptrdiff_t>(off));
+      for (const auto& [off, n] : a.momentum_saved)
+        std::copy_n(a.momentum.begin() + static_cast<std::ptrdiff_t>(off), n,
+                    m.begin() + static_cast<std::ptrdiff_t>(off));
     }
   }
   if (!a.owner_present) {
     owner_.erase(a.tensor);
   } else if (const auto it = owner_.find(a.tensor); it != owner_.end()) {
     for (const auto& [off, n] : a.owner_saved) {
-      std::copy_n(a.owner.begin() + static_cast<std::ptrdiff_t>(off), n, it->second.residual.begin() + static_cast<std::ptrdiff_t>(off));
+      std::copy_n(a.owner.begin() + static_cast<std::ptrdiff_t>(off), n,
+                  it->second.residual.begin() + static_cast<std::ptrdiff_t>(off));
     }
   }
   if (!a.powersgd) {
@@ -779,15 +820,18 @@ void CompressionState::rollback() {
   }
   const Snapshot::PowerSgdState& p = *a.powersgd;
   Result<PowerSgd*> ps = powersgd(a.tensor, p.total_count, p.shapes, p.params);
-  TRIB_CHECK(ps.is_ok()) << "a PowerSGD layout that was valid no longer is: " << ps.status().to_string();
+  TRIB_CHECK(ps.is_ok()) << "a PowerSGD layout that was valid no longer is: "
+                         << ps.status().to_string();
   (*ps)->restore(p.state);
 }
 
 // ---- entry point ----------------------------------------------------------------------------
 
-Status compressed_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op,
-                             const CompressionContext& ctx, const CollectiveOptions& options) {
-  if (ctx.plan == nullptr) return error(StatusCode::kInvalidArgument, "compressed_all_reduce: no plan");
+Status compressed_all_reduce(algorithms::Link& link, float* data, std::size_t count, ReduceOp op,
+                             const CompressionContext& ctx,
+                             const algorithms::CollectiveOptions& options) {
+  if (ctx.plan == nullptr)
+    return error(StatusCode::kInvalidArgument, "compressed_all_reduce: no plan");
   if (op != ReduceOp::kSum && op != ReduceOp::kAvg) {
     return error(StatusCode::kInvalidArgument, "compressed_all_reduce: op must be sum or avg");
   }
@@ -805,8 +849,8 @@ Status compressed_all_reduce(Link& link, float* data, std::size_t count, ReduceO
                         (plan.kind != CompressionPlan::Kind::kDense &&
                          (plan.error_feedback || (plan.codec && plan.codec->wants_momentum())));
   if (stateful && ctx.state == nullptr) {
-    return error(StatusCode::kInvalidArgument, "compressed_all_reduce: plan " + plan.spec +
-                                                   " needs a CompressionState");
+    return error(StatusCode::kInvalidArgument,
+                 "compressed_all_reduce: plan " + plan.spec + " needs a CompressionState");
   }
   if (ctx.stats) {
     *ctx.stats = CompressionStats{};
@@ -818,7 +862,7 @@ Status compressed_all_reduce(Link& link, float* data, std::size_t count, ReduceO
   if (plan.kind == CompressionPlan::Kind::kQuantized && plan.error_feedback) {
     // Settle slice ownership first (fold or drop a stage-2 residual left from another
     // view): a view-change action, independent of this attempt, so never rolled back.
-    const algo::Range mine = algo::balanced_part(count, link.size(), link.rank());
+    const algorithms::Range mine = algorithms::balanced_part(count, link.size(), link.rank());
     (void)ctx.state->owner_residual(ctx.tensor_id, count, link.size(), link.rank(), mine.begin,
                                     mine.count);
   }

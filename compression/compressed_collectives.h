@@ -74,12 +74,12 @@ struct CompressionPlan {
   enum class Kind : std::uint8_t { kDense, kQuantized, kSparse, kPowerSgd };
 
   Kind kind = Kind::kDense;
-  CodecConfig codec_config;             // kQuantized, kSparse
-  std::shared_ptr<const Codec> codec;   // kQuantized, kSparse
-  PowerSgdParams powersgd;              // kPowerSgd (seed comes from the context)
-  bool error_feedback = false;          // kQuantized, kSparse (PowerSGD: powersgd.error_feedback)
-  double dense_threshold = 1.0;         // kSparse
-  std::string spec;                     // canonical, equal on every rank for equal plans
+  CodecConfig codec_config;            // kQuantized, kSparse
+  std::shared_ptr<const Codec> codec;  // kQuantized, kSparse
+  PowerSgdParams powersgd;             // kPowerSgd (seed comes from the context)
+  bool error_feedback = false;         // kQuantized, kSparse (PowerSGD: powersgd.error_feedback)
+  double dense_threshold = 1.0;        // kSparse
+  std::string spec;                    // canonical, equal on every rank for equal plans
 
   static Result<CompressionPlan> parse(std::string_view spec);
 };
@@ -120,9 +120,8 @@ class CompressionState {
   // The owner residual of `tensor` for slice `slice` of `group_size`, [offset, offset +
   // count) of a tensor of tensor_count elements. An entry recorded for another (group
   // size, slice, offset, count, tensor_count) is first folded or dropped per the policy.
-  std::span<float> owner_residual(std::uint64_t tensor, std::size_t tensor_count,
-                                  int group_size, int slice, std::size_t offset,
-                                  std::size_t count);
+  std::span<float> owner_residual(std::uint64_t tensor, std::size_t tensor_count, int group_size,
+                                  int slice, std::size_t offset, std::size_t count);
   bool has_owner_residual(std::uint64_t tensor) const { return owner_.count(tensor) != 0; }
   double owner_residual_norm2(std::uint64_t tensor) const;
 
@@ -176,8 +175,8 @@ class CompressionState {
   Scratch& scratch() { return scratch_; }
 
   // compressed_all_reduce's own bookkeeping (public only so that its helpers can reach
-  // it; nothing else should call these). What it restores on error. The residuals are saved piece by piece,
-  // just before each piece is encoded (each piece is encoded at most once per call), so
+  // it; nothing else should call these). What it restores on error. The residuals are saved piece
+  // by piece, just before each piece is encoded (each piece is encoded at most once per call), so
   // the copy overlaps the transfer instead of preceding it; saved ranges live in buffers
   // kept from call to call. A worker residual whose count differs from the call's is
   // dropped by the call and not restored (error_feedback.h: a count change voids it).
@@ -227,18 +226,18 @@ struct CompressionStats {
 };
 
 struct CompressionContext {
-  const CompressionPlan* plan = nullptr;    // required
-  CompressionState* state = nullptr;        // required unless the plan keeps no state
-  std::uint64_t tensor_id = 0;              // < 2^56; names residuals and RNG streams
-  std::uint64_t step = 0;                   // RNG key and top-k warm-up; equal on every rank
-  std::uint64_t seed = 0;                   // cluster-wide RNG seed
-  std::span<const MatrixShape> shapes = {}; // PowerSGD: the matrices of the flat tensor
-  CompressionStats* stats = nullptr;        // optional
+  const CompressionPlan* plan = nullptr;     // required
+  CompressionState* state = nullptr;         // required unless the plan keeps no state
+  std::uint64_t tensor_id = 0;               // < 2^56; names residuals and RNG streams
+  std::uint64_t step = 0;                    // RNG key and top-k warm-up; equal on every rank
+  std::uint64_t seed = 0;                    // cluster-wide RNG seed
+  std::span<const MatrixShape> shapes = {};  // PowerSGD: the matrices of the flat tensor
+  CompressionStats* stats = nullptr;         // optional
 };
 
 // data[0..count) := op over ranks of data (kSum or kAvg; kAvg divides by n at the end).
-Status compressed_all_reduce(Link& link, float* data, std::size_t count, ReduceOp op,
+Status compressed_all_reduce(algorithms::Link& link, float* data, std::size_t count, ReduceOp op,
                              const CompressionContext& context,
-                             const CollectiveOptions& options);
+                             const algorithms::CollectiveOptions& options);
 
 }  // namespace tributary::compression

@@ -21,9 +21,9 @@ inline constexpr double kTopKDensityFloor = 0.001;
 
 struct ConvergenceAdvice {
   enum class Verdict {
-    kNoKnownIssue,    // the defaults, and anything the evidence does not flag
-    kLosesAccuracy,   // measured outside the gate: warn
-    kDiverges,        // measured far off (training breaks): refuse
+    kNoKnownIssue,   // the defaults, and anything the evidence does not flag
+    kLosesAccuracy,  // measured outside the gate: warn
+    kDiverges,       // measured far off (training breaks): refuse
   };
   Verdict verdict = Verdict::kNoKnownIssue;
   std::string message;  // empty for kNoKnownIssue; says what was measured and the fix

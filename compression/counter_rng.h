@@ -60,8 +60,6 @@ constexpr std::uint32_t rng_bits(RngKey key, std::uint64_t index) {
 }
 
 // Uniform in [0, 1) with 24 random bits (exactly representable in float).
-inline float rng_uniform(std::uint32_t bits) {
-  return static_cast<float>(bits >> 8) * 0x1p-24f;
-}
+inline float rng_uniform(std::uint32_t bits) { return static_cast<float>(bits >> 8) * 0x1p-24f; }
 
 }  // namespace tributary::compression

@@ -80,8 +80,8 @@ class PowerSgd {
   void pack_uncompressed(const float* grad, std::span<float> dense) const;
   // out = P Q^T for compressed matrices and the (all-reduced) dense values elsewhere.
   // Updates the residual (M - P Q^T) and keeps q as the next step's warm start.
-  void reconstruct(std::span<const float> p, std::span<const float> q,
-                   std::span<const float> dense, float* out);
+  void reconstruct(std::span<const float> p, std::span<const float> q, std::span<const float> dense,
+                   float* out);
 
   void reset();  // zero residuals and draw a fresh Q (rejoin after eviction)
 

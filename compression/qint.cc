@@ -13,8 +13,8 @@
 // Every step is one IEEE float operation with no contraction (the target builds with
 // -ffp-contract=off), so AVX-512, AVX2, the baseline and the CUDA port agree to the bit.
 #include <algorithm>
-#include <cmath>
 #include <bit>
+#include <cmath>
 #include <vector>
 
 #include "compression/counter_rng.h"
@@ -90,13 +90,11 @@ void dequant8(const std::int8_t* __restrict q, float* __restrict out, std::size_
   for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(q[i]) * s;
 }
 TRIB_CODEC_MULTIVERSION
-void dequant8_acc(const std::int8_t* __restrict q, float* __restrict out, std::size_t n,
-                  float s) {
+void dequant8_acc(const std::int8_t* __restrict q, float* __restrict out, std::size_t n, float s) {
   for (std::size_t i = 0; i < n; ++i) out[i] += static_cast<float>(q[i]) * s;
 }
 TRIB_CODEC_MULTIVERSION
-void dequant4(const std::uint8_t* __restrict b, float* __restrict out, std::size_t pairs,
-              float s) {
+void dequant4(const std::uint8_t* __restrict b, float* __restrict out, std::size_t pairs, float s) {
   for (std::size_t j = 0; j < pairs; ++j) {
     out[2 * j] = static_cast<float>(static_cast<int>(b[j] & 15u) - 8) * s;
     out[2 * j + 1] = static_cast<float>(static_cast<int>(b[j] >> 4) - 8) * s;
@@ -166,9 +164,9 @@ class QIntCodec final : public Codec {
       }
       const std::uint32_t mbits = amax_bits(v, n);
       if (mbits >= 0x7f800000u) {
-        return error(StatusCode::kInvalidArgument,
-                     std::string(to_string(id())) + " encode: non-finite value in bucket " +
-                         std::to_string(b));
+        return error(StatusCode::kInvalidArgument, std::string(to_string(id())) +
+                                                       " encode: non-finite value in bucket " +
+                                                       std::to_string(b));
       }
       const float amax = std::bit_cast<float>(mbits);
       const float scale = amax / levels;
@@ -239,7 +237,8 @@ Status decode_qint(const PayloadHeader& h, std::span<const std::byte> p, float* 
     }
     const auto* packed = reinterpret_cast<const std::uint8_t*>(codes) + begin / 2;
     const std::size_t pairs = n / 2;
-    accumulate ? dequant4_acc(packed, out + begin, pairs, s) : dequant4(packed, out + begin, pairs, s);
+    accumulate ? dequant4_acc(packed, out + begin, pairs, s)
+               : dequant4(packed, out + begin, pairs, s);
     if (n % 2 != 0) {  // odd tail (last bucket only)
       const float v = static_cast<float>(static_cast<int>(packed[pairs] & 15u) - 8) * s;
       out[begin + n - 1] = accumulate ? out[begin + n - 1] + v : v;

@@ -67,8 +67,8 @@ void unpack_signs(const std::uint8_t* __restrict bits, float* __restrict out, st
 }
 
 TRIB_CODEC_MULTIVERSION
-void unpack_signs_acc(const std::uint8_t* __restrict bits, float* __restrict out,
-                      std::size_t bytes, float s) {
+void unpack_signs_acc(const std::uint8_t* __restrict bits, float* __restrict out, std::size_t bytes,
+                      float s) {
   for (std::size_t j = 0; j < bytes; ++j) {
     for (unsigned k = 0; k < 8; ++k) out[8 * j + k] += ((bits[j] >> k) & 1u) ? -s : s;
   }
@@ -97,10 +97,12 @@ class SignCodec final : public Codec {
                                  const EncodeOptions& o) const override {
     const bool use_momentum = config_.momentum > 0.0f && !o.momentum.empty();
     if (use_momentum && o.residual.empty()) {
-      return error(StatusCode::kInvalidArgument, "sign encode: momentum correction needs a residual");
+      return error(StatusCode::kInvalidArgument,
+                   "sign encode: momentum correction needs a residual");
     }
     const std::size_t nb = ceil_div(count, bucket_);
-    write_header(out.data(), {id(), kPayloadVersion, static_cast<std::uint32_t>(count), bucket_, 0});
+    write_header(out.data(),
+                 {id(), kPayloadVersion, static_cast<std::uint32_t>(count), bucket_, 0});
     std::byte* scales = out.data() + kHeaderBytes;
     auto* bits = reinterpret_cast<std::uint8_t*>(scales + 4 * nb);
     float* r = o.residual.empty() ? nullptr : o.residual.data();
@@ -174,7 +176,8 @@ Status decode_sign(const PayloadHeader& h, std::span<const std::byte> p, float* 
     const float s = load_f32(scales + 4 * b);
     const std::uint8_t* bb = bits + begin / 8;
     const std::size_t full = n / 8;
-    accumulate ? unpack_signs_acc(bb, out + begin, full, s) : unpack_signs(bb, out + begin, full, s);
+    accumulate ? unpack_signs_acc(bb, out + begin, full, s)
+               : unpack_signs(bb, out + begin, full, s);
     for (std::size_t k = 8 * full; k < n; ++k) {
       const float v = ((bb[full] >> (k - 8 * full)) & 1u) ? -s : s;
       out[begin + k] = accumulate ? out[begin + k] + v : v;

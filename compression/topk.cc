@@ -88,8 +88,8 @@ void widen_values(std::uint32_t type, const std::byte* in, float* out, std::size
 void select_threshold(const float* v, std::size_t n, std::size_t k, RngKey key,
                       std::vector<std::uint32_t>& sample, std::vector<std::uint32_t>& idx) {
   const double density = static_cast<double>(k) / static_cast<double>(n);
-  const std::size_t want = std::clamp<std::size_t>(static_cast<std::size_t>(256.0 / density),
-                                                   16384, std::size_t{1} << 20);
+  const std::size_t want = std::clamp<std::size_t>(static_cast<std::size_t>(256.0 / density), 16384,
+                                                   std::size_t{1} << 20);
   const bool exact = want >= n;
   const std::size_t s = exact ? n : want;
   sample.resize(s);
@@ -107,7 +107,8 @@ void select_threshold(const float* v, std::size_t n, std::size_t k, RngKey key,
     std::size_t above = static_cast<std::size_t>(std::ceil(frac * static_cast<double>(s)));
     above = std::clamp<std::size_t>(above, 1, s);
     const std::size_t pos = s - above;
-    std::nth_element(sample.begin(), sample.begin() + static_cast<std::ptrdiff_t>(pos), sample.end());
+    std::nth_element(sample.begin(), sample.begin() + static_cast<std::ptrdiff_t>(pos),
+                     sample.end());
     const std::uint32_t t = std::max<std::uint32_t>(sample[pos], 1);  // never send exact zeros
     if (!exact && round > 0) {
       // A retry: count first (cheaper than gathering) and only gather when it is in range.
@@ -142,7 +143,8 @@ class TopKCodec final : public Codec {
 
  protected:
   static std::size_t target_k(std::size_t count, double density) {
-    return std::clamp<std::size_t>(static_cast<std::size_t>(std::llround(density * count)), 1, count);
+    return std::clamp<std::size_t>(static_cast<std::size_t>(std::llround(density * count)), 1,
+                                   count);
   }
   static std::size_t max_nnz(std::size_t count, double density) {
     const std::size_t cap = static_cast<std::size_t>(std::ceil(1.5 * density * count)) + 1;
@@ -153,7 +155,8 @@ class TopKCodec final : public Codec {
                                  const EncodeOptions& o) const override {
     const bool use_momentum = config_.momentum > 0.0f && !o.momentum.empty();
     if (use_momentum && o.residual.empty()) {
-      return error(StatusCode::kInvalidArgument, "topk encode: momentum correction needs a residual");
+      return error(StatusCode::kInvalidArgument,
+                   "topk encode: momentum correction needs a residual");
     }
     const std::uint32_t vtype = config_.values == DType::kFloat16 ? kValuesF16 : kValuesBF16;
     const float* v = x;
@@ -196,8 +199,9 @@ class TopKCodec final : public Codec {
     const bool bitmap = bitmap_bytes <= varint_bytes;
     const std::size_t index_bytes = bitmap ? bitmap_bytes : varint_bytes;
 
-    write_header(out.data(), {id(), kPayloadVersion, static_cast<std::uint32_t>(count),
-                              static_cast<std::uint32_t>(nnz), vtype | (bitmap ? kIndexBitmap : 0u)});
+    write_header(out.data(),
+                 {id(), kPayloadVersion, static_cast<std::uint32_t>(count),
+                  static_cast<std::uint32_t>(nnz), vtype | (bitmap ? kIndexBitmap : 0u)});
     store_u32(out.data() + kHeaderBytes, static_cast<std::uint32_t>(index_bytes));
     std::byte* index = out.data() + kTopKHeader;
     if (bitmap) {
@@ -205,7 +209,8 @@ class TopKCodec final : public Codec {
       for (std::uint32_t i : idx) index[i / 8] |= static_cast<std::byte>(1u << (i % 8));
     } else {
       std::byte* p = index;
-      for (std::size_t j = 0; j < nnz; ++j) p = put_varint(p, j == 0 ? idx[0] : idx[j] - idx[j - 1] - 1);
+      for (std::size_t j = 0; j < nnz; ++j)
+        p = put_varint(p, j == 0 ? idx[0] : idx[j] - idx[j - 1] - 1);
     }
     std::memset(index + index_bytes, 0, pad4(index_bytes) - index_bytes);
     std::byte* values = index + pad4(index_bytes);
@@ -245,7 +250,8 @@ Status decode_topk(const PayloadHeader& h, std::span<const std::byte> p, float* 
   if (nnz > count) return bad_frame(h.codec, "nnz " + std::to_string(nnz) + " > count");
   if (p.size() < kTopKHeader) return bad_frame(h.codec, "truncated before the index length");
   const std::uint64_t index_bytes = load_u32(p.data() + kHeaderBytes);
-  TRIB_RETURN_IF_ERROR(expect_size(h.codec, p.size(), kTopKHeader + pad4(index_bytes) + 2ull * nnz));
+  TRIB_RETURN_IF_ERROR(
+      expect_size(h.codec, p.size(), kTopKHeader + pad4(index_bytes) + 2ull * nnz));
   const auto* index = reinterpret_cast<const std::uint8_t*>(p.data() + kTopKHeader);
   const std::byte* values = p.data() + kTopKHeader + pad4(index_bytes);
   for (std::uint64_t j = index_bytes; j < pad4(index_bytes); ++j) {
@@ -256,7 +262,8 @@ Status decode_topk(const PayloadHeader& h, std::span<const std::byte> p, float* 
   thread_local std::vector<std::uint32_t> idx;
   idx.clear();
   if ((h.flags & kIndexBitmap) != 0) {
-    if (index_bytes != ceil_div(count, 8)) return bad_frame(h.codec, "bitmap length != ceil(count/8)");
+    if (index_bytes != ceil_div(count, 8))
+      return bad_frame(h.codec, "bitmap length != ceil(count/8)");
     std::size_t pop = 0;
     for (std::uint64_t j = 0; j < index_bytes; ++j) pop += std::popcount(index[j]);
     if (pop != nnz) return bad_frame(h.codec, "bitmap population != nnz");

@@ -55,8 +55,8 @@ inline Status bad_frame(CodecId id, const std::string& what) {
 // 64 bits, so no overflow on a 32-bit count).
 inline Status expect_size(CodecId id, std::size_t got, std::uint64_t expected) {
   if (got != expected) {
-    return bad_frame(id, "size " + std::to_string(got) + " bytes, expected " +
-                             std::to_string(expected));
+    return bad_frame(
+        id, "size " + std::to_string(got) + " bytes, expected " + std::to_string(expected));
   }
   return Status::ok();
 }
@@ -95,7 +95,7 @@ void add_residual(float* r, const float* x, std::size_t n);
 void accumulate_momentum(float* u, float* r, const float* x, std::size_t n, float m);
 
 // Codec::decode(_accumulate): decode through the dispatcher, requiring codec `id`.
-Status decode_as(CodecId id, std::span<const std::byte> payload, float* out,
-                 std::size_t count, bool accumulate);
+Status decode_as(CodecId id, std::span<const std::byte> payload, float* out, std::size_t count,
+                 bool accumulate);
 
 }  // namespace tributary::compression::wire

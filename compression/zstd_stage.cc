@@ -66,13 +66,13 @@ class ZstdStage final : public Codec {
     auto n = inner_->encode(x, DType::kFloat32, count, inner, o);
     if (!n) return n.status();
     ZSTD_CCtx* cctx = thread_cctx();
-    if (cctx == nullptr) return error(StatusCode::kInternal, "zstd: cannot allocate a compression context");
+    if (cctx == nullptr)
+      return error(StatusCode::kInternal, "zstd: cannot allocate a compression context");
     // Capacity = the size that would just pay: zstd fails with dstSize_tooSmall when it
     // cannot beat it, and the stage stores the inner payload instead.
-    const std::size_t limit =
-        static_cast<std::size_t>(static_cast<double>(*n) * (1.0 - min_gain_));
-    const std::size_t z = ZSTD_compressCCtx(cctx, out.data() + kHeaderBytes, limit, inner.data(),
-                                            *n, level_);
+    const std::size_t limit = static_cast<std::size_t>(static_cast<double>(*n) * (1.0 - min_gain_));
+    const std::size_t z =
+        ZSTD_compressCCtx(cctx, out.data() + kHeaderBytes, limit, inner.data(), *n, level_);
     const bool pays = !ZSTD_isError(z) && z < *n;
     write_header(out.data(), {id(), kPayloadVersion, static_cast<std::uint32_t>(count),
                               static_cast<std::uint32_t>(*n), pays ? kCompressed : 0u});
@@ -104,11 +104,14 @@ Status decode_zstd(const PayloadHeader& h, std::span<const std::byte> p, float* 
   thread_local std::vector<std::byte> inner;
   if ((h.flags & kCompressed) != 0) {
     const unsigned long long declared = ZSTD_getFrameContentSize(body.data(), body.size());
-    if (declared != inner_bytes) return bad_frame(h.codec, "zstd frame size does not match the header");
+    if (declared != inner_bytes)
+      return bad_frame(h.codec, "zstd frame size does not match the header");
     inner.resize(inner_bytes);
     ZSTD_DCtx* dctx = thread_dctx();
-    if (dctx == nullptr) return error(StatusCode::kInternal, "zstd: cannot allocate a decompression context");
-    const std::size_t z = ZSTD_decompressDCtx(dctx, inner.data(), inner.size(), body.data(), body.size());
+    if (dctx == nullptr)
+      return error(StatusCode::kInternal, "zstd: cannot allocate a decompression context");
+    const std::size_t z =
+        ZSTD_decompressDCtx(dctx, inner.data(), inner.size(), body.data(), body.size());
     if (ZSTD_isError(z)) return bad_frame(h.codec, std::string("zstd: ") + ZSTD_getErrorName(z));
     if (z != inner_bytes) return bad_frame(h.codec, "zstd frame decompressed to the wrong size");
     body = inner;
@@ -118,7 +121,8 @@ Status decode_zstd(const PayloadHeader& h, std::span<const std::byte> p, float* 
   auto ih = read_header(body);
   if (!ih) return ih.status();
   if (ih->codec == CodecId::kZstd) return bad_frame(h.codec, "nested zstd stage");
-  return accumulate ? decode_accumulate_payload(body, out, count) : decode_payload(body, out, count);
+  return accumulate ? decode_accumulate_payload(body, out, count)
+                    : decode_payload(body, out, count);
 }
 
 }  // namespace wire

@@ -14,8 +14,7 @@
 
 namespace tributary::compression {
 
-std::unique_ptr<Codec> make_zstd_stage(std::unique_ptr<Codec> inner, int level,
-                                       double min_gain);
+std::unique_ptr<Codec> make_zstd_stage(std::unique_ptr<Codec> inner, int level, double min_gain);
 
 // Raw zstd of a byte stream, for measuring which streams it pays on (bench, tests).
 // Returns the compressed size (0 on a zstd error).

@@ -14,8 +14,8 @@
 #include <zmq.hpp>
 
 #include "coordinator/coordinator_metrics.h"
-#include "core/check.h"
 #include "coordinator/join_gate.h"
+#include "core/check.h"
 #include "membership/control_codec.h"
 #include "membership/journal.h"
 #include "membership/membership.h"
@@ -44,7 +44,8 @@ std::string hex(std::string_view bytes) {
 
 // ZeroMQ wants '*' for "any port"; accept the conventional 0 as well.
 std::string zmq_bind_address(const std::string& address) {
-  if (address.size() > 2 && address.ends_with(":0")) return address.substr(0, address.size() - 1) + "*";
+  if (address.size() > 2 && address.ends_with(":0"))
+    return address.substr(0, address.size() - 1) + "*";
   return address;
 }
 
@@ -70,9 +71,12 @@ class BoundedSet {
 }  // namespace
 
 Status validate(const CoordinatorConfig& c) {
-  auto bad = [](std::string what) { return error(StatusCode::kInvalidArgument, "coordinator config: " + what); };
+  auto bad = [](std::string what) {
+    return error(StatusCode::kInvalidArgument, "coordinator config: " + what);
+  };
   if (c.secret.empty()) return bad("secret is empty");
-  if (!c.bind_address.starts_with("tcp://")) return bad("bind_address '" + c.bind_address + "' is not tcp://HOST:PORT");
+  if (!c.bind_address.starts_with("tcp://"))
+    return bad("bind_address '" + c.bind_address + "' is not tcp://HOST:PORT");
   if (c.initial_world_size < 1) return bad("initial_world_size must be >= 1");
   if (c.initial_world_size > c.max_members) return bad("initial_world_size exceeds max_members");
   if (c.heartbeat_timeout <= Duration::zero()) return bad("heartbeat_timeout must be positive");
@@ -146,7 +150,8 @@ class Coordinator::Service {
   // connection as malformed (an impersonation attempt) or ignores a non-member.
   std::optional<MemberId> sender(const Peer& peer, MemberId claimed, std::string_view what);
   Duration interval() const {
-    return config_.heartbeat_interval > Duration::zero() ? config_.heartbeat_interval : config_.heartbeat_timeout / 3;
+    return config_.heartbeat_interval > Duration::zero() ? config_.heartbeat_interval
+                                                         : config_.heartbeat_timeout / 3;
   }
   Status open_journal();
   void journal_view(const membership::View& view);
@@ -189,7 +194,8 @@ class Coordinator::Service {
 };
 
 Status Coordinator::Service::bind() {
-  if (bound()) return error(StatusCode::kInvalidArgument, "coordinator already bound to " + endpoint());
+  if (bound())
+    return error(StatusCode::kInvalidArgument, "coordinator already bound to " + endpoint());
   TRIB_RETURN_IF_ERROR(validate(config_));
   TRIB_RETURN_IF_ERROR(open_journal());
   std::string bound;
@@ -198,8 +204,9 @@ Status Coordinator::Service::bind() {
     router_.set(zmq::sockopt::linger, 0);
     // libzmq itself drops a connection that sends a larger message, before we see it.
     router_.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(config_.max_message_bytes));
-    if (zmq_socket_monitor(router_.handle(), kMonitorEndpoint,
-                           ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0) {
+    if (zmq_socket_monitor(
+            router_.handle(), kMonitorEndpoint,
+            ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0) {
       throw zmq::error_t();
     }
     monitor_ = zmq::socket_t(context_, zmq::socket_type::pair);
@@ -208,7 +215,8 @@ Status Coordinator::Service::bind() {
     bound = router_.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
     router_ = zmq::socket_t();
-    return error(StatusCode::kUnavailable, "cannot bind coordinator to " + config_.bind_address + ": " + e.what());
+    return error(StatusCode::kUnavailable,
+                 "cannot bind coordinator to " + config_.bind_address + ": " + e.what());
   }
   int port = 0;
   if (!config_.metrics_address.empty()) {
@@ -220,7 +228,8 @@ Status Coordinator::Service::bind() {
       port = ports.empty() ? 0 : ports.front();
     } catch (const std::exception& e) {
       router_ = zmq::socket_t();
-      return error(StatusCode::kUnavailable, "cannot serve metrics on " + config_.metrics_address + ": " + e.what());
+      return error(StatusCode::kUnavailable,
+                   "cannot serve metrics on " + config_.metrics_address + ": " + e.what());
     }
   }
   {
@@ -229,10 +238,12 @@ Status Coordinator::Service::bind() {
     metrics_port_ = port;
   }
   publish_snapshot();
-  log_("listening on " + bound + (port ? ", metrics on port " + std::to_string(port) : std::string()) +
-       ", initial world size " + std::to_string(config_.initial_world_size) + ", heartbeat timeout " +
-       std::to_string(duration_cast<milliseconds>(config_.heartbeat_timeout).count()) + " ms, instance " +
-       std::to_string(instance_id_));
+  log_("listening on " + bound +
+       (port ? ", metrics on port " + std::to_string(port) : std::string()) +
+       ", initial world size " + std::to_string(config_.initial_world_size) +
+       ", heartbeat timeout " +
+       std::to_string(duration_cast<milliseconds>(config_.heartbeat_timeout).count()) +
+       " ms, instance " + std::to_string(instance_id_));
   return Status::ok();
 }
 
@@ -243,7 +254,8 @@ Status Coordinator::Service::open_journal() {
   mc.max_members = config_.max_members;
   mc.last_epoch = config_.last_epoch;
   mc.last_member_id = config_.last_member_id;
-  mc.confirm_silence = config_.confirm_silence > Duration::zero() ? config_.confirm_silence : 3 * interval();
+  mc.confirm_silence =
+      config_.confirm_silence > Duration::zero() ? config_.confirm_silence : 3 * interval();
   mc.ready_timeout = config_.ready_timeout;
   mc.boundary_timeout = config_.boundary_timeout;
   mc.resume_timeout = config_.resume_timeout;
@@ -254,12 +266,13 @@ Status Coordinator::Service::open_journal() {
     if (!journal) return journal.status();
     journal_ = std::move(journal).value();
     if (!state.warning.empty()) {
-      log_("journal " + config_.journal_path + ": ignored a bad tail after " + std::to_string(state.records) +
-           " good records: " + state.warning);
+      log_("journal " + config_.journal_path + ": ignored a bad tail after " +
+           std::to_string(state.records) + " good records: " + state.warning);
     }
-    log_("journal " + config_.journal_path + ": " + std::to_string(state.records) + " records, last epoch " +
-         std::to_string(state.last_epoch) + ", last member id " + std::to_string(state.last_member_id) + ", " +
-         std::to_string(state.members.size()) + " members to resume");
+    log_("journal " + config_.journal_path + ": " + std::to_string(state.records) +
+         " records, last epoch " + std::to_string(state.last_epoch) + ", last member id " +
+         std::to_string(state.last_member_id) + ", " + std::to_string(state.members.size()) +
+         " members to resume");
     mc.last_epoch = std::max(mc.last_epoch, state.last_epoch);
     mc.last_member_id = std::max(mc.last_member_id, state.last_member_id);
   }
@@ -281,10 +294,13 @@ void Coordinator::Service::journal_view(const membership::View& view) {
   entry.last_member_id = membership_->last_member_id();
   for (const auto& m : view.members) {
     const auto* p = membership_->find(m.id);
-    membership::MemberLabels labels = p ? p->labels : membership::MemberLabels{"", m.host, m.zone, m.data_address, m.capabilities};
+    membership::MemberLabels labels =
+        p ? p->labels
+          : membership::MemberLabels{"", m.host, m.zone, m.data_address, m.capabilities};
     entry.members.push_back({m.id, std::move(labels)});
   }
-  if (Status st = journal_->append(entry); !st) log_("JOURNAL WRITE FAILED (a restart may forget this view): " + st.to_string());
+  if (Status st = journal_->append(entry); !st)
+    log_("JOURNAL WRITE FAILED (a restart may forget this view): " + st.to_string());
 }
 
 void Coordinator::Service::run_until(const std::atomic<bool>& stop) {
@@ -293,8 +309,10 @@ void Coordinator::Service::run_until(const std::atomic<bool>& stop) {
     try {
       const TimePoint now = clock_.now();
       const TimePoint next = membership_->next_expiry();
-      const Duration wait = next <= now ? Duration::zero() : std::min<Duration>(next - now, kMaxPollWait);
-      zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0}, {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
+      const Duration wait =
+          next <= now ? Duration::zero() : std::min<Duration>(next - now, kMaxPollWait);
+      zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
+                                 {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
       // Round up so a sub-millisecond wait does not spin.
       zmq::poll(items, 2, duration_cast<milliseconds>(wait + milliseconds(1) - Duration{1}));
       if (items[1].revents & ZMQ_POLLIN) drain_monitor();
@@ -355,7 +373,8 @@ void Coordinator::Service::drain_monitor() {
     if (event.more()) (void)monitor_.recv(address, zmq::recv_flags::none);
     metrics_->malformed();
     // libzmq 4.3 reports the listening endpoint here, not the remote address.
-    log_("dropped a connection to " + address.to_string() + ": ZeroMQ handshake failed (the peer does not speak ZMTP)");
+    log_("dropped a connection to " + address.to_string() +
+         ": ZeroMQ handshake failed (the peer does not speak ZMTP)");
   }
 }
 
@@ -371,7 +390,8 @@ void Coordinator::Service::handle(const Peer& peer, const control::Envelope& env
     case E::kReady: {
       const auto& r = env.ready();
       if (const auto id = sender(peer, r.member_id(), "ready")) {
-        apply(membership_->ready(*id, {r.epoch(), r.previous_epoch(), r.committed_seq(), r.held_seq()}, clock_.now()));
+        apply(membership_->ready(
+            *id, {r.epoch(), r.previous_epoch(), r.committed_seq(), r.held_seq()}, clock_.now()));
       }
       return;
     }
@@ -386,8 +406,9 @@ void Coordinator::Service::handle(const Peer& peer, const control::Envelope& env
       const auto& f = env.failure_report();
       if (const auto id = sender(peer, f.reporter(), "failure report")) {
         log_("member " + std::to_string(*id) + " reports " +
-             (f.suspect() ? "member " + std::to_string(f.suspect()) : std::string("an unknown peer")) + " in epoch " +
-             std::to_string(f.epoch()) + ": " + f.detail());
+             (f.suspect() ? "member " + std::to_string(f.suspect())
+                          : std::string("an unknown peer")) +
+             " in epoch " + std::to_string(f.epoch()) + ": " + f.detail());
         apply(membership_->failure_report(*id, f.epoch(), f.suspect(), clock_.now()));
       }
       return;
@@ -405,24 +426,28 @@ void Coordinator::Service::handle(const Peer& peer, const control::Envelope& env
   }
 }
 
-std::optional<MemberId> Coordinator::Service::sender(const Peer& peer, MemberId claimed, std::string_view what) {
+std::optional<MemberId> Coordinator::Service::sender(const Peer& peer, MemberId claimed,
+                                                     std::string_view what) {
   const auto id = member_of(peer.identity);
   if (!id) return std::nullopt;  // not (any more) a member: its heartbeats tell it so
   if (claimed != *id) {
-    drop_malformed(peer, std::string(what) + " for member " + std::to_string(claimed) + " from the connection of member " +
-                             std::to_string(*id));
+    drop_malformed(peer, std::string(what) + " for member " + std::to_string(claimed) +
+                             " from the connection of member " + std::to_string(*id));
     return std::nullopt;
   }
   return id;
 }
 
-void Coordinator::Service::on_resume_request(const Peer& peer, const control::ResumeRequest& request) {
+void Coordinator::Service::on_resume_request(const Peer& peer,
+                                             const control::ResumeRequest& request) {
   using R = control::JoinRejected;
-  if (member_of(peer.identity)) return reject(peer, R::PROTOCOL, "this connection is already a member");
+  if (member_of(peer.identity))
+    return reject(peer, R::PROTOCOL, "this connection is already a member");
   if (Status st = membership::validate_join_request(request.join()); !st) {
     return reject(peer, R::INVALID_REQUEST, "invalid resume request: " + st.message());
   }
-  auto nonce = gate_.challenge(peer.identity, membership::labels_from_request(request.join()), clock_.now(), request.member_id());
+  auto nonce = gate_.challenge(peer.identity, membership::labels_from_request(request.join()),
+                               clock_.now(), request.member_id());
   if (!nonce) return reject(peer, R::FULL, "coordinator busy: " + nonce.status().message());
   control::Envelope out;
   out.mutable_challenge()->set_nonce(membership::to_bytes(*nonce));
@@ -431,11 +456,13 @@ void Coordinator::Service::on_resume_request(const Peer& peer, const control::Re
 
 void Coordinator::Service::on_join_request(const Peer& peer, const control::JoinRequest& request) {
   using R = control::JoinRejected;
-  if (member_of(peer.identity)) return reject(peer, R::PROTOCOL, "this connection is already a member");
+  if (member_of(peer.identity))
+    return reject(peer, R::PROTOCOL, "this connection is already a member");
   if (Status st = membership::validate_join_request(request); !st) {
     return reject(peer, R::INVALID_REQUEST, "invalid join request: " + st.message());
   }
-  auto nonce = gate_.challenge(peer.identity, membership::labels_from_request(request), clock_.now());
+  auto nonce =
+      gate_.challenge(peer.identity, membership::labels_from_request(request), clock_.now());
   if (!nonce) return reject(peer, R::FULL, "coordinator busy: " + nonce.status().message());
   control::Envelope out;
   out.mutable_challenge()->set_nonce(membership::to_bytes(*nonce));
@@ -447,7 +474,8 @@ void Coordinator::Service::on_join_proof(const Peer& peer, const control::JoinPr
   auto client_nonce = membership::nonce_from_bytes(proof.client_nonce());
   auto mac = membership::mac_from_bytes(proof.mac());
   if (!client_nonce || !mac) {
-    return drop_malformed(peer, "join proof: " + (!client_nonce ? client_nonce.status() : mac.status()).message());
+    return drop_malformed(
+        peer, "join proof: " + (!client_nonce ? client_nonce.status() : mac.status()).message());
   }
   std::string who = peer.name();
   if (const auto* labels = gate_.pending_labels(peer.identity)) {
@@ -464,10 +492,13 @@ void Coordinator::Service::on_join_proof(const Peer& peer, const control::JoinPr
     return reject(peer, R::PROTOCOL, admitted.status().message());
   }
   const bool resuming = admitted->resume_id != 0;
-  auto joined = resuming ? membership_->resume(admitted->resume_id, admitted->labels, now) : membership_->join(admitted->labels, now);
+  auto joined = resuming ? membership_->resume(admitted->resume_id, admitted->labels, now)
+                         : membership_->join(admitted->labels, now);
   if (!joined) {
-    if (resuming) return reject(peer, R::UNKNOWN_MEMBER, "cannot resume: " + joined.status().message());
-    if (joined.status().code() == StatusCode::kEvicted) return reject(peer, R::COOLDOWN, joined.status().message());
+    if (resuming)
+      return reject(peer, R::UNKNOWN_MEMBER, "cannot resume: " + joined.status().message());
+    if (joined.status().code() == StatusCode::kEvicted)
+      return reject(peer, R::COOLDOWN, joined.status().message());
     return reject(peer, R::FULL, joined.status().message());
   }
   const MemberId id = joined->id;
@@ -482,11 +513,14 @@ void Coordinator::Service::on_join_proof(const Peer& peer, const control::JoinPr
     metrics_->joined();
     if (journal_) {
       // The id counter, so that a restart never hands this id out again.
-      if (Status st = journal_->append({id, 0, {}}); !st) log_("JOURNAL WRITE FAILED: " + st.to_string());
+      if (Status st = journal_->append({id, 0, {}}); !st)
+        log_("JOURNAL WRITE FAILED: " + st.to_string());
     }
-    log_("member " + std::to_string(id) + " joined from " + peer.name() + ": name '" + l.name + "', host '" + l.host +
-         "', zone '" + l.zone + "', data " + l.data_address +
-         (joined->decisions.new_view || membership_->epoch() == 0 ? "" : " (waits for a step boundary)"));
+    log_("member " + std::to_string(id) + " joined from " + peer.name() + ": name '" + l.name +
+         "', host '" + l.host + "', zone '" + l.zone + "', data " + l.data_address +
+         (joined->decisions.new_view || membership_->epoch() == 0
+              ? ""
+              : " (waits for a step boundary)"));
   }
   publish_snapshot();
 
@@ -497,7 +531,8 @@ void Coordinator::Service::on_join_proof(const Peer& peer, const control::JoinPr
     journal_view(*joined->decisions.new_view);
     membership::view_to_proto(*joined->decisions.new_view, acc->mutable_view());
   }
-  acc->set_heartbeat_interval_ms(static_cast<std::uint32_t>(std::max<std::int64_t>(1, duration_cast<milliseconds>(interval()).count())));
+  acc->set_heartbeat_interval_ms(static_cast<std::uint32_t>(
+      std::max<std::int64_t>(1, duration_cast<milliseconds>(interval()).count())));
   acc->set_coordinator_mac(membership::to_bytes(gate_.coordinator_proof(*admitted, id)));
   acc->set_instance_id(instance_id_);
   send(peer.identity, out);
@@ -509,14 +544,15 @@ void Coordinator::Service::on_heartbeat(const Peer& peer, const control::Heartbe
   const auto id = member_of(peer.identity);
   if (!id) {
     out.mutable_evicted()->set_member_id(hb.member_id());
-    out.mutable_evicted()->set_reason("not a member of this coordinator (removed earlier, or never joined)");
+    out.mutable_evicted()->set_reason(
+        "not a member of this coordinator (removed earlier, or never joined)");
     out.mutable_evicted()->set_unknown(true);
     out.mutable_evicted()->set_instance_id(instance_id_);
     return send(peer.identity, out);
   }
   if (hb.member_id() != *id) {
-    return drop_malformed(peer, "heartbeat for member " + std::to_string(hb.member_id()) + " from the connection of member " +
-                                    std::to_string(*id));
+    return drop_malformed(peer, "heartbeat for member " + std::to_string(hb.member_id()) +
+                                    " from the connection of member " + std::to_string(*id));
   }
   const auto decision = membership_->heartbeat(*id, hb.epoch(), hb.step(), clock_.now());
   out.mutable_heartbeat_ack()->set_epoch(decision.current_epoch);
@@ -537,8 +573,8 @@ void Coordinator::Service::on_leave(const Peer& peer, const control::Leave& leav
   const auto id = member_of(peer.identity);
   if (!id) return send(peer.identity, ack);  // not a member (any more): leaving is done
   if (leave.member_id() != *id) {
-    return drop_malformed(peer, "leave for member " + std::to_string(leave.member_id()) + " from the connection of member " +
-                                    std::to_string(*id));
+    return drop_malformed(peer, "leave for member " + std::to_string(leave.member_id()) +
+                                    " from the connection of member " + std::to_string(*id));
   }
   apply(membership_->leave(*id, clock_.now()));  // sends the LeaveAck
 }
@@ -555,15 +591,18 @@ void Coordinator::Service::drop_malformed(const Peer& peer, const std::string& w
   }
 }
 
-void Coordinator::Service::reject(const Peer& peer, control::JoinRejected::Kind kind, const std::string& reason) {
-  if (kind != control::JoinRejected::AUTH_FAILED) log_("rejected join from " + peer.name() + ": " + reason);
+void Coordinator::Service::reject(const Peer& peer, control::JoinRejected::Kind kind,
+                                  const std::string& reason) {
+  if (kind != control::JoinRejected::AUTH_FAILED)
+    log_("rejected join from " + peer.name() + ": " + reason);
   control::Envelope out;
   out.mutable_join_rejected()->set_reason(reason);
   out.mutable_join_rejected()->set_kind(kind);
   send(peer.identity, out);
 }
 
-void Coordinator::Service::apply(const membership::Decisions& decisions, MemberId skip, bool journaled) {
+void Coordinator::Service::apply(const membership::Decisions& decisions, MemberId skip,
+                                 bool journaled) {
   if (decisions.empty()) return;
   publish_snapshot();  // before any message goes out, so a peer that reacts sees it
   for (const auto& line : decisions.log) log_(line);
@@ -580,7 +619,8 @@ void Coordinator::Service::apply(const membership::Decisions& decisions, MemberI
       std::string why(membership::to_string(removal.reason));
       if (removal.reason == membership::RemovalReason::kHeartbeatTimeout) {
         why += " (silent for more than " +
-               std::to_string(duration_cast<milliseconds>(config_.heartbeat_timeout).count()) + " ms)";
+               std::to_string(duration_cast<milliseconds>(config_.heartbeat_timeout).count()) +
+               " ms)";
       }
       log_("removed member " + std::to_string(removal.id) + " ('" + removal.name + "'): " + why);
       out.mutable_evicted()->set_member_id(removal.id);
@@ -595,9 +635,11 @@ void Coordinator::Service::apply(const membership::Decisions& decisions, MemberI
     if (!journaled) journal_view(view);
     metrics_->view_change(decisions.cause);
     std::string ranks;
-    for (const auto& m : view.members) ranks += (ranks.empty() ? "" : " ") + std::to_string(m.id) + "@" + m.host;
-    log_("view epoch " + std::to_string(view.epoch) + " (" + std::string(membership::to_string(decisions.cause)) + "): " +
-         std::to_string(view.size()) + " members, ring [" + ranks + "]");
+    for (const auto& m : view.members)
+      ranks += (ranks.empty() ? "" : " ") + std::to_string(m.id) + "@" + m.host;
+    log_("view epoch " + std::to_string(view.epoch) + " (" +
+         std::string(membership::to_string(decisions.cause)) + "): " + std::to_string(view.size()) +
+         " members, ring [" + ranks + "]");
     control::Envelope out;
     membership::view_to_proto(view, out.mutable_view());
     const std::string bytes = membership::encode_envelope(out);  // encode once, send to all
@@ -618,8 +660,9 @@ void Coordinator::Service::apply(const membership::Decisions& decisions, MemberI
     for (auto j : g.joiners) go->add_joiners(j);
     go->set_state_source(g.state_source);
     if (g.recipients.size() > 1 || (g.recipients.size() == 1 && membership_->view().size() == 1)) {
-      log_("go epoch " + std::to_string(g.epoch) + ": commit_through " + std::to_string(g.commit_through) + ", " +
-           std::to_string(g.joiners.size()) + " joiners, state source " + std::to_string(g.state_source));
+      log_("go epoch " + std::to_string(g.epoch) + ": commit_through " +
+           std::to_string(g.commit_through) + ", " + std::to_string(g.joiners.size()) +
+           " joiners, state source " + std::to_string(g.state_source));
     }
     const std::string bytes = membership::encode_envelope(out);
     for (MemberId id : g.recipients) {
@@ -648,7 +691,8 @@ void Coordinator::Service::forget_member(MemberId id) {
 void Coordinator::Service::publish_snapshot() {
   metrics_->set_membership(membership_->size(), membership_->epoch());
   std::size_t pending = 0;
-  for (const auto& [id, p] : membership_->peers()) pending += p.phase == membership::PeerPhase::kPending;
+  for (const auto& [id, p] : membership_->peers())
+    pending += p.phase == membership::PeerPhase::kPending;
   metrics_->set_joiners_pending(pending);
   std::lock_guard lock(snapshot_mu_);
   view_snapshot_ = membership_->view();

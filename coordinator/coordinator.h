@@ -47,16 +47,16 @@ namespace tributary::coordinator {
 struct CoordinatorConfig {
   // "tcp://HOST:PORT"; port 0 or * binds an ephemeral port (read it back with endpoint()).
   std::string bind_address = "tcp://127.0.0.1:0";
-  std::string secret;                       // required
-  std::size_t initial_world_size = 1;       // members needed before the first view
-  Duration heartbeat_timeout = std::chrono::seconds(1);     // silent this long: removed
+  std::string secret;                                    // required
+  std::size_t initial_world_size = 1;                    // members needed before the first view
+  Duration heartbeat_timeout = std::chrono::seconds(1);  // silent this long: removed
   Duration heartbeat_interval = std::chrono::milliseconds(100);  // advertised; zero: timeout / 3
-  Duration confirm_silence{0};              // failure reports: zero = 3 heartbeat intervals
+  Duration confirm_silence{0};  // failure reports: zero = 3 heartbeat intervals
   Duration ready_timeout = std::chrono::seconds(2);     // Ready after a view, or removed
   Duration boundary_timeout = std::chrono::seconds(2);  // boundary requests from everyone
   Duration resume_timeout = std::chrono::seconds(3);    // after a restart: resumes
   membership::StragglerConfig straggler;
-  std::string journal_path;                 // empty: no journal (a restart forgets everything)
+  std::string journal_path;  // empty: no journal (a restart forgets everything)
   Duration join_timeout = std::chrono::seconds(5);  // a started handshake must finish in this
   std::size_t max_members = 4096;
   std::size_t max_pending_joins = 1024;
@@ -75,7 +75,8 @@ class Coordinator {
  public:
   // `clock` drives heartbeat expiry and handshake timeouts; it must outlive the
   // coordinator. Tests may pass a FakeClock.
-  explicit Coordinator(CoordinatorConfig config, membership::LogSink log = membership::stderr_log_sink("coordinator"),
+  explicit Coordinator(CoordinatorConfig config,
+                       membership::LogSink log = membership::stderr_log_sink("coordinator"),
                        const Clock& clock = SteadyClock::instance());
   ~Coordinator();  // stop()s
   Coordinator(const Coordinator&) = delete;

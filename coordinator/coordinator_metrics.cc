@@ -9,12 +9,26 @@ namespace tributary::coordinator {
 CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry) {
   size_ = &prometheus::BuildGauge()
                .Name("tributary_membership_size")
-               .Help("Members the coordinator counts (joined, including those waiting for the initial world)")
+               .Help(
+                   "Members the coordinator counts (joined, including those waiting for the "
+                   "initial world)")
                .Register(registry)
                .Add({});
-  epoch_ = &prometheus::BuildGauge().Name("tributary_epoch").Help("Epoch of the latest view issued").Register(registry).Add({});
-  joins_ = &prometheus::BuildCounter().Name("tributary_joins_total").Help("Members admitted").Register(registry).Add({});
-  leaves_ = &prometheus::BuildCounter().Name("tributary_leaves_total").Help("Members that left cleanly").Register(registry).Add({});
+  epoch_ = &prometheus::BuildGauge()
+                .Name("tributary_epoch")
+                .Help("Epoch of the latest view issued")
+                .Register(registry)
+                .Add({});
+  joins_ = &prometheus::BuildCounter()
+                .Name("tributary_joins_total")
+                .Help("Members admitted")
+                .Register(registry)
+                .Add({});
+  leaves_ = &prometheus::BuildCounter()
+                 .Name("tributary_leaves_total")
+                 .Help("Members that left cleanly")
+                 .Register(registry)
+                 .Add({});
   malformed_ = &prometheus::BuildCounter()
                     .Name("tributary_control_malformed_total")
                     .Help("Control messages or connections dropped as malformed")
@@ -35,7 +49,9 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry) {
                    .Register(registry);
   failures_confirmed_ = &prometheus::BuildCounter()
                              .Name("tributary_failures_confirmed_total")
-                             .Help("Member failures the coordinator confirmed (heartbeat timeout, confirmed report, ready/boundary timeout)")
+                             .Help(
+                                 "Member failures the coordinator confirmed (heartbeat timeout, "
+                                 "confirmed report, ready/boundary timeout)")
                              .Register(registry)
                              .Add({});
   evictions_ = &prometheus::BuildCounter()
@@ -52,7 +68,8 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry) {
                           .Register(registry)
                           .Add({});
   // Series that exist from the start read 0 instead of "no data" on dashboards.
-  for (auto reason : {membership::RemovalReason::kHeartbeatTimeout, membership::RemovalReason::kMalformed}) {
+  for (auto reason :
+       {membership::RemovalReason::kHeartbeatTimeout, membership::RemovalReason::kMalformed}) {
     removed_->Add({{"reason", std::string(membership::to_string(reason))}});
   }
 }
@@ -73,23 +90,28 @@ void CoordinatorMetrics::removed(membership::RemovalReason reason) {
 
 void CoordinatorMetrics::evicted(membership::RemovalReason reason, const std::string& member) {
   using R = membership::RemovalReason;
-  if (reason == R::kHeartbeatTimeout || reason == R::kFailureConfirmed || reason == R::kReadyTimeout ||
-      reason == R::kBoundaryTimeout) {
+  if (reason == R::kHeartbeatTimeout || reason == R::kFailureConfirmed ||
+      reason == R::kReadyTimeout || reason == R::kBoundaryTimeout) {
     failures_confirmed_->Increment();
   }
-  evictions_->Add({{"reason", std::string(membership::to_string(reason))}, {"member", member}}).Increment();
+  evictions_->Add({{"reason", std::string(membership::to_string(reason))}, {"member", member}})
+      .Increment();
 }
 
 void CoordinatorMetrics::view_change(membership::ViewCause cause) {
   view_changes_->Add({{"cause", std::string(membership::to_string(cause))}}).Increment();
 }
 
-void CoordinatorMetrics::set_joiners_pending(std::size_t n) { joiners_pending_->Set(static_cast<double>(n)); }
+void CoordinatorMetrics::set_joiners_pending(std::size_t n) {
+  joiners_pending_->Set(static_cast<double>(n));
+}
 
 void CoordinatorMetrics::message(std::string_view type) {
   auto it = message_counters_.find(type);
   if (it == message_counters_.end()) {
-    it = message_counters_.emplace(std::string(type), &messages_->Add({{"type", std::string(type)}})).first;
+    it =
+        message_counters_.emplace(std::string(type), &messages_->Add({{"type", std::string(type)}}))
+            .first;
   }
   it->second->Increment();
 }

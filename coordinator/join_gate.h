@@ -25,8 +25,8 @@ class JoinGate {
   // Opens (or restarts) the handshake for `identity`; returns the nonce to send in a
   // Challenge. kUnavailable when max_pending handshakes are already open. `resume_id`
   // non-zero: a Resume of that member (its proof binds the id: join_auth.h).
-  Result<Nonce> challenge(const std::string& identity, membership::MemberLabels labels, TimePoint now,
-                          membership::MemberId resume_id = 0);
+  Result<Nonce> challenge(const std::string& identity, membership::MemberLabels labels,
+                          TimePoint now, membership::MemberId resume_id = 0);
 
   struct Admitted {
     membership::MemberLabels labels;
@@ -36,7 +36,8 @@ class JoinGate {
   };
   // kAuthFailed (the labels are returned in the message for the log) when the MAC does
   // not match; kInvalidArgument when no live challenge is pending for `identity`.
-  Result<Admitted> verify(const std::string& identity, const Nonce& client_nonce, const Mac& mac, TimePoint now);
+  Result<Admitted> verify(const std::string& identity, const Nonce& client_nonce, const Mac& mac,
+                          TimePoint now);
   // The MAC that proves to the joiner that we know the secret too.
   Mac coordinator_proof(const Admitted& admitted, membership::MemberId id) const;
   // Labels of a pending handshake (for log lines), or nullptr.

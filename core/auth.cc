@@ -11,9 +11,8 @@ namespace tributary {
 Mac hmac_sha256(std::string_view secret, std::span<const std::uint8_t> message) {
   Mac mac{};
   unsigned int len = 0;
-  const unsigned char* out =
-      HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), message.data(),
-           message.size(), mac.data(), &len);
+  const unsigned char* out = HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+                                  message.data(), message.size(), mac.data(), &len);
   TRIB_CHECK(out != nullptr && len == mac.size()) << "HMAC-SHA256 failed";
   return mac;
 }
@@ -24,6 +23,8 @@ Nonce random_nonce() {
   return n;
 }
 
-bool macs_equal(const Mac& a, const Mac& b) { return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }
+bool macs_equal(const Mac& a, const Mac& b) {
+  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
 
 }  // namespace tributary

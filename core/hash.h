@@ -28,7 +28,8 @@ class Fnv1a32 {
   }
   Fnv1a32& add(std::string_view text) { return add(text.data(), text.size()); }
   Fnv1a32& add_le(std::uint64_t value, int bytes) {
-    for (int i = 0; i < bytes; ++i) h_ = (h_ ^ static_cast<std::uint8_t>(value >> (8 * i))) * 16777619u;
+    for (int i = 0; i < bytes; ++i)
+      h_ = (h_ ^ static_cast<std::uint8_t>(value >> (8 * i))) * 16777619u;
     return *this;
   }
   std::uint32_t value() const { return h_; }
@@ -57,7 +58,9 @@ class Sha256 {
   // The digest of everything updated so far; the object is spent afterwards.
   Sha256Digest finish();
 
-  static Sha256Digest of(std::span<const std::byte> bytes) { return Sha256().update(bytes).finish(); }
+  static Sha256Digest of(std::span<const std::byte> bytes) {
+    return Sha256().update(bytes).finish();
+  }
 
  private:
   struct Context;
@@ -67,7 +70,8 @@ class Sha256 {
 // Lower-case hex, two digits per byte.
 std::string to_hex(std::span<const std::uint8_t> bytes);
 inline std::string to_hex(std::span<const std::byte> bytes) {
-  return to_hex(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()));
+  return to_hex(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(bytes.data()),
+                                              bytes.size()));
 }
 
 }  // namespace tributary

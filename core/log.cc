@@ -19,7 +19,8 @@ void stderr_sink(const LogRecord& record) {
 }
 
 std::string iso_time(std::chrono::system_clock::time_point t) {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
   const std::time_t secs = static_cast<std::time_t>(ms / 1000);
   std::tm tm{};
   ::gmtime_r(&secs, &tm);
@@ -123,7 +124,8 @@ std::string format_log_line(const LogRecord& r, LogFormat format) {
   std::string out;
   const std::string time = iso_time(r.time);
   if (format == LogFormat::kJson) {
-    out = "{\"time\":\"" + time + "\",\"level\":\"" + std::string(to_string(r.level)) + "\",\"component\":";
+    out = "{\"time\":\"" + time + "\",\"level\":\"" + std::string(to_string(r.level)) +
+          "\",\"component\":";
     append_json_string(out, r.component);
     if (!r.member.empty()) {
       out += ",\"member\":";
@@ -135,7 +137,8 @@ std::string format_log_line(const LogRecord& r, LogFormat format) {
     out.push_back('}');
     return out;
   }
-  out = time + " " + std::string(to_string(r.level)) + " tributary[" + escape_log_text(r.component) + "]";
+  out = time + " " + std::string(to_string(r.level)) + " tributary[" +
+        escape_log_text(r.component) + "]";
   if (!r.member.empty()) out += " member=" + escape_log_text(r.member);
   if (r.epoch != 0) out += " epoch=" + std::to_string(r.epoch);
   out += ": ";
@@ -155,7 +158,9 @@ Logger::Logger(std::string component, LogSink sink, std::shared_ptr<LogContext> 
       sink_(std::move(sink)),
       context_(context ? std::move(context) : std::make_shared<LogContext>()) {}
 
-Logger Logger::child(std::string component) const { return Logger(std::move(component), sink_, context_); }
+Logger Logger::child(std::string component) const {
+  return Logger(std::move(component), sink_, context_);
+}
 
 bool Logger::enabled(LogLevel level) const {
   // An injected sink sees everything (tests assert on debug lines too).
@@ -165,7 +170,8 @@ bool Logger::enabled(LogLevel level) const {
 void Logger::log(LogLevel level, std::string_view message) const {
   if (!enabled(level)) return;
   const std::string member = context_->member();
-  LogRecord record{std::chrono::system_clock::now(), level, component_, member, context_->epoch(), message};
+  LogRecord record{
+      std::chrono::system_clock::now(), level, component_, member, context_->epoch(), message};
   if (sink_) {
     sink_(record);
   } else {

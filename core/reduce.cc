@@ -70,8 +70,8 @@ inline float f16_to_f32(f16 h) {
   const std::uint32_t normal = em + 0x38000000u;
   const std::uint32_t infnan = em | 0x7f800000u | (em & 0x007fe000u ? 0x00400000u : 0u);
   const float magic = std::bit_cast<float>(0x38800000u);  // 2^-14
-  const std::uint32_t sub = std::bit_cast<std::uint32_t>(
-      std::bit_cast<float>(em + 0x38800000u) - magic);
+  const std::uint32_t sub =
+      std::bit_cast<std::uint32_t>(std::bit_cast<float>(em + 0x38800000u) - magic);
   const std::uint32_t mag = exp == 0x0f800000u ? infnan : exp == 0 ? sub : normal;
   return std::bit_cast<float>(sign | mag);
 }
@@ -160,8 +160,18 @@ inline W float_minmax(W a, W b) {
   return std::bit_cast<W>(a_wins ? ua : b_wins ? ub : a == b ? equal : kQuietNaN);
 }
 
-struct OpSum { template <typename W> static W apply(W a, W b) { return wrap_add(a, b); } };
-struct OpProd { template <typename W> static W apply(W a, W b) { return wrap_mul(a, b); } };
+struct OpSum {
+  template <typename W>
+  static W apply(W a, W b) {
+    return wrap_add(a, b);
+  }
+};
+struct OpProd {
+  template <typename W>
+  static W apply(W a, W b) {
+    return wrap_mul(a, b);
+  }
+};
 struct OpMin {
   template <typename W>
   static W apply(W a, W b) {
@@ -202,8 +212,7 @@ inline void f2h_tail(const float* in, f16* out, std::size_t n) {
 }
 
 #if TRIB_BUILD_LEVEL(0)
-TRIB_LEVEL_DEFAULT void h2f_block(const f16* __restrict in, float* __restrict out,
-                                  std::size_t n) {
+TRIB_LEVEL_DEFAULT void h2f_block(const f16* __restrict in, float* __restrict out, std::size_t n) {
   h2f_tail(in, out, n);
 }
 #endif
@@ -230,9 +239,8 @@ __attribute__((target("arch=x86-64-v4"))) void h2f_block(const f16* __restrict i
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
     __m512 f = _mm512_cvtph_ps(h);
     const __mmask16 nan = _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q);
-    f = _mm512_castsi512_ps(_mm512_mask_or_epi32(_mm512_castps_si512(f), nan,
-                                                 _mm512_castps_si512(f),
-                                                 _mm512_set1_epi32(0x00400000)));
+    f = _mm512_castsi512_ps(_mm512_mask_or_epi32(
+        _mm512_castps_si512(f), nan, _mm512_castps_si512(f), _mm512_set1_epi32(0x00400000)));
     _mm512_storeu_ps(out + i, f);
   }
   h2f_tail(in + i, out + i, n - i);
@@ -240,8 +248,7 @@ __attribute__((target("arch=x86-64-v4"))) void h2f_block(const f16* __restrict i
 #endif
 
 #if TRIB_BUILD_LEVEL(0)
-TRIB_LEVEL_DEFAULT void f2h_block(const float* __restrict in, f16* __restrict out,
-                                  std::size_t n) {
+TRIB_LEVEL_DEFAULT void f2h_block(const float* __restrict in, f16* __restrict out, std::size_t n) {
   f2h_tail(in, out, n);
 }
 #endif
@@ -293,7 +300,7 @@ TRIB_INLINE void loop_into(T* __restrict dst, const T* __restrict src, std::size
 
 template <typename T, typename Op>
 TRIB_INLINE void loop_to(T* __restrict out, const T* __restrict a, const T* __restrict b,
-                    std::size_t n) {
+                         std::size_t n) {
   if constexpr (std::is_same_v<T, f16>) {
     alignas(64) float fa[kHalfBlock];
     alignas(64) float fb[kHalfBlock];
@@ -309,53 +316,53 @@ TRIB_INLINE void loop_to(T* __restrict out, const T* __restrict a, const T* __re
   }
 }
 
-#define TRIB_KERNELS(T, NAME)                                                                \
-  TRIB_MULTIVERSION void into_sum_##NAME(T* d, const T* s, std::size_t n) {                  \
-    loop_into<T, OpSum>(d, s, n);                                                            \
-  }                                                                                          \
-  TRIB_MULTIVERSION void into_prod_##NAME(T* d, const T* s, std::size_t n) {                 \
-    loop_into<T, OpProd>(d, s, n);                                                           \
-  }                                                                                          \
-  TRIB_MULTIVERSION void into_min_##NAME(T* d, const T* s, std::size_t n) {                  \
-    loop_into<T, OpMin>(d, s, n);                                                            \
-  }                                                                                          \
-  TRIB_MULTIVERSION void into_max_##NAME(T* d, const T* s, std::size_t n) {                  \
-    loop_into<T, OpMax>(d, s, n);                                                            \
-  }                                                                                          \
-  TRIB_MULTIVERSION void to_sum_##NAME(T* o, const T* a, const T* b, std::size_t n) {        \
-    loop_to<T, OpSum>(o, a, b, n);                                                           \
-  }                                                                                          \
-  TRIB_MULTIVERSION void to_prod_##NAME(T* o, const T* a, const T* b, std::size_t n) {       \
-    loop_to<T, OpProd>(o, a, b, n);                                                          \
-  }                                                                                          \
-  TRIB_MULTIVERSION void to_min_##NAME(T* o, const T* a, const T* b, std::size_t n) {        \
-    loop_to<T, OpMin>(o, a, b, n);                                                           \
-  }                                                                                          \
-  TRIB_MULTIVERSION void to_max_##NAME(T* o, const T* a, const T* b, std::size_t n) {        \
-    loop_to<T, OpMax>(o, a, b, n);                                                           \
-  }                                                                                          \
-  void into_##NAME(void* d, const void* s, std::size_t n, ReduceOp op) {                     \
-    auto* dd = static_cast<T*>(d);                                                           \
-    auto* ss = static_cast<const T*>(s);                                                     \
-    switch (op) {                                                                            \
-      case ReduceOp::kSum:                                                                   \
-      case ReduceOp::kAvg: return into_sum_##NAME(dd, ss, n);                                \
-      case ReduceOp::kProd: return into_prod_##NAME(dd, ss, n);                              \
-      case ReduceOp::kMin: return into_min_##NAME(dd, ss, n);                                \
-      case ReduceOp::kMax: return into_max_##NAME(dd, ss, n);                                \
-    }                                                                                        \
-  }                                                                                          \
-  void to_##NAME(void* o, const void* a, const void* b, std::size_t n, ReduceOp op) {        \
-    auto* oo = static_cast<T*>(o);                                                           \
-    auto* aa = static_cast<const T*>(a);                                                     \
-    auto* bb = static_cast<const T*>(b);                                                     \
-    switch (op) {                                                                            \
-      case ReduceOp::kSum:                                                                   \
-      case ReduceOp::kAvg: return to_sum_##NAME(oo, aa, bb, n);                              \
-      case ReduceOp::kProd: return to_prod_##NAME(oo, aa, bb, n);                            \
-      case ReduceOp::kMin: return to_min_##NAME(oo, aa, bb, n);                              \
-      case ReduceOp::kMax: return to_max_##NAME(oo, aa, bb, n);                              \
-    }                                                                                        \
+#define TRIB_KERNELS(T, NAME)                                                          \
+  TRIB_MULTIVERSION void into_sum_##NAME(T* d, const T* s, std::size_t n) {            \
+    loop_into<T, OpSum>(d, s, n);                                                      \
+  }                                                                                    \
+  TRIB_MULTIVERSION void into_prod_##NAME(T* d, const T* s, std::size_t n) {           \
+    loop_into<T, OpProd>(d, s, n);                                                     \
+  }                                                                                    \
+  TRIB_MULTIVERSION void into_min_##NAME(T* d, const T* s, std::size_t n) {            \
+    loop_into<T, OpMin>(d, s, n);                                                      \
+  }                                                                                    \
+  TRIB_MULTIVERSION void into_max_##NAME(T* d, const T* s, std::size_t n) {            \
+    loop_into<T, OpMax>(d, s, n);                                                      \
+  }                                                                                    \
+  TRIB_MULTIVERSION void to_sum_##NAME(T* o, const T* a, const T* b, std::size_t n) {  \
+    loop_to<T, OpSum>(o, a, b, n);                                                     \
+  }                                                                                    \
+  TRIB_MULTIVERSION void to_prod_##NAME(T* o, const T* a, const T* b, std::size_t n) { \
+    loop_to<T, OpProd>(o, a, b, n);                                                    \
+  }                                                                                    \
+  TRIB_MULTIVERSION void to_min_##NAME(T* o, const T* a, const T* b, std::size_t n) {  \
+    loop_to<T, OpMin>(o, a, b, n);                                                     \
+  }                                                                                    \
+  TRIB_MULTIVERSION void to_max_##NAME(T* o, const T* a, const T* b, std::size_t n) {  \
+    loop_to<T, OpMax>(o, a, b, n);                                                     \
+  }                                                                                    \
+  void into_##NAME(void* d, const void* s, std::size_t n, ReduceOp op) {               \
+    auto* dd = static_cast<T*>(d);                                                     \
+    auto* ss = static_cast<const T*>(s);                                               \
+    switch (op) {                                                                      \
+      case ReduceOp::kSum:                                                             \
+      case ReduceOp::kAvg: return into_sum_##NAME(dd, ss, n);                          \
+      case ReduceOp::kProd: return into_prod_##NAME(dd, ss, n);                        \
+      case ReduceOp::kMin: return into_min_##NAME(dd, ss, n);                          \
+      case ReduceOp::kMax: return into_max_##NAME(dd, ss, n);                          \
+    }                                                                                  \
+  }                                                                                    \
+  void to_##NAME(void* o, const void* a, const void* b, std::size_t n, ReduceOp op) {  \
+    auto* oo = static_cast<T*>(o);                                                     \
+    auto* aa = static_cast<const T*>(a);                                               \
+    auto* bb = static_cast<const T*>(b);                                               \
+    switch (op) {                                                                      \
+      case ReduceOp::kSum:                                                             \
+      case ReduceOp::kAvg: return to_sum_##NAME(oo, aa, bb, n);                        \
+      case ReduceOp::kProd: return to_prod_##NAME(oo, aa, bb, n);                      \
+      case ReduceOp::kMin: return to_min_##NAME(oo, aa, bb, n);                        \
+      case ReduceOp::kMax: return to_max_##NAME(oo, aa, bb, n);                        \
+    }                                                                                  \
   }
 
 TRIB_KERNELS(float, f32)

@@ -56,7 +56,7 @@ inline Status error(StatusCode code, std::string message) { return {code, std::m
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit on purpose
+  Result(T value) : v_(std::move(value)) {}         // NOLINT: implicit on purpose
   Result(Status status) : v_(std::move(status)) {}  // NOLINT
 
   bool is_ok() const { return std::holds_alternative<T>(v_); }

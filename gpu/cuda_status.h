@@ -11,8 +11,8 @@ namespace tributary::gpu::detail {
 
 inline Status cuda_status(cudaError_t rc, const char* what) {
   if (rc == cudaSuccess) return Status::ok();
-  return error(StatusCode::kInternal,
-               std::string(what) + ": " + cudaGetErrorName(rc) + " (" + cudaGetErrorString(rc) + ")");
+  return error(StatusCode::kInternal, std::string(what) + ": " + cudaGetErrorName(rc) + " (" +
+                                          cudaGetErrorString(rc) + ")");
 }
 
 // Checks the launch that just happened (configuration errors; faults show up later).

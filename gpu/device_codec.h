@@ -61,8 +61,8 @@ std::size_t qint_payload_bytes(const QIntParams& params, std::size_t count);
 // Encodes count floats at d_x into d_out[0 .. qint_payload_bytes). With options.residual,
 // encodes x + r and leaves r = (x + r) - decoded, as the CPU codec does.
 Status qint_encode(const float* d_x, std::size_t count, const QIntParams& params,
-                   const DeviceEncodeOptions& options, std::byte* d_out,
-                   std::uint32_t* d_nonfinite, cudaStream_t stream);
+                   const DeviceEncodeOptions& options, std::byte* d_out, std::uint32_t* d_nonfinite,
+                   cudaStream_t stream);
 
 // Decodes a qint payload already validated by check_payload() (its header passed here)
 // from d_payload into d_out: out[i] = q*scale, or out[i] = out[i] + q*scale when
@@ -100,8 +100,8 @@ class TopKEncoder {
   // encoder sends for target k and cap (the CPU's max_nnz), written to d_idx (capacity
   // `cap`). Returns their number. For tests and the bench.
   Result<std::size_t> select_sampled(const float* d_v, std::size_t count, std::size_t k,
-                                     std::size_t cap, compression::RngKey key,
-                                     std::uint32_t* d_idx, cudaStream_t stream);
+                                     std::size_t cap, compression::RngKey key, std::uint32_t* d_idx,
+                                     cudaStream_t stream);
 
   // Exact top-k reference: the k elements of largest |v| (ties to the lower index, exact
   // zeros never), ascending, by a full radix sort. Returns their number (<= k).

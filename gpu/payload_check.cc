@@ -13,7 +13,8 @@ namespace {
 using compression::CodecId;
 
 Status bad(CodecId id, const std::string& what) {
-  return error(StatusCode::kBadFrame, std::string(compression::to_string(id)) + " payload: " + what);
+  return error(StatusCode::kBadFrame,
+               std::string(compression::to_string(id)) + " payload: " + what);
 }
 
 }  // namespace
@@ -23,9 +24,9 @@ Result<compression::PayloadHeader> check_payload(std::span<const std::byte> p, s
   if (!header) return header.status();
   const compression::PayloadHeader h = *header;
   if (h.codec != CodecId::kQInt8 && h.codec != CodecId::kQInt4) {
-    return error(StatusCode::kInvalidArgument,
-                 std::string("gpu decode: codec ") + std::string(compression::to_string(h.codec)) +
-                     " is not decoded on the GPU");
+    return error(StatusCode::kInvalidArgument, std::string("gpu decode: codec ") +
+                                                   std::string(compression::to_string(h.codec)) +
+                                                   " is not decoded on the GPU");
   }
   if (h.count != count) {
     return bad(h.codec, "count " + std::to_string(h.count) + ", expected " + std::to_string(count));
@@ -40,7 +41,8 @@ Result<compression::PayloadHeader> check_payload(std::span<const std::byte> p, s
   const std::uint64_t code_bytes = four ? (count + 1) / 2 : count;
   const std::uint64_t expected = compression::kHeaderBytes + 4 * nb + code_bytes;
   if (p.size() != expected) {
-    return bad(h.codec, "size " + std::to_string(p.size()) + " bytes, expected " + std::to_string(expected));
+    return bad(h.codec,
+               "size " + std::to_string(p.size()) + " bytes, expected " + std::to_string(expected));
   }
   const std::byte* scales = p.data() + compression::kHeaderBytes;
   for (std::uint64_t b = 0; b < nb; ++b) {
@@ -51,7 +53,8 @@ Result<compression::PayloadHeader> check_payload(std::span<const std::byte> p, s
     }
   }
   if (four && count % 2 != 0 &&
-      (std::to_integer<unsigned>(p[compression::kHeaderBytes + 4 * nb + code_bytes - 1]) >> 4) != 0) {
+      (std::to_integer<unsigned>(p[compression::kHeaderBytes + 4 * nb + code_bytes - 1]) >> 4) !=
+          0) {
     return bad(h.codec, "non-zero pad nibble");
   }
   return h;

@@ -30,8 +30,9 @@ using compression::PayloadHeader;
 constexpr std::uint32_t kMaxBucket = std::uint32_t{1} << 24;
 constexpr std::uint32_t kWarpBucketMax = 4096;
 constexpr unsigned kThreads = 256;
-constexpr std::uint32_t kItem = 8192;                         // large-bucket path: elements per block item
-constexpr std::uint64_t kBatchBytes = std::uint64_t{24} << 20;  // large-bucket path: per batch, well inside L2
+constexpr std::uint32_t kItem = 8192;  // large-bucket path: elements per block item
+constexpr std::uint64_t kBatchBytes = std::uint64_t{24}
+                                      << 20;  // large-bucket path: per batch, well inside L2
 
 struct EncodeArgs {
   const float* x;
@@ -139,8 +140,8 @@ __device__ std::uint32_t amax_span(const EncodeArgs& a, std::uint64_t begin, std
 // Quantizes elements [begin, begin + len) (begin a multiple of kVec, even for qint4),
 // writes their codes and, with error feedback, their residual.
 template <int kBits, int kVec>
-__device__ void quant_span(const EncodeArgs& a, std::uint64_t begin, std::uint32_t len,
-                           float scale, float inv, std::uint32_t t, std::uint32_t stride) {
+__device__ void quant_span(const EncodeArgs& a, std::uint64_t begin, std::uint32_t len, float scale,
+                           float inv, std::uint32_t t, std::uint32_t stride) {
   const std::uint32_t nv = len / kVec;
 #pragma unroll 2
   for (std::uint32_t j = t; j < nv; j += stride) {
@@ -158,8 +159,10 @@ __device__ void quant_span(const EncodeArgs& a, std::uint64_t begin, std::uint32
 #pragma unroll
       for (int k = 0; k < kVec; ++k) a.codes[i + k] = static_cast<std::uint8_t>(q[k]);
     } else if constexpr (kVec == 4) {
-      const std::uint32_t lo = static_cast<std::uint32_t>(q[0] + 8) | static_cast<std::uint32_t>(q[1] + 8) << 4;
-      const std::uint32_t hi = static_cast<std::uint32_t>(q[2] + 8) | static_cast<std::uint32_t>(q[3] + 8) << 4;
+      const std::uint32_t lo =
+          static_cast<std::uint32_t>(q[0] + 8) | static_cast<std::uint32_t>(q[1] + 8) << 4;
+      const std::uint32_t hi =
+          static_cast<std::uint32_t>(q[2] + 8) | static_cast<std::uint32_t>(q[3] + 8) << 4;
       *reinterpret_cast<std::uint16_t*>(a.codes + i / 2) = static_cast<std::uint16_t>(lo | hi << 8);
     } else {
       static_assert(kVec == 2, "qint4 packs pairs");
@@ -228,7 +231,8 @@ __device__ __forceinline__ std::uint32_t warp_max_u32(std::uint32_t v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   return __reduce_max_sync(0xffffffffu, v);
 #else
-  for (int offset = 16; offset > 0; offset >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 #endif
 }
@@ -263,8 +267,8 @@ __device__ std::uint32_t block_max(std::uint32_t m) {
 
 // Large buckets, pass 1: items (bucket, slice of kItem elements) over buckets [b0, b1).
 template <int kVec>
-__global__ void __launch_bounds__(kThreads) amax_items_kernel(EncodeArgs a, std::uint64_t b0,
-                                                             std::uint64_t b1) {
+__global__ void __launch_bounds__(kThreads)
+    amax_items_kernel(EncodeArgs a, std::uint64_t b0, std::uint64_t b1) {
   const std::uint64_t per_bucket = (a.bucket + kItem - 1) / kItem;
   const std::uint64_t items = (b1 - b0) * per_bucket;
   for (std::uint64_t it = blockIdx.x; it < items; it += gridDim.x) {
@@ -279,8 +283,8 @@ __global__ void __launch_bounds__(kThreads) amax_items_kernel(EncodeArgs a, std:
 
 // Large buckets, pass 2.
 template <int kBits, int kVec>
-__global__ void __launch_bounds__(kThreads) quant_items_kernel(EncodeArgs a, std::uint64_t b0,
-                                                              std::uint64_t b1) {
+__global__ void __launch_bounds__(kThreads)
+    quant_items_kernel(EncodeArgs a, std::uint64_t b0, std::uint64_t b1) {
   write_header(a);
   const std::uint64_t per_bucket = (a.bucket + kItem - 1) / kItem;
   const std::uint64_t items = (b1 - b0) * per_bucket;
@@ -363,7 +367,8 @@ template <int kBits, int kVec, bool kAcc>
 __global__ void __launch_bounds__(kThreads) decode_kernel(DecodeArgs a) {
   const std::uint64_t groups = a.n / kVec;
   const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
-  for (std::uint64_t g = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; g < groups; g += stride) {
+  for (std::uint64_t g = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; g < groups;
+       g += stride) {
     const std::uint64_t i = g * kVec;
     // Payloads hold < 2^32 elements: 32-bit division.
     const float s = a.scales[static_cast<std::uint32_t>(i) / a.bucket];
@@ -414,10 +419,11 @@ std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / 
 
 Result<QIntParams> qint_params(const compression::CodecConfig& c) {
   if (c.codec != CodecId::kQInt8 && c.codec != CodecId::kQInt4) {
-    return error(StatusCode::kInvalidArgument,
-                 std::string("gpu qint: not a qint codec: ") + std::string(compression::to_string(c.codec)));
+    return error(StatusCode::kInvalidArgument, std::string("gpu qint: not a qint codec: ") +
+                                                   std::string(compression::to_string(c.codec)));
   }
-  if (c.zstd) return error(StatusCode::kInvalidArgument, "gpu qint: the zstd stage runs on the CPU");
+  if (c.zstd)
+    return error(StatusCode::kInvalidArgument, "gpu qint: the zstd stage runs on the CPU");
   return QIntParams{c.codec == CodecId::kQInt8 ? 8 : 4, c.bucket_size, c.stochastic};
 }
 
@@ -429,14 +435,18 @@ std::size_t qint_payload_bytes(const QIntParams& p, std::size_t count) {
 Status qint_encode(const float* d_x, std::size_t count, const QIntParams& p,
                    const DeviceEncodeOptions& o, std::byte* d_out, std::uint32_t* d_nonfinite,
                    cudaStream_t stream) {
-  if (p.bits != 8 && p.bits != 4) return error(StatusCode::kInvalidArgument, "gpu qint: bits must be 8 or 4");
+  if (p.bits != 8 && p.bits != 4)
+    return error(StatusCode::kInvalidArgument, "gpu qint: bits must be 8 or 4");
   if (p.bucket == 0 || p.bucket > kMaxBucket || (p.bits == 4 && p.bucket % 2 != 0)) {
-    return error(StatusCode::kInvalidArgument, "gpu qint: bad bucket size " + std::to_string(p.bucket));
+    return error(StatusCode::kInvalidArgument,
+                 "gpu qint: bad bucket size " + std::to_string(p.bucket));
   }
   if (count > compression::kMaxPayloadElements) {
-    return error(StatusCode::kInvalidArgument, "gpu qint: more than 2^32-1 elements in one payload");
+    return error(StatusCode::kInvalidArgument,
+                 "gpu qint: more than 2^32-1 elements in one payload");
   }
-  if (!aligned(d_out, 4)) return error(StatusCode::kInvalidArgument, "gpu qint: output not 4-byte aligned");
+  if (!aligned(d_out, 4))
+    return error(StatusCode::kInvalidArgument, "gpu qint: output not 4-byte aligned");
   EncodeArgs a{};
   a.x = d_x;
   a.r = o.residual;
@@ -453,7 +463,8 @@ Status qint_encode(const float* d_x, std::size_t count, const QIntParams& p,
   a.codes = reinterpret_cast<std::uint8_t*>(d_out + compression::kHeaderBytes + 4 * a.nb);
   a.nonfinite = d_nonfinite;
   const auto id = static_cast<std::uint32_t>(p.bits == 8 ? CodecId::kQInt8 : CodecId::kQInt4);
-  a.header[0] = compression::kPayloadMagic | id << 16 | std::uint32_t{compression::kPayloadVersion} << 24;
+  a.header[0] =
+      compression::kPayloadMagic | id << 16 | std::uint32_t{compression::kPayloadVersion} << 24;
   a.header[1] = static_cast<std::uint32_t>(count);
   a.header[2] = p.bucket;
   a.header[3] = p.stochastic ? 1u : 0u;
@@ -461,7 +472,8 @@ Status qint_encode(const float* d_x, std::size_t count, const QIntParams& p,
     return detail::cuda_status(cudaMemcpyAsync(d_out, a.header, 16, cudaMemcpyHostToDevice, stream),
                                "qint encode: header");
   }
-  const bool vec = p.bucket % 4 == 0 && aligned(d_x, 16) && (o.residual == nullptr || aligned(o.residual, 16));
+  const bool vec =
+      p.bucket % 4 == 0 && aligned(d_x, 16) && (o.residual == nullptr || aligned(o.residual, 16));
   if (p.bits == 8) return vec ? launch_encode<8, 4>(a, stream) : launch_encode<8, 1>(a, stream);
   return vec ? launch_encode<4, 4>(a, stream) : launch_encode<4, 2>(a, stream);
 }
@@ -470,9 +482,11 @@ Status qint_decode(const PayloadHeader& h, const std::byte* d_payload, float* d_
                    std::size_t count, bool accumulate, cudaStream_t stream) {
   if ((h.codec != CodecId::kQInt8 && h.codec != CodecId::kQInt4) || h.count != count ||
       h.param == 0 || h.param > kMaxBucket) {
-    return error(StatusCode::kInvalidArgument, "gpu qint decode: header not checked by check_payload");
+    return error(StatusCode::kInvalidArgument,
+                 "gpu qint decode: header not checked by check_payload");
   }
-  if (!aligned(d_payload, 4)) return error(StatusCode::kInvalidArgument, "gpu qint decode: payload not 4-byte aligned");
+  if (!aligned(d_payload, 4))
+    return error(StatusCode::kInvalidArgument, "gpu qint decode: payload not 4-byte aligned");
   if (count == 0) return Status::ok();
   DecodeArgs a{};
   const std::uint64_t nb = ceil_div(count, h.param);

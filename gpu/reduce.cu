@@ -30,10 +30,22 @@ struct BF16 {
   static __device__ __forceinline__ std::uint16_t narrow(float v) { return detail::f32_to_bf16(v); }
 };
 
-struct OpSum { static __device__ __forceinline__ float apply(float a, float b) { return __fadd_rn(a, b); } };
-struct OpProd { static __device__ __forceinline__ float apply(float a, float b) { return __fmul_rn(a, b); } };
-struct OpMin { static __device__ __forceinline__ float apply(float a, float b) { return detail::float_minmax<true>(a, b); } };
-struct OpMax { static __device__ __forceinline__ float apply(float a, float b) { return detail::float_minmax<false>(a, b); } };
+struct OpSum {
+  static __device__ __forceinline__ float apply(float a, float b) { return __fadd_rn(a, b); }
+};
+struct OpProd {
+  static __device__ __forceinline__ float apply(float a, float b) { return __fmul_rn(a, b); }
+};
+struct OpMin {
+  static __device__ __forceinline__ float apply(float a, float b) {
+    return detail::float_minmax<true>(a, b);
+  }
+};
+struct OpMax {
+  static __device__ __forceinline__ float apply(float a, float b) {
+    return detail::float_minmax<false>(a, b);
+  }
+};
 
 template <typename E, typename Op>
 __device__ __forceinline__ typename E::T combine(typename E::T d, typename E::T s) {
@@ -42,13 +54,14 @@ __device__ __forceinline__ typename E::T combine(typename E::T d, typename E::T 
 
 // kVec: elements per 16-byte vector (0 = scalar path).
 template <typename E, typename Op, bool kVector>
-__global__ void __launch_bounds__(kThreads) reduce_kernel(typename E::T* dst, const typename E::T* src,
-                                                          std::uint64_t n) {
+__global__ void __launch_bounds__(kThreads)
+    reduce_kernel(typename E::T* dst, const typename E::T* src, std::uint64_t n) {
   using T = typename E::T;
   constexpr std::uint64_t kPer = kVector ? 16 / sizeof(T) : 1;
   const std::uint64_t groups = n / kPer;
   const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
-  for (std::uint64_t g = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; g < groups; g += stride) {
+  for (std::uint64_t g = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; g < groups;
+       g += stride) {
     if constexpr (kVector) {
       uint4 dv = reinterpret_cast<const uint4*>(dst)[g];
       const uint4 sv = reinterpret_cast<const uint4*>(src)[g];
@@ -67,7 +80,8 @@ __global__ void __launch_bounds__(kThreads) reduce_kernel(typename E::T* dst, co
 }
 
 template <typename E>
-__global__ void __launch_bounds__(kThreads) scale_kernel(typename E::T* data, std::uint64_t n, float divisor) {
+__global__ void __launch_bounds__(kThreads)
+    scale_kernel(typename E::T* data, std::uint64_t n, float divisor) {
   const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
   for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
     data[i] = E::narrow(__fdiv_rn(E::widen(data[i]), divisor));
@@ -82,7 +96,8 @@ Status launch(void* dst, const void* src, std::size_t n, cudaStream_t stream) {
   const bool vec = reinterpret_cast<std::uintptr_t>(dst) % 16 == 0 &&
                    reinterpret_cast<std::uintptr_t>(src) % 16 == 0;
   if (vec) {
-    reduce_kernel<E, Op, true><<<detail::grid_for(n / (16 / sizeof(T)) + 1, kThreads), kThreads, 0, stream>>>(d, s, n);
+    reduce_kernel<E, Op, true>
+        <<<detail::grid_for(n / (16 / sizeof(T)) + 1, kThreads), kThreads, 0, stream>>>(d, s, n);
   } else {
     reduce_kernel<E, Op, false><<<detail::grid_for(n, kThreads), kThreads, 0, stream>>>(d, s, n);
   }
@@ -112,13 +127,15 @@ Status reduce_into(void* d_dst, const void* d_src, std::size_t count, DType dtyp
     case DType::kBFloat16: return launch_op<BF16>(d_dst, d_src, count, op, stream);
     default: break;
   }
-  return error(StatusCode::kInvalidArgument,
-               "gpu reduce_into: dtype " + std::string(to_string(dtype)) + " is reduced on the CPU only");
+  return error(
+      StatusCode::kInvalidArgument,
+      "gpu reduce_into: dtype " + std::string(to_string(dtype)) + " is reduced on the CPU only");
 }
 
 Status scale_by_count(void* d_data, std::size_t count, DType dtype, int contributors,
                       cudaStream_t stream) {
-  if (contributors < 1) return error(StatusCode::kInvalidArgument, "gpu scale_by_count: contributors < 1");
+  if (contributors < 1)
+    return error(StatusCode::kInvalidArgument, "gpu scale_by_count: contributors < 1");
   if (count == 0) return Status::ok();
   const unsigned grid = detail::grid_for(count, kThreads);
   const auto divisor = static_cast<float>(contributors);
@@ -127,14 +144,17 @@ Status scale_by_count(void* d_data, std::size_t count, DType dtype, int contribu
       scale_kernel<F32><<<grid, kThreads, 0, stream>>>(static_cast<float*>(d_data), count, divisor);
       break;
     case DType::kFloat16:
-      scale_kernel<F16><<<grid, kThreads, 0, stream>>>(static_cast<std::uint16_t*>(d_data), count, divisor);
+      scale_kernel<F16>
+          <<<grid, kThreads, 0, stream>>>(static_cast<std::uint16_t*>(d_data), count, divisor);
       break;
     case DType::kBFloat16:
-      scale_kernel<BF16><<<grid, kThreads, 0, stream>>>(static_cast<std::uint16_t*>(d_data), count, divisor);
+      scale_kernel<BF16>
+          <<<grid, kThreads, 0, stream>>>(static_cast<std::uint16_t*>(d_data), count, divisor);
       break;
     default:
-      return error(StatusCode::kInvalidArgument,
-                   "gpu scale_by_count: dtype " + std::string(to_string(dtype)) + " is scaled on the CPU only");
+      return error(StatusCode::kInvalidArgument, "gpu scale_by_count: dtype " +
+                                                     std::string(to_string(dtype)) +
+                                                     " is scaled on the CPU only");
   }
   return detail::launch_status("gpu scale_by_count");
 }

@@ -92,8 +92,8 @@ void StagingPipeline::add_event_times(std::size_t slot) {
   if (cudaEventElapsedTime(&ms, s.copy_begin, s.copy_end) == cudaSuccess) stats_.copy_ms += ms;
 }
 
-Status StagingPipeline::enqueue_send(std::size_t chunk, Slot& s, const float* d_x, std::size_t count,
-                                     const DeviceEncodeOptions& options) {
+Status StagingPipeline::enqueue_send(std::size_t chunk, Slot& s, const float* d_x,
+                                     std::size_t count, const DeviceEncodeOptions& options) {
   const std::size_t begin = chunk * config_.chunk_elements;
   const std::size_t n = std::min(config_.chunk_elements, count - begin);
   DeviceEncodeOptions o = options;
@@ -108,13 +108,14 @@ Status StagingPipeline::enqueue_send(std::size_t chunk, Slot& s, const float* d_
   TRIB_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.host, s.device, qint_payload_bytes(config_.codec, n),
                                             cudaMemcpyDeviceToHost, copy_stream_),
                             "staging: D2H");
-  TRIB_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(s.h_flag, s.d_flag, 4, cudaMemcpyDeviceToHost, copy_stream_),
-                            "staging: D2H flag");
+  TRIB_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(s.h_flag, s.d_flag, 4, cudaMemcpyDeviceToHost, copy_stream_),
+      "staging: D2H flag");
   return detail::cuda_status(cudaEventRecord(s.copy_end, copy_stream_), "staging: event");
 }
 
-Status StagingPipeline::send(const float* d_x, std::size_t count, const DeviceEncodeOptions& options,
-                             const SendBytes& send_bytes) {
+Status StagingPipeline::send(const float* d_x, std::size_t count,
+                             const DeviceEncodeOptions& options, const SendBytes& send_bytes) {
   stats_ = {};
   const auto t0 = Clock::now();
   const std::size_t chunks = (count + config_.chunk_elements - 1) / config_.chunk_elements;
@@ -129,9 +130,9 @@ Status StagingPipeline::send(const float* d_x, std::size_t count, const DeviceEn
     if (!synced.is_ok()) return drain(synced);
     add_event_times(i % depth);
     if (*s.h_flag != 0) {
-      return drain(error(StatusCode::kInvalidArgument,
-                         "staging: non-finite value in chunk " + std::to_string(i) +
-                             " (a qint scale cannot represent it)"));
+      return drain(error(StatusCode::kInvalidArgument, "staging: non-finite value in chunk " +
+                                                           std::to_string(i) +
+                                                           " (a qint scale cannot represent it)"));
     }
     const std::size_t n = std::min(config_.chunk_elements, count - i * config_.chunk_elements);
     const std::size_t bytes = qint_payload_bytes(config_.codec, n);
@@ -150,7 +151,8 @@ Status StagingPipeline::send(const float* d_x, std::size_t count, const DeviceEn
   return Status::ok();
 }
 
-Status StagingPipeline::receive_accumulate(float* d_accum, std::size_t count, const RecvBytes& recv_bytes) {
+Status StagingPipeline::receive_accumulate(float* d_accum, std::size_t count,
+                                           const RecvBytes& recv_bytes) {
   stats_ = {};
   const auto t0 = Clock::now();
   const std::size_t chunks = (count + config_.chunk_elements - 1) / config_.chunk_elements;
@@ -158,7 +160,8 @@ Status StagingPipeline::receive_accumulate(float* d_accum, std::size_t count, co
   for (std::size_t i = 0; i < chunks; ++i) {
     Slot& s = slots_[i % depth];
     if (i >= depth) {  // the slot's previous chunk must be decoded before its buffers are reused
-      const Status synced = detail::cuda_status(cudaEventSynchronize(s.codec_end), "staging: chunk");
+      const Status synced =
+          detail::cuda_status(cudaEventSynchronize(s.codec_end), "staging: chunk");
       if (!synced.is_ok()) return drain(synced);
       add_event_times(i % depth);
     }
@@ -166,7 +169,8 @@ Status StagingPipeline::receive_accumulate(float* d_accum, std::size_t count, co
     auto got = recv_bytes(std::span<std::byte>(s.host, chunk_bytes_));
     stats_.callback_ms += ms_since(tb);
     if (!got) return drain(got.status());
-    if (*got > chunk_bytes_) return drain(error(StatusCode::kInvalidArgument, "staging: receive overran the buffer"));
+    if (*got > chunk_bytes_)
+      return drain(error(StatusCode::kInvalidArgument, "staging: receive overran the buffer"));
     const std::size_t begin = i * config_.chunk_elements;
     const std::size_t n = std::min(config_.chunk_elements, count - begin);
     auto header = check_payload(std::span<const std::byte>(s.host, *got), n);
@@ -174,19 +178,25 @@ Status StagingPipeline::receive_accumulate(float* d_accum, std::size_t count, co
     stats_.wire_bytes += *got;
     Status st = detail::cuda_status(cudaEventRecord(s.copy_begin, copy_stream_), "staging: event");
     if (st.is_ok()) {
-      st = detail::cuda_status(cudaMemcpyAsync(s.device, s.host, *got, cudaMemcpyHostToDevice, copy_stream_),
-                               "staging: H2D");
+      st = detail::cuda_status(
+          cudaMemcpyAsync(s.device, s.host, *got, cudaMemcpyHostToDevice, copy_stream_),
+          "staging: H2D");
     }
-    if (st.is_ok()) st = detail::cuda_status(cudaEventRecord(s.copy_end, copy_stream_), "staging: event");
-    if (st.is_ok()) st = detail::cuda_status(cudaStreamWaitEvent(stream_, s.copy_end, 0), "staging: wait");
-    if (st.is_ok()) st = detail::cuda_status(cudaEventRecord(s.codec_begin, stream_), "staging: event");
+    if (st.is_ok())
+      st = detail::cuda_status(cudaEventRecord(s.copy_end, copy_stream_), "staging: event");
+    if (st.is_ok())
+      st = detail::cuda_status(cudaStreamWaitEvent(stream_, s.copy_end, 0), "staging: wait");
+    if (st.is_ok())
+      st = detail::cuda_status(cudaEventRecord(s.codec_begin, stream_), "staging: event");
     if (st.is_ok()) st = qint_decode(*header, s.device, d_accum + begin, n, true, stream_);
-    if (st.is_ok()) st = detail::cuda_status(cudaEventRecord(s.codec_end, stream_), "staging: event");
+    if (st.is_ok())
+      st = detail::cuda_status(cudaEventRecord(s.codec_end, stream_), "staging: event");
     if (!st.is_ok()) return drain(st);
   }
   const Status done = drain(Status::ok());
   if (!done.is_ok()) return done;
-  for (std::size_t i = chunks > depth ? chunks - depth : 0; i < chunks; ++i) add_event_times(i % depth);
+  for (std::size_t i = chunks > depth ? chunks - depth : 0; i < chunks; ++i)
+    add_event_times(i % depth);
   stats_.chunks = chunks;
   stats_.total_ms = ms_since(t0);
   return Status::ok();

@@ -40,9 +40,9 @@
 namespace tributary::gpu {
 
 struct StagingConfig {
-  QIntParams codec;                         // qint8 or qint4 on the wire
+  QIntParams codec;  // qint8 or qint4 on the wire
   std::size_t chunk_elements = std::size_t{1} << 22;
-  int depth = 3;                            // pinned buffers in flight: 2 double, 3 triple buffering
+  int depth = 3;  // pinned buffers in flight: 2 double, 3 triple buffering
 };
 
 // "Send these host bytes": returns once the bytes may be reused.

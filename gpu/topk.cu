@@ -20,10 +20,10 @@
 #include <iterator>
 #include <string>
 
+#include <thrust/iterator/counting_iterator.h>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_select.cuh>
-#include <thrust/iterator/counting_iterator.h>
 
 #include "gpu/cuda_status.h"
 #include "gpu/device_codec.h"
@@ -57,7 +57,7 @@ std::size_t max_nnz(std::size_t count, double density) {
 struct Counters {
   unsigned long long selected;  // DeviceSelect's count, or count_ge's
   unsigned long long varint_bytes;
-  std::uint32_t t;              // this round's threshold (|v| bits)
+  std::uint32_t t;  // this round's threshold (|v| bits)
 };
 
 // Output iterator for DeviceSelect that stores only the first `cap` selections; the
@@ -113,7 +113,9 @@ __global__ void sample_kernel(const float* v, std::uint64_t n, std::uint64_t s, 
     const std::uint64_t i =
         exact ? j
               : (std::uint64_t{detail::rng_bits(k0, k1, static_cast<std::uint32_t>(j),
-                                                static_cast<std::uint32_t>(j >> 32))} * n) >> 32;
+                                                static_cast<std::uint32_t>(j >> 32))} *
+                 n) >>
+                    32;
     sample[j] = detail::abs_bits(v[i]);
   }
 }
@@ -137,8 +139,8 @@ __device__ unsigned long long block_sum(unsigned long long x) {
 }
 
 // c->selected += #{i : |v[i]| bits >= c->t}; 16-byte loads when aligned.
-__global__ void __launch_bounds__(kThreads) count_kernel(const float* v, std::uint64_t n, bool vec,
-                                                        Counters* c) {
+__global__ void __launch_bounds__(kThreads)
+    count_kernel(const float* v, std::uint64_t n, bool vec, Counters* c) {
   const std::uint32_t t = c->t;
   const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
   const std::uint64_t start = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
@@ -154,12 +156,14 @@ __global__ void __launch_bounds__(kThreads) count_kernel(const float* v, std::ui
     }
     scalar_from = groups * 4;
   }
-  for (std::uint64_t i = scalar_from + start; i < n; i += stride) mine += detail::abs_bits(v[i]) >= t;
+  for (std::uint64_t i = scalar_from + start; i < n; i += stride)
+    mine += detail::abs_bits(v[i]) >= t;
   mine = block_sum(mine);
   if (threadIdx.x == 0 && mine != 0) atomicAdd(&c->selected, mine);
 }
 
-__global__ void keys_kernel(const float* v, const std::uint32_t* idx, std::uint64_t m, std::uint32_t* keys) {
+__global__ void keys_kernel(const float* v, const std::uint32_t* idx, std::uint64_t m,
+                            std::uint32_t* keys) {
   const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
   for (std::uint64_t j = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; j < m; j += stride) {
     keys[j] = detail::abs_bits(v[idx == nullptr ? j : idx[j]]);
@@ -181,8 +185,8 @@ __device__ __forceinline__ std::uint32_t varint_len(std::uint32_t v) {
   return v < (1u << 7) ? 1 : v < (1u << 14) ? 2 : v < (1u << 21) ? 3 : v < (1u << 28) ? 4 : 5;
 }
 
-__global__ void __launch_bounds__(kThreads) varint_len_kernel(const std::uint32_t* idx, std::uint64_t m,
-                                                             std::uint32_t* lens, Counters* c) {
+__global__ void __launch_bounds__(kThreads)
+    varint_len_kernel(const std::uint32_t* idx, std::uint64_t m, std::uint32_t* lens, Counters* c) {
   const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
   unsigned long long mine = 0;
   for (std::uint64_t j = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; j < m; j += stride) {
@@ -278,7 +282,8 @@ std::size_t TopKEncoder::max_payload_bytes(const CodecConfig& c, std::size_t cou
 }
 
 Result<std::size_t> TopKEncoder::select_into_scratch(const float* v, std::size_t n, std::size_t k,
-                                                     std::size_t cap, RngKey key, cudaStream_t stream) {
+                                                     std::size_t cap, RngKey key,
+                                                     cudaStream_t stream) {
   TRIB_RETURN_IF_ERROR(reserve(counter_, sizeof(Counters)));
   auto* counters = static_cast<Counters*>(counter_.ptr);
   const double density = static_cast<double>(k) / static_cast<double>(n);
@@ -296,8 +301,8 @@ Result<std::size_t> TopKEncoder::select_into_scratch(const float* v, std::size_t
   TRIB_RETURN_IF_ERROR(detail::launch_status("gpu topk: sample"));
   TRIB_RETURN_IF_ERROR(cub_run(
       [&](void* tmp, std::size_t& bytes) {
-        return cub::DeviceRadixSort::SortKeys(tmp, bytes, sample, sorted, static_cast<std::int64_t>(s),
-                                              0, 31, stream);
+        return cub::DeviceRadixSort::SortKeys(tmp, bytes, sample, sorted,
+                                              static_cast<std::int64_t>(s), 0, 31, stream);
       },
       "gpu topk: sort sample"));
 
@@ -312,12 +317,14 @@ Result<std::size_t> TopKEncoder::select_into_scratch(const float* v, std::size_t
     TRIB_RETURN_IF_ERROR(cub_run(
         [&](void* tmp, std::size_t& bytes) {
           return cub::DeviceSelect::If(tmp, bytes, thrust::counting_iterator<std::uint32_t>(0), out,
-                                       &counters->selected, static_cast<std::int64_t>(n), pred, stream);
+                                       &counters->selected, static_cast<std::int64_t>(n), pred,
+                                       stream);
         },
         "gpu topk: select"));
     unsigned long long got = 0;
-    TRIB_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&got, &counters->selected, sizeof(got),
-                                              cudaMemcpyDeviceToHost, stream), "gpu topk: count");
+    TRIB_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(&got, &counters->selected, sizeof(got), cudaMemcpyDeviceToHost, stream),
+        "gpu topk: count");
     TRIB_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream), "gpu topk: select");
     return static_cast<std::size_t>(got);
   };
@@ -325,8 +332,9 @@ Result<std::size_t> TopKEncoder::select_into_scratch(const float* v, std::size_t
     count_kernel<<<grid(n / 4 + 1), kThreads, 0, stream>>>(v, n, vec, counters);
     TRIB_RETURN_IF_ERROR(detail::launch_status("gpu topk: count"));
     unsigned long long got = 0;
-    TRIB_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&got, &counters->selected, sizeof(got),
-                                              cudaMemcpyDeviceToHost, stream), "gpu topk: count");
+    TRIB_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(&got, &counters->selected, sizeof(got), cudaMemcpyDeviceToHost, stream),
+        "gpu topk: count");
     TRIB_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream), "gpu topk: count");
     return static_cast<std::size_t>(got);
   };
@@ -383,13 +391,14 @@ Result<std::size_t> TopKEncoder::select_into_scratch(const float* v, std::size_t
   TRIB_RETURN_IF_ERROR(cub_run(
       [&](void* tmp, std::size_t& bytes) {
         return cub::DeviceRadixSort::SortPairsDescending(tmp, bytes, keys, keys_alt, cand, cand_alt,
-                                                         static_cast<std::int64_t>(found), 0, 31, stream);
+                                                         static_cast<std::int64_t>(found), 0, 31,
+                                                         stream);
       },
       "gpu topk: cut"));
   TRIB_RETURN_IF_ERROR(cub_run(
       [&](void* tmp, std::size_t& bytes) {
-        return cub::DeviceRadixSort::SortKeys(tmp, bytes, cand_alt, cand, static_cast<std::int64_t>(k),
-                                              0, 32, stream);
+        return cub::DeviceRadixSort::SortKeys(tmp, bytes, cand_alt, cand,
+                                              static_cast<std::int64_t>(k), 0, 32, stream);
       },
       "gpu topk: cut (index order)"));
   return k;
@@ -399,11 +408,13 @@ Result<std::size_t> TopKEncoder::select_sampled(const float* d_v, std::size_t co
                                                 std::size_t cap, RngKey key, std::uint32_t* d_idx,
                                                 cudaStream_t stream) {
   if (count == 0) return std::size_t{0};
-  if (k == 0 || k > count || cap < k) return error(StatusCode::kInvalidArgument, "gpu topk: bad k or cap");
+  if (k == 0 || k > count || cap < k)
+    return error(StatusCode::kInvalidArgument, "gpu topk: bad k or cap");
   auto nnz = select_into_scratch(d_v, count, k, cap, key, stream);
   if (!nnz) return nnz;
-  TRIB_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_idx, cand_.ptr, 4 * *nnz, cudaMemcpyDeviceToDevice, stream),
-                            "gpu topk: copy indices");
+  TRIB_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(d_idx, cand_.ptr, 4 * *nnz, cudaMemcpyDeviceToDevice, stream),
+      "gpu topk: copy indices");
   return nnz;
 }
 
@@ -426,22 +437,25 @@ Result<std::size_t> TopKEncoder::select_exact(const float* d_v, std::size_t n, s
   TRIB_RETURN_IF_ERROR(cub_run(
       [&](void* tmp, std::size_t& bytes) {
         return cub::DeviceRadixSort::SortPairsDescending(tmp, bytes, keys, keys_alt, cand, cand_alt,
-                                                         static_cast<std::int64_t>(n), 0, 31, stream);
+                                                         static_cast<std::int64_t>(n), 0, 31,
+                                                         stream);
       },
       "gpu topk exact: sort"));
   // Exact zeros are never sent: they sort last, so count the non-zero keys among the k.
   auto* counters = static_cast<Counters*>(counter_.ptr);
   const std::uint32_t one = 1;
-  TRIB_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(&counters->selected, 0, sizeof(unsigned long long), stream),
-                            "gpu topk exact: reset");
+  TRIB_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(&counters->selected, 0, sizeof(unsigned long long), stream),
+      "gpu topk exact: reset");
   TRIB_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&counters->t, &one, 4, cudaMemcpyHostToDevice, stream),
                             "gpu topk exact: threshold");
-  count_kernel<<<grid(k / 4 + 1), kThreads, 0, stream>>>(reinterpret_cast<const float*>(keys_alt), k,
-                                                        true, counters);
+  count_kernel<<<grid(k / 4 + 1), kThreads, 0, stream>>>(reinterpret_cast<const float*>(keys_alt),
+                                                         k, true, counters);
   TRIB_RETURN_IF_ERROR(detail::launch_status("gpu topk exact: count"));
   unsigned long long nonzero = 0;
   TRIB_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&nonzero, &counters->selected, sizeof(nonzero),
-                                            cudaMemcpyDeviceToHost, stream), "gpu topk exact: count");
+                                            cudaMemcpyDeviceToHost, stream),
+                            "gpu topk exact: count");
   TRIB_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream), "gpu topk exact");
   if (nonzero > 0) {
     TRIB_RETURN_IF_ERROR(cub_run(
@@ -454,14 +468,16 @@ Result<std::size_t> TopKEncoder::select_exact(const float* d_v, std::size_t n, s
   return static_cast<std::size_t>(nonzero);
 }
 
-Result<std::size_t> TopKEncoder::encode(const float* d_x, std::size_t count, const CodecConfig& config,
-                                        const DeviceEncodeOptions& o, std::byte* d_out,
-                                        std::size_t out_capacity, cudaStream_t stream) {
+Result<std::size_t> TopKEncoder::encode(const float* d_x, std::size_t count,
+                                        const CodecConfig& config, const DeviceEncodeOptions& o,
+                                        std::byte* d_out, std::size_t out_capacity,
+                                        cudaStream_t stream) {
   if (config.codec != CodecId::kTopK || config.zstd) {
     return error(StatusCode::kInvalidArgument, "gpu topk: config is not plain top-k");
   }
   if (count > compression::kMaxPayloadElements) {
-    return error(StatusCode::kInvalidArgument, "gpu topk: more than 2^32-1 elements in one payload");
+    return error(StatusCode::kInvalidArgument,
+                 "gpu topk: more than 2^32-1 elements in one payload");
   }
   if (out_capacity < max_payload_bytes(config, count)) {
     return error(StatusCode::kInvalidArgument, "gpu topk: output smaller than max_payload_bytes");
@@ -476,7 +492,8 @@ Result<std::size_t> TopKEncoder::encode(const float* d_x, std::size_t count, con
   const bool f16 = config.values == DType::kFloat16;
   const float* v = d_x;
   if (count > 0 && use_momentum) {
-    momentum_kernel<<<grid(count), kThreads, 0, stream>>>(o.momentum, o.residual, d_x, count, config.momentum);
+    momentum_kernel<<<grid(count), kThreads, 0, stream>>>(o.momentum, o.residual, d_x, count,
+                                                          config.momentum);
     v = o.residual;
   } else if (count > 0 && o.residual != nullptr) {
     add_residual_kernel<<<grid(count), kThreads, 0, stream>>>(o.residual, d_x, count);
@@ -501,11 +518,13 @@ Result<std::size_t> TopKEncoder::encode(const float* d_x, std::size_t count, con
     TRIB_RETURN_IF_ERROR(reserve(lens_, 8 * nnz));
     auto* lens = static_cast<std::uint32_t*>(lens_.ptr);
     auto* counters = static_cast<Counters*>(counter_.ptr);
-    TRIB_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(&counters->varint_bytes, 0, 8, stream), "gpu topk: reset");
+    TRIB_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(&counters->varint_bytes, 0, 8, stream),
+                              "gpu topk: reset");
     varint_len_kernel<<<grid(nnz), kThreads, 0, stream>>>(idx, nnz, lens, counters);
     TRIB_RETURN_IF_ERROR(detail::launch_status("gpu topk: varint lengths"));
-    TRIB_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&varint_bytes, &counters->varint_bytes, 8,
-                                              cudaMemcpyDeviceToHost, stream), "gpu topk: varint total");
+    TRIB_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(&varint_bytes, &counters->varint_bytes, 8, cudaMemcpyDeviceToHost, stream),
+        "gpu topk: varint total");
     TRIB_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream), "gpu topk: varint total");
   }
   const std::uint64_t bitmap_bytes = ceil_div(count, 8);
@@ -513,28 +532,33 @@ Result<std::size_t> TopKEncoder::encode(const float* d_x, std::size_t count, con
   const std::uint64_t index_bytes = bitmap ? bitmap_bytes : varint_bytes;
   auto* index = reinterpret_cast<std::uint8_t*>(d_out + kTopKHeader);
   if (bitmap) {
-    TRIB_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(index, 0, pad4(index_bytes), stream), "gpu topk: bitmap");
+    TRIB_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(index, 0, pad4(index_bytes), stream),
+                              "gpu topk: bitmap");
     if (nnz > 0) {
-      bitmap_kernel<<<grid(nnz), kThreads, 0, stream>>>(idx, nnz, reinterpret_cast<std::uint32_t*>(index));
+      bitmap_kernel<<<grid(nnz), kThreads, 0, stream>>>(idx, nnz,
+                                                        reinterpret_cast<std::uint32_t*>(index));
     }
   } else {
     auto* lens = static_cast<std::uint32_t*>(lens_.ptr);
     std::uint32_t* offs = lens + nnz;
     TRIB_RETURN_IF_ERROR(cub_run(
         [&](void* tmp, std::size_t& bytes) {
-          return cub::DeviceScan::ExclusiveSum(tmp, bytes, lens, offs, static_cast<std::int64_t>(nnz), stream);
+          return cub::DeviceScan::ExclusiveSum(tmp, bytes, lens, offs,
+                                               static_cast<std::int64_t>(nnz), stream);
         },
         "gpu topk: scan"));
     if (pad4(index_bytes) > index_bytes) {
-      TRIB_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(index + index_bytes, 0, pad4(index_bytes) - index_bytes, stream),
-                                "gpu topk: pad");
+      TRIB_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(index + index_bytes, 0, pad4(index_bytes) - index_bytes, stream),
+          "gpu topk: pad");
     }
     varint_write_kernel<<<grid(nnz), kThreads, 0, stream>>>(idx, offs, nnz, index);
   }
   TRIB_RETURN_IF_ERROR(detail::launch_status("gpu topk: index"));
 
   Head head{};
-  head.w[0] = compression::kPayloadMagic | std::uint32_t{static_cast<std::uint8_t>(CodecId::kTopK)} << 16 |
+  head.w[0] = compression::kPayloadMagic |
+              std::uint32_t{static_cast<std::uint8_t>(CodecId::kTopK)} << 16 |
               std::uint32_t{compression::kPayloadVersion} << 24;
   head.w[1] = static_cast<std::uint32_t>(count);
   head.w[2] = static_cast<std::uint32_t>(nnz);

@@ -13,8 +13,9 @@ std::uint64_t commit_through(std::span<const ReadyReport> survivors) {
   for (const auto& candidate : survivors) {
     const std::uint64_t h = candidate.held_seq;
     if (h <= best) continue;
-    const bool everyone = std::all_of(survivors.begin(), survivors.end(),
-                                      [h](const ReadyReport& r) { return r.held_seq == h || r.committed_seq >= h; });
+    const bool everyone =
+        std::all_of(survivors.begin(), survivors.end(),
+                    [h](const ReadyReport& r) { return r.held_seq == h || r.committed_seq >= h; });
     if (everyone) best = h;
   }
   return best;

@@ -19,10 +19,10 @@
 namespace tributary::membership {
 
 struct ReadyReport {
-  Epoch epoch = 0;                  // the view the member adopted
-  Epoch previous_epoch = 0;         // the view it left (0: a joiner)
+  Epoch epoch = 0;           // the view the member adopted
+  Epoch previous_epoch = 0;  // the view it left (0: a joiner)
   std::uint64_t committed_seq = 0;
-  std::uint64_t held_seq = 0;       // 0: none
+  std::uint64_t held_seq = 0;  // 0: none
 
   friend bool operator==(const ReadyReport&, const ReadyReport&) = default;
 };

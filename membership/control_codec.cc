@@ -9,17 +9,20 @@ namespace tributary::membership {
 namespace {
 
 Status check_label(std::string_view field, const std::string& value, bool required) {
-  if (required && value.empty()) return error(StatusCode::kInvalidArgument, std::string(field) + " is empty");
+  if (required && value.empty())
+    return error(StatusCode::kInvalidArgument, std::string(field) + " is empty");
   if (value.size() > kMaxLabelBytes) {
-    return error(StatusCode::kInvalidArgument, std::string(field) + " is " + std::to_string(value.size()) +
-                                                   " bytes, max " + std::to_string(kMaxLabelBytes));
+    return error(StatusCode::kInvalidArgument, std::string(field) + " is " +
+                                                   std::to_string(value.size()) + " bytes, max " +
+                                                   std::to_string(kMaxLabelBytes));
   }
   return Status::ok();
 }
 
 Status check_capabilities(const google::protobuf::RepeatedPtrField<std::string>& caps) {
   if (static_cast<std::size_t>(caps.size()) > kMaxCapabilities) {
-    return error(StatusCode::kInvalidArgument, "capabilities: " + std::to_string(caps.size()) + " entries, max " +
+    return error(StatusCode::kInvalidArgument, "capabilities: " + std::to_string(caps.size()) +
+                                                   " entries, max " +
                                                    std::to_string(kMaxCapabilities));
   }
   for (const auto& c : caps) TRIB_RETURN_IF_ERROR(check_label("capability", c, true));
@@ -46,8 +49,8 @@ Status check_address(const std::string& address) {
 template <std::size_t N>
 Result<std::array<std::uint8_t, N>> fixed_bytes(std::string_view what, std::string_view bytes) {
   if (bytes.size() != N) {
-    return error(StatusCode::kBadFrame,
-                 std::string(what) + " is " + std::to_string(bytes.size()) + " bytes, expected " + std::to_string(N));
+    return error(StatusCode::kBadFrame, std::string(what) + " is " + std::to_string(bytes.size()) +
+                                            " bytes, expected " + std::to_string(N));
   }
   std::array<std::uint8_t, N> out{};
   std::memcpy(out.data(), bytes.data(), N);
@@ -58,12 +61,13 @@ Result<std::array<std::uint8_t, N>> fixed_bytes(std::string_view what, std::stri
 
 Result<control::Envelope> decode_envelope(std::string_view bytes, std::size_t max_bytes) {
   if (bytes.size() > max_bytes) {
-    return error(StatusCode::kBadFrame,
-                 "message of " + std::to_string(bytes.size()) + " bytes exceeds " + std::to_string(max_bytes));
+    return error(StatusCode::kBadFrame, "message of " + std::to_string(bytes.size()) +
+                                            " bytes exceeds " + std::to_string(max_bytes));
   }
   control::Envelope envelope;
   if (!envelope.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    return error(StatusCode::kBadFrame, std::to_string(bytes.size()) + " bytes do not parse as a control Envelope");
+    return error(StatusCode::kBadFrame,
+                 std::to_string(bytes.size()) + " bytes do not parse as a control Envelope");
   }
   if (envelope.body_case() == control::Envelope::BODY_NOT_SET) {
     return error(StatusCode::kBadFrame, "envelope carries no message this version knows");
@@ -80,12 +84,14 @@ Status validate_body(const control::Envelope& env) {
   switch (env.body_case()) {
     case E::kFailureReport:
       if (env.failure_report().epoch() == 0) return bad("epoch is 0");
-      if (env.failure_report().detail().size() > kMaxDetailBytes) return bad("detail longer than " + std::to_string(kMaxDetailBytes) + " bytes");
+      if (env.failure_report().detail().size() > kMaxDetailBytes)
+        return bad("detail longer than " + std::to_string(kMaxDetailBytes) + " bytes");
       return Status::ok();
     case E::kStepTiming: {
       const double s = env.step_timing().compute_seconds();
       // NaN fails every comparison: !(s >= 0) catches it.
-      if (!(s >= 0.0) || s > kMaxComputeSeconds) return bad("compute_seconds " + std::to_string(s) + " is not in [0, 1e6]");
+      if (!(s >= 0.0) || s > kMaxComputeSeconds)
+        return bad("compute_seconds " + std::to_string(s) + " is not in [0, 1e6]");
       return Status::ok();
     }
     case E::kResumeRequest:
@@ -95,13 +101,16 @@ Status validate_body(const control::Envelope& env) {
     case E::kReady: {
       const auto& r = env.ready();
       if (r.epoch() == 0) return bad("epoch is 0");
-      if (r.previous_epoch() >= r.epoch()) return bad("previous_epoch " + std::to_string(r.previous_epoch()) + " is not below epoch " + std::to_string(r.epoch()));
+      if (r.previous_epoch() >= r.epoch())
+        return bad("previous_epoch " + std::to_string(r.previous_epoch()) + " is not below epoch " +
+                   std::to_string(r.epoch()));
       return Status::ok();
     }
     case E::kGo: {
       const auto& g = env.go();
       if (g.epoch() == 0) return bad("epoch is 0");
-      if (static_cast<std::size_t>(g.joiners_size()) > kMaxViewMembers) return bad(std::to_string(g.joiners_size()) + " joiners");
+      if (static_cast<std::size_t>(g.joiners_size()) > kMaxViewMembers)
+        return bad(std::to_string(g.joiners_size()) + " joiners");
       for (auto j : g.joiners()) {
         if (j == 0) return bad("joiner id 0");
       }
@@ -112,16 +121,19 @@ Status validate_body(const control::Envelope& env) {
       return Status::ok();
     case E::kEvicted:
     case E::kJoinRejected: {
-      const std::string& reason = env.body_case() == E::kEvicted ? env.evicted().reason() : env.join_rejected().reason();
-      if (reason.size() > kMaxDetailBytes) return bad("reason longer than " + std::to_string(kMaxDetailBytes) + " bytes");
+      const std::string& reason =
+          env.body_case() == E::kEvicted ? env.evicted().reason() : env.join_rejected().reason();
+      if (reason.size() > kMaxDetailBytes)
+        return bad("reason longer than " + std::to_string(kMaxDetailBytes) + " bytes");
       return Status::ok();
     }
-    default:
-      return Status::ok();
+    default: return Status::ok();
   }
 }
 
-std::string encode_envelope(const control::Envelope& envelope) { return envelope.SerializeAsString(); }
+std::string encode_envelope(const control::Envelope& envelope) {
+  return envelope.SerializeAsString();
+}
 
 std::string_view body_name(control::Envelope::BodyCase body) {
   using E = control::Envelope;
@@ -166,10 +178,11 @@ void view_to_proto(const View& view, control::View* out) {
 
 Result<View> view_from_proto(const control::View& pv) {
   const auto n = static_cast<std::size_t>(pv.members_size());
-  if (n > kMaxViewMembers) return error(StatusCode::kBadFrame, "view has " + std::to_string(n) + " members");
+  if (n > kMaxViewMembers)
+    return error(StatusCode::kBadFrame, "view has " + std::to_string(n) + " members");
   if (static_cast<std::size_t>(pv.ring_size()) != n) {
-    return error(StatusCode::kBadFrame, "view ring lists " + std::to_string(pv.ring_size()) + " ranks for " +
-                                            std::to_string(n) + " members");
+    return error(StatusCode::kBadFrame, "view ring lists " + std::to_string(pv.ring_size()) +
+                                            " ranks for " + std::to_string(n) + " members");
   }
   View view;
   view.epoch = pv.epoch();
@@ -178,21 +191,30 @@ Result<View> view_from_proto(const control::View& pv) {
   for (std::size_t i = 0; i < n; ++i) {
     const control::Member& pm = pv.members(static_cast<int>(i));
     if (pm.rank() != i) {
-      return error(StatusCode::kBadFrame, "view member " + std::to_string(i) + " has rank " + std::to_string(pm.rank()));
+      return error(StatusCode::kBadFrame,
+                   "view member " + std::to_string(i) + " has rank " + std::to_string(pm.rank()));
     }
     if (pm.id() == 0 || !ids.insert(pm.id()).second) {
-      return error(StatusCode::kBadFrame, "view has a zero or duplicate member id " + std::to_string(pm.id()));
+      return error(StatusCode::kBadFrame,
+                   "view has a zero or duplicate member id " + std::to_string(pm.id()));
     }
     for (const auto* s : {&pm.data_address(), &pm.host(), &pm.zone()}) {
-      if (Status st = check_label("view label", *s, false); !st) return error(StatusCode::kBadFrame, st.message());
+      if (Status st = check_label("view label", *s, false); !st)
+        return error(StatusCode::kBadFrame, st.message());
     }
-    if (Status st = check_capabilities(pm.capabilities()); !st) return error(StatusCode::kBadFrame, st.message());
-    view.members.push_back({pm.id(), pm.rank(), pm.data_address(), pm.host(), pm.zone(),
+    if (Status st = check_capabilities(pm.capabilities()); !st)
+      return error(StatusCode::kBadFrame, st.message());
+    view.members.push_back({pm.id(),
+                            pm.rank(),
+                            pm.data_address(),
+                            pm.host(),
+                            pm.zone(),
                             {pm.capabilities().begin(), pm.capabilities().end()}});
   }
   std::vector<bool> seen(n, false);
   for (auto r : pv.ring()) {
-    if (r >= n || seen[r]) return error(StatusCode::kBadFrame, "view ring is not a permutation of the ranks");
+    if (r >= n || seen[r])
+      return error(StatusCode::kBadFrame, "view ring is not a permutation of the ranks");
     seen[r] = true;
     view.ring.push_back(r);
   }
@@ -201,8 +223,9 @@ Result<View> view_from_proto(const control::View& pv) {
 
 Status validate_join_request(const control::JoinRequest& r) {
   if (r.protocol_version() != kProtocolVersion) {
-    return error(StatusCode::kInvalidArgument, "protocol version " + std::to_string(r.protocol_version()) +
-                                                   ", coordinator speaks " + std::to_string(kProtocolVersion));
+    return error(StatusCode::kInvalidArgument,
+                 "protocol version " + std::to_string(r.protocol_version()) +
+                     ", coordinator speaks " + std::to_string(kProtocolVersion));
   }
   TRIB_RETURN_IF_ERROR(check_label("name", r.name(), true));
   TRIB_RETURN_IF_ERROR(check_label("host", r.host(), true));
@@ -213,10 +236,18 @@ Status validate_join_request(const control::JoinRequest& r) {
 }
 
 MemberLabels labels_from_request(const control::JoinRequest& r) {
-  return {r.name(), r.host(), r.zone(), r.data_address(), {r.capabilities().begin(), r.capabilities().end()}};
+  return {r.name(),
+          r.host(),
+          r.zone(),
+          r.data_address(),
+          {r.capabilities().begin(), r.capabilities().end()}};
 }
 
-Result<Nonce> nonce_from_bytes(std::string_view bytes) { return fixed_bytes<sizeof(Nonce)>("nonce", bytes); }
-Result<Mac> mac_from_bytes(std::string_view bytes) { return fixed_bytes<sizeof(Mac)>("mac", bytes); }
+Result<Nonce> nonce_from_bytes(std::string_view bytes) {
+  return fixed_bytes<sizeof(Nonce)>("nonce", bytes);
+}
+Result<Mac> mac_from_bytes(std::string_view bytes) {
+  return fixed_bytes<sizeof(Mac)>("mac", bytes);
+}
 
 }  // namespace tributary::membership

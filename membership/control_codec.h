@@ -21,13 +21,14 @@ inline constexpr std::size_t kMaxControlMessageBytes = 1 << 20;  // a 4096-membe
 inline constexpr std::size_t kMaxLabelBytes = 256;
 inline constexpr std::size_t kMaxCapabilities = 32;
 inline constexpr std::size_t kMaxViewMembers = 65536;
-inline constexpr std::size_t kMaxDetailBytes = 1024;      // FailureReport.detail, reasons
-inline constexpr double kMaxComputeSeconds = 1e6;          // StepTiming.compute_seconds
+inline constexpr std::size_t kMaxDetailBytes = 1024;  // FailureReport.detail, reasons
+inline constexpr double kMaxComputeSeconds = 1e6;     // StepTiming.compute_seconds
 
 // kBadFrame when `bytes` is larger than max_bytes, does not parse, carries no body this
 // version knows (an unknown oneof case parses into an unset body), or a body breaks its
 // bounds (see validate_body).
-Result<control::Envelope> decode_envelope(std::string_view bytes, std::size_t max_bytes = kMaxControlMessageBytes);
+Result<control::Envelope> decode_envelope(std::string_view bytes,
+                                          std::size_t max_bytes = kMaxControlMessageBytes);
 std::string encode_envelope(const control::Envelope& envelope);
 // Per-message bounds beyond what protobuf parsing checks: ids and epochs that must be
 // non-zero, finite non-negative timings, list and string lengths. kBadFrame naming the field.

@@ -14,8 +14,8 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "membership/control_codec.h"
 #include "core/check.h"
+#include "membership/control_codec.h"
 #include "membership/join_auth.h"
 
 namespace tributary::membership {
@@ -44,7 +44,8 @@ bool send_envelope(zmq::socket_t& socket, const control::Envelope& envelope) {
 
 // Deadline::max() means "no deadline"; keep it away from wait_until's arithmetic.
 template <typename Predicate>
-bool wait_until(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Deadline deadline, Predicate done) {
+bool wait_until(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Deadline deadline,
+                Predicate done) {
   if (deadline.at == TimePoint::max()) {
     cv.wait(lock, done);
     return true;
@@ -163,9 +164,11 @@ void CoordinatorClient::Impl::mark_evicted(const std::string& reason) {
 // The coordinator does not know us although we are a member: it restarted (its journal
 // lists us) or lost us. Re-authenticate with our member id; heartbeats pause meanwhile.
 void CoordinatorClient::Impl::start_resume(TimePoint now, std::string_view why) {
-  if (resume && now - resume->started < 2 * interval + std::chrono::milliseconds(500)) return;  // in progress
+  if (resume && now - resume->started < 2 * interval + std::chrono::milliseconds(500))
+    return;  // in progress
   resume = Resume{now, std::nullopt, random_nonce()};
-  log("resuming member " + std::to_string(id) + " with coordinator " + endpoint + ": " + std::string(why));
+  log("resuming member " + std::to_string(id) + " with coordinator " + endpoint + ": " +
+      std::string(why));
   control::Envelope env;
   *env.mutable_resume_request()->mutable_join() = join_request();
   env.mutable_resume_request()->set_member_id(id);
@@ -176,11 +179,14 @@ void CoordinatorClient::Impl::handle_resume(const control::Envelope& env, TimePo
   switch (env.body_case()) {
     case control::Envelope::kChallenge: {
       auto nonce = nonce_from_bytes(env.challenge().nonce());
-      if (!nonce) return log("ignored bad challenge from coordinator " + endpoint + ": " + nonce.status().message());
+      if (!nonce)
+        return log("ignored bad challenge from coordinator " + endpoint + ": " +
+                   nonce.status().message());
       resume->server_nonce = *nonce;
       control::Envelope proof;
       proof.mutable_join_proof()->set_client_nonce(to_bytes(resume->client_nonce));
-      proof.mutable_join_proof()->set_mac(to_bytes(resume_proof_mac(config.secret, *nonce, resume->client_nonce, id, name)));
+      proof.mutable_join_proof()->set_mac(
+          to_bytes(resume_proof_mac(config.secret, *nonce, resume->client_nonce, id, name)));
       send_envelope(dealer, proof);
       return;
     }
@@ -188,8 +194,10 @@ void CoordinatorClient::Impl::handle_resume(const control::Envelope& env, TimePo
       const auto& acc = env.join_accepted();
       auto their_mac = mac_from_bytes(acc.coordinator_mac());
       if (!resume->server_nonce || acc.member_id() != id || !their_mac ||
-          !macs_equal(*their_mac, coordinator_proof_mac(config.secret, *resume->server_nonce, resume->client_nonce, id))) {
-        return mark_evicted("coordinator " + endpoint + " answered our resume without proving the cluster secret");
+          !macs_equal(*their_mac, coordinator_proof_mac(config.secret, *resume->server_nonce,
+                                                        resume->client_nonce, id))) {
+        return mark_evicted("coordinator " + endpoint +
+                            " answered our resume without proving the cluster secret");
       }
       instance_id = acc.instance_id();
       resume.reset();
@@ -197,30 +205,32 @@ void CoordinatorClient::Impl::handle_resume(const control::Envelope& env, TimePo
         std::lock_guard lock(mu);
         last_ack = now;
       }
-      log("resumed member " + std::to_string(id) + " with coordinator " + endpoint + " (instance " + std::to_string(instance_id) + ")");
+      log("resumed member " + std::to_string(id) + " with coordinator " + endpoint + " (instance " +
+          std::to_string(instance_id) + ")");
       return;
     }
     case control::Envelope::kJoinRejected:
       resume.reset();
-      return mark_evicted("coordinator " + endpoint + " refused our resume: " + env.join_rejected().reason());
-    default:
-      return;
+      return mark_evicted("coordinator " + endpoint +
+                          " refused our resume: " + env.join_rejected().reason());
+    default: return;
   }
 }
 
-CoordinatorClient::CoordinatorClient(LogSink log, prometheus::Registry* metrics) : impl_(std::make_unique<Impl>()) {
+CoordinatorClient::CoordinatorClient(LogSink log, prometheus::Registry* metrics)
+    : impl_(std::make_unique<Impl>()) {
   impl_->log = log ? std::move(log) : [](std::string_view) {};
   if (metrics != nullptr) {
     impl_->size_gauge = &prometheus::BuildGauge()
-                              .Name("tributary_membership_size")
-                              .Help("Members in the view this agent holds")
+                             .Name("tributary_membership_size")
+                             .Help("Members in the view this agent holds")
+                             .Register(*metrics)
+                             .Add({});
+    impl_->epoch_gauge = &prometheus::BuildGauge()
+                              .Name("tributary_epoch")
+                              .Help("Epoch of the view this agent holds")
                               .Register(*metrics)
                               .Add({});
-    impl_->epoch_gauge = &prometheus::BuildGauge()
-                               .Name("tributary_epoch")
-                               .Help("Epoch of the view this agent holds")
-                               .Register(*metrics)
-                               .Add({});
   }
 }
 
@@ -237,7 +247,8 @@ Result<Joined> CoordinatorClient::join(const ClientConfig& config, Deadline dead
     return impl_->handshake(config, deadline);
   } catch (const zmq::error_t& e) {
     // Only setup calls throw (a malformed endpoint, no file descriptors).
-    return error(StatusCode::kInvalidArgument, "coordinator endpoint '" + config.endpoint + "': " + e.what());
+    return error(StatusCode::kInvalidArgument,
+                 "coordinator endpoint '" + config.endpoint + "': " + e.what());
   }
 }
 
@@ -249,7 +260,8 @@ Result<Joined> CoordinatorClient::Impl::handshake(const ClientConfig& config, De
   control::Envelope request_env;
   *request_env.mutable_join_request() = join_request();
   const control::JoinRequest& request = request_env.join_request();
-  if (Status st = validate_join_request(request); !st) return error(StatusCode::kInvalidArgument, "join request: " + st.message());
+  if (Status st = validate_join_request(request); !st)
+    return error(StatusCode::kInvalidArgument, "join request: " + st.message());
 
   dealer = zmq::socket_t(context, zmq::socket_type::dealer);
   dealer.set(zmq::sockopt::linger, 0);
@@ -271,19 +283,24 @@ Result<Joined> CoordinatorClient::Impl::handshake(const ClientConfig& config, De
     heard_back = true;
     auto decoded = decode_envelope(msg.to_string_view());
     if (!decoded) {
-      log("ignored malformed message from coordinator " + endpoint + ": " + decoded.status().message());
+      log("ignored malformed message from coordinator " + endpoint + ": " +
+          decoded.status().message());
       continue;
     }
     const control::Envelope& env = *decoded;
     switch (env.body_case()) {
       case control::Envelope::kChallenge: {
         auto nonce = nonce_from_bytes(env.challenge().nonce());
-        if (!nonce) return error(StatusCode::kBadFrame, "coordinator " + endpoint + " sent a bad challenge: " + nonce.status().message());
+        if (!nonce)
+          return error(
+              StatusCode::kBadFrame,
+              "coordinator " + endpoint + " sent a bad challenge: " + nonce.status().message());
         server_nonce = *nonce;
         client_nonce = random_nonce();
         control::Envelope proof;
         proof.mutable_join_proof()->set_client_nonce(to_bytes(client_nonce));
-        proof.mutable_join_proof()->set_mac(to_bytes(join_proof_mac(config.secret, *server_nonce, client_nonce, name)));
+        proof.mutable_join_proof()->set_mac(
+            to_bytes(join_proof_mac(config.secret, *server_nonce, client_nonce, name)));
         send_envelope(dealer, proof);
         break;
       }
@@ -293,26 +310,36 @@ Result<Joined> CoordinatorClient::Impl::handshake(const ClientConfig& config, De
         log(what);
         switch (rej.kind()) {
           case control::JoinRejected::AUTH_FAILED: return error(StatusCode::kAuthFailed, what);
-          case control::JoinRejected::INVALID_REQUEST: return error(StatusCode::kInvalidArgument, what);
+          case control::JoinRejected::INVALID_REQUEST:
+            return error(StatusCode::kInvalidArgument, what);
           // COOLDOWN (evicted as a straggler lately), FULL, ...: retry later.
           default: return error(StatusCode::kUnavailable, what);
         }
       }
       case control::Envelope::kJoinAccepted: {
         const auto& acc = env.join_accepted();
-        if (!server_nonce) return error(StatusCode::kBadFrame, "coordinator " + endpoint + " accepted a join it never challenged");
+        if (!server_nonce)
+          return error(StatusCode::kBadFrame,
+                       "coordinator " + endpoint + " accepted a join it never challenged");
         auto their_mac = mac_from_bytes(acc.coordinator_mac());
-        if (!their_mac || !macs_equal(*their_mac, coordinator_proof_mac(config.secret, *server_nonce, client_nonce, acc.member_id()))) {
+        if (!their_mac ||
+            !macs_equal(*their_mac, coordinator_proof_mac(config.secret, *server_nonce,
+                                                          client_nonce, acc.member_id()))) {
           const std::string what = "coordinator " + endpoint +
-                                   " could not prove the cluster secret (its secret differs from ours, or it is not our coordinator)";
+                                   " could not prove the cluster secret (its secret differs from "
+                                   "ours, or it is not our coordinator)";
           log(what);
           return error(StatusCode::kAuthFailed, what);
         }
         View admitted;
         if (acc.has_view() && acc.view().epoch() > 0) {
           auto v = view_from_proto(acc.view());
-          if (!v) return error(StatusCode::kBadFrame, "coordinator " + endpoint + " sent a bad view: " + v.status().message());
-          if (!v->contains(acc.member_id())) return error(StatusCode::kBadFrame, "coordinator " + endpoint + " admitted us in a view without us");
+          if (!v)
+            return error(StatusCode::kBadFrame,
+                         "coordinator " + endpoint + " sent a bad view: " + v.status().message());
+          if (!v->contains(acc.member_id()))
+            return error(StatusCode::kBadFrame,
+                         "coordinator " + endpoint + " admitted us in a view without us");
           admitted = std::move(v).value();
         }
         {
@@ -327,7 +354,8 @@ Result<Joined> CoordinatorClient::Impl::handshake(const ClientConfig& config, De
           last_ack = now;
         }
         publish_view(admitted);
-        log("joined coordinator " + endpoint + " as member " + std::to_string(acc.member_id()) + " (" + name + ")");
+        log("joined coordinator " + endpoint + " as member " + std::to_string(acc.member_id()) +
+            " (" + name + ")");
         // The worker thread takes the sockets over; starting it is the memory barrier.
         const std::string wake_endpoint = "inproc://tributary-client-wake";
         wake_rx = zmq::socket_t(context, zmq::socket_type::pair);
@@ -338,15 +366,18 @@ Result<Joined> CoordinatorClient::Impl::handshake(const ClientConfig& config, De
         return Joined{acc.member_id(), admitted};
       }
       default:
-        log(std::string("ignored unexpected ") + std::string(body_name(env.body_case())) + " during join from " + endpoint);
+        log(std::string("ignored unexpected ") + std::string(body_name(env.body_case())) +
+            " during join from " + endpoint);
         break;
     }
   }
   if (!heard_back) {
     return error(StatusCode::kUnavailable,
-                 "no answer from coordinator " + endpoint + " by the deadline (unreachable, or not a Tributary coordinator)");
+                 "no answer from coordinator " + endpoint +
+                     " by the deadline (unreachable, or not a Tributary coordinator)");
   }
-  return error(StatusCode::kTimedOut, "join handshake with coordinator " + endpoint + " did not finish by the deadline");
+  return error(StatusCode::kTimedOut,
+               "join handshake with coordinator " + endpoint + " did not finish by the deadline");
 }
 
 void CoordinatorClient::Impl::publish_view(View v) {
@@ -375,7 +406,8 @@ void CoordinatorClient::Impl::run() {
       }
       for (const auto& e : out) send_envelope(dealer, e);
     };
-    zmq::pollitem_t items[] = {{wake_rx.handle(), 0, ZMQ_POLLIN, 0}, {dealer.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::pollitem_t items[] = {{wake_rx.handle(), 0, ZMQ_POLLIN, 0},
+                               {dealer.handle(), 0, ZMQ_POLLIN, 0}};
     zmq::poll(items, 2, milliseconds(poll_timeout_ms(now, next_heartbeat)));
     now = std::chrono::steady_clock::now();
     if (items[0].revents & ZMQ_POLLIN) {
@@ -392,7 +424,8 @@ void CoordinatorClient::Impl::run() {
       while (dealer.recv(msg, zmq::recv_flags::dontwait)) {
         auto decoded = decode_envelope(msg.to_string_view());
         if (!decoded) {
-          log("ignored malformed message from coordinator " + endpoint + ": " + decoded.status().message());
+          log("ignored malformed message from coordinator " + endpoint + ": " +
+              decoded.status().message());
           continue;
         }
         handle(*decoded, now);
@@ -422,7 +455,8 @@ void CoordinatorClient::Impl::run() {
       }
       // Ready is repeated until its Go arrives: a lost one (a coordinator restart, a full
       // pipe) must not stall the view change.
-      if (pending_ready && !(last_go && last_go->epoch >= pending_ready->epoch) && pending_ready->epoch >= view.epoch) {
+      if (pending_ready && !(last_go && last_go->epoch >= pending_ready->epoch) &&
+          pending_ready->epoch >= view.epoch) {
         ready_env.emplace();
         auto* r = ready_env->mutable_ready();
         r->set_member_id(id);
@@ -456,13 +490,11 @@ void CoordinatorClient::Impl::handle(const control::Envelope& env, TimePoint now
     switch (env.body_case()) {
       case control::Envelope::kChallenge:
       case control::Envelope::kJoinAccepted:
-      case control::Envelope::kJoinRejected:
-        return handle_resume(env, now);
+      case control::Envelope::kJoinRejected: return handle_resume(env, now);
       case control::Envelope::kEvicted:
       case control::Envelope::kHeartbeatAck:
         return;  // answers to what we sent before the restart was noticed
-      default:
-        break;
+      default: break;
     }
   }
   switch (env.body_case()) {
@@ -473,7 +505,8 @@ void CoordinatorClient::Impl::handle(const control::Envelope& env, TimePoint now
         return;
       }
       if (!v->contains(id)) {
-        log("ignored view epoch " + std::to_string(v->epoch) + " that does not include member " + std::to_string(id));
+        log("ignored view epoch " + std::to_string(v->epoch) + " that does not include member " +
+            std::to_string(id));
         return;
       }
       publish_view(std::move(v).value());
@@ -499,9 +532,11 @@ void CoordinatorClient::Impl::handle(const control::Envelope& env, TimePoint now
           std::lock_guard lock(mu);
           if (left || evicted || leaving) return;
         }
-        return start_resume(now, ev.instance_id() != instance_id
-                                     ? "coordinator restarted (new instance " + std::to_string(ev.instance_id()) + ")"
-                                     : std::string("the coordinator no longer knows this connection"));
+        return start_resume(
+            now,
+            ev.instance_id() != instance_id
+                ? "coordinator restarted (new instance " + std::to_string(ev.instance_id()) + ")"
+                : std::string("the coordinator no longer knows this connection"));
       }
       return mark_evicted(ev.reason());
     }
@@ -529,7 +564,8 @@ void CoordinatorClient::Impl::handle(const control::Envelope& env, TimePoint now
       return;
     }
     default:
-      log(std::string("ignored unexpected ") + std::string(body_name(env.body_case())) + " from coordinator " + endpoint);
+      log(std::string("ignored unexpected ") + std::string(body_name(env.body_case())) +
+          " from coordinator " + endpoint);
       return;
   }
 }
@@ -539,10 +575,12 @@ Result<View> CoordinatorClient::wait_for_view(Epoch min_epoch, Deadline deadline
   if (impl_->id == 0) return error(StatusCode::kInvalidArgument, "wait_for_view() before join()");
   auto done = [&] { return impl_->view.epoch >= min_epoch || impl_->evicted || impl_->left; };
   if (!wait_until(impl_->cv, lock, deadline, done)) {
-    return error(StatusCode::kTimedOut, "no view with epoch >= " + std::to_string(min_epoch) + " by the deadline (holding epoch " +
+    return error(StatusCode::kTimedOut, "no view with epoch >= " + std::to_string(min_epoch) +
+                                            " by the deadline (holding epoch " +
                                             std::to_string(impl_->view.epoch) + ")");
   }
-  if (impl_->evicted) return error(StatusCode::kEvicted, "removed by the coordinator: " + impl_->evicted_reason);
+  if (impl_->evicted)
+    return error(StatusCode::kEvicted, "removed by the coordinator: " + impl_->evicted_reason);
   if (impl_->left) return error(StatusCode::kAborted, "this member left");
   return impl_->view;
 }
@@ -562,12 +600,14 @@ void CoordinatorClient::set_step(std::uint64_t step) { impl_->step.store(step); 
 Status CoordinatorClient::health() const {
   std::lock_guard lock(impl_->mu);
   if (impl_->id == 0) return error(StatusCode::kUnavailable, "not joined");
-  if (impl_->evicted) return error(StatusCode::kEvicted, "removed by the coordinator: " + impl_->evicted_reason);
+  if (impl_->evicted)
+    return error(StatusCode::kEvicted, "removed by the coordinator: " + impl_->evicted_reason);
   if (impl_->left) return error(StatusCode::kAborted, "this member left");
   const auto silent = std::chrono::steady_clock::now() - impl_->last_ack;
   if (silent > 5 * impl_->interval) {
-    return error(StatusCode::kUnavailable, "coordinator " + impl_->endpoint + " acknowledged no heartbeat for " +
-                                               std::to_string(duration_cast<milliseconds>(silent).count()) + " ms");
+    return error(StatusCode::kUnavailable,
+                 "coordinator " + impl_->endpoint + " acknowledged no heartbeat for " +
+                     std::to_string(duration_cast<milliseconds>(silent).count()) + " ms");
   }
   return Status::ok();
 }
@@ -583,7 +623,8 @@ Status CoordinatorClient::leave(Deadline deadline) {
   std::unique_lock lock(impl_->mu);
   auto done = [&] { return impl_->left || impl_->evicted; };
   if (!wait_until(impl_->cv, lock, deadline, done)) {
-    return error(StatusCode::kTimedOut, "coordinator " + impl_->endpoint + " did not acknowledge the leave by the deadline");
+    return error(StatusCode::kTimedOut, "coordinator " + impl_->endpoint +
+                                            " did not acknowledge the leave by the deadline");
   }
   return Status::ok();
 }
@@ -603,17 +644,21 @@ Result<Go> CoordinatorClient::ready(const ViewReady& r, Deadline deadline) {
   std::unique_lock lock(impl_->mu);
   auto& im = *impl_;
   auto done = [&] {
-    return (im.last_go && im.last_go->epoch >= r.epoch) || im.view.epoch > r.epoch || im.evicted || im.left;
+    return (im.last_go && im.last_go->epoch >= r.epoch) || im.view.epoch > r.epoch || im.evicted ||
+           im.left;
   };
   if (!wait_until(im.cv, lock, deadline, done)) {
-    return error(StatusCode::kTimedOut, "no Go for epoch " + std::to_string(r.epoch) + " by the deadline");
+    return error(StatusCode::kTimedOut,
+                 "no Go for epoch " + std::to_string(r.epoch) + " by the deadline");
   }
-  if (im.evicted) return error(StatusCode::kEvicted, "removed by the coordinator: " + im.evicted_reason);
+  if (im.evicted)
+    return error(StatusCode::kEvicted, "removed by the coordinator: " + im.evicted_reason);
   if (im.left) return error(StatusCode::kAborted, "this member left");
   if (im.last_go && im.last_go->epoch == r.epoch) return *im.last_go;
-  return error(StatusCode::kAborted, "epoch " + std::to_string(r.epoch) + " was superseded by epoch " +
-                                         std::to_string(std::max(im.view.epoch, im.last_go ? im.last_go->epoch : 0)) +
-                                         " before its Go");
+  return error(StatusCode::kAborted,
+               "epoch " + std::to_string(r.epoch) + " was superseded by epoch " +
+                   std::to_string(std::max(im.view.epoch, im.last_go ? im.last_go->epoch : 0)) +
+                   " before its Go");
 }
 
 void CoordinatorClient::report_failure(Epoch epoch, MemberId suspect, const std::string& detail) {
@@ -637,7 +682,8 @@ void CoordinatorClient::report_step(std::uint64_t step, double compute_seconds) 
   t->set_step(step);
   t->set_compute_seconds(compute_seconds);
   t->set_arrival_unix_ns(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                             std::chrono::system_clock::now().time_since_epoch()).count());
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count());
   impl_->post(std::move(env));
 }
 

@@ -44,7 +44,7 @@ struct ClientConfig {
   std::string zone;          // zone label, may be empty
   std::string data_address;  // "host:port" of this agent's data-plane listener
   std::vector<std::string> capabilities;
-  std::string name;          // empty: "<host>/<process name>:<pid>"
+  std::string name;                // empty: "<host>/<process name>:<pid>"
   Duration heartbeat_interval{0};  // zero: the interval the coordinator advertises
 };
 
@@ -75,7 +75,8 @@ class CoordinatorClient {
  public:
   // `metrics`, when given, gets gauges tributary_membership_size and tributary_epoch for
   // the view this agent holds (one client per registry). It must outlive the client.
-  explicit CoordinatorClient(LogSink log = stderr_log_sink("agent"), prometheus::Registry* metrics = nullptr);
+  explicit CoordinatorClient(LogSink log = stderr_log_sink("agent"),
+                             prometheus::Registry* metrics = nullptr);
   ~CoordinatorClient();
   CoordinatorClient(const CoordinatorClient&) = delete;
   CoordinatorClient& operator=(const CoordinatorClient&) = delete;

@@ -19,7 +19,7 @@ namespace tributary::membership {
 Mac join_proof_mac(std::string_view secret, const Nonce& server_nonce, const Nonce& client_nonce,
                    std::string_view member_name);
 Mac resume_proof_mac(std::string_view secret, const Nonce& server_nonce, const Nonce& client_nonce,
-                      std::uint64_t member_id, std::string_view member_name);
+                     std::uint64_t member_id, std::string_view member_name);
 Mac coordinator_proof_mac(std::string_view secret, const Nonce& server_nonce,
                           const Nonce& client_nonce, std::uint64_t member_id);
 

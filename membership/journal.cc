@@ -20,16 +20,19 @@ void put_u32(std::string& out, std::uint32_t v) {
 }
 std::uint32_t get_u32(const char* p) {
   std::uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<std::uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    v |= static_cast<std::uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
 }
 std::uint32_t crc(std::string_view bytes) {
-  return static_cast<std::uint32_t>(
-      ::crc32(::crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size())));
+  return static_cast<std::uint32_t>(::crc32(::crc32(0L, Z_NULL, 0),
+                                            reinterpret_cast<const Bytef*>(bytes.data()),
+                                            static_cast<uInt>(bytes.size())));
 }
 
 Status io_error(const std::string& what, const std::string& path) {
-  return error(StatusCode::kInternal, "journal " + path + ": " + what + ": " + std::strerror(errno));
+  return error(StatusCode::kInternal,
+               "journal " + path + ": " + what + ": " + std::strerror(errno));
 }
 
 }  // namespace
@@ -60,7 +63,8 @@ JournalState replay_journal(std::string_view bytes) {
   JournalState state;
   std::size_t pos = 0;
   while (pos < bytes.size()) {
-    const std::string at = " at offset " + std::to_string(pos) + " (record " + std::to_string(state.records + 1) + ")";
+    const std::string at =
+        " at offset " + std::to_string(pos) + " (record " + std::to_string(state.records + 1) + ")";
     if (bytes.size() - pos < kHeaderBytes) {
       state.warning = "truncated record header" + at;
       break;
@@ -96,8 +100,12 @@ JournalState replay_journal(std::string_view bytes) {
       state.last_epoch = record.epoch();
       state.members.clear();
       for (const auto& pm : record.members()) {
-        state.members.push_back({pm.id(), {pm.name(), pm.host(), pm.zone(), pm.data_address(),
-                                           {pm.capabilities().begin(), pm.capabilities().end()}}});
+        state.members.push_back({pm.id(),
+                                 {pm.name(),
+                                  pm.host(),
+                                  pm.zone(),
+                                  pm.data_address(),
+                                  {pm.capabilities().begin(), pm.capabilities().end()}}});
         state.last_member_id = std::max<MemberId>(state.last_member_id, pm.id());
       }
     }
@@ -125,7 +133,8 @@ Result<std::unique_ptr<Journal>> Journal::open(const std::string& path, JournalS
   }
   *state = replay_journal(bytes);
   if (state->valid_bytes < bytes.size()) {
-    if (::ftruncate(fd, static_cast<off_t>(state->valid_bytes)) != 0) return io_error("cannot cut the bad tail", path);
+    if (::ftruncate(fd, static_cast<off_t>(state->valid_bytes)) != 0)
+      return io_error("cannot cut the bad tail", path);
     if (::fsync(fd) != 0) return io_error("cannot fsync", path);
   }
   if (::lseek(fd, 0, SEEK_END) < 0) return io_error("cannot seek", path);

@@ -12,7 +12,9 @@ namespace tributary::membership {
 namespace {
 
 // t + d without overflowing past TimePoint::max().
-TimePoint add(TimePoint t, Duration d) { return t >= TimePoint::max() - d ? TimePoint::max() : t + d; }
+TimePoint add(TimePoint t, Duration d) {
+  return t >= TimePoint::max() - d ? TimePoint::max() : t + d;
+}
 
 std::string seconds_text(double s) {
   char buf[32];
@@ -51,8 +53,11 @@ std::string_view to_string(ViewCause cause) {
 }
 
 Membership::Membership(MembershipConfig config)
-    : config_(std::move(config)), last_epoch_(config_.last_epoch), last_id_(config_.last_member_id) {
-  TRIB_CHECK(config_.initial_world_size >= 1) << "initial_world_size must be validated by the caller";
+    : config_(std::move(config)),
+      last_epoch_(config_.last_epoch),
+      last_id_(config_.last_member_id) {
+  TRIB_CHECK(config_.initial_world_size >= 1)
+      << "initial_world_size must be validated by the caller";
   TRIB_CHECK(config_.heartbeat_timeout > Duration::zero()) << "heartbeat_timeout must be positive";
   TRIB_CHECK(validate(config_.straggler).is_ok()) << validate(config_.straggler).message();
   // A restarted coordinator that issued views before never gathers an initial world again.
@@ -74,7 +79,8 @@ bool Membership::ready_round_waiting() const {
 }
 
 bool Membership::joiners_pending() const {
-  return std::any_of(peers_.begin(), peers_.end(), [](const auto& e) { return e.second.phase == PeerPhase::kPending; });
+  return std::any_of(peers_.begin(), peers_.end(),
+                     [](const auto& e) { return e.second.phase == PeerPhase::kPending; });
 }
 
 Result<JoinDecision> Membership::join(MemberLabels labels, TimePoint now) {
@@ -85,8 +91,10 @@ Result<JoinDecision> Membership::join(MemberLabels labels, TimePoint now) {
   std::erase_if(cooldown_until_, [now](const auto& e) { return e.second <= now; });
   if (auto it = cooldown_until_.find(labels.name); it != cooldown_until_.end()) {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(it->second - now).count();
-    return error(StatusCode::kEvicted, "'" + labels.name + "' was evicted as a straggler; it may rejoin after the cool-down, in " +
-                                           std::to_string(ms) + " ms");
+    return error(StatusCode::kEvicted,
+                 "'" + labels.name +
+                     "' was evicted as a straggler; it may rejoin after the cool-down, in " +
+                     std::to_string(ms) + " ms");
   }
   PeerState peer;
   peer.id = ++last_id_;
@@ -133,12 +141,14 @@ void Membership::restore(std::vector<std::pair<MemberId, MemberLabels>> members,
 Result<JoinDecision> Membership::resume(MemberId id, MemberLabels labels, TimePoint now) {
   auto it = peers_.find(id);
   if (it == peers_.end()) {
-    return error(StatusCode::kInvalidArgument, "member " + std::to_string(id) + " is not a member (removed, or never journaled)");
+    return error(StatusCode::kInvalidArgument,
+                 "member " + std::to_string(id) + " is not a member (removed, or never journaled)");
   }
   PeerState& peer = it->second;
   if (peer.labels.name != labels.name) {
-    return error(StatusCode::kInvalidArgument, "member " + std::to_string(id) + " is '" + peer.labels.name + "', not '" +
-                                                   labels.name + "'");
+    return error(StatusCode::kInvalidArgument, "member " + std::to_string(id) + " is '" +
+                                                   peer.labels.name + "', not '" + labels.name +
+                                                   "'");
   }
   peer.last_heartbeat = std::max(peer.last_heartbeat, now);
   JoinDecision out;
@@ -146,8 +156,9 @@ Result<JoinDecision> Membership::resume(MemberId id, MemberLabels labels, TimePo
   if (peer.phase != PeerPhase::kResuming) return out;  // a reconnect: known again, nothing changes
   peer.labels = std::move(labels);
   peer.phase = PeerPhase::kWaiting;
-  const bool all_back = std::none_of(peers_.begin(), peers_.end(),
-                                     [](const auto& e) { return e.second.phase == PeerPhase::kResuming; });
+  const bool all_back = std::none_of(peers_.begin(), peers_.end(), [](const auto& e) {
+    return e.second.phase == PeerPhase::kResuming;
+  });
   if (all_back) out.decisions = finish_resume(now);
   return out;
 }
@@ -176,10 +187,12 @@ Decisions Membership::leave(MemberId id, TimePoint now) {
 
 Decisions Membership::remove(MemberId id, RemovalReason reason, TimePoint now) {
   if (!peers_.contains(id)) return {};
-  return remove_all({{id, reason}}, reason == RemovalReason::kLeft ? ViewCause::kLeave : ViewCause::kFailure, now);
+  return remove_all({{id, reason}},
+                    reason == RemovalReason::kLeft ? ViewCause::kLeave : ViewCause::kFailure, now);
 }
 
-HeartbeatDecision Membership::heartbeat(MemberId id, Epoch known_epoch, std::uint64_t step, TimePoint now) {
+HeartbeatDecision Membership::heartbeat(MemberId id, Epoch known_epoch, std::uint64_t step,
+                                        TimePoint now) {
   HeartbeatDecision out;
   out.current_epoch = view_.epoch;
   out.joiners_pending = joiners_pending();
@@ -220,7 +233,8 @@ std::optional<GoDecision> Membership::maybe_go() {
     const PeerState& p = peers_.at(m.id);
     if (!p.ready || p.ready->epoch != view_.epoch) return std::nullopt;
     all.push_back(*p.ready);
-    const bool was_started = std::binary_search(started_members_.begin(), started_members_.end(), m.id);
+    const bool was_started =
+        std::binary_search(started_members_.begin(), started_members_.end(), m.id);
     if (was_started) {
       survivors.push_back(*p.ready);
       if (go.state_source == 0) go.state_source = m.id;  // members are by rank
@@ -230,7 +244,8 @@ std::optional<GoDecision> Membership::maybe_go() {
   }
   // Nobody survived from a started view: nobody has state to give (a fresh start).
   if (go.state_source == 0) go.joiners.clear();
-  go.commit_through = commit_through(survivors.empty() ? std::span<const ReadyReport>(all) : survivors);
+  go.commit_through =
+      commit_through(survivors.empty() ? std::span<const ReadyReport>(all) : survivors);
   for (const auto& m : view_.members) go.recipients.push_back(m.id);
   go_sent_ = true;
   started_epoch_ = view_.epoch;
@@ -246,7 +261,8 @@ Decisions Membership::boundary(MemberId id, Epoch epoch, bool leaving, TimePoint
   PeerState& peer = peers_.at(id);
   peer.boundary_epoch = epoch;
   peer.leaving = leaving;
-  if (boundary_deadline_ == TimePoint::max()) boundary_deadline_ = add(now, config_.boundary_timeout);
+  if (boundary_deadline_ == TimePoint::max())
+    boundary_deadline_ = add(now, config_.boundary_timeout);
   for (const auto& m : view_.members) {
     if (peers_.at(m.id).boundary_epoch != epoch) return {};
   }
@@ -257,22 +273,29 @@ Decisions Membership::finish_boundary(TimePoint now, const Gone& silent) {
   Gone gone = silent;
   for (const auto& m : view_.members) {
     const PeerState& p = peers_.at(m.id);
-    const bool already = std::any_of(gone.begin(), gone.end(), [&](const auto& g) { return g.first == m.id; });
-    if (!already && p.boundary_epoch == view_.epoch && p.leaving) gone.emplace_back(m.id, RemovalReason::kLeft);
+    const bool already =
+        std::any_of(gone.begin(), gone.end(), [&](const auto& g) { return g.first == m.id; });
+    if (!already && p.boundary_epoch == view_.epoch && p.leaving)
+      gone.emplace_back(m.id, RemovalReason::kLeft);
   }
   return remove_all(gone, ViewCause::kBoundary, now, /*force=*/true, /*admit_joiners=*/true);
 }
 
-Decisions Membership::failure_report(MemberId reporter, Epoch epoch, MemberId suspect, TimePoint now) {
+Decisions Membership::failure_report(MemberId reporter, Epoch epoch, MemberId suspect,
+                                     TimePoint now) {
   if (!in_view(reporter) || epoch != view_.epoch) return {};
   suspicions_.push_back({reporter, suspect, epoch, now});
   return check_suspicions(now);
 }
 
 Decisions Membership::check_suspicions(TimePoint now) {
-  std::erase_if(suspicions_, [this](const Suspicion& s) { return s.epoch != view_.epoch || !in_view(s.reporter); });
+  std::erase_if(suspicions_, [this](const Suspicion& s) {
+    return s.epoch != view_.epoch || !in_view(s.reporter);
+  });
   if (suspicions_.empty()) return {};
-  auto silent = [&](MemberId id) { return in_view(id) && now - peers_.at(id).last_heartbeat > config_.confirm_silence; };
+  auto silent = [&](MemberId id) {
+    return in_view(id) && now - peers_.at(id).last_heartbeat > config_.confirm_silence;
+  };
   std::set<MemberId> confirmed;
   for (const auto& s : suspicions_) {
     if (s.suspect != 0) {
@@ -292,10 +315,11 @@ Decisions Membership::check_suspicions(TimePoint now) {
     if (now - s.reported_at > config_.heartbeat_timeout) {
       // The suspect keeps heartbeating and the reporter can still talk: the epoch's links
       // are broken, not a member. A fresh epoch with the same members rebuilds them.
-      const std::string line = "failure report by member " + std::to_string(s.reporter) + " about " +
-                               (s.suspect ? "member " + std::to_string(s.suspect) : std::string("an unknown peer")) +
-                               " in epoch " + std::to_string(s.epoch) +
-                               " not confirmed (suspect alive): new view with the same members to rebuild the links";
+      const std::string line =
+          "failure report by member " + std::to_string(s.reporter) + " about " +
+          (s.suspect ? "member " + std::to_string(s.suspect) : std::string("an unknown peer")) +
+          " in epoch " + std::to_string(s.epoch) +
+          " not confirmed (suspect alive): new view with the same members to rebuild the links";
       Decisions out = remove_all({}, ViewCause::kLinkRebuild, now, /*force=*/true);
       out.log.push_back(line);
       return out;
@@ -304,7 +328,8 @@ Decisions Membership::check_suspicions(TimePoint now) {
   return {};
 }
 
-Decisions Membership::step_timing(MemberId id, std::uint64_t step, double compute_seconds, TimePoint now) {
+Decisions Membership::step_timing(MemberId id, std::uint64_t step, double compute_seconds,
+                                  TimePoint now) {
   if (!config_.straggler.enabled || !in_view(id)) return {};
   step_times_[step][id] = compute_seconds;
   // Bounded: steps that never complete (a member left mid-step) age out.
@@ -332,10 +357,11 @@ Decisions Membership::evaluate_step(std::uint64_t step, TimePoint now) {
     record_verdict(sc, p.lag_history, v.straggler);
     if (!v.straggler) continue;
     const std::size_t n = straggling_steps(p.lag_history);
-    out.log.push_back("straggler: member " + std::to_string(v.id) + " ('" + p.labels.name + "') computed step " +
-                      std::to_string(step) + " in " + seconds_text(v.seconds) + " > " + std::to_string(sc.k) +
-                      " x median " + seconds_text(median) + " (" + std::to_string(n) + " of its last " +
-                      std::to_string(p.lag_history.size()) + " steps, evicts at " + std::to_string(sc.m) + ")");
+    out.log.push_back(
+        "straggler: member " + std::to_string(v.id) + " ('" + p.labels.name + "') computed step " +
+        std::to_string(step) + " in " + seconds_text(v.seconds) + " > " + std::to_string(sc.k) +
+        " x median " + seconds_text(median) + " (" + std::to_string(n) + " of its last " +
+        std::to_string(p.lag_history.size()) + " steps, evicts at " + std::to_string(sc.m) + ")");
     if (should_evict(sc, p.lag_history)) candidates.emplace_back(n, v.id);
   }
   std::sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
@@ -346,17 +372,20 @@ Decisions Membership::evaluate_step(std::uint64_t step, TimePoint now) {
   for (const auto& [n, id] : candidates) {
     PeerState& p = peers_.at(id);
     if (size <= sc.min_world_size) {
-      out.log.push_back("straggler: member " + std::to_string(id) + " ('" + p.labels.name + "') kept: evicting it would leave " +
-                        std::to_string(size - 1) + " members, below min_world_size " + std::to_string(sc.min_world_size));
+      out.log.push_back("straggler: member " + std::to_string(id) + " ('" + p.labels.name +
+                        "') kept: evicting it would leave " + std::to_string(size - 1) +
+                        " members, below min_world_size " + std::to_string(sc.min_world_size));
       continue;
     }
     --size;
     gone.emplace_back(id, RemovalReason::kStraggler);
     cooldown_until_[p.labels.name] = add(now, sc.cooldown);
-    out.log.push_back("straggler: evicting member " + std::to_string(id) + " ('" + p.labels.name + "'): straggled in " +
-                      std::to_string(n) + " of its last " + std::to_string(p.lag_history.size()) +
-                      " steps; it may rejoin after " +
-                      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(sc.cooldown).count()) + " ms");
+    out.log.push_back(
+        "straggler: evicting member " + std::to_string(id) + " ('" + p.labels.name +
+        "'): straggled in " + std::to_string(n) + " of its last " +
+        std::to_string(p.lag_history.size()) + " steps; it may rejoin after " +
+        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(sc.cooldown).count()) +
+        " ms");
   }
   if (gone.empty()) return out;
   Decisions removal = remove_all(gone, ViewCause::kStraggler, now);
@@ -368,10 +397,12 @@ Decisions Membership::tick(TimePoint now) {
   if (resume_deadline_ != TimePoint::max() && now > resume_deadline_) return finish_resume(now);
   Gone gone;
   auto add_gone = [&](MemberId id, RemovalReason reason) {
-    if (std::none_of(gone.begin(), gone.end(), [id](const auto& g) { return g.first == id; })) gone.emplace_back(id, reason);
+    if (std::none_of(gone.begin(), gone.end(), [id](const auto& g) { return g.first == id; }))
+      gone.emplace_back(id, reason);
   };
   for (const auto& [id, peer] : peers_) {
-    if (peer.phase != PeerPhase::kResuming && now - peer.last_heartbeat > config_.heartbeat_timeout) {
+    if (peer.phase != PeerPhase::kResuming &&
+        now - peer.last_heartbeat > config_.heartbeat_timeout) {
       add_gone(id, RemovalReason::kHeartbeatTimeout);
     }
   }
@@ -383,7 +414,8 @@ Decisions Membership::tick(TimePoint now) {
   }
   if (now > boundary_deadline_) {
     for (const auto& m : view_.members) {
-      if (peers_.at(m.id).boundary_epoch != view_.epoch) add_gone(m.id, RemovalReason::kBoundaryTimeout);
+      if (peers_.at(m.id).boundary_epoch != view_.epoch)
+        add_gone(m.id, RemovalReason::kBoundaryTimeout);
     }
     return finish_boundary(now, gone);
   }
@@ -406,7 +438,8 @@ TimePoint Membership::next_expiry() const {
     next = std::min(next, add(s.reported_at, config_.heartbeat_timeout + Duration{1}));
     for (const auto& m : view_.members) {
       if (s.suspect != 0 && s.suspect != m.id) continue;
-      next = std::min(next, add(peers_.at(m.id).last_heartbeat, config_.confirm_silence + Duration{1}));
+      next = std::min(next,
+                      add(peers_.at(m.id).last_heartbeat, config_.confirm_silence + Duration{1}));
     }
   }
   return next;
@@ -417,7 +450,8 @@ const PeerState* Membership::find(MemberId id) const {
   return it == peers_.end() ? nullptr : &it->second;
 }
 
-Decisions Membership::remove_all(const Gone& gone, ViewCause cause, TimePoint now, bool force, bool admit_joiners) {
+Decisions Membership::remove_all(const Gone& gone, ViewCause cause, TimePoint now, bool force,
+                                 bool admit_joiners) {
   Decisions out;
   bool view_changed = force;
   for (const auto& [id, reason] : gone) {
@@ -432,8 +466,9 @@ Decisions Membership::remove_all(const Gone& gone, ViewCause cause, TimePoint no
     out.new_view = maybe_issue_view(now, false);  // only if the initial world is (still) complete
     out.cause = ViewCause::kInitial;
   } else if (view_changed) {
-    const bool nobody_left = std::none_of(peers_.begin(), peers_.end(),
-                                          [](const auto& e) { return e.second.phase == PeerPhase::kInView; });
+    const bool nobody_left = std::none_of(peers_.begin(), peers_.end(), [](const auto& e) {
+      return e.second.phase == PeerPhase::kInView;
+    });
     out.new_view = maybe_issue_view(now, admit_joiners || nobody_left);
     out.cause = cause;
   }
@@ -442,8 +477,9 @@ Decisions Membership::remove_all(const Gone& gone, ViewCause cause, TimePoint no
 
 std::optional<View> Membership::maybe_issue_view(TimePoint now, bool admit_joiners) {
   if (!first_view_issued_) {
-    const auto waiting = std::count_if(peers_.begin(), peers_.end(),
-                                       [](const auto& e) { return e.second.phase == PeerPhase::kWaiting; });
+    const auto waiting = std::count_if(peers_.begin(), peers_.end(), [](const auto& e) {
+      return e.second.phase == PeerPhase::kWaiting;
+    });
     if (static_cast<std::size_t>(waiting) < config_.initial_world_size) return std::nullopt;
   }
   first_view_issued_ = true;
@@ -479,7 +515,8 @@ View Membership::build_view(Epoch epoch) const {
   }
   // Ids grow with join order, so the id is the join-order tie-break.
   std::sort(ring.begin(), ring.end(), [](const PeerState* a, const PeerState* b) {
-    return std::tie(a->labels.zone, a->labels.host, a->id) < std::tie(b->labels.zone, b->labels.host, b->id);
+    return std::tie(a->labels.zone, a->labels.host, a->id) <
+           std::tie(b->labels.zone, b->labels.host, b->id);
   });
   View view;
   view.epoch = epoch;
@@ -487,8 +524,8 @@ View Membership::build_view(Epoch epoch) const {
   view.ring.reserve(ring.size());
   for (std::size_t rank = 0; rank < ring.size(); ++rank) {
     const PeerState& p = *ring[rank];
-    view.members.push_back({p.id, static_cast<std::uint32_t>(rank), p.labels.data_address, p.labels.host,
-                            p.labels.zone, p.labels.capabilities});
+    view.members.push_back({p.id, static_cast<std::uint32_t>(rank), p.labels.data_address,
+                            p.labels.host, p.labels.zone, p.labels.capabilities});
     view.ring.push_back(static_cast<std::uint32_t>(rank));
   }
   return view;

@@ -65,19 +65,19 @@ namespace tributary::membership {
 struct MembershipConfig {
   std::size_t initial_world_size = 1;  // members needed before the first view
   Duration heartbeat_timeout = std::chrono::seconds(1);
-  std::size_t max_members = 4096;      // joins beyond this are refused
-  Epoch last_epoch = 0;                // the first view gets last_epoch + 1
-  MemberId last_member_id = 0;         // the first member gets last_member_id + 1
+  std::size_t max_members = 4096;  // joins beyond this are refused
+  Epoch last_epoch = 0;            // the first view gets last_epoch + 1
+  MemberId last_member_id = 0;     // the first member gets last_member_id + 1
   Duration confirm_silence = std::chrono::milliseconds(300);  // a suspect this silent is dead
-  Duration ready_timeout = std::chrono::seconds(2);     // members must be Ready within this
-  Duration boundary_timeout = std::chrono::seconds(2);  // a boundary waits this for everyone
-  Duration resume_timeout = std::chrono::seconds(3);    // after restore(): wait for resumes
+  Duration ready_timeout = std::chrono::seconds(2);           // members must be Ready within this
+  Duration boundary_timeout = std::chrono::seconds(2);        // a boundary waits this for everyone
+  Duration resume_timeout = std::chrono::seconds(3);          // after restore(): wait for resumes
   StragglerConfig straggler;
 };
 
 // What a joiner says about itself (validated by the caller before join()).
 struct MemberLabels {
-  std::string name;          // for logs
+  std::string name;  // for logs
   std::string host;
   std::string zone;
   std::string data_address;  // "host:port"
@@ -97,13 +97,13 @@ struct PeerState {
   MemberLabels labels;
   PeerPhase phase = PeerPhase::kWaiting;
   TimePoint joined_at{};
-  TimePoint last_heartbeat{};  // the join counts as the first heartbeat
-  Epoch known_epoch = 0;       // latest epoch the member reported
-  std::uint64_t step = 0;      // latest step the member reported
+  TimePoint last_heartbeat{};        // the join counts as the first heartbeat
+  Epoch known_epoch = 0;             // latest epoch the member reported
+  std::uint64_t step = 0;            // latest step the member reported
   std::optional<ReadyReport> ready;  // its last Ready (for the epoch in ready->epoch)
-  Epoch boundary_epoch = 0;    // the epoch of its last boundary request
-  bool leaving = false;        // ... and whether it leaves with that boundary
-  std::deque<bool> lag_history;  // straggler verdicts of its last W evaluated steps
+  Epoch boundary_epoch = 0;          // the epoch of its last boundary request
+  bool leaving = false;              // ... and whether it leaves with that boundary
+  std::deque<bool> lag_history;      // straggler verdicts of its last W evaluated steps
 };
 
 enum class RemovalReason : std::uint8_t {
@@ -168,9 +168,9 @@ struct JoinDecision {
 };
 
 struct HeartbeatDecision {
-  bool known = false;       // false: not a member (removed or never joined)
+  bool known = false;  // false: not a member (removed or never joined)
   Epoch current_epoch = 0;
-  bool resend_view = false; // the member reported an older epoch than its current view
+  bool resend_view = false;  // the member reported an older epoch than its current view
   bool joiners_pending = false;
 };
 
@@ -260,7 +260,7 @@ class Membership {
   std::vector<MemberId> started_members_;
   TimePoint boundary_deadline_ = TimePoint::max();  // max: no boundary in progress
   std::vector<Suspicion> suspicions_;
-  TimePoint resume_deadline_ = TimePoint::max();    // max: not resuming
+  TimePoint resume_deadline_ = TimePoint::max();                    // max: not resuming
   std::map<std::uint64_t, std::map<MemberId, double>> step_times_;  // step -> reports
   std::map<std::string, TimePoint> cooldown_until_;  // evicted straggler name -> earliest rejoin
 };

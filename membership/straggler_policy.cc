@@ -6,7 +6,9 @@
 namespace tributary::membership {
 
 Status validate(const StragglerConfig& c) {
-  auto bad = [](std::string what) { return error(StatusCode::kInvalidArgument, "straggler policy: " + what); };
+  auto bad = [](std::string what) {
+    return error(StatusCode::kInvalidArgument, "straggler policy: " + what);
+  };
   if (!(c.k >= 1.0) || !std::isfinite(c.k)) return bad("k must be a finite number >= 1");
   if (!(c.floor_seconds >= 0.0)) return bad("floor_seconds must be >= 0");
   if (c.w < 1) return bad("W must be >= 1");
@@ -23,8 +25,8 @@ double lower_median(std::vector<double> values) {
   return values[mid];
 }
 
-std::vector<StepVerdict> judge_step(const StragglerConfig& config, const std::map<MemberId, double>& times,
-                                    double* median) {
+std::vector<StepVerdict> judge_step(const StragglerConfig& config,
+                                    const std::map<MemberId, double>& times, double* median) {
   std::vector<double> all;
   all.reserve(times.size());
   for (const auto& [id, t] : times) all.push_back(t);

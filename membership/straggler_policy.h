@@ -23,10 +23,10 @@ namespace tributary::membership {
 
 struct StragglerConfig {
   bool enabled = true;
-  double k = 2.0;                // lag threshold, in multiples of the step's median
-  double floor_seconds = 0.05;   // never a straggler below this compute time
-  std::size_t m = 3;             // straggling steps ...
-  std::size_t w = 5;             // ... out of the last W evaluated steps
+  double k = 2.0;               // lag threshold, in multiples of the step's median
+  double floor_seconds = 0.05;  // never a straggler below this compute time
+  std::size_t m = 3;            // straggling steps ...
+  std::size_t w = 5;            // ... out of the last W evaluated steps
   Duration cooldown = std::chrono::seconds(60);
   std::size_t min_world_size = 2;  // never evict below this many members
 };
@@ -43,8 +43,8 @@ struct StepVerdict {
   bool straggler = false;
 };
 // One verdict per reporter of a complete step, in id order; `median` is set to the median.
-std::vector<StepVerdict> judge_step(const StragglerConfig& config, const std::map<MemberId, double>& times,
-                                    double* median);
+std::vector<StepVerdict> judge_step(const StragglerConfig& config,
+                                    const std::map<MemberId, double>& times, double* median);
 
 // Appends `straggled` to a member's history, keeping the last W.
 void record_verdict(const StragglerConfig& config, std::deque<bool>& history, bool straggled);

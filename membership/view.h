@@ -13,15 +13,15 @@
 
 namespace tributary::membership {
 
-using MemberId = std::uint64_t;    // never reused within a coordinator's lifetime; 0 = none
-using Epoch = std::uint64_t;       // 0 = "no view yet"
+using MemberId = std::uint64_t;  // never reused within a coordinator's lifetime; 0 = none
+using Epoch = std::uint64_t;     // 0 = "no view yet"
 
 struct ViewMember {
   MemberId id = 0;
   std::uint32_t rank = 0;
-  std::string data_address;        // "host:port"
-  std::string host;                // host label
-  std::string zone;                // zone label
+  std::string data_address;  // "host:port"
+  std::string host;          // host label
+  std::string zone;          // zone label
   std::vector<std::string> capabilities;
 
   friend bool operator==(const ViewMember&, const ViewMember&) = default;

@@ -9,6 +9,9 @@ packages=(
   prometheus-cpp-dev prometheus
   libgloo-dev openmpi-bin libopenmpi-dev iperf3
   iproute2 procps python3
+  # dashboards and plots: the console test's browser, Debian's python3 modules the test
+  # and plot scripts import, a font for both to render text with
+  chromium python3-yaml python3-matplotlib fonts-dejavu-core
 )
 missing=()
 for p in "${packages[@]}"; do

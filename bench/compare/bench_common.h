@@ -7,7 +7,8 @@
 //     and every element can be compared with ==;
 //   * the output rows, which bench/compare/aggregate.py parses:
 //       # <system> allreduce np=<N> ...
-//       #       size        count    type   redop        algo     time_us  algbw(GB/s)  busbw(GB/s)  #wrong
+//       #       size        count    type   redop        algo     time_us  algbw(GB/s)  busbw(GB/s)
+//       #wrong
 //     time_us is the average over timed iterations, max over ranks;
 //     algbw = bytes / time; busbw = algbw * 2(n-1)/n (all-reduce).
 // Header-only so the two benchmarks stay one file each plus this.
@@ -46,9 +47,12 @@ inline std::size_t ParseBytes(std::string_view s) {
   if (s.empty()) throw std::invalid_argument("empty size");
   std::size_t mult = 1;
   switch (s.back()) {
-    case 'k': case 'K': mult = std::size_t{1} << 10; break;
-    case 'm': case 'M': mult = std::size_t{1} << 20; break;
-    case 'g': case 'G': mult = std::size_t{1} << 30; break;
+    case 'k':
+    case 'K': mult = std::size_t{1} << 10; break;
+    case 'm':
+    case 'M': mult = std::size_t{1} << 20; break;
+    case 'g':
+    case 'G': mult = std::size_t{1} << 30; break;
     default: break;
   }
   if (mult != 1) s.remove_suffix(1);
@@ -73,17 +77,28 @@ inline SweepOptions ParseArgs(int argc, char** argv) {
     if (i + 1 >= argc) Usage(argv[0], "missing value for " + std::string(a));
     const std::string_view v = argv[++i];
     try {
-      if (a == "-b" || a == "--minbytes") o.min_bytes = ParseBytes(v);
-      else if (a == "-e" || a == "--maxbytes") o.max_bytes = ParseBytes(v);
-      else if (a == "-f" || a == "--stepfactor") o.factor = std::stoull(std::string(v));
-      else if (a == "-n" || a == "--iters") o.iters = std::stoi(std::string(v));
-      else if (a == "-w" || a == "--warmup") o.warmup = std::stoi(std::string(v));
-      else if (a == "--rank") o.rank = std::stoi(std::string(v));
-      else if (a == "--size" || a == "--np") o.size = std::stoi(std::string(v));
-      else if (a == "--store") o.store_dir = v;
-      else if (a == "--algos") o.algos = v;
-      else if (a == "--timeout") o.timeout_s = std::stoi(std::string(v));
-      else Usage(argv[0], "unknown flag " + std::string(a));
+      if (a == "-b" || a == "--minbytes")
+        o.min_bytes = ParseBytes(v);
+      else if (a == "-e" || a == "--maxbytes")
+        o.max_bytes = ParseBytes(v);
+      else if (a == "-f" || a == "--stepfactor")
+        o.factor = std::stoull(std::string(v));
+      else if (a == "-n" || a == "--iters")
+        o.iters = std::stoi(std::string(v));
+      else if (a == "-w" || a == "--warmup")
+        o.warmup = std::stoi(std::string(v));
+      else if (a == "--rank")
+        o.rank = std::stoi(std::string(v));
+      else if (a == "--size" || a == "--np")
+        o.size = std::stoi(std::string(v));
+      else if (a == "--store")
+        o.store_dir = v;
+      else if (a == "--algos")
+        o.algos = v;
+      else if (a == "--timeout")
+        o.timeout_s = std::stoi(std::string(v));
+      else
+        Usage(argv[0], "unknown flag " + std::string(a));
     } catch (const std::logic_error&) {
       Usage(argv[0], "bad value for " + std::string(a) + ": " + std::string(v));
     }
@@ -125,17 +140,17 @@ inline std::int64_t CountWrong(std::span<const float> result, int nranks) {
 }
 
 inline void PrintColumnHeader() {
-  std::printf("#       size        count    type   redop        algo     time_us"
-              "  algbw(GB/s)  busbw(GB/s)  #wrong\n");
+  std::printf(
+      "#       size        count    type   redop        algo     time_us"
+      "  algbw(GB/s)  busbw(GB/s)  #wrong\n");
 }
 
-inline void PrintRow(std::size_t bytes, int nranks, const char* algo,
-                     double seconds, std::int64_t wrong) {
+inline void PrintRow(std::size_t bytes, int nranks, const char* algo, double seconds,
+                     std::int64_t wrong) {
   const double algbw = static_cast<double>(bytes) / seconds / 1e9;
   const double busbw = algbw * 2.0 * (nranks - 1) / nranks;
-  std::printf("%12zu %12zu %7s %7s %11s %11.2f %12.3f %12.3f %7lld\n", bytes,
-              bytes / sizeof(float), "float", "sum", algo, seconds * 1e6, algbw,
-              busbw, static_cast<long long>(wrong));
+  std::printf("%12zu %12zu %7s %7s %11s %11.2f %12.3f %12.3f %7lld\n", bytes, bytes / sizeof(float),
+              "float", "sum", algo, seconds * 1e6, algbw, busbw, static_cast<long long>(wrong));
   std::fflush(stdout);
 }
 

@@ -52,8 +52,7 @@ struct Instance {
 };
 
 template <typename T>
-T ReduceScalar(const Ctx& ctx, T value,
-               void (*fn)(void*, const void*, const void*, size_t)) {
+T ReduceScalar(const Ctx& ctx, T value, void (*fn)(void*, const void*, const void*, size_t)) {
   gloo::AllreduceOptions opts(ctx);
   opts.setOutput(&value, 1);
   opts.setReduceFunction(fn);
@@ -109,16 +108,15 @@ bool Make(const std::string& algo, const Ctx& ctx, Buffers& b, Instance& inst) {
   return true;
 }
 
-void RunOne(const std::string& algo, std::size_t bytes, const SweepOptions& o,
-            const Ctx& ctx) {
+void RunOne(const std::string& algo, std::size_t bytes, const SweepOptions& o, const Ctx& ctx) {
   Buffers b;
   b.in.resize(bytes / sizeof(float));
   tributary::bench::FillPattern(b.in, ctx->rank);
   Instance inst;
   if (!Make(algo, ctx, b, inst)) {
     if (ctx->rank == 0)
-      std::printf("# skipped %s at np=%d (needs np %% %d == 0)\n", algo.c_str(),
-                  ctx->size, ctx->base);
+      std::printf("# skipped %s at np=%d (needs np %% %d == 0)\n", algo.c_str(), ctx->size,
+                  ctx->base);
     return;
   }
 
@@ -132,18 +130,16 @@ void RunOne(const std::string& algo, std::size_t bytes, const SweepOptions& o,
   const auto t1 = std::chrono::steady_clock::now();
   const double mine = std::chrono::duration<double>(t1 - t0).count() / o.iters;
   const double slowest = ReduceScalar<double>(
-      ctx, mine, static_cast<void (*)(void*, const void*, const void*, size_t)>(
-                     &gloo::max<double>));
+      ctx, mine,
+      static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::max<double>));
 
   tributary::bench::FillPattern(*inst.input, ctx->rank);
   if (inst.result != inst.input)
-    std::fill(inst.result->begin(), inst.result->end(),
-              std::numeric_limits<float>::quiet_NaN());
+    std::fill(inst.result->begin(), inst.result->end(), std::numeric_limits<float>::quiet_NaN());
   inst.run();
   const int64_t wrong = ReduceScalar<int64_t>(
       ctx, tributary::bench::CountWrong(*inst.result, ctx->size),
-      static_cast<void (*)(void*, const void*, const void*, size_t)>(
-          &gloo::sum<int64_t>));
+      static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<int64_t>));
 
   if (ctx->rank == 0) tributary::bench::PrintRow(bytes, ctx->size, algo.c_str(), slowest, wrong);
 }
@@ -162,8 +158,7 @@ int main(int argc, char** argv) {
   const SweepOptions o = tributary::bench::ParseArgs(argc, argv);
   if (o.size < 1 || o.rank < 0 || o.rank >= o.size || o.store_dir.empty())
     tributary::bench::Usage(argv[0], "gloo needs --rank, --size and --store");
-  if (static_cast<std::size_t>(std::numeric_limits<int>::max()) <
-      o.max_bytes / sizeof(float))
+  if (static_cast<std::size_t>(std::numeric_limits<int>::max()) < o.max_bytes / sizeof(float))
     tributary::bench::Usage(argv[0], "max size too large for an int count");
   const std::vector<std::string> algos = SplitAlgos(o.algos);
 
@@ -177,9 +172,10 @@ int main(int argc, char** argv) {
   const Ctx ctx = context;
 
   if (o.rank == 0) {
-    std::printf("# gloo allreduce np=%d iters=%d warmup=%d transport=tcp(127.0.0.1) "
-                "version=%d\n",
-                o.size, o.iters, o.warmup, GLOO_VERSION);
+    std::printf(
+        "# gloo allreduce np=%d iters=%d warmup=%d transport=tcp(127.0.0.1) "
+        "version=%d\n",
+        o.size, o.iters, o.warmup, GLOO_VERSION);
     tributary::bench::PrintColumnHeader();
   }
   // Size-major, algorithm-minor: background load drifts over a run, and this

@@ -51,8 +51,7 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   const SweepOptions o = tributary::bench::ParseArgs(argc, argv);
-  if (static_cast<std::size_t>(std::numeric_limits<int>::max()) <
-      o.max_bytes / sizeof(float)) {
+  if (static_cast<std::size_t>(std::numeric_limits<int>::max()) < o.max_bytes / sizeof(float)) {
     if (rank == 0) std::fprintf(stderr, "max size too large for an int count\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
@@ -62,8 +61,8 @@ int main(int argc, char** argv) {
     int len = 0;
     MPI_Get_library_version(version, &len);
     std::string first_line(version, std::find(version, version + len, ','));
-    std::printf("# openmpi allreduce np=%d iters=%d warmup=%d out-of-place (%s)\n",
-                nranks, o.iters, o.warmup, first_line.c_str());
+    std::printf("# openmpi allreduce np=%d iters=%d warmup=%d out-of-place (%s)\n", nranks, o.iters,
+                o.warmup, first_line.c_str());
     tributary::bench::PrintColumnHeader();
   }
   for (std::size_t bytes : tributary::bench::SweepSizes(o)) RunSize(bytes, o, rank, nranks);

@@ -72,8 +72,7 @@ Status parse_line(std::string_view line, const std::string& path, std::size_t li
     const std::string_view text = line.substr(pos, comma - pos);
     ++field;
     if (field > kFieldsPerLine) {
-      return line_error(path, line_no,
-                        "more than " + std::to_string(kFieldsPerLine) + " fields");
+      return line_error(path, line_no, "more than " + std::to_string(kFieldsPerLine) + " fields");
     }
     int value = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -157,9 +156,9 @@ Result<Dataset> load_digits(const std::string& path) {
 Result<TrainTestSplit> split_train_test(const Dataset& all, std::size_t test_size,
                                         std::uint64_t seed) {
   if (test_size >= all.size()) {
-    return error(StatusCode::kInvalidArgument,
-                 "test size " + std::to_string(test_size) + " leaves no training rows out of " +
-                     std::to_string(all.size()));
+    return error(StatusCode::kInvalidArgument, "test size " + std::to_string(test_size) +
+                                                   " leaves no training rows out of " +
+                                                   std::to_string(all.size()));
   }
   std::vector<std::size_t> order(all.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
@@ -182,9 +181,8 @@ std::vector<std::vector<std::size_t>> shard_indices(const Dataset& train, std::s
     return shards;
   }
   // stable_sort keeps index order within a label, so the result needs no seed.
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return train.labels[a] < train.labels[b];
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return train.labels[a] < train.labels[b]; });
   for (std::size_t w = 0; w < workers; ++w) {
     const std::size_t begin = w * order.size() / workers;
     const std::size_t end = (w + 1) * order.size() / workers;

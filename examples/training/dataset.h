@@ -28,8 +28,8 @@ inline constexpr std::uint64_t kDigitsSplitSeed = 20261121;
 
 // Rows of features with their labels. Owns its storage; copies are deep.
 struct Dataset {
-  std::vector<float> features;        // size() * kDigitsFeatures, row-major, in [0, 1]
-  std::vector<std::uint8_t> labels;   // size() entries, each < kDigitsClasses
+  std::vector<float> features;       // size() * kDigitsFeatures, row-major, in [0, 1]
+  std::vector<std::uint8_t> labels;  // size() entries, each < kDigitsClasses
 
   std::size_t size() const { return labels.size(); }
   std::span<const float> row(std::size_t i) const {
@@ -56,8 +56,7 @@ struct TrainTestSplit {
 // A fixed seeded shuffle of all rows, then the last `test_size` rows are the test set.
 // With the defaults on the 1,797 digits: 1,347 train / 450 test, the same on every run.
 // kInvalidArgument when test_size leaves no training rows.
-Result<TrainTestSplit> split_train_test(const Dataset& all,
-                                        std::size_t test_size = kDigitsTestSize,
+Result<TrainTestSplit> split_train_test(const Dataset& all, std::size_t test_size = kDigitsTestSize,
                                         std::uint64_t seed = kDigitsSplitSeed);
 
 enum class Sharding {

@@ -9,7 +9,8 @@ namespace tributary::training {
 float learning_rate_at(const Recipe& recipe, double epochs_done) {
   if (recipe.epochs <= 0) return recipe.learning_rate;
   const double progress = std::min(1.0, std::max(0.0, epochs_done / recipe.epochs));
-  return static_cast<float>(recipe.learning_rate * 0.5 * (1.0 + std::cos(std::numbers::pi * progress)));
+  return static_cast<float>(recipe.learning_rate * 0.5 *
+                            (1.0 + std::cos(std::numbers::pi * progress)));
 }
 
 Sgd make_optimizer(const Recipe& recipe, const GradientCodec& codec, std::size_t num_params) {

@@ -29,10 +29,10 @@
 namespace tributary::training {
 
 struct Recipe {
-  int epochs = 30;               // passes over the training shards
-  std::size_t batch_size = 16;   // per worker
-  float learning_rate = 0.1f;    // at the start; cosine-decayed to 0 at `epochs`
-  float momentum = 0.9f;         // heavy ball (in the optimizer or in the codec)
+  int epochs = 30;              // passes over the training shards
+  std::size_t batch_size = 16;  // per worker
+  float learning_rate = 0.1f;   // at the start; cosine-decayed to 0 at `epochs`
+  float momentum = 0.9f;        // heavy ball (in the optimizer or in the codec)
   // Global gradient-norm bound behind DGC's local clipping (a worker clips to
   // clip_norm / sqrt(world)); applied to sparse codecs only. 0 = off.
   float clip_norm = 2.0f;

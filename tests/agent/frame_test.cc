@@ -7,15 +7,17 @@
 namespace tributary::agent {
 namespace {
 
-FrameHeader sample_header() { return FrameHeader{7, 0x1122334455667788ull, 9, 0xdeadbeef, 4096}; }
+agent::FrameHeader sample_header() {
+  return agent::FrameHeader{7, 0x1122334455667788ull, 9, 0xdeadbeef, 4096};
+}
 
 TEST(FrameTest, HeaderRoundTripsLittleEndian) {
-  const FrameHeaderBytes b = encode_frame_header(sample_header());
+  const agent::FrameHeaderBytes b = encode_frame_header(sample_header());
   // Little-endian on the wire whatever the host: magic "TRBF" reads as text.
   EXPECT_EQ(static_cast<char>(b[0]), 'T');
   EXPECT_EQ(static_cast<char>(b[3]), 'F');
   EXPECT_EQ(b[16], std::byte{0x88});
-  Result<FrameHeader> h = decode_frame_header(b, 1 << 20);
+  Result<agent::FrameHeader> h = decode_frame_header(b, 1 << 20);
   ASSERT_TRUE(h.is_ok()) << h.status().to_string();
   EXPECT_EQ(h->epoch, 7u);
   EXPECT_EQ(h->seq, 0x1122334455667788ull);
@@ -25,9 +27,9 @@ TEST(FrameTest, HeaderRoundTripsLittleEndian) {
 }
 
 TEST(FrameTest, RejectsOversizedLength) {
-  FrameHeader h = sample_header();
+  agent::FrameHeader h = sample_header();
   h.length = (1ull << 20) + 1;
-  Result<FrameHeader> d = decode_frame_header(encode_frame_header(h), 1 << 20);
+  Result<agent::FrameHeader> d = decode_frame_header(encode_frame_header(h), 1 << 20);
   ASSERT_FALSE(d.is_ok());
   EXPECT_EQ(d.status().code(), StatusCode::kBadFrame);
   EXPECT_NE(d.status().message().find("exceeds"), std::string::npos);
@@ -37,9 +39,9 @@ TEST(FrameTest, RejectsOversizedLength) {
 
 TEST(FrameTest, RejectsBadMagicVersionAndReservedBits) {
   for (std::size_t byte : {0u, 3u, 4u, 5u, 6u, 7u}) {
-    FrameHeaderBytes b = encode_frame_header(sample_header());
+    agent::FrameHeaderBytes b = encode_frame_header(sample_header());
     b[byte] ^= std::byte{0x40};
-    Result<FrameHeader> d = decode_frame_header(b, 1 << 20);
+    Result<agent::FrameHeader> d = decode_frame_header(b, 1 << 20);
     EXPECT_FALSE(d.is_ok()) << "flipped byte " << byte;
     EXPECT_EQ(d.status().code(), StatusCode::kBadFrame);
   }
@@ -47,10 +49,10 @@ TEST(FrameTest, RejectsBadMagicVersionAndReservedBits) {
 
 TEST(FrameTest, FuzzGarbageNeverDecodesOrCrashes) {
   std::mt19937_64 rng(12345);
-  FrameHeaderBytes b{};
+  agent::FrameHeaderBytes b{};
   for (int iter = 0; iter < 200000; ++iter) {
     for (auto& x : b) x = static_cast<std::byte>(rng());
-    Result<FrameHeader> d = decode_frame_header(b, 1 << 20);
+    Result<agent::FrameHeader> d = decode_frame_header(b, 1 << 20);
     // A random 40 bytes carries the magic with probability 2^-32: treat a hit as a bug in
     // the generator rather than weakening the assertion.
     ASSERT_FALSE(d.is_ok());
@@ -59,13 +61,13 @@ TEST(FrameTest, FuzzGarbageNeverDecodesOrCrashes) {
 
 TEST(FrameTest, FuzzMutatedHeadersRespectBounds) {
   std::mt19937_64 rng(777);
-  const FrameHeaderBytes good = encode_frame_header(sample_header());
+  const agent::FrameHeaderBytes good = encode_frame_header(sample_header());
   for (int iter = 0; iter < 100000; ++iter) {
-    FrameHeaderBytes b = good;
+    agent::FrameHeaderBytes b = good;
     const int flips = 1 + static_cast<int>(rng() % 4);
     for (int f = 0; f < flips; ++f) b[rng() % b.size()] = static_cast<std::byte>(rng());
     const std::uint64_t max = rng() % (1ull << 24);
-    Result<FrameHeader> d = decode_frame_header(b, max);
+    Result<agent::FrameHeader> d = decode_frame_header(b, max);
     if (d.is_ok()) {
       EXPECT_LE(d->length, max);
       EXPECT_EQ(encode_frame_header(*d), b);  // nothing accepted that we would not write
@@ -74,16 +76,16 @@ TEST(FrameTest, FuzzMutatedHeadersRespectBounds) {
 }
 
 TEST(FrameTest, AbortFrameRoundTrips) {
-  const AbortNotice n{StatusCode::kMismatch, 3, "rank 2 sent 8 bytes"};
+  const agent::AbortNotice n{StatusCode::kMismatch, 3, "rank 2 sent 8 bytes"};
   const std::vector<std::byte> frame = encode_abort_frame(5, n);
   ASSERT_GE(frame.size(), kFrameHeaderBytes);
-  Result<FrameHeader> h = decode_frame_header(
+  Result<agent::FrameHeader> h = decode_frame_header(
       std::span<const std::byte, kFrameHeaderBytes>(frame.data(), kFrameHeaderBytes), 1 << 20);
   ASSERT_TRUE(h.is_ok()) << h.status().to_string();
-  EXPECT_EQ(h->kind, FrameKind::kAbort);
+  EXPECT_EQ(h->kind, agent::FrameKind::kAbort);
   EXPECT_EQ(h->epoch, 5u);
   ASSERT_EQ(h->length, frame.size() - kFrameHeaderBytes);
-  Result<AbortNotice> d =
+  Result<agent::AbortNotice> d =
       decode_abort_payload(std::span<const std::byte>(frame).subspan(kFrameHeaderBytes));
   ASSERT_TRUE(d.is_ok()) << d.status().to_string();
   EXPECT_EQ(d->code, StatusCode::kMismatch);
@@ -92,30 +94,30 @@ TEST(FrameTest, AbortFrameRoundTrips) {
 }
 
 TEST(FrameTest, AbortMessagesAreCutAndLengthsBounded) {
-  const AbortNotice n{StatusCode::kTimedOut, 0, std::string(5000, 'x')};
+  const agent::AbortNotice n{StatusCode::kTimedOut, 0, std::string(5000, 'x')};
   const std::vector<std::byte> frame = encode_abort_frame(1, n);
   EXPECT_EQ(frame.size(), kFrameHeaderBytes + kMaxAbortPayloadBytes);
-  Result<AbortNotice> d =
+  Result<agent::AbortNotice> d =
       decode_abort_payload(std::span<const std::byte>(frame).subspan(kFrameHeaderBytes));
   ASSERT_TRUE(d.is_ok());
   EXPECT_EQ(d->message.size(), kMaxAbortMessageBytes);
   // A header announcing a longer (or too short) abort payload is refused up front.
-  FrameHeader h;
-  h.kind = FrameKind::kAbort;
+  agent::FrameHeader h;
+  h.kind = agent::FrameKind::kAbort;
   for (std::uint64_t len : {std::uint64_t{0}, std::uint64_t{kAbortFixedBytes - 1},
                             std::uint64_t{kMaxAbortPayloadBytes + 1}, std::uint64_t{1} << 40}) {
     h.length = len;
     EXPECT_FALSE(decode_frame_header(encode_frame_header(h), ~0ull).is_ok()) << len;
   }
   // Unknown kinds are refused.
-  FrameHeaderBytes b = encode_frame_header(h);
+  agent::FrameHeaderBytes b = encode_frame_header(h);
   b[5] = std::byte{2};
   EXPECT_FALSE(decode_frame_header(b, ~0ull).is_ok());
 }
 
 TEST(FrameTest, AbortPayloadRejectsBadCodesAndLengths) {
   const std::vector<std::byte> frame =
-      encode_abort_frame(1, AbortNotice{StatusCode::kMismatch, 1, "why"});
+      encode_abort_frame(1, agent::AbortNotice{StatusCode::kMismatch, 1, "why"});
   const std::vector<std::byte> good(frame.begin() + kFrameHeaderBytes, frame.end());
   for (std::uint8_t code : {std::uint8_t{0}, std::uint8_t{200}}) {
     std::vector<std::byte> b = good;
@@ -131,20 +133,22 @@ TEST(FrameTest, AbortPayloadRejectsBadCodesAndLengths) {
   b = good;
   b.pop_back();
   EXPECT_FALSE(decode_abort_payload(b).is_ok());
-  EXPECT_FALSE(decode_abort_payload(std::span<const std::byte>(good).first(kAbortFixedBytes - 1)).is_ok());
+  EXPECT_FALSE(
+      decode_abort_payload(std::span<const std::byte>(good).first(kAbortFixedBytes - 1)).is_ok());
 }
 
 TEST(FrameTest, FuzzAbortPayloadsNeverCrash) {
   std::mt19937_64 rng(99);
   const std::vector<std::byte> frame =
-      encode_abort_frame(1, AbortNotice{StatusCode::kPeerLost, 2, "connection reset"});
+      encode_abort_frame(1, agent::AbortNotice{StatusCode::kPeerLost, 2, "connection reset"});
   const std::vector<std::byte> good(frame.begin() + kFrameHeaderBytes, frame.end());
   for (int iter = 0; iter < 100000; ++iter) {
     std::vector<std::byte> b = good;
     if (rng() % 4 == 0) b.resize(rng() % (kMaxAbortPayloadBytes + 64));
     const int flips = 1 + static_cast<int>(rng() % 4);
-    for (int f = 0; f < flips && !b.empty(); ++f) b[rng() % b.size()] = static_cast<std::byte>(rng());
-    Result<AbortNotice> d = decode_abort_payload(b);
+    for (int f = 0; f < flips && !b.empty(); ++f)
+      b[rng() % b.size()] = static_cast<std::byte>(rng());
+    Result<agent::AbortNotice> d = decode_abort_payload(b);
     if (d.is_ok()) {
       EXPECT_NE(d->code, StatusCode::kOk);
       EXPECT_LE(d->message.size(), kMaxAbortMessageBytes);
@@ -153,9 +157,9 @@ TEST(FrameTest, FuzzAbortPayloadsNeverCrash) {
   }
 }
 
-HandshakeMessage sample_hello() {
-  HandshakeMessage m;
-  m.type = HandshakeType::kHello;
+agent::HandshakeMessage sample_hello() {
+  agent::HandshakeMessage m;
+  m.type = agent::HandshakeType::kHello;
   m.epoch = 42;
   m.from_rank = 1;
   m.to_rank = 3;
@@ -165,26 +169,26 @@ HandshakeMessage sample_hello() {
 }
 
 TEST(HandshakeCodecTest, EveryMessageTypeRoundTrips) {
-  HandshakeMessage hello = sample_hello();
-  HandshakeMessage challenge;
-  challenge.type = HandshakeType::kChallenge;
+  agent::HandshakeMessage hello = sample_hello();
+  agent::HandshakeMessage challenge;
+  challenge.type = agent::HandshakeType::kChallenge;
   challenge.nonce = random_nonce();
-  HandshakeMessage response;
-  response.type = HandshakeType::kResponse;
-  response.mac = handshake_mac("s", HandshakeRole::kConnector, hello, challenge.nonce);
-  HandshakeMessage reject;
-  reject.type = HandshakeType::kReject;
-  reject.reason = RejectReason::kStaleEpoch;
+  agent::HandshakeMessage response;
+  response.type = agent::HandshakeType::kResponse;
+  response.mac = handshake_mac("s", agent::HandshakeRole::kConnector, hello, challenge.nonce);
+  agent::HandshakeMessage reject;
+  reject.type = agent::HandshakeType::kReject;
+  reject.reason = agent::RejectReason::kStaleEpoch;
   reject.epoch = 99;
-  for (const HandshakeMessage& m : {hello, challenge, response, reject}) {
-    Result<HandshakeMessage> d = decode_handshake(encode_handshake(m));
+  for (const agent::HandshakeMessage& m : {hello, challenge, response, reject}) {
+    Result<agent::HandshakeMessage> d = decode_handshake(encode_handshake(m));
     ASSERT_TRUE(d.is_ok()) << d.status().to_string();
     EXPECT_EQ(encode_handshake(*d), encode_handshake(m));
   }
 }
 
 TEST(HandshakeCodecTest, RejectsImpossibleRanksAndVersions) {
-  HandshakeMessage m = sample_hello();
+  agent::HandshakeMessage m = sample_hello();
   m.from_rank = 4;  // == group size
   EXPECT_FALSE(decode_handshake(encode_handshake(m)).is_ok());
   m = sample_hello();
@@ -192,35 +196,35 @@ TEST(HandshakeCodecTest, RejectsImpossibleRanksAndVersions) {
   EXPECT_FALSE(decode_handshake(encode_handshake(m)).is_ok());
   m = sample_hello();
   m.version = kWireVersion + 1;
-  Result<HandshakeMessage> d = decode_handshake(encode_handshake(m));
+  Result<agent::HandshakeMessage> d = decode_handshake(encode_handshake(m));
   ASSERT_FALSE(d.is_ok());
   EXPECT_NE(d.status().message().find("version"), std::string::npos);
 }
 
 TEST(HandshakeCodecTest, MacsBindRoleAndTranscript) {
-  const HandshakeMessage hello = sample_hello();
+  const agent::HandshakeMessage hello = sample_hello();
   const Nonce na = random_nonce();
-  const Mac c = handshake_mac("secret", HandshakeRole::kConnector, hello, na);
-  EXPECT_FALSE(macs_equal(c, handshake_mac("secret", HandshakeRole::kAcceptor, hello, na)));
-  EXPECT_FALSE(macs_equal(c, handshake_mac("Secret", HandshakeRole::kConnector, hello, na)));
-  HandshakeMessage other = hello;
+  const Mac c = handshake_mac("secret", agent::HandshakeRole::kConnector, hello, na);
+  EXPECT_FALSE(macs_equal(c, handshake_mac("secret", agent::HandshakeRole::kAcceptor, hello, na)));
+  EXPECT_FALSE(macs_equal(c, handshake_mac("Secret", agent::HandshakeRole::kConnector, hello, na)));
+  agent::HandshakeMessage other = hello;
   other.epoch += 1;
-  EXPECT_FALSE(macs_equal(c, handshake_mac("secret", HandshakeRole::kConnector, other, na)));
-  EXPECT_TRUE(macs_equal(c, handshake_mac("secret", HandshakeRole::kConnector, hello, na)));
+  EXPECT_FALSE(macs_equal(c, handshake_mac("secret", agent::HandshakeRole::kConnector, other, na)));
+  EXPECT_TRUE(macs_equal(c, handshake_mac("secret", agent::HandshakeRole::kConnector, hello, na)));
 }
 
 TEST(HandshakeCodecTest, FuzzGarbageAndMutationsNeverCrash) {
   std::mt19937_64 rng(99);
-  HandshakeBytes b{};
+  agent::HandshakeBytes b{};
   for (int iter = 0; iter < 100000; ++iter) {
     for (auto& x : b) x = static_cast<std::byte>(rng());
     ASSERT_FALSE(decode_handshake(b).is_ok());
   }
-  const HandshakeBytes good = encode_handshake(sample_hello());
+  const agent::HandshakeBytes good = encode_handshake(sample_hello());
   for (int iter = 0; iter < 100000; ++iter) {
     b = good;
     b[rng() % b.size()] = static_cast<std::byte>(rng());
-    Result<HandshakeMessage> d = decode_handshake(b);
+    Result<agent::HandshakeMessage> d = decode_handshake(b);
     if (d.is_ok()) {
       EXPECT_EQ(encode_handshake(*d), b);
     }

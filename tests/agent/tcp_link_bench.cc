@@ -15,13 +15,14 @@ using namespace tributary::testing;
 
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 4;
-  AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;
-  if (argc > 2 && !parse_all_reduce_algorithm(argv[2], &algorithm)) {
+  algorithms::AllReduceAlgorithm algorithm = algorithms::AllReduceAlgorithm::kAuto;
+  if (argc > 2 && !algorithms::parse_all_reduce_algorithm(argv[2], &algorithm)) {
     std::fprintf(stderr, "unknown algorithm %s\n", argv[2]);
     return 2;
   }
   const Duration busy_poll = std::chrono::microseconds(argc > 3 ? std::atoi(argv[3]) : 50);
-  const std::size_t max_bytes = argc > 4 ? std::strtoull(argv[4], nullptr, 10) : (std::size_t{256} << 20);
+  const std::size_t max_bytes =
+      argc > 4 ? std::strtoull(argv[4], nullptr, 10) : (std::size_t{256} << 20);
   LogCapture logs;
   Cluster c = make_cluster(n, logs, busy_poll);
   for (const Status& s : connect_all(c, 1)) {
@@ -30,32 +31,41 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::printf("%-12s %12s %10s %10s %7s\n", "bytes", "time_us", "algbw_GB/s", "busbw_GB/s", "#wrong");
+  std::printf("%-12s %12s %10s %10s %7s\n", "bytes", "time_us", "algbw_GB/s", "busbw_GB/s",
+              "#wrong");
   std::uint64_t seq = 1;
   for (std::size_t bytes : {std::size_t{4} << 10, std::size_t{64} << 10, std::size_t{1} << 20,
                             std::size_t{16} << 20, std::size_t{64} << 20, std::size_t{256} << 20}) {
     if (bytes > max_bytes) break;
     const std::size_t count = bytes / sizeof(float);
-    const int iters = bytes <= (64u << 10) ? 2000 : bytes <= (1u << 20) ? 200 : bytes <= (16u << 20) ? 20 : 5;
+    const int iters = bytes <= (64u << 10)   ? 2000
+                      : bytes <= (1u << 20)  ? 200
+                      : bytes <= (16u << 20) ? 20
+                                             : 5;
     const int warmup = std::max(2, iters / 10);
     std::vector<double> secs(static_cast<std::size_t>(n));
     std::vector<int> wrong(static_cast<std::size_t>(n));
     auto st = run_ranks(n, [&](int r) {
       std::vector<float> buf(count);
-      CollectiveOptions opt;
+      algorithms::CollectiveOptions opt;
       opt.algorithm = algorithm;
       std::uint64_t my_seq = seq;
       for (int it = 0; it < warmup + iters; ++it) {
-        if (it == warmup) secs[r] = -std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+        if (it == warmup)
+          secs[r] =
+              -std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+                   .count();
         std::fill(buf.begin(), buf.end(), static_cast<float>(r + 1));
         opt.seq = my_seq++;
         opt.deadline = Deadline::after(std::chrono::seconds(60));
         TRIB_RETURN_IF_ERROR(all_reduce(*c.links[r], buf.data(), buf.data(), count, DType::kFloat32,
                                         ReduceOp::kSum, opt));
       }
-      secs[r] += std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+      secs[r] += std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+                     .count();
       const float expect = static_cast<float>(n * (n + 1) / 2);
-      wrong[r] = static_cast<int>(std::count_if(buf.begin(), buf.end(), [&](float v) { return v != expect; }));
+      wrong[r] = static_cast<int>(
+          std::count_if(buf.begin(), buf.end(), [&](float v) { return v != expect; }));
       return Status();
     });
     seq += static_cast<std::uint64_t>(warmup + iters);

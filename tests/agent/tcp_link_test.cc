@@ -24,27 +24,30 @@ std::vector<std::byte> pattern(std::size_t n, int from, int to) {
 }
 
 void expect_all_ok(const std::vector<Status>& st) {
-  for (std::size_t r = 0; r < st.size(); ++r) EXPECT_TRUE(st[r].is_ok()) << "rank " << r << ": " << st[r].to_string();
+  for (std::size_t r = 0; r < st.size(); ++r)
+    EXPECT_TRUE(st[r].is_ok()) << "rank " << r << ": " << st[r].to_string();
 }
 
 // Everyone sends a distinct block to everyone; odd ranks post receives after their sends
 // so both the direct and the unexpected-message paths run.
-Status exchange(Link& link, std::size_t bytes, std::uint64_t seq) {
+Status exchange(algorithms::Link& link, std::size_t bytes, std::uint64_t seq) {
   const int n = link.size(), me = link.rank();
   std::vector<std::vector<std::byte>> out(n), in(n);
-  std::vector<Link::Handle> handles;
+  std::vector<algorithms::Link::Handle> handles;
   auto post_recvs = [&] {
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
       in[p].assign(bytes, std::byte{0});
-      handles.push_back(link.recv(p, Tag{seq, 0, static_cast<std::uint32_t>(bytes)}, in[p]));
+      handles.push_back(
+          link.recv(p, algorithms::Tag{seq, 0, static_cast<std::uint32_t>(bytes)}, in[p]));
     }
   };
   if (me % 2 == 0) post_recvs();
   for (int p = 0; p < n; ++p) {
     if (p == me) continue;
     out[p] = pattern(bytes, me, p);
-    handles.push_back(link.send(p, Tag{seq, 0, static_cast<std::uint32_t>(bytes)}, out[p]));
+    handles.push_back(
+        link.send(p, algorithms::Tag{seq, 0, static_cast<std::uint32_t>(bytes)}, out[p]));
   }
   if (me % 2 == 1) post_recvs();
   for (auto h : handles) TRIB_RETURN_IF_ERROR(link.wait(h, soon()));
@@ -62,13 +65,14 @@ TEST(TcpLinkTest, ExchangesAcrossGroupSizesAndMessageSizes) {
     Cluster c = make_cluster(n, logs);
     expect_all_ok(connect_all(c, 1));
     std::uint64_t seq = 1;
-    for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{4093}, std::size_t{(3 << 20) + 5}}) {
+    for (std::size_t bytes :
+         {std::size_t{0}, std::size_t{1}, std::size_t{4093}, std::size_t{(3 << 20) + 5}}) {
       SCOPED_TRACE("n=" + std::to_string(n) + " bytes=" + std::to_string(bytes));
       expect_all_ok(run_ranks(n, [&](int r) { return exchange(*c.links[r], bytes, seq); }));
       ++seq;
     }
     for (int r = 1; r < n; ++r) {
-      const TcpEndpointStats s = c.endpoints[r]->stats();
+      const agent::TcpEndpointStats s = c.endpoints[r]->stats();
       EXPECT_EQ(s.epoch, 1u);
       ASSERT_EQ(s.peers.size(), static_cast<std::size_t>(n - 1));
       EXPECT_GT(s.peers[0].bytes_received, (3u << 20));
@@ -80,18 +84,18 @@ TEST(TcpLinkTest, SameTagMessagesMatchInOrderAndTagsOutOfOrder) {
   LogCapture logs;
   Cluster c = make_cluster(2, logs);
   expect_all_ok(connect_all(c, 1));
-  Link& a = *c.links[0];
-  Link& b = *c.links[1];
+  algorithms::Link& a = *c.links[0];
+  algorithms::Link& b = *c.links[1];
   const std::string m1 = "first", m2 = "second", m3 = "other-tag";
-  auto s1 = a.send(1, Tag{1, 0, 0}, bytes_of(m1));
-  auto s2 = a.send(1, Tag{1, 0, 0}, bytes_of(m2));
-  auto s3 = a.send(1, Tag{2, 5, 0}, bytes_of(m3));
+  auto s1 = a.send(1, algorithms::Tag{1, 0, 0}, bytes_of(m1));
+  auto s2 = a.send(1, algorithms::Tag{1, 0, 0}, bytes_of(m2));
+  auto s3 = a.send(1, algorithms::Tag{2, 5, 0}, bytes_of(m3));
   std::string r3(m3.size(), '\0'), r1(m1.size(), '\0'), r2(m2.size(), '\0');
   // Receive the later tag first: the earlier frames sit as unexpected messages meanwhile.
-  auto h3 = b.recv(0, Tag{2, 5, 0}, bytes_of(r3));
+  auto h3 = b.recv(0, algorithms::Tag{2, 5, 0}, bytes_of(r3));
   ASSERT_TRUE(b.wait(h3, soon()).is_ok());
-  auto h1 = b.recv(0, Tag{1, 0, 0}, bytes_of(r1));
-  auto h2 = b.recv(0, Tag{1, 0, 0}, bytes_of(r2));
+  auto h1 = b.recv(0, algorithms::Tag{1, 0, 0}, bytes_of(r1));
+  auto h2 = b.recv(0, algorithms::Tag{1, 0, 0}, bytes_of(r2));
   EXPECT_TRUE(b.wait(h2, soon()).is_ok());
   EXPECT_TRUE(b.wait(h1, soon()).is_ok());
   for (auto h : {s1, s2, s3}) EXPECT_TRUE(a.wait(h, soon()).is_ok());
@@ -108,18 +112,18 @@ TEST(TcpLinkTest, LargeSimultaneousSendsDoNotDeadlock) {
   expect_all_ok(connect_all(c, 1));
   const std::size_t n = 64u << 20;
   expect_all_ok(run_ranks(2, [&](int r) {
-    Link& l = *c.links[r];
+    algorithms::Link& l = *c.links[r];
     std::vector<std::byte> out = pattern(n, r, 1 - r), in(n);
-    TRIB_RETURN_IF_ERROR(l.wait(l.send(1 - r, Tag{1, 0, 0}, out), soon()));
-    TRIB_RETURN_IF_ERROR(l.wait(l.recv(1 - r, Tag{1, 0, 0}, in), soon()));
+    TRIB_RETURN_IF_ERROR(l.wait(l.send(1 - r, algorithms::Tag{1, 0, 0}, out), soon()));
+    TRIB_RETURN_IF_ERROR(l.wait(l.recv(1 - r, algorithms::Tag{1, 0, 0}, in), soon()));
     return in == pattern(n, 1 - r, r) ? Status() : error(StatusCode::kInternal, "corrupt");
   }));
 }
 
 TEST(TcpLinkTest, WrongSecretOnConnectorIsRejectedOnBothSides) {
   LogCapture logs;
-  auto good = std::move(*TcpEndpoint::listen(test_config(logs, 1, "right")));
-  auto bad = std::move(*TcpEndpoint::listen(test_config(logs, 0, "wrong")));
+  auto good = std::move(*agent::TcpEndpoint::listen(test_config(logs, 1, "right")));
+  auto bad = std::move(*agent::TcpEndpoint::listen(test_config(logs, 0, "wrong")));
   const std::vector<std::string> addrs{bad->address(), good->address()};
   std::vector<Status> st = run_ranks(2, [&](int r) {
     // The honest side waits for a genuine peer until its deadline.
@@ -128,19 +132,21 @@ TEST(TcpLinkTest, WrongSecretOnConnectorIsRejectedOnBothSides) {
     return l.status();
   });
   EXPECT_EQ(st[0].code(), StatusCode::kAuthFailed) << st[0].to_string();
-  EXPECT_NE(st[0].message().find("rank 1 at " + addrs[1] + " rejected our secret"), std::string::npos)
+  EXPECT_NE(st[0].message().find("rank 1 at " + addrs[1] + " rejected our secret"),
+            std::string::npos)
       << st[0].to_string();
   EXPECT_EQ(st[1].code(), StatusCode::kAuthFailed) << st[1].to_string();
   EXPECT_TRUE(logs.contains("[rank 1] rejected connection from 127.0.0.1:",
-                            "peer failed the cluster-secret challenge")) << logs.dump();
+                            "peer failed the cluster-secret challenge"))
+      << logs.dump();
   EXPECT_TRUE(logs.contains("[rank 0] epoch 1: rank 1 at", "rejected our secret")) << logs.dump();
   EXPECT_EQ(good->stats().handshakes_rejected, 1u);
 }
 
 TEST(TcpLinkTest, WrongSecretOnAcceptorIsRejectedOnBothSides) {
   LogCapture logs;
-  auto good = std::move(*TcpEndpoint::listen(test_config(logs, 0, "right")));
-  auto bad = std::move(*TcpEndpoint::listen(test_config(logs, 1, "wrong")));
+  auto good = std::move(*agent::TcpEndpoint::listen(test_config(logs, 0, "right")));
+  auto bad = std::move(*agent::TcpEndpoint::listen(test_config(logs, 1, "wrong")));
   const std::vector<std::string> addrs{good->address(), bad->address()};
   std::vector<Status> st = run_ranks(2, [&](int r) {
     auto l = r == 0 ? good->connect_group(1, 0, addrs, Deadline::after(10s))
@@ -150,7 +156,8 @@ TEST(TcpLinkTest, WrongSecretOnAcceptorIsRejectedOnBothSides) {
   // Symmetric keys: neither side can tell whose secret is the wrong one; both fail auth.
   EXPECT_EQ(st[0].code(), StatusCode::kAuthFailed) << st[0].to_string();
   EXPECT_EQ(st[1].code(), StatusCode::kAuthFailed) << st[1].to_string();
-  EXPECT_TRUE(logs.contains("[rank 1] rejected connection from", "failed the cluster-secret challenge"))
+  EXPECT_TRUE(
+      logs.contains("[rank 1] rejected connection from", "failed the cluster-secret challenge"))
       << logs.dump();
 }
 
@@ -167,7 +174,8 @@ TEST(TcpLinkTest, GarbageOnTheDataPortDropsOnlyThatConnection) {
   expect_all_ok(run_ranks(3, [&](int r) { return exchange(*c.links[r], 4096, 1); }));
   EXPECT_TRUE(raw.closed_by_peer());
   EXPECT_TRUE(logs.contains("[rank 2] rejected connection from " + raw.local_address(),
-                            "not a tributary handshake")) << logs.dump();
+                            "not a tributary handshake"))
+      << logs.dump();
   EXPECT_EQ(c.endpoints[2]->stats().handshakes_rejected, 1u);
 }
 
@@ -180,7 +188,7 @@ struct RawGroup {
 
 void build_raw_group(RawGroup& g, int n, std::uint64_t epoch) {
   for (int r = 1; r < n; ++r) {
-    auto ep = TcpEndpoint::listen(test_config(g.logs, r));
+    auto ep = agent::TcpEndpoint::listen(test_config(g.logs, r));
     ASSERT_TRUE(ep.is_ok());
     g.c.endpoints.push_back(std::move(*ep));
   }
@@ -192,9 +200,11 @@ void build_raw_group(RawGroup& g, int n, std::uint64_t epoch) {
     if (r == 0) {
       for (int p = 1; p < n; ++p) {
         g.raw[p] = std::make_unique<RawPeer>();
-        if (g.raw[p]->connect(g.c.endpoints[p - 1]->port())) return error(StatusCode::kUnavailable, "dial");
+        if (g.raw[p]->connect(g.c.endpoints[p - 1]->port()))
+          return error(StatusCode::kUnavailable, "dial");
         auto m = g.raw[p]->handshake("s3cret", epoch, 0, p, n);
-        if (!m.is_ok() || m->type != HandshakeType::kAccept) return error(StatusCode::kAuthFailed, "raw");
+        if (!m.is_ok() || m->type != agent::HandshakeType::kAccept)
+          return error(StatusCode::kAuthFailed, "raw");
       }
       return Status();
     }
@@ -209,14 +219,14 @@ void build_raw_group(RawGroup& g, int n, std::uint64_t epoch) {
 TEST(TcpLinkTest, OversizedFrameDropsThatPeerOnlyWithBadFrame) {
   RawGroup g;
   build_raw_group(g, 3, 4);
-  Link& l1 = *g.c.links[1];
-  Link& l2 = *g.c.links[2];
+  algorithms::Link& l1 = *g.c.links[1];
+  algorithms::Link& l2 = *g.c.links[2];
   std::string from0(8, '\0'), from2(5, '\0');
   const std::string to1 = "hello";
-  auto r0 = l1.recv(0, Tag{1, 0, 0}, bytes_of(from0));
-  auto r2 = l1.recv(2, Tag{1, 0, 0}, bytes_of(from2));
+  auto r0 = l1.recv(0, algorithms::Tag{1, 0, 0}, bytes_of(from0));
+  auto r2 = l1.recv(2, algorithms::Tag{1, 0, 0}, bytes_of(from2));
   // Default max_frame_bytes is 1 GiB.
-  g.raw[1]->write(agent::encode_frame_header(FrameHeader{4, 1, 0, 0, (1ull << 30) + 1}));
+  g.raw[1]->write(agent::encode_frame_header(agent::FrameHeader{4, 1, 0, 0, (1ull << 30) + 1}));
   Status st = l1.wait(r0, soon());
   EXPECT_EQ(st.code(), StatusCode::kBadFrame) << st.to_string();
   EXPECT_NE(st.message().find("rank 0 at 127.0.0.1:1"), std::string::npos) << st.to_string();
@@ -224,8 +234,9 @@ TEST(TcpLinkTest, OversizedFrameDropsThatPeerOnlyWithBadFrame) {
   EXPECT_TRUE(g.raw[1]->closed_by_peer());
   // Later operations on the dropped peer fail at once; the other peer carries on.
   std::string again(8, '\0');
-  EXPECT_EQ(l1.wait(l1.recv(0, Tag{2, 0, 0}, bytes_of(again)), soon()).code(), StatusCode::kBadFrame);
-  EXPECT_TRUE(l2.wait(l2.send(1, Tag{1, 0, 0}, bytes_of(to1)), soon()).is_ok());
+  EXPECT_EQ(l1.wait(l1.recv(0, algorithms::Tag{2, 0, 0}, bytes_of(again)), soon()).code(),
+            StatusCode::kBadFrame);
+  EXPECT_TRUE(l2.wait(l2.send(1, algorithms::Tag{1, 0, 0}, bytes_of(to1)), soon()).is_ok());
   EXPECT_TRUE(l1.wait(r2, soon()).is_ok());
   EXPECT_EQ(from2, to1);
   EXPECT_EQ(g.c.endpoints[0]->stats().bad_frames, 1u);
@@ -237,7 +248,7 @@ TEST(TcpLinkTest, BadMagicMidStreamIsBadFrame) {
   RawGroup g;
   build_raw_group(g, 2, 1);
   std::string buf(3, '\0');
-  auto h = g.c.links[1]->recv(0, Tag{1, 0, 0}, bytes_of(buf));
+  auto h = g.c.links[1]->recv(0, algorithms::Tag{1, 0, 0}, bytes_of(buf));
   g.raw[1]->write(std::string(40, 'x'));
   EXPECT_EQ(g.c.links[1]->wait(h, soon()).code(), StatusCode::kBadFrame);
 }
@@ -246,10 +257,10 @@ TEST(TcpLinkTest, StaleEpochFramesAreDroppedNotDelivered) {
   RawGroup g;
   build_raw_group(g, 2, 5);
   std::string got(5, '\0');
-  auto h = g.c.links[1]->recv(0, Tag{1, 2, 3}, bytes_of(got));
-  g.raw[1]->write_frame(FrameHeader{4, 1, 2, 3, 5}, "stale");
-  g.raw[1]->write_frame(FrameHeader{6, 1, 2, 3, 5}, "newer");
-  g.raw[1]->write_frame(FrameHeader{5, 1, 2, 3, 5}, "fresh");
+  auto h = g.c.links[1]->recv(0, algorithms::Tag{1, 2, 3}, bytes_of(got));
+  g.raw[1]->write_frame(agent::FrameHeader{4, 1, 2, 3, 5}, "stale");
+  g.raw[1]->write_frame(agent::FrameHeader{6, 1, 2, 3, 5}, "newer");
+  g.raw[1]->write_frame(agent::FrameHeader{5, 1, 2, 3, 5}, "fresh");
   ASSERT_TRUE(g.c.links[1]->wait(h, soon()).is_ok());
   EXPECT_EQ(got, "fresh");
   EXPECT_EQ(g.c.endpoints[0]->stats().frames_dropped_stale_epoch, 2u);
@@ -261,21 +272,21 @@ TEST(TcpLinkTest, SizeOrCheckMismatchIsReportedToTheReceiver) {
   Cluster c = make_cluster(2, logs);
   expect_all_ok(connect_all(c, 1));
   std::vector<std::byte> out(100), in(200), same(100);
-  Link& a = *c.links[0];
-  Link& b = *c.links[1];
-  EXPECT_TRUE(a.wait(a.send(1, Tag{1, 0, 7}, out), soon()).is_ok());
-  Status st = b.wait(b.recv(0, Tag{1, 0, 7}, in), soon());
+  algorithms::Link& a = *c.links[0];
+  algorithms::Link& b = *c.links[1];
+  EXPECT_TRUE(a.wait(a.send(1, algorithms::Tag{1, 0, 7}, out), soon()).is_ok());
+  Status st = b.wait(b.recv(0, algorithms::Tag{1, 0, 7}, in), soon());
   EXPECT_EQ(st.code(), StatusCode::kMismatch) << st.to_string();
   EXPECT_NE(st.message().find("sent 100 bytes"), std::string::npos) << st.to_string();
   // Posted first this time, and the sizes agree but the collective descriptor does not.
-  auto r = b.recv(0, Tag{2, 0, 8}, same);
-  EXPECT_TRUE(a.wait(a.send(1, Tag{2, 0, 9}, out), soon()).is_ok());
+  auto r = b.recv(0, algorithms::Tag{2, 0, 8}, same);
+  EXPECT_TRUE(a.wait(a.send(1, algorithms::Tag{2, 0, 9}, out), soon()).is_ok());
   EXPECT_EQ(b.wait(r, soon()).code(), StatusCode::kMismatch);
   // The stream stays in sync after a mismatch: the next message arrives intact.
   const std::string msg = "still fine";
   std::string got(msg.size(), '\0');
-  auto r3 = b.recv(0, Tag{3, 0, 0}, bytes_of(got));
-  EXPECT_TRUE(a.wait(a.send(1, Tag{3, 0, 0}, bytes_of(msg)), soon()).is_ok());
+  auto r3 = b.recv(0, algorithms::Tag{3, 0, 0}, bytes_of(got));
+  EXPECT_TRUE(a.wait(a.send(1, algorithms::Tag{3, 0, 0}, bytes_of(msg)), soon()).is_ok());
   EXPECT_TRUE(b.wait(r3, soon()).is_ok());
   EXPECT_EQ(got, msg);
 }
@@ -286,7 +297,9 @@ TEST(TcpLinkTest, DestroyedPeerGivesPeerLostNamingIt) {
   expect_all_ok(connect_all(c, 1));
   std::vector<std::byte> buf(1 << 20);
   Status st;
-  std::thread waiter([&] { st = c.links[1]->wait(c.links[1]->recv(0, Tag{1, 0, 0}, buf), soon()); });
+  std::thread waiter([&] {
+    st = c.links[1]->wait(c.links[1]->recv(0, algorithms::Tag{1, 0, 0}, buf), soon());
+  });
   c.links[0].reset();
   c.endpoints[0].reset();
   waiter.join();
@@ -294,11 +307,11 @@ TEST(TcpLinkTest, DestroyedPeerGivesPeerLostNamingIt) {
   EXPECT_NE(st.message().find("rank 0 at " + c.addresses[0]), std::string::npos) << st.to_string();
   // Rank 2 is unaffected.
   expect_all_ok(run_ranks(2, [&](int i) {
-    Link& l = *c.links[i + 1];
+    algorithms::Link& l = *c.links[i + 1];
     std::vector<std::byte> x(10), y(10);
     const int peer = i == 0 ? 2 : 1;
-    auto s = l.send(peer, Tag{2, 0, 0}, x);
-    TRIB_RETURN_IF_ERROR(l.wait(l.recv(peer, Tag{2, 0, 0}, y), soon()));
+    auto s = l.send(peer, algorithms::Tag{2, 0, 0}, x);
+    TRIB_RETURN_IF_ERROR(l.wait(l.recv(peer, algorithms::Tag{2, 0, 0}, y), soon()));
     return l.wait(s, soon());
   }));
 }
@@ -307,11 +320,11 @@ TEST(TcpLinkTest, WaitHonoursDeadlineAndNeverTouchesTheBufferAfterwards) {
   LogCapture logs;
   Cluster c = make_cluster(2, logs);
   expect_all_ok(connect_all(c, 1));
-  Link& a = *c.links[0];
-  Link& b = *c.links[1];
+  algorithms::Link& a = *c.links[0];
+  algorithms::Link& b = *c.links[1];
   std::string late(4, '.');
   const auto start = std::chrono::steady_clock::now();
-  Status st = b.wait(b.recv(0, Tag{1, 0, 0}, bytes_of(late)), Deadline::after(50ms));
+  Status st = b.wait(b.recv(0, algorithms::Tag{1, 0, 0}, bytes_of(late)), Deadline::after(50ms));
   const auto elapsed = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(st.code(), StatusCode::kTimedOut) << st.to_string();
   EXPECT_NE(st.message().find("rank 0"), std::string::npos);
@@ -320,9 +333,9 @@ TEST(TcpLinkTest, WaitHonoursDeadlineAndNeverTouchesTheBufferAfterwards) {
   // The message arrives after its receiver gave up: it must not land in `late`.
   const std::string x = "LATE", y = "next";
   std::string got(4, '\0');
-  auto r = b.recv(0, Tag{2, 0, 0}, bytes_of(got));
-  EXPECT_TRUE(a.wait(a.send(1, Tag{1, 0, 0}, bytes_of(x)), soon()).is_ok());
-  EXPECT_TRUE(a.wait(a.send(1, Tag{2, 0, 0}, bytes_of(y)), soon()).is_ok());
+  auto r = b.recv(0, algorithms::Tag{2, 0, 0}, bytes_of(got));
+  EXPECT_TRUE(a.wait(a.send(1, algorithms::Tag{1, 0, 0}, bytes_of(x)), soon()).is_ok());
+  EXPECT_TRUE(a.wait(a.send(1, algorithms::Tag{2, 0, 0}, bytes_of(y)), soon()).is_ok());
   EXPECT_TRUE(b.wait(r, soon()).is_ok());
   EXPECT_EQ(got, y);
   EXPECT_EQ(late, "....");
@@ -334,8 +347,12 @@ TEST(TcpLinkTest, AbortFromAnotherThreadWakesTheWaiterAndTellsPeers) {
   expect_all_ok(connect_all(c, 1));
   std::vector<std::byte> b0(64), b1(64);
   Status st0, st1;
-  std::thread w0([&] { st0 = c.links[0]->wait(c.links[0]->recv(1, Tag{1, 0, 0}, b0), Deadline::after(60s)); });
-  std::thread w1([&] { st1 = c.links[1]->wait(c.links[1]->recv(0, Tag{1, 0, 0}, b1), Deadline::after(60s)); });
+  std::thread w0([&] {
+    st0 = c.links[0]->wait(c.links[0]->recv(1, algorithms::Tag{1, 0, 0}, b0), Deadline::after(60s));
+  });
+  std::thread w1([&] {
+    st1 = c.links[1]->wait(c.links[1]->recv(0, algorithms::Tag{1, 0, 0}, b1), Deadline::after(60s));
+  });
   const auto start = std::chrono::steady_clock::now();
   c.links[0]->abort(error(StatusCode::kAborted, "new view"));
   w0.join();
@@ -345,7 +362,8 @@ TEST(TcpLinkTest, AbortFromAnotherThreadWakesTheWaiterAndTellsPeers) {
   EXPECT_EQ(st0.message(), "new view");
   EXPECT_EQ(st1.code(), StatusCode::kPeerLost) << st1.to_string();
   // Operations after abort fail at once.
-  EXPECT_EQ(c.links[0]->wait(c.links[0]->send(1, Tag{2, 0, 0}, b0), soon()).code(), StatusCode::kAborted);
+  EXPECT_EQ(c.links[0]->wait(c.links[0]->send(1, algorithms::Tag{2, 0, 0}, b0), soon()).code(),
+            StatusCode::kAborted);
 }
 
 TEST(TcpLinkTest, AnErrorAbortTellsPeersTheCodeAndReason) {
@@ -354,8 +372,12 @@ TEST(TcpLinkTest, AnErrorAbortTellsPeersTheCodeAndReason) {
   expect_all_ok(connect_all(c, 1));
   std::vector<std::byte> b1(64), b2(64);
   Status st1, st2;
-  std::thread w1([&] { st1 = c.links[1]->wait(c.links[1]->recv(0, Tag{1, 0, 0}, b1), Deadline::after(60s)); });
-  std::thread w2([&] { st2 = c.links[2]->wait(c.links[2]->recv(0, Tag{1, 0, 0}, b2), Deadline::after(60s)); });
+  std::thread w1([&] {
+    st1 = c.links[1]->wait(c.links[1]->recv(0, algorithms::Tag{1, 0, 0}, b1), Deadline::after(60s));
+  });
+  std::thread w2([&] {
+    st2 = c.links[2]->wait(c.links[2]->recv(0, algorithms::Tag{1, 0, 0}, b2), Deadline::after(60s));
+  });
   const auto start = std::chrono::steady_clock::now();
   c.links[0]->abort(error(StatusCode::kMismatch, "rank 2 sent 8 bytes, expected 4"));
   w1.join();
@@ -366,7 +388,8 @@ TEST(TcpLinkTest, AnErrorAbortTellsPeersTheCodeAndReason) {
     EXPECT_EQ(st->message(), "rank 0 aborted: rank 2 sent 8 bytes, expected 4");
   }
   // Later operations on that peer fail the same way.
-  EXPECT_EQ(c.links[1]->wait(c.links[1]->recv(0, Tag{2, 0, 0}, b1), soon()).code(), StatusCode::kMismatch);
+  EXPECT_EQ(c.links[1]->wait(c.links[1]->recv(0, algorithms::Tag{2, 0, 0}, b1), soon()).code(),
+            StatusCode::kMismatch);
 }
 
 TEST(TcpLinkTest, ARelayedAbortKeepsItsOrigin) {
@@ -376,10 +399,10 @@ TEST(TcpLinkTest, ARelayedAbortKeepsItsOrigin) {
   std::vector<std::byte> b1(64), b2(64);
   // Rank 1 learns of rank 0's error, fails with it and aborts (as a collective does).
   c.links[0]->abort(error(StatusCode::kTimedOut, "no message from rank 2"));
-  Status st1 = c.links[1]->wait(c.links[1]->recv(0, Tag{1, 0, 0}, b1), soon());
+  Status st1 = c.links[1]->wait(c.links[1]->recv(0, algorithms::Tag{1, 0, 0}, b1), soon());
   ASSERT_EQ(st1.code(), StatusCode::kTimedOut) << st1.to_string();
   c.links[1]->abort(st1);
-  Status st2 = c.links[2]->wait(c.links[2]->recv(1, Tag{1, 0, 0}, b2), soon());
+  Status st2 = c.links[2]->wait(c.links[2]->recv(1, algorithms::Tag{1, 0, 0}, b2), soon());
   EXPECT_EQ(st2.code(), StatusCode::kTimedOut) << st2.to_string();
   EXPECT_EQ(st2.message(), "rank 0 aborted: no message from rank 2");
 }
@@ -394,17 +417,17 @@ TEST(TcpLinkTest, APeerLeavingWithNothingPendingIsNotLogged) {
   c.endpoints[0].reset();
   // Rank 1 notices the close while servicing its other peer; nothing was pending on rank 0.
   expect_all_ok(run_ranks(2, [&](int i) {
-    Link& l = *c.links[i + 1];
+    algorithms::Link& l = *c.links[i + 1];
     std::vector<std::byte> x(10), y(10);
     const int peer = i == 0 ? 2 : 1;
-    auto s = l.send(peer, Tag{2, 0, 0}, x);
-    TRIB_RETURN_IF_ERROR(l.wait(l.recv(peer, Tag{2, 0, 0}, y), soon()));
+    auto s = l.send(peer, algorithms::Tag{2, 0, 0}, x);
+    TRIB_RETURN_IF_ERROR(l.wait(l.recv(peer, algorithms::Tag{2, 0, 0}, y), soon()));
     return l.wait(s, soon());
   }));
   EXPECT_FALSE(logs.contains("dropping connection")) << logs.dump();
   // An operation on the departed peer still fails, naming it.
   std::vector<std::byte> z(10);
-  Status st = c.links[1]->wait(c.links[1]->recv(0, Tag{3, 0, 0}, z), soon());
+  Status st = c.links[1]->wait(c.links[1]->recv(0, algorithms::Tag{3, 0, 0}, z), soon());
   EXPECT_EQ(st.code(), StatusCode::kPeerLost) << st.to_string();
 }
 
@@ -418,7 +441,8 @@ TEST(TcpLinkTest, FutureEpochConnectionsAreParkedUntilThatEpoch) {
     if (l.is_ok()) c.links[0] = std::move(*l);
   });
   const Deadline give_up = soon();
-  while (c.endpoints[1]->stats().connections_parked == 0 && !give_up.passed()) std::this_thread::yield();
+  while (c.endpoints[1]->stats().connections_parked == 0 && !give_up.passed())
+    std::this_thread::yield();
   ASSERT_EQ(c.endpoints[1]->stats().connections_parked, 1u);
   auto l1 = c.endpoints[1]->connect_group(3, 1, c.addresses, soon());
   early.join();
@@ -438,15 +462,16 @@ TEST(TcpLinkTest, OlderEpochsAreRefused) {
   ASSERT_FALSE(raw.connect(c.endpoints[1]->port()));
   auto reply = raw.handshake("s3cret", 4, 0, 1, 2);
   ASSERT_TRUE(reply.is_ok()) << reply.status().to_string();
-  EXPECT_EQ(reply->type, HandshakeType::kReject);
-  EXPECT_EQ(reply->reason, RejectReason::kStaleEpoch);
+  EXPECT_EQ(reply->type, agent::HandshakeType::kReject);
+  EXPECT_EQ(reply->reason, agent::RejectReason::kStaleEpoch);
   EXPECT_EQ(reply->epoch, 5u);
-  EXPECT_TRUE(logs.contains("[rank 1] rejected connection from", "epoch 4 is older")) << logs.dump();
+  EXPECT_TRUE(logs.contains("[rank 1] rejected connection from", "epoch 4 is older"))
+      << logs.dump();
   // Building an older epoch here fails too, locally and when dialing a peer that moved on.
   auto local = c.endpoints[1]->connect_group(4, 1, c.addresses, soon());
   EXPECT_EQ(local.status().code(), StatusCode::kStaleEpoch);
   LogCapture logs2;
-  auto late = std::move(*TcpEndpoint::listen(test_config(logs2, 0)));
+  auto late = std::move(*agent::TcpEndpoint::listen(test_config(logs2, 0)));
   auto dialed = late->connect_group(4, 0, {late->address(), c.addresses[1]}, soon());
   EXPECT_EQ(dialed.status().code(), StatusCode::kStaleEpoch) << dialed.status().to_string();
   EXPECT_NE(dialed.status().message().find("moved on to epoch 5"), std::string::npos);
@@ -469,7 +494,7 @@ TEST(TcpLinkTest, NewEpochGetsNewLinksWhileOldOnesStayUsable) {
   LogCapture logs;
   Cluster c = make_cluster(3, logs);
   expect_all_ok(connect_all(c, 1));
-  std::vector<std::unique_ptr<Link>> old = std::move(c.links);
+  std::vector<std::unique_ptr<algorithms::Link>> old = std::move(c.links);
   c.links.resize(3);
   expect_all_ok(connect_all(c, 2));
   expect_all_ok(run_ranks(3, [&](int r) { return exchange(*c.links[r], 777, 1); }));
@@ -483,19 +508,19 @@ TEST(TcpLinkTest, AllReduceOverTcpMatchesAcrossAlgorithmsAndSizes) {
     Cluster c = make_cluster(n, logs);
     expect_all_ok(connect_all(c, 1));
     std::uint64_t seq = 1;
-    for (int a = 0; a < kNumAllReduceAlgorithms; ++a) {
+    for (int a = 0; a < algorithms::kNumAllReduceAlgorithms; ++a) {
       for (std::size_t count : {std::size_t{1}, std::size_t{1023}, std::size_t{300000}}) {
         SCOPED_TRACE("n=" + std::to_string(n) + " algorithm=" +
-                     std::string(to_string(static_cast<AllReduceAlgorithm>(a))) +
+                     std::string(to_string(static_cast<algorithms::AllReduceAlgorithm>(a))) +
                      " count=" + std::to_string(count));
         std::vector<std::vector<float>> out(static_cast<std::size_t>(n));
         expect_all_ok(run_ranks(n, [&](int r) {
           std::vector<float> in(count);
           for (std::size_t i = 0; i < count; ++i) in[i] = static_cast<float>((i % 97) * (r + 1));
           out[r].assign(count, 0.0f);
-          CollectiveOptions opt;
+          algorithms::CollectiveOptions opt;
           opt.seq = seq;
-          opt.algorithm = static_cast<AllReduceAlgorithm>(a);
+          opt.algorithm = static_cast<algorithms::AllReduceAlgorithm>(a);
           opt.chunk_bytes = 16 * 1024;  // many chunks, so pipelining runs over the sockets
           opt.deadline = soon();
           return all_reduce(*c.links[r], in.data(), out[r].data(), count, DType::kFloat32,

@@ -42,25 +42,27 @@ class LogCapture {
   std::vector<std::string> lines_;
 };
 
-inline TcpEndpointConfig test_config(LogCapture& logs, int rank, std::string secret = "s3cret") {
-  TcpEndpointConfig c;
+inline agent::TcpEndpointConfig test_config(LogCapture& logs, int rank,
+                                            std::string secret = "s3cret") {
+  agent::TcpEndpointConfig c;
   c.secret = std::move(secret);
   c.log = logs.sink("[rank " + std::to_string(rank) + "] ");
   return c;
 }
 
 struct Cluster {
-  std::vector<std::unique_ptr<TcpEndpoint>> endpoints;
+  std::vector<std::unique_ptr<agent::TcpEndpoint>> endpoints;
   std::vector<std::string> addresses;
-  std::vector<std::unique_ptr<Link>> links;
+  std::vector<std::unique_ptr<algorithms::Link>> links;
 };
 
-inline Cluster make_cluster(int n, LogCapture& logs, Duration busy_poll = TcpEndpointConfig{}.busy_poll) {
+inline Cluster make_cluster(int n, LogCapture& logs,
+                            Duration busy_poll = agent::TcpEndpointConfig{}.busy_poll) {
   Cluster c;
   for (int r = 0; r < n; ++r) {
-    TcpEndpointConfig config = test_config(logs, r);
+    agent::TcpEndpointConfig config = test_config(logs, r);
     config.busy_poll = busy_poll;
-    auto ep = TcpEndpoint::listen(config);
+    auto ep = agent::TcpEndpoint::listen(config);
     if (!ep.is_ok()) throw std::runtime_error(ep.status().to_string());
     c.addresses.push_back((*ep)->address());
     c.endpoints.push_back(std::move(*ep));
@@ -97,8 +99,8 @@ class RawPeer {
   Result<agent::HandshakeMessage> handshake(const std::string& secret, std::uint64_t epoch,
                                             int from, int to, int size) {
     using namespace agent;
-    HandshakeMessage hello;
-    hello.type = HandshakeType::kHello;
+    agent::HandshakeMessage hello;
+    hello.type = agent::HandshakeType::kHello;
     hello.epoch = epoch;
     hello.from_rank = static_cast<std::uint32_t>(from);
     hello.to_rank = static_cast<std::uint32_t>(to);
@@ -106,10 +108,10 @@ class RawPeer {
     hello.nonce = random_nonce();
     write(encode_handshake(hello));
     auto reply = read_message();
-    if (!reply.is_ok() || reply->type != HandshakeType::kChallenge) return reply;
-    HandshakeMessage response;
-    response.type = HandshakeType::kResponse;
-    response.mac = handshake_mac(secret, HandshakeRole::kConnector, hello, reply->nonce);
+    if (!reply.is_ok() || reply->type != agent::HandshakeType::kChallenge) return reply;
+    agent::HandshakeMessage response;
+    response.type = agent::HandshakeType::kResponse;
+    response.mac = handshake_mac(secret, agent::HandshakeRole::kConnector, hello, reply->nonce);
     write(encode_handshake(response));
     return read_message();
   }

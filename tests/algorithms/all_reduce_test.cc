@@ -19,10 +19,13 @@ namespace {
 
 using testing::Bytes;
 
-constexpr AllReduceAlgorithm kAlgorithms[] = {
-    AllReduceAlgorithm::kAuto,       AllReduceAlgorithm::kRing,
-    AllReduceAlgorithm::kTree,       AllReduceAlgorithm::kDoubleTree,
-    AllReduceAlgorithm::kHalvingDoubling, AllReduceAlgorithm::kDirect};
+constexpr algorithms::AllReduceAlgorithm kAlgorithms[] = {
+    algorithms::AllReduceAlgorithm::kAuto,
+    algorithms::AllReduceAlgorithm::kRing,
+    algorithms::AllReduceAlgorithm::kTree,
+    algorithms::AllReduceAlgorithm::kDoubleTree,
+    algorithms::AllReduceAlgorithm::kHalvingDoubling,
+    algorithms::AllReduceAlgorithm::kDirect};
 
 struct Case {
   std::size_t count;
@@ -33,36 +36,38 @@ struct Case {
   bool random = false;  // rounding floats: compared with a tolerance, not bitwise
 };
 
-std::string describe(AllReduceAlgorithm a, int n, const Case& c) {
+std::string describe(algorithms::AllReduceAlgorithm a, int n, const Case& c) {
   std::ostringstream s;
   s << to_string(a) << " n=" << n << " count=" << c.count << " " << to_string(c.dtype) << " "
-    << to_string(c.op) << (c.in_place ? " in-place" : " out-of-place")
-    << " chunk=" << c.chunk_bytes << (c.random ? " random" : "");
+    << to_string(c.op) << (c.in_place ? " in-place" : " out-of-place") << " chunk=" << c.chunk_bytes
+    << (c.random ? " random" : "");
   return s.str();
 }
 
 // Runs `cases` one after another on every rank and checks each result: identical bits on
 // every rank, equal to the sequential reference (within a tolerance for random floats),
 // send untouched out of place.
-void run_batch(AllReduceAlgorithm algorithm, int n, const std::vector<Case>& cases) {
-  MemoryFabric fabric(n);
+void run_batch(algorithms::AllReduceAlgorithm algorithm, int n, const std::vector<Case>& cases) {
+  algorithms::MemoryFabric fabric(n);
   std::vector<std::vector<Bytes>> inputs(cases.size());
   std::vector<std::vector<Bytes>> send(cases.size()), recv(cases.size());
   for (std::size_t k = 0; k < cases.size(); ++k) {
     const Case& c = cases[k];
     for (int r = 0; r < n; ++r) {
-      inputs[k].push_back(c.random ? testing::make_random_input(c.dtype, r, c.count, static_cast<unsigned>(k))
-                                   : testing::make_input(c.dtype, c.op, r, c.count));
+      inputs[k].push_back(
+          c.random ? testing::make_random_input(c.dtype, r, c.count, static_cast<unsigned>(k))
+                   : testing::make_input(c.dtype, c.op, r, c.count));
     }
     send[k] = inputs[k];
-    recv[k].assign(static_cast<std::size_t>(n), Bytes(c.count * dtype_size(c.dtype), std::byte{0xCD}));
+    recv[k].assign(static_cast<std::size_t>(n),
+                   Bytes(c.count * dtype_size(c.dtype), std::byte{0xCD}));
     if (c.in_place) recv[k] = inputs[k];
   }
   const auto statuses = testing::run_ranks(n, [&](int r) -> Status {
     const auto ur = static_cast<std::size_t>(r);
     for (std::size_t k = 0; k < cases.size(); ++k) {
       const Case& c = cases[k];
-      CollectiveOptions options;
+      algorithms::CollectiveOptions options;
       options.seq = k + 1;
       options.algorithm = algorithm;
       options.chunk_bytes = c.chunk_bytes;
@@ -106,7 +111,7 @@ void run_batch(AllReduceAlgorithm algorithm, int n, const std::vector<Case>& cas
 
 // --- full sweep over world sizes and counts ------------------------------------------
 
-using SweepParam = std::tuple<AllReduceAlgorithm, int>;
+using SweepParam = std::tuple<algorithms::AllReduceAlgorithm, int>;
 class AllReduceSweep : public ::testing::TestWithParam<SweepParam> {};
 
 TEST_P(AllReduceSweep, CountsLayoutsAndChunking) {
@@ -130,10 +135,11 @@ TEST_P(AllReduceSweep, CountsLayoutsAndChunking) {
   run_batch(algorithm, n, cases);
 }
 
-std::string algorithm_name(AllReduceAlgorithm a) { return std::string(to_string(a)); }
+std::string algorithm_name(algorithms::AllReduceAlgorithm a) { return std::string(to_string(a)); }
 
 INSTANTIATE_TEST_SUITE_P(AllAlgorithms, AllReduceSweep,
-                         ::testing::Combine(::testing::ValuesIn(kAlgorithms), ::testing::Range(1, 17)),
+                         ::testing::Combine(::testing::ValuesIn(kAlgorithms),
+                                            ::testing::Range(1, 17)),
                          [](const ::testing::TestParamInfo<SweepParam>& info) {
                            return algorithm_name(std::get<0>(info.param)) + "_n" +
                                   std::to_string(std::get<1>(info.param));
@@ -141,7 +147,7 @@ INSTANTIATE_TEST_SUITE_P(AllAlgorithms, AllReduceSweep,
 
 // --- every dtype x op at a few sizes -------------------------------------------------
 
-using MatrixParam = std::tuple<AllReduceAlgorithm, int>;
+using MatrixParam = std::tuple<algorithms::AllReduceAlgorithm, int>;
 class AllReduceMatrix : public ::testing::TestWithParam<MatrixParam> {};
 
 TEST_P(AllReduceMatrix, EveryDTypeAndOp) {
@@ -158,7 +164,8 @@ TEST_P(AllReduceMatrix, EveryDTypeAndOp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllAlgorithms, AllReduceMatrix,
-                         ::testing::Combine(::testing::ValuesIn(kAlgorithms), ::testing::Values(2, 3, 6, 8)),
+                         ::testing::Combine(::testing::ValuesIn(kAlgorithms),
+                                            ::testing::Values(2, 3, 6, 8)),
                          [](const ::testing::TestParamInfo<MatrixParam>& info) {
                            return algorithm_name(std::get<0>(info.param)) + "_n" +
                                   std::to_string(std::get<1>(info.param));
@@ -167,46 +174,52 @@ INSTANTIATE_TEST_SUITE_P(AllAlgorithms, AllReduceMatrix,
 // --- names and arguments -----------------------------------------------------------
 
 TEST(AllReduceAlgorithmNames, RoundTrip) {
-  for (int i = 0; i < kNumAllReduceAlgorithms; ++i) {
-    const auto a = static_cast<AllReduceAlgorithm>(i);
-    AllReduceAlgorithm parsed = AllReduceAlgorithm::kAuto;
-    ASSERT_TRUE(parse_all_reduce_algorithm(to_string(a), &parsed)) << to_string(a);
+  for (int i = 0; i < algorithms::kNumAllReduceAlgorithms; ++i) {
+    const auto a = static_cast<algorithms::AllReduceAlgorithm>(i);
+    algorithms::AllReduceAlgorithm parsed = algorithms::AllReduceAlgorithm::kAuto;
+    ASSERT_TRUE(algorithms::parse_all_reduce_algorithm(to_string(a), &parsed)) << to_string(a);
     EXPECT_EQ(parsed, a);
   }
-  AllReduceAlgorithm parsed = AllReduceAlgorithm::kAuto;
-  EXPECT_TRUE(parse_all_reduce_algorithm("Double-Tree", &parsed));
-  EXPECT_EQ(parsed, AllReduceAlgorithm::kDoubleTree);
-  EXPECT_TRUE(parse_all_reduce_algorithm("rabenseifner", &parsed));
-  EXPECT_EQ(parsed, AllReduceAlgorithm::kHalvingDoubling);
-  EXPECT_FALSE(parse_all_reduce_algorithm("butterfly", &parsed));
-  EXPECT_FALSE(parse_all_reduce_algorithm("", &parsed));
+  algorithms::AllReduceAlgorithm parsed = algorithms::AllReduceAlgorithm::kAuto;
+  EXPECT_TRUE(algorithms::parse_all_reduce_algorithm("Double-Tree", &parsed));
+  EXPECT_EQ(parsed, algorithms::AllReduceAlgorithm::kDoubleTree);
+  EXPECT_TRUE(algorithms::parse_all_reduce_algorithm("rabenseifner", &parsed));
+  EXPECT_EQ(parsed, algorithms::AllReduceAlgorithm::kHalvingDoubling);
+  EXPECT_FALSE(algorithms::parse_all_reduce_algorithm("butterfly", &parsed));
+  EXPECT_FALSE(algorithms::parse_all_reduce_algorithm("", &parsed));
 }
 
 TEST(AllReduceArguments, RejectedBeforeAnyMessage) {
-  MemoryFabric fabric(1);
+  algorithms::MemoryFabric fabric(1);
   std::vector<float> buf(16, 1.0f);
-  CollectiveOptions options;
+  algorithms::CollectiveOptions options;
   // Partial overlap is neither in-place nor out-of-place.
   EXPECT_EQ(all_reduce(fabric.link(0), buf.data(), buf.data() + 1, 8, DType::kFloat32,
-                       ReduceOp::kSum, options).code(),
+                       ReduceOp::kSum, options)
+                .code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(all_reduce(fabric.link(0), nullptr, buf.data(), 8, DType::kFloat32, ReduceOp::kSum,
-                       options).code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      all_reduce(fabric.link(0), nullptr, buf.data(), 8, DType::kFloat32, ReduceOp::kSum, options)
+          .code(),
+      StatusCode::kInvalidArgument);
   EXPECT_EQ(all_reduce(fabric.link(0), buf.data(), buf.data(), 8, static_cast<DType>(99),
-                       ReduceOp::kSum, options).code(),
+                       ReduceOp::kSum, options)
+                .code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(all_reduce(fabric.link(0), buf.data(), buf.data(), 8, DType::kFloat32,
-                       static_cast<ReduceOp>(42), options).code(),
+                       static_cast<ReduceOp>(42), options)
+                .code(),
             StatusCode::kInvalidArgument);
   options.chunk_bytes = 0;
-  EXPECT_EQ(all_reduce(fabric.link(0), buf.data(), buf.data(), 8, DType::kFloat32,
-                       ReduceOp::kSum, options).code(),
+  EXPECT_EQ(all_reduce(fabric.link(0), buf.data(), buf.data(), 8, DType::kFloat32, ReduceOp::kSum,
+                       options)
+                .code(),
             StatusCode::kInvalidArgument);
   options.chunk_bytes = 64;
-  options.algorithm = static_cast<AllReduceAlgorithm>(17);
-  EXPECT_EQ(all_reduce(fabric.link(0), buf.data(), buf.data(), 8, DType::kFloat32,
-                       ReduceOp::kSum, options).code(),
+  options.algorithm = static_cast<algorithms::AllReduceAlgorithm>(17);
+  EXPECT_EQ(all_reduce(fabric.link(0), buf.data(), buf.data(), 8, DType::kFloat32, ReduceOp::kSum,
+                       options)
+                .code(),
             StatusCode::kInvalidArgument);
 }
 

@@ -23,22 +23,23 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using testing::DyingLink;
 
-constexpr AllReduceAlgorithm kAlgorithms[] = {
-    AllReduceAlgorithm::kRing, AllReduceAlgorithm::kTree, AllReduceAlgorithm::kDoubleTree,
-    AllReduceAlgorithm::kHalvingDoubling, AllReduceAlgorithm::kDirect};
+constexpr algorithms::AllReduceAlgorithm kAlgorithms[] = {
+    algorithms::AllReduceAlgorithm::kRing, algorithms::AllReduceAlgorithm::kTree,
+    algorithms::AllReduceAlgorithm::kDoubleTree, algorithms::AllReduceAlgorithm::kHalvingDoubling,
+    algorithms::AllReduceAlgorithm::kDirect};
 
-std::string name_of(const ::testing::TestParamInfo<AllReduceAlgorithm>& info) {
+std::string name_of(const ::testing::TestParamInfo<algorithms::AllReduceAlgorithm>& info) {
   return std::string(to_string(info.param));
 }
 
-class AllReduceFaults : public ::testing::TestWithParam<AllReduceAlgorithm> {
+class AllReduceFaults : public ::testing::TestWithParam<algorithms::AllReduceAlgorithm> {
  protected:
   static constexpr int kRanks = 5;  // not a power of two: halving-doubling folds
   static constexpr int kVictim = 2;
   static constexpr std::size_t kCount = 1000;
 
-  CollectiveOptions options(std::chrono::milliseconds deadline) const {
-    CollectiveOptions o;
+  algorithms::CollectiveOptions options(std::chrono::milliseconds deadline) const {
+    algorithms::CollectiveOptions o;
     o.seq = 7;
     o.algorithm = GetParam();
     o.chunk_bytes = 64;
@@ -48,19 +49,20 @@ class AllReduceFaults : public ::testing::TestWithParam<AllReduceAlgorithm> {
 };
 
 TEST_P(AllReduceFaults, KilledPeerFailsEveryoneWithPeerLost) {
-  MemoryFabric fabric(kRanks);
+  algorithms::MemoryFabric fabric(kRanks);
   const auto deadline = std::chrono::seconds(5);
-  const CollectiveOptions opts = options(deadline);
+  const algorithms::CollectiveOptions opts = options(deadline);
   // The direct algorithm's first send carries a whole vector; elsewhere one chunk has
   // gone out before the victim dies, so nobody can have seen all of its data.
-  const int allowed = GetParam() == AllReduceAlgorithm::kDirect ? 0 : 1;
+  const int allowed = GetParam() == algorithms::AllReduceAlgorithm::kDirect ? 0 : 1;
   const auto start = Clock::now();
   const auto statuses = testing::run_ranks(kRanks, [&](int r) {
     std::vector<float> data(kCount, 1.0f);
     Status st;
     if (r == kVictim) {
       DyingLink link(fabric, r, allowed);
-      st = all_reduce(link, data.data(), data.data(), kCount, DType::kFloat32, ReduceOp::kSum, opts);
+      st =
+          all_reduce(link, data.data(), data.data(), kCount, DType::kFloat32, ReduceOp::kSum, opts);
     } else {
       st = all_reduce(fabric.link(r), data.data(), data.data(), kCount, DType::kFloat32,
                       ReduceOp::kSum, opts);
@@ -80,10 +82,10 @@ TEST_P(AllReduceFaults, KilledPeerFailsEveryoneWithPeerLost) {
 }
 
 TEST_P(AllReduceFaults, FrozenPeerTimesEveryoneOutAtTheDeadline) {
-  MemoryFabric fabric(kRanks);
+  algorithms::MemoryFabric fabric(kRanks);
   fabric.freeze(kVictim);
   const auto deadline = std::chrono::milliseconds(300);
-  const CollectiveOptions opts = options(deadline);
+  const algorithms::CollectiveOptions opts = options(deadline);
   const auto start = Clock::now();
   const auto statuses = testing::run_ranks(kRanks, [&](int r) {
     std::vector<float> data(kCount, 1.0f);
@@ -100,10 +102,10 @@ TEST_P(AllReduceFaults, FrozenPeerTimesEveryoneOutAtTheDeadline) {
   }
 }
 
-void expect_disagreement_fails_everywhere(AllReduceAlgorithm algorithm, int n, int odd_rank,
-                                          std::size_t odd_count, DType odd_dtype) {
-  MemoryFabric fabric(n);
-  CollectiveOptions opts;
+void expect_disagreement_fails_everywhere(algorithms::AllReduceAlgorithm algorithm, int n,
+                                          int odd_rank, std::size_t odd_count, DType odd_dtype) {
+  algorithms::MemoryFabric fabric(n);
+  algorithms::CollectiveOptions opts;
   opts.seq = 3;
   opts.algorithm = algorithm;
   opts.chunk_bytes = 64;
@@ -114,7 +116,8 @@ void expect_disagreement_fails_everywhere(AllReduceAlgorithm algorithm, int n, i
     const std::size_t count = r == odd_rank ? odd_count : 100;
     const DType dtype = r == odd_rank ? odd_dtype : DType::kFloat32;
     std::vector<std::byte> data(count * dtype_size(dtype), std::byte{0});
-    Status st = all_reduce(fabric.link(r), data.data(), data.data(), count, dtype, ReduceOp::kSum, opts);
+    Status st =
+        all_reduce(fabric.link(r), data.data(), data.data(), count, dtype, ReduceOp::kSum, opts);
     if (!st.is_ok()) fabric.kill(r);
     return st;
   });
@@ -143,8 +146,8 @@ INSTANTIATE_TEST_SUITE_P(AllAlgorithms, AllReduceFaults, ::testing::ValuesIn(kAl
 TEST(RingCollectivesFaults, ZeroCountOnOneRankIsNotSuccessEverywhere) {
   // A rank called with count 0 still meets its ring neighbours, so it cannot return kOk
   // while its peers wait for its data.
-  MemoryFabric fabric(3);
-  CollectiveOptions opts;
+  algorithms::MemoryFabric fabric(3);
+  algorithms::CollectiveOptions opts;
   opts.chunk_bytes = 64;
   opts.deadline = Deadline::after(std::chrono::seconds(5));
   const auto statuses = testing::run_ranks(3, [&](int r) {
@@ -155,12 +158,13 @@ TEST(RingCollectivesFaults, ZeroCountOnOneRankIsNotSuccessEverywhere) {
     if (!st.is_ok()) fabric.kill(r);
     return st;
   });
-  for (int r = 0; r < 3; ++r) EXPECT_FALSE(statuses[static_cast<std::size_t>(r)].is_ok()) << "rank " << r;
+  for (int r = 0; r < 3; ++r)
+    EXPECT_FALSE(statuses[static_cast<std::size_t>(r)].is_ok()) << "rank " << r;
 }
 
 TEST(RingCollectivesFaults, KilledPeerDuringAllGather) {
-  MemoryFabric fabric(4);
-  CollectiveOptions opts;
+  algorithms::MemoryFabric fabric(4);
+  algorithms::CollectiveOptions opts;
   opts.chunk_bytes = 64;
   opts.deadline = Deadline::after(std::chrono::seconds(5));
   const auto statuses = testing::run_ranks(4, [&](int r) {

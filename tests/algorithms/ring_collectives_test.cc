@@ -28,7 +28,8 @@ struct Case {
 std::string describe(const char* what, int n, const Case& c) {
   std::ostringstream s;
   s << what << " n=" << n << " count=" << c.count << " " << to_string(c.dtype) << " "
-    << to_string(c.op) << (c.in_place ? " in-place" : " out-of-place") << " chunk=" << c.chunk_bytes;
+    << to_string(c.op) << (c.in_place ? " in-place" : " out-of-place")
+    << " chunk=" << c.chunk_bytes;
   return s.str();
 }
 
@@ -36,7 +37,8 @@ std::vector<Case> sweep_cases(int n) {
   const auto un = static_cast<std::size_t>(n);
   std::vector<Case> cases;
   for (bool in_place : {false, true}) {
-    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, un + 1, std::size_t{257}}) {
+    for (std::size_t count :
+         {std::size_t{0}, std::size_t{1}, std::size_t{7}, un + 1, std::size_t{257}}) {
       cases.push_back({count, DType::kFloat32, ReduceOp::kSum, in_place, 64});
       cases.push_back({count, DType::kBFloat16, ReduceOp::kAvg, in_place, 64});
       cases.push_back({count, DType::kInt8, ReduceOp::kMin, in_place, 5});
@@ -52,7 +54,7 @@ TEST_P(RingCollectivesSweep, ReduceScatter) {
   const int n = GetParam();
   const auto un = static_cast<std::size_t>(n);
   const std::vector<Case> cases = sweep_cases(n);
-  MemoryFabric fabric(n);
+  algorithms::MemoryFabric fabric(n);
   // send[k][r]: n blocks; recv[k][r]: one block, or a view into send when in place.
   std::vector<std::vector<Bytes>> inputs(cases.size()), send(cases.size()), recv(cases.size());
   for (std::size_t k = 0; k < cases.size(); ++k) {
@@ -66,18 +68,21 @@ TEST_P(RingCollectivesSweep, ReduceScatter) {
     const auto ur = static_cast<std::size_t>(r);
     for (std::size_t k = 0; k < cases.size(); ++k) {
       const Case& c = cases[k];
-      CollectiveOptions options;
+      algorithms::CollectiveOptions options;
       options.seq = k + 1;
       options.chunk_bytes = c.chunk_bytes;
       options.deadline = Deadline::after(std::chrono::seconds(20));
       std::byte* in = send[k][ur].data();
       std::byte* out = c.in_place ? in + ur * c.count * dtype_size(c.dtype) : recv[k][ur].data();
       Status st = reduce_scatter(fabric.link(r), in, out, c.count, c.dtype, c.op, options);
-      if (!st.is_ok()) return error(st.code(), describe("reduce_scatter", n, c) + ": " + st.message());
+      if (!st.is_ok())
+        return error(st.code(), describe("reduce_scatter", n, c) + ": " + st.message());
     }
     return Status::ok();
   });
-  for (int r = 0; r < n; ++r) ASSERT_TRUE(statuses[static_cast<std::size_t>(r)].is_ok()) << statuses[static_cast<std::size_t>(r)].to_string();
+  for (int r = 0; r < n; ++r)
+    ASSERT_TRUE(statuses[static_cast<std::size_t>(r)].is_ok())
+        << statuses[static_cast<std::size_t>(r)].to_string();
   for (std::size_t k = 0; k < cases.size(); ++k) {
     const Case& c = cases[k];
     SCOPED_TRACE(describe("reduce_scatter", n, c));
@@ -85,10 +90,11 @@ TEST_P(RingCollectivesSweep, ReduceScatter) {
     const Bytes want = testing::reference_reduce(inputs[k], c.count * un, c.dtype, c.op);
     for (std::size_t r = 0; r < un; ++r) {
       const std::byte* got = c.in_place ? send[k][r].data() + r * block_bytes : recv[k][r].data();
-      EXPECT_EQ(testing::first_difference(Bytes(got, got + block_bytes),
-                                          Bytes(want.begin() + static_cast<std::ptrdiff_t>(r * block_bytes),
-                                                want.begin() + static_cast<std::ptrdiff_t>((r + 1) * block_bytes)),
-                                          c.dtype),
+      EXPECT_EQ(testing::first_difference(
+                    Bytes(got, got + block_bytes),
+                    Bytes(want.begin() + static_cast<std::ptrdiff_t>(r * block_bytes),
+                          want.begin() + static_cast<std::ptrdiff_t>((r + 1) * block_bytes)),
+                    c.dtype),
                 "")
           << "rank " << r;
       if (!c.in_place) {
@@ -102,7 +108,7 @@ TEST_P(RingCollectivesSweep, AllGather) {
   const int n = GetParam();
   const auto un = static_cast<std::size_t>(n);
   const std::vector<Case> cases = sweep_cases(n);
-  MemoryFabric fabric(n);
+  algorithms::MemoryFabric fabric(n);
   std::vector<std::vector<Bytes>> inputs(cases.size()), recv(cases.size());
   for (std::size_t k = 0; k < cases.size(); ++k) {
     const std::size_t block_bytes = cases[k].count * dtype_size(cases[k].dtype);
@@ -119,18 +125,21 @@ TEST_P(RingCollectivesSweep, AllGather) {
     const auto ur = static_cast<std::size_t>(r);
     for (std::size_t k = 0; k < cases.size(); ++k) {
       const Case& c = cases[k];
-      CollectiveOptions options;
+      algorithms::CollectiveOptions options;
       options.seq = k + 1;
       options.chunk_bytes = c.chunk_bytes;
       options.deadline = Deadline::after(std::chrono::seconds(20));
       std::byte* out = recv[k][ur].data();
-      const std::byte* in = c.in_place ? out + ur * c.count * dtype_size(c.dtype) : inputs[k][ur].data();
+      const std::byte* in =
+          c.in_place ? out + ur * c.count * dtype_size(c.dtype) : inputs[k][ur].data();
       Status st = all_gather(fabric.link(r), in, out, c.count, c.dtype, options);
       if (!st.is_ok()) return error(st.code(), describe("all_gather", n, c) + ": " + st.message());
     }
     return Status::ok();
   });
-  for (int r = 0; r < n; ++r) ASSERT_TRUE(statuses[static_cast<std::size_t>(r)].is_ok()) << statuses[static_cast<std::size_t>(r)].to_string();
+  for (int r = 0; r < n; ++r)
+    ASSERT_TRUE(statuses[static_cast<std::size_t>(r)].is_ok())
+        << statuses[static_cast<std::size_t>(r)].to_string();
   for (std::size_t k = 0; k < cases.size(); ++k) {
     const Case& c = cases[k];
     SCOPED_TRACE(describe("all_gather", n, c));
@@ -151,14 +160,16 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, RingCollectivesSweep, ::testing::Range(1, 1
                          });
 
 TEST(RingCollectivesArguments, OverlapThatIsNotTheInPlaceLayout) {
-  MemoryFabric fabric(1);
+  algorithms::MemoryFabric fabric(1);
   std::vector<float> buf(16, 1.0f);
-  CollectiveOptions options;
+  algorithms::CollectiveOptions options;
   EXPECT_EQ(reduce_scatter(fabric.link(0), buf.data(), buf.data() + 1, 8, DType::kFloat32,
-                           ReduceOp::kSum, options).code(),
+                           ReduceOp::kSum, options)
+                .code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(all_gather(fabric.link(0), buf.data() + 1, buf.data(), 8, DType::kFloat32, options).code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      all_gather(fabric.link(0), buf.data() + 1, buf.data(), 8, DType::kFloat32, options).code(),
+      StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -24,27 +24,87 @@ using Bytes = std::vector<std::byte>;
 
 inline void store_value(DType dtype, double v, std::byte* at) {
   switch (dtype) {
-    case DType::kFloat32: { const float f = static_cast<float>(v); std::memcpy(at, &f, 4); return; }
+    case DType::kFloat32: {
+      const float f = static_cast<float>(v);
+      std::memcpy(at, &f, 4);
+      return;
+    }
     case DType::kFloat64: std::memcpy(at, &v, 8); return;
-    case DType::kFloat16: { const float f = static_cast<float>(v); float_to_half(&f, at, 1); return; }
-    case DType::kBFloat16: { const float f = static_cast<float>(v); float_to_bfloat16(&f, at, 1); return; }
-    case DType::kInt8: { const auto x = static_cast<std::int8_t>(v); std::memcpy(at, &x, 1); return; }
-    case DType::kUInt8: { const auto x = static_cast<std::uint8_t>(v); std::memcpy(at, &x, 1); return; }
-    case DType::kInt32: { const auto x = static_cast<std::int32_t>(v); std::memcpy(at, &x, 4); return; }
-    case DType::kInt64: { const auto x = static_cast<std::int64_t>(v); std::memcpy(at, &x, 8); return; }
+    case DType::kFloat16: {
+      const float f = static_cast<float>(v);
+      float_to_half(&f, at, 1);
+      return;
+    }
+    case DType::kBFloat16: {
+      const float f = static_cast<float>(v);
+      float_to_bfloat16(&f, at, 1);
+      return;
+    }
+    case DType::kInt8: {
+      const auto x = static_cast<std::int8_t>(v);
+      std::memcpy(at, &x, 1);
+      return;
+    }
+    case DType::kUInt8: {
+      const auto x = static_cast<std::uint8_t>(v);
+      std::memcpy(at, &x, 1);
+      return;
+    }
+    case DType::kInt32: {
+      const auto x = static_cast<std::int32_t>(v);
+      std::memcpy(at, &x, 4);
+      return;
+    }
+    case DType::kInt64: {
+      const auto x = static_cast<std::int64_t>(v);
+      std::memcpy(at, &x, 8);
+      return;
+    }
   }
 }
 
 inline double load_value(DType dtype, const std::byte* at) {
   switch (dtype) {
-    case DType::kFloat32: { float f; std::memcpy(&f, at, 4); return f; }
-    case DType::kFloat64: { double d; std::memcpy(&d, at, 8); return d; }
-    case DType::kFloat16: { float f; half_to_float(at, &f, 1); return f; }
-    case DType::kBFloat16: { float f; bfloat16_to_float(at, &f, 1); return f; }
-    case DType::kInt8: { std::int8_t x; std::memcpy(&x, at, 1); return x; }
-    case DType::kUInt8: { std::uint8_t x; std::memcpy(&x, at, 1); return x; }
-    case DType::kInt32: { std::int32_t x; std::memcpy(&x, at, 4); return x; }
-    case DType::kInt64: { std::int64_t x; std::memcpy(&x, at, 8); return static_cast<double>(x); }
+    case DType::kFloat32: {
+      float f;
+      std::memcpy(&f, at, 4);
+      return f;
+    }
+    case DType::kFloat64: {
+      double d;
+      std::memcpy(&d, at, 8);
+      return d;
+    }
+    case DType::kFloat16: {
+      float f;
+      half_to_float(at, &f, 1);
+      return f;
+    }
+    case DType::kBFloat16: {
+      float f;
+      bfloat16_to_float(at, &f, 1);
+      return f;
+    }
+    case DType::kInt8: {
+      std::int8_t x;
+      std::memcpy(&x, at, 1);
+      return x;
+    }
+    case DType::kUInt8: {
+      std::uint8_t x;
+      std::memcpy(&x, at, 1);
+      return x;
+    }
+    case DType::kInt32: {
+      std::int32_t x;
+      std::memcpy(&x, at, 4);
+      return x;
+    }
+    case DType::kInt64: {
+      std::int64_t x;
+      std::memcpy(&x, at, 8);
+      return static_cast<double>(x);
+    }
   }
   return 0;
 }
@@ -79,7 +139,8 @@ inline Bytes make_random_input(DType dtype, int rank, std::size_t count, unsigne
   std::mt19937 gen(seed * 7919u + static_cast<unsigned>(rank));
   std::uniform_real_distribution<double> dist(-1.0, 1.0);
   Bytes out(count * dtype_size(dtype));
-  for (std::size_t i = 0; i < count; ++i) store_value(dtype, dist(gen), out.data() + i * dtype_size(dtype));
+  for (std::size_t i = 0; i < count; ++i)
+    store_value(dtype, dist(gen), out.data() + i * dtype_size(dtype));
   return out;
 }
 
@@ -87,14 +148,17 @@ inline Bytes make_random_input(DType dtype, int rank, std::size_t count, unsigne
 inline Bytes reference_reduce(const std::vector<Bytes>& inputs, std::size_t count, DType dtype,
                               ReduceOp op) {
   Bytes acc = inputs[0];
-  for (std::size_t r = 1; r < inputs.size(); ++r) reduce_into(acc.data(), inputs[r].data(), count, dtype, op);
-  if (op == ReduceOp::kAvg && count > 0) scale_by_count(acc.data(), count, dtype, static_cast<int>(inputs.size()));
+  for (std::size_t r = 1; r < inputs.size(); ++r)
+    reduce_into(acc.data(), inputs[r].data(), count, dtype, op);
+  if (op == ReduceOp::kAvg && count > 0)
+    scale_by_count(acc.data(), count, dtype, static_cast<int>(inputs.size()));
   return acc;
 }
 
 // "" when equal, else where and how they first differ.
 inline std::string first_difference(const Bytes& got, const Bytes& want, DType dtype) {
-  if (got.size() != want.size()) return "size " + std::to_string(got.size()) + " vs " + std::to_string(want.size());
+  if (got.size() != want.size())
+    return "size " + std::to_string(got.size()) + " vs " + std::to_string(want.size());
   const std::size_t es = dtype_size(dtype);
   for (std::size_t i = 0; i < got.size(); i += es) {
     if (std::memcmp(got.data() + i, want.data() + i, es) != 0) {

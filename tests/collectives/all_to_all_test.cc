@@ -24,10 +24,10 @@ TEST_P(AllToAllSweep, BlockJOfRankIBecomesBlockIOfRankJ) {
       out[r].push_back(pattern(7777 + k * 64 + r, bytes));
     }
   }
-  MemoryFabric fabric(n);
+  algorithms::MemoryFabric fabric(n);
   const auto statuses = run_ranks(n, [&](int r) {
     for (std::size_t k = 0; k < cases.size(); ++k) {
-      CollectiveOptions options;
+      algorithms::CollectiveOptions options;
       options.seq = k;
       options.deadline = Deadline::after(std::chrono::seconds(20));
       Status s = all_to_all(fabric.link(r), in[r][k].data(), out[r][k].data(), cases[k].count,
@@ -49,15 +49,15 @@ TEST_P(AllToAllSweep, BlockJOfRankIBecomesBlockIOfRankJ) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Worlds, AllToAllSweep,
-    ::testing::Combine(::testing::Range(1, kMaxWorld + 1), ::testing::ValuesIn(all_dtypes())),
-    [](const auto& info) {
-      return sweep_name(std::get<0>(info.param), std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Worlds, AllToAllSweep,
+                         ::testing::Combine(::testing::Range(1, kMaxWorld + 1),
+                                            ::testing::ValuesIn(all_dtypes())),
+                         [](const auto& info) {
+                           return sweep_name(std::get<0>(info.param), std::get<1>(info.param));
+                         });
 
 TEST(AllToAll, InPlaceIsInvalidArgument) {
-  MemoryFabric fabric(2);
+  algorithms::MemoryFabric fabric(2);
   std::vector<float> buf(4);
   EXPECT_EQ(all_to_all(fabric.link(0), buf.data(), buf.data(), 2, DType::kFloat32, {}).code(),
             StatusCode::kInvalidArgument);

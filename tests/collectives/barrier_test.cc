@@ -17,14 +17,14 @@ class BarrierSweep : public ::testing::TestWithParam<int> {};
 TEST_P(BarrierSweep, NoRankLeavesBeforeAllEnter) {
   const int n = GetParam();
   constexpr int kRounds = 5;
-  MemoryFabric fabric(n);
+  algorithms::MemoryFabric fabric(n);
   fabric.set_delay(n / 2, std::chrono::milliseconds(2));
   std::atomic<int> entered[kRounds] = {};
   std::atomic<int> early{0};
   const auto statuses = run_ranks(n, [&](int r) {
     for (int k = 0; k < kRounds; ++k) {
       entered[k].fetch_add(1);
-      CollectiveOptions options;
+      algorithms::CollectiveOptions options;
       options.seq = static_cast<std::uint64_t>(k);
       options.deadline = Deadline::after(std::chrono::seconds(20));
       TRIB_RETURN_IF_ERROR(barrier(fabric.link(r), options));

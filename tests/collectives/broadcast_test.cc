@@ -37,11 +37,11 @@ TEST_P(BroadcastSweep, EveryRankGetsRootsBytes) {
     if (runs[k].in_place) out[runs[k].root].back() = inputs.back();
   }
 
-  MemoryFabric fabric(n);
+  algorithms::MemoryFabric fabric(n);
   const auto statuses = run_ranks(n, [&](int r) {
     for (std::size_t k = 0; k < runs.size(); ++k) {
       const Point& run = runs[k];
-      CollectiveOptions options;
+      algorithms::CollectiveOptions options;
       options.seq = k;
       options.chunk_bytes = run.shape.chunk_bytes;
       options.deadline = Deadline::after(std::chrono::seconds(20));
@@ -58,31 +58,31 @@ TEST_P(BroadcastSweep, EveryRankGetsRootsBytes) {
   }
   for (std::size_t k = 0; k < runs.size(); ++k) {
     for (int r = 0; r < n; ++r) {
-      ASSERT_EQ(out[r][k], inputs[k]) << "rank " << r << " count " << runs[k].shape.count
-                                      << " chunk " << runs[k].shape.chunk_bytes << " root "
-                                      << runs[k].root;
+      ASSERT_EQ(out[r][k], inputs[k])
+          << "rank " << r << " count " << runs[k].shape.count << " chunk "
+          << runs[k].shape.chunk_bytes << " root " << runs[k].root;
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Worlds, BroadcastSweep,
-    ::testing::Combine(::testing::Range(1, kMaxWorld + 1), ::testing::ValuesIn(all_dtypes())),
-    [](const auto& info) {
-      return sweep_name(std::get<0>(info.param), std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Worlds, BroadcastSweep,
+                         ::testing::Combine(::testing::Range(1, kMaxWorld + 1),
+                                            ::testing::ValuesIn(all_dtypes())),
+                         [](const auto& info) {
+                           return sweep_name(std::get<0>(info.param), std::get<1>(info.param));
+                         });
 
 TEST(Broadcast, RelayForwardsFirstChunkBeforeTheRestArrives) {
   constexpr int kWorld = 4;
   constexpr std::size_t kCount = 4096;
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   FirstSendProbe relay(fabric.link(1));
   std::vector<float> in(kCount, 1.25f);
   std::vector<std::vector<float>> out(kWorld, std::vector<float>(kCount));
   const auto statuses = run_ranks(kWorld, [&](int r) {
-    CollectiveOptions options;
+    algorithms::CollectiveOptions options;
     options.chunk_bytes = 128;  // 128 chunks: a chain
-    Link& link = r == 1 ? relay : fabric.link(r);
+    algorithms::Link& link = r == 1 ? relay : fabric.link(r);
     return broadcast(link, in.data(), out[r].data(), kCount, DType::kFloat32, 0, options);
   });
   for (const Status& s : statuses) ASSERT_TRUE(s.is_ok()) << s.to_string();
@@ -91,13 +91,13 @@ TEST(Broadcast, RelayForwardsFirstChunkBeforeTheRestArrives) {
 }
 
 TEST(Broadcast, RootOutOfRangeIsInvalidArgument) {
-  MemoryFabric fabric(3);
+  algorithms::MemoryFabric fabric(3);
   std::vector<float> buf(4);
   for (int root : {-1, 3}) {
-    EXPECT_EQ(broadcast(fabric.link(0), buf.data(), buf.data(), buf.size(), DType::kFloat32,
-                        root, {})
-                  .code(),
-              StatusCode::kInvalidArgument);
+    EXPECT_EQ(
+        broadcast(fabric.link(0), buf.data(), buf.data(), buf.size(), DType::kFloat32, root, {})
+            .code(),
+        StatusCode::kInvalidArgument);
   }
 }
 

@@ -25,8 +25,8 @@ constexpr auto kSlack = std::chrono::seconds(2);
 constexpr std::size_t kChainCount = 2000;
 constexpr std::size_t kChainChunkBytes = 256;
 
-CollectiveOptions short_options(std::size_t chunk_bytes = kChainChunkBytes) {
-  CollectiveOptions options;
+algorithms::CollectiveOptions short_options(std::size_t chunk_bytes = kChainChunkBytes) {
+  algorithms::CollectiveOptions options;
   options.seq = 7;
   options.chunk_bytes = chunk_bytes;
   options.deadline = Deadline::after(kShortDeadline);
@@ -61,15 +61,15 @@ TEST(Fault, BroadcastRootsChildKilledBeforeStartFailsEveryone) {
   constexpr int kWorld = 6;
   const int root = 2;
   const int victim = 3;  // root's successor in the chain: every other rank depends on it
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   fabric.kill(victim);
   std::vector<float> in(kChainCount, 1.5f);
   std::vector<std::vector<float>> out(kWorld, std::vector<float>(kChainCount));
   const auto options = short_options();
   const auto statuses = run_bounded(kWorld, [&](int r) {
     if (r == victim) return error(StatusCode::kAborted, "dead");
-    return broadcast(fabric.link(r), in.data(), out[r].data(), kChainCount, DType::kFloat32,
-                     root, options);
+    return broadcast(fabric.link(r), in.data(), out[r].data(), kChainCount, DType::kFloat32, root,
+                     options);
   });
   expect_codes(statuses, {{root, StatusCode::kPeerLost},
                           {4, StatusCode::kPeerLost},
@@ -81,14 +81,14 @@ TEST(Fault, BroadcastRootsChildKilledBeforeStartFailsEveryone) {
 TEST(Fault, BroadcastRankKilledMidwayFailsEveryRankBelowIt) {
   constexpr int kWorld = 6;
   const int victim = 2;
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   TriggerLink dying(fabric.link(victim), 7, [&] { fabric.kill(victim); });
   std::vector<float> in(kChainCount);
   for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i);
   std::vector<std::vector<float>> out(kWorld, std::vector<float>(kChainCount, -1.0f));
   const auto options = short_options();
   const auto statuses = run_bounded(kWorld, [&](int r) {
-    Link& link = r == victim ? dying : fabric.link(r);
+    algorithms::Link& link = r == victim ? dying : fabric.link(r);
     return broadcast(link, in.data(), out[r].data(), kChainCount, DType::kFloat32, 0, options);
   });
   expect_codes(statuses, {{victim, StatusCode::kAborted},
@@ -108,7 +108,7 @@ TEST(Fault, BroadcastTreeLosesExactlyTheDeadSubtree) {
   // One chunk over 8 ranks runs on the binary tree 0 -> {1, 2}, 1 -> {3, 4}, 3 -> {7}.
   constexpr int kWorld = 8;
   constexpr std::size_t kCount = 64;
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   fabric.kill(1);
   std::vector<std::int32_t> in(kCount, 42);
   std::vector<std::vector<std::int32_t>> out(kWorld, std::vector<std::int32_t>(kCount));
@@ -131,14 +131,14 @@ TEST(Fault, ReduceFirstRankOfChainKilledMidwayFailsEveryone) {
   // The reduce chain runs 5 -> 4 -> ... -> 0 (root): every rank depends on rank 5.
   constexpr int kWorld = 6;
   const int victim = 5;
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   TriggerLink dying(fabric.link(victim), 6, [&] { fabric.kill(victim); });
   std::vector<double> in(kChainCount, 1.0);
   std::vector<double> out(kChainCount, -1.0);
   const std::vector<double> untouched = out;
   const auto options = short_options();
   const auto statuses = run_bounded(kWorld, [&](int r) {
-    Link& link = r == victim ? dying : fabric.link(r);
+    algorithms::Link& link = r == victim ? dying : fabric.link(r);
     return reduce(link, in.data(), r == 0 ? out.data() : nullptr, kChainCount, DType::kFloat64,
                   ReduceOp::kSum, 0, options);
   });
@@ -152,14 +152,14 @@ TEST(Fault, ReduceFirstRankOfChainKilledMidwayFailsEveryone) {
 
 TEST(Fault, ReduceRootsChildKilledFailsRoot) {
   constexpr int kWorld = 5;
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   fabric.kill(1);
   std::vector<std::int64_t> in(kChainCount, 3);
   std::vector<std::int64_t> out(kChainCount);
   const auto statuses = run_bounded(kWorld, [&](int r) {
     if (r == 1) return error(StatusCode::kAborted, "dead");
-    return reduce(fabric.link(r), in.data(), out.data(), kChainCount, DType::kInt64,
-                  ReduceOp::kMax, 0, short_options());
+    return reduce(fabric.link(r), in.data(), out.data(), kChainCount, DType::kInt64, ReduceOp::kMax,
+                  0, short_options());
   });
   expect_codes(statuses, {{0, StatusCode::kPeerLost}, {2, StatusCode::kPeerLost}});
 }
@@ -171,7 +171,7 @@ class BarrierKilled : public ::testing::TestWithParam<int> {};
 TEST_P(BarrierKilled, EverySurvivorFails) {
   const int n = GetParam();
   const int victim = n / 2;
-  MemoryFabric fabric(n);
+  algorithms::MemoryFabric fabric(n);
   fabric.kill(victim);
   const auto options = short_options();
   const auto statuses = run_bounded(n, [&](int r) {
@@ -191,7 +191,7 @@ INSTANTIATE_TEST_SUITE_P(Worlds, BarrierKilled, ::testing::Values(2, 5, 16));
 
 TEST(Fault, AllToAllKilledRankFailsEveryone) {
   constexpr int kWorld = 5;
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   fabric.kill(3);
   std::vector<std::vector<std::uint8_t>> in(kWorld, std::vector<std::uint8_t>(kWorld * 9, 1));
   std::vector<std::vector<std::uint8_t>> out(kWorld, std::vector<std::uint8_t>(kWorld * 9));
@@ -208,7 +208,7 @@ TEST(Fault, AllToAllKilledRankFailsEveryone) {
 
 TEST(Fault, GatherWithDeadRankFailsRoot) {
   constexpr int kWorld = 4;
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   fabric.kill(2);
   std::vector<float> in(10, 1.0f);
   std::vector<float> out(10 * kWorld);
@@ -221,7 +221,7 @@ TEST(Fault, GatherWithDeadRankFailsRoot) {
 
 TEST(Fault, ScatterToDeadRankFailsRoot) {
   constexpr int kWorld = 4;
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   fabric.kill(3);
   std::vector<float> in(10 * kWorld, 1.0f);
   std::vector<std::vector<float>> out(kWorld, std::vector<float>(10));
@@ -230,9 +230,7 @@ TEST(Fault, ScatterToDeadRankFailsRoot) {
     return scatter(fabric.link(r), in.data(), out[r].data(), 10, DType::kFloat32, 1,
                    short_options());
   });
-  expect_codes(statuses, {{1, StatusCode::kPeerLost},
-                          {0, StatusCode::kOk},
-                          {2, StatusCode::kOk}});
+  expect_codes(statuses, {{1, StatusCode::kPeerLost}, {0, StatusCode::kOk}, {2, StatusCode::kOk}});
 }
 
 // --- a rank frozen (SIGSTOP): nothing fails explicitly, deadlines must catch it ------
@@ -240,13 +238,13 @@ TEST(Fault, ScatterToDeadRankFailsRoot) {
 TEST(Fault, BroadcastFrozenRankTimesOutItsDownstream) {
   constexpr int kWorld = 5;
   const int victim = 2;
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   TriggerLink freezing(fabric.link(victim), 3, [&] { fabric.freeze(victim); });
   std::vector<std::uint16_t> in(kChainCount, 7);
   std::vector<std::vector<std::uint16_t>> out(kWorld, std::vector<std::uint16_t>(kChainCount));
   const auto options = short_options();
   const auto statuses = run_bounded(kWorld, [&](int r) {
-    Link& link = r == victim ? freezing : fabric.link(r);
+    algorithms::Link& link = r == victim ? freezing : fabric.link(r);
     return broadcast(link, in.data(), out[r].data(), kChainCount, DType::kBFloat16, 0, options);
   });
   expect_codes(statuses, {{3, StatusCode::kTimedOut}, {4, StatusCode::kTimedOut}});
@@ -255,12 +253,11 @@ TEST(Fault, BroadcastFrozenRankTimesOutItsDownstream) {
 TEST(Fault, BarrierFrozenRankTimesOutEveryone) {
   constexpr int kWorld = 7;
   const int victim = 4;
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   fabric.freeze(victim);
   const auto options = short_options();
-  const auto statuses = run_bounded(kWorld, [&](int r) {
-    return barrier(fabric.link(r), options);
-  });
+  const auto statuses =
+      run_bounded(kWorld, [&](int r) { return barrier(fabric.link(r), options); });
   for (int r = 0; r < kWorld; ++r) {
     if (r == victim) continue;  // it hears the others; what it does is irrelevant
     EXPECT_EQ(statuses[r].code(), StatusCode::kTimedOut) << "rank " << r << describe(statuses);
@@ -269,14 +266,14 @@ TEST(Fault, BarrierFrozenRankTimesOutEveryone) {
 
 TEST(Fault, ReduceFrozenRankTimesOutRoot) {
   constexpr int kWorld = 8;
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   fabric.freeze(5);
   std::vector<float> in(33, 1.0f);
   std::vector<float> out(33);
   const auto options = short_options(kDefaultChunk);
   const auto statuses = run_bounded(kWorld, [&](int r) {
-    return reduce(fabric.link(r), in.data(), out.data(), in.size(), DType::kFloat32,
-                  ReduceOp::kAvg, 0, options);
+    return reduce(fabric.link(r), in.data(), out.data(), in.size(), DType::kFloat32, ReduceOp::kAvg,
+                  0, options);
   });
   EXPECT_EQ(statuses[0].code(), StatusCode::kTimedOut) << describe(statuses);
 }
@@ -285,7 +282,7 @@ TEST(Fault, ReduceFrozenRankTimesOutRoot) {
 
 TEST(Fault, BroadcastFailedLinkIsPeerLost) {
   constexpr int kWorld = 4;
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   fabric.fail_link(1, 2);
   std::vector<std::int8_t> in(kChainCount, 5);
   std::vector<std::vector<std::int8_t>> out(kWorld, std::vector<std::int8_t>(kChainCount));
@@ -301,7 +298,7 @@ TEST(Fault, BroadcastFailedLinkIsPeerLost) {
 
 TEST(Fault, AllToAllFailedLinkIsPeerLostOnBothEnds) {
   constexpr int kWorld = 4;
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   fabric.fail_link(0, 1);
   std::vector<std::vector<std::int32_t>> in(kWorld, std::vector<std::int32_t>(kWorld * 3, 9));
   std::vector<std::vector<std::int32_t>> out(kWorld, std::vector<std::int32_t>(kWorld * 3));
@@ -317,11 +314,10 @@ TEST(Fault, AllToAllFailedLinkIsPeerLostOnBothEnds) {
 
 TEST(Fault, BarrierFailedLinkIsPeerLost) {
   constexpr int kWorld = 4;
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   fabric.fail_link(0, 1);
-  const auto statuses = run_bounded(kWorld, [&](int r) {
-    return barrier(fabric.link(r), short_options());
-  });
+  const auto statuses =
+      run_bounded(kWorld, [&](int r) { return barrier(fabric.link(r), short_options()); });
   expect_codes(statuses, {{0, StatusCode::kPeerLost}, {1, StatusCode::kPeerLost}});
   for (const Status& s : statuses) EXPECT_FALSE(s.is_ok()) << describe(statuses);
 }
@@ -331,7 +327,7 @@ TEST(Fault, BarrierFailedLinkIsPeerLost) {
 TEST(Mismatch, AllToAllCountFailsEveryRank) {
   constexpr int kWorld = 5;
   const int odd_one = 3;
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   std::vector<std::vector<float>> in(kWorld, std::vector<float>(kWorld * 9, 1.0f));
   std::vector<std::vector<float>> out(kWorld, std::vector<float>(kWorld * 9));
   const auto statuses = run_bounded(kWorld, [&](int r) {
@@ -346,7 +342,7 @@ TEST(Mismatch, AllToAllCountFailsEveryRank) {
 TEST(Mismatch, BroadcastCountFailsTheDisagreeingRankAndBelow) {
   constexpr int kWorld = 5;
   const int odd_one = 2;
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   std::vector<float> in(kChainCount + 1, 2.0f);
   std::vector<std::vector<float>> out(kWorld, std::vector<float>(kChainCount + 1, -1.0f));
   const auto statuses = run_bounded(kWorld, [&](int r) {
@@ -364,7 +360,7 @@ TEST(Mismatch, BroadcastCountFailsTheDisagreeingRankAndBelow) {
 // Same byte count, different dtype: without Tag::check the bits would be taken as ints.
 TEST(Mismatch, BroadcastDtypeOfSameSizeIsMismatchNotReinterpretation) {
   constexpr int kWorld = 3;
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   std::vector<float> in(100, 0.5f);
   std::vector<std::vector<float>> out(kWorld, std::vector<float>(100));
   const auto statuses = run_bounded(kWorld, [&](int r) {
@@ -377,7 +373,7 @@ TEST(Mismatch, BroadcastDtypeOfSameSizeIsMismatchNotReinterpretation) {
 
 TEST(Mismatch, ReduceCountNeverYieldsAResultAtRoot) {
   constexpr int kWorld = 5;
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   std::vector<std::int32_t> in(kChainCount + 1, 1);
   std::vector<std::int32_t> out(kChainCount + 1, -1);
   const auto statuses = run_bounded(kWorld, [&](int r) {
@@ -395,7 +391,7 @@ TEST(Mismatch, ReduceCountNeverYieldsAResultAtRoot) {
 
 TEST(Mismatch, ReduceOpFailsRoot) {
   constexpr int kWorld = 3;
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   std::vector<float> in(10, 1.0f);
   std::vector<float> out(10);
   const auto statuses = run_bounded(kWorld, [&](int r) {
@@ -407,7 +403,7 @@ TEST(Mismatch, ReduceOpFailsRoot) {
 
 TEST(Mismatch, GatherCountFailsRoot) {
   constexpr int kWorld = 4;
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   std::vector<double> in(6, 1.0);
   std::vector<double> out(6 * kWorld);
   const auto statuses = run_bounded(kWorld, [&](int r) {
@@ -419,24 +415,23 @@ TEST(Mismatch, GatherCountFailsRoot) {
 
 TEST(Mismatch, ZeroAgainstNonzeroCountIsCaught) {
   constexpr int kWorld = 4;
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   std::vector<float> in(100, 3.0f);
   std::vector<std::vector<float>> out(kWorld, std::vector<float>(100));
   const auto statuses = run_bounded(kWorld, [&](int r) {
-    return broadcast(fabric.link(r), in.data(), out[r].data(), r == 1 ? 0 : 100,
-                     DType::kFloat32, 0, short_options(kDefaultChunk));
+    return broadcast(fabric.link(r), in.data(), out[r].data(), r == 1 ? 0 : 100, DType::kFloat32, 0,
+                     short_options(kDefaultChunk));
   });
   EXPECT_EQ(statuses[1].code(), StatusCode::kMismatch) << describe(statuses);
 }
 
 TEST(Mismatch, BarrierAgainstBroadcastWithSameSeqIsCaught) {
   constexpr int kWorld = 2;
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   std::vector<std::uint8_t> buf(0);
   const auto statuses = run_bounded(kWorld, [&](int r) {
     if (r == 0) return barrier(fabric.link(r), short_options());
-    return broadcast(fabric.link(r), buf.data(), buf.data(), 0, DType::kUInt8, 0,
-                     short_options());
+    return broadcast(fabric.link(r), buf.data(), buf.data(), 0, DType::kUInt8, 0, short_options());
   });
   EXPECT_EQ(statuses[1].code(), StatusCode::kMismatch) << describe(statuses);
   EXPECT_EQ(statuses[0].code(), StatusCode::kTimedOut) << describe(statuses);

@@ -25,8 +25,8 @@ std::vector<Point> block_runs(int n, DType dtype) {
   return runs;
 }
 
-CollectiveOptions options_for(std::size_t seq) {
-  CollectiveOptions options;
+algorithms::CollectiveOptions options_for(std::size_t seq) {
+  algorithms::CollectiveOptions options;
   options.seq = seq;
   options.deadline = Deadline::after(std::chrono::seconds(20));
   return options;
@@ -58,7 +58,7 @@ TEST_P(GatherSweep, RootHoldsBlocksInRankOrder) {
       std::memcpy(out.back().data() + root * block, in[root].back().data(), block);
     }
   }
-  MemoryFabric fabric(n);
+  algorithms::MemoryFabric fabric(n);
   const auto statuses = run_ranks(n, [&](int r) {
     for (std::size_t k = 0; k < runs.size(); ++k) {
       const Point& run = runs[k];
@@ -90,7 +90,7 @@ TEST_P(ScatterSweep, RankGetsItsBlock) {
     in.push_back(pattern(k, block * n));
     for (int r = 0; r < n; ++r) out[r].push_back(pattern(5000 + k * 64 + r, block));
   }
-  MemoryFabric fabric(n);
+  algorithms::MemoryFabric fabric(n);
   const auto statuses = run_ranks(n, [&](int r) {
     for (std::size_t k = 0; k < runs.size(); ++k) {
       const Point& run = runs[k];
@@ -125,7 +125,7 @@ INSTANTIATE_TEST_SUITE_P(Worlds, GatherSweep, kWorldsByDtype, param_name);
 INSTANTIATE_TEST_SUITE_P(Worlds, ScatterSweep, kWorldsByDtype, param_name);
 
 TEST(GatherScatter, RootOutOfRangeIsInvalidArgument) {
-  MemoryFabric fabric(2);
+  algorithms::MemoryFabric fabric(2);
   std::vector<int> buf(8);
   EXPECT_EQ(gather(fabric.link(0), buf.data(), buf.data(), 4, DType::kInt32, 5, {}).code(),
             StatusCode::kInvalidArgument);

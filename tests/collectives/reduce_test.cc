@@ -73,7 +73,8 @@ void store_expected(DType dtype, ReduceOp op, std::byte* dst, const std::vector<
   if (op != ReduceOp::kAvg) return store_exact(dtype, dst, acc);
   const auto n = static_cast<std::int64_t>(v.size());
   if (!is_floating(dtype)) return store_exact(dtype, dst, acc / n);
-  if (dtype == DType::kFloat64) return store_as(dst, static_cast<double>(acc) / static_cast<double>(n));
+  if (dtype == DType::kFloat64)
+    return store_as(dst, static_cast<double>(acc) / static_cast<double>(n));
   store_float(dtype, dst, static_cast<float>(acc) / static_cast<float>(n));
 }
 
@@ -114,11 +115,11 @@ TEST_P(ReduceSweep, RootGetsReferenceOthersUntouched) {
   }
   const auto guards = out;
 
-  MemoryFabric fabric(n);
+  algorithms::MemoryFabric fabric(n);
   const auto statuses = run_ranks(n, [&](int r) {
     for (std::size_t k = 0; k < runs.size(); ++k) {
       const Point& run = runs[k];
-      CollectiveOptions options;
+      algorithms::CollectiveOptions options;
       options.seq = k;
       options.chunk_bytes = run.shape.chunk_bytes;
       options.deadline = Deadline::after(std::chrono::seconds(20));
@@ -136,21 +137,21 @@ TEST_P(ReduceSweep, RootGetsReferenceOthersUntouched) {
   for (std::size_t k = 0; k < runs.size(); ++k) {
     for (int r = 0; r < n; ++r) {
       const auto& want = r == runs[k].root ? expected[k] : guards[r][k];
-      ASSERT_EQ(out[r][k], want) << "rank " << r << " count " << runs[k].shape.count
-                                 << " chunk " << runs[k].shape.chunk_bytes << " root "
-                                 << runs[k].root << " in-place " << runs[k].in_place;
+      ASSERT_EQ(out[r][k], want) << "rank " << r << " count " << runs[k].shape.count << " chunk "
+                                 << runs[k].shape.chunk_bytes << " root " << runs[k].root
+                                 << " in-place " << runs[k].in_place;
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Worlds, ReduceSweep,
-    ::testing::Combine(::testing::Range(1, kMaxWorld + 1), ::testing::ValuesIn(all_dtypes()),
-                       ::testing::ValuesIn(all_ops())),
-    [](const auto& info) {
-      return sweep_name(std::get<0>(info.param), std::get<1>(info.param)) + "_" +
-             std::string(to_string(std::get<2>(info.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(Worlds, ReduceSweep,
+                         ::testing::Combine(::testing::Range(1, kMaxWorld + 1),
+                                            ::testing::ValuesIn(all_dtypes()),
+                                            ::testing::ValuesIn(all_ops())),
+                         [](const auto& info) {
+                           return sweep_name(std::get<0>(info.param), std::get<1>(info.param)) +
+                                  "_" + std::string(to_string(std::get<2>(info.param)));
+                         });
 
 // Floating-point sums depend on the order of reduction; with inputs that round, the fixed
 // order must still give the same bits on every repetition, however threads interleave.
@@ -163,10 +164,10 @@ TEST(Reduce, RoundingInputsGiveRepeatableBits) {
   }
   std::vector<float> first;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    MemoryFabric fabric(kWorld);
+    algorithms::MemoryFabric fabric(kWorld);
     std::vector<float> out(kCount);
     const auto statuses = run_ranks(kWorld, [&](int r) {
-      CollectiveOptions options;
+      algorithms::CollectiveOptions options;
       options.chunk_bytes = 100;
       return reduce(fabric.link(r), in[r].data(), r == 2 ? out.data() : nullptr, kCount,
                     DType::kFloat32, ReduceOp::kSum, 2, options);
@@ -180,14 +181,14 @@ TEST(Reduce, RoundingInputsGiveRepeatableBits) {
 TEST(Reduce, RelayPassesFirstChunkOnBeforeTheRestArrives) {
   constexpr int kWorld = 4;
   constexpr std::size_t kCount = 4096;
-  MemoryFabric fabric(kWorld);
+  algorithms::MemoryFabric fabric(kWorld);
   FirstSendProbe relay(fabric.link(2));  // the chain runs 3 -> 2 -> 1 -> 0
   std::vector<std::int32_t> in(kCount, 2);
   std::vector<std::int32_t> out(kCount);
   const auto statuses = run_ranks(kWorld, [&](int r) {
-    CollectiveOptions options;
+    algorithms::CollectiveOptions options;
     options.chunk_bytes = 128;
-    Link& link = r == 2 ? relay : fabric.link(r);
+    algorithms::Link& link = r == 2 ? relay : fabric.link(r);
     return reduce(link, in.data(), out.data(), kCount, DType::kInt32, ReduceOp::kSum, 0, options);
   });
   for (const Status& s : statuses) ASSERT_TRUE(s.is_ok()) << s.to_string();
@@ -196,12 +197,12 @@ TEST(Reduce, RelayPassesFirstChunkOnBeforeTheRestArrives) {
 }
 
 TEST(Reduce, InvalidRootAndOpAreInvalidArgument) {
-  MemoryFabric fabric(2);
+  algorithms::MemoryFabric fabric(2);
   std::vector<float> buf(4);
-  EXPECT_EQ(reduce(fabric.link(0), buf.data(), buf.data(), 4, DType::kFloat32, ReduceOp::kSum, 2,
-                   {})
-                .code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      reduce(fabric.link(0), buf.data(), buf.data(), 4, DType::kFloat32, ReduceOp::kSum, 2, {})
+          .code(),
+      StatusCode::kInvalidArgument);
   EXPECT_EQ(reduce(fabric.link(0), buf.data(), buf.data(), 4, DType::kFloat32,
                    static_cast<ReduceOp>(kNumReduceOps), 0, {})
                 .code(),

@@ -38,16 +38,15 @@ struct CountCase {
   std::size_t chunk_bytes;
 };
 
-inline const std::size_t kDefaultChunk = CollectiveOptions{}.chunk_bytes;
+inline const std::size_t kDefaultChunk = algorithms::CollectiveOptions{}.chunk_bytes;
 
 // Counts every collective must handle: empty, one, odd, around the world size, large,
 // and two chunked shapes through tiny chunk sizes: many full chunks plus a ragged tail,
 // and a chunk size that is not a multiple of the element size.
-inline std::vector<CountCase> count_cases(int world, DType dtype, std::size_t large,
-                                          bool chunked) {
+inline std::vector<CountCase> count_cases(int world, DType dtype, std::size_t large, bool chunked) {
   const std::size_t n = static_cast<std::size_t>(world);
-  std::vector<CountCase> cases = {{0, kDefaultChunk}, {1, kDefaultChunk},
-                                  {7, kDefaultChunk}, {n - 1, kDefaultChunk},
+  std::vector<CountCase> cases = {{0, kDefaultChunk},     {1, kDefaultChunk},
+                                  {7, kDefaultChunk},     {n - 1, kDefaultChunk},
                                   {n + 1, kDefaultChunk}, {large, kDefaultChunk}};
   if (chunked) {
     const std::size_t esize = dtype_size(dtype);
@@ -94,17 +93,17 @@ inline std::string sweep_name(int world, DType dtype) {
 
 // Forwards to `inner`; just before this rank's `after_waits`-th wait it runs `action`
 // (kill or freeze this rank through the fabric), so the fault lands at an exact step.
-class TriggerLink final : public Link {
+class TriggerLink final : public algorithms::Link {
  public:
-  TriggerLink(Link& inner, int after_waits, std::function<void()> action)
+  TriggerLink(algorithms::Link& inner, int after_waits, std::function<void()> action)
       : inner_(inner), after_waits_(after_waits), action_(std::move(action)) {}
 
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
-  Handle send(int peer, Tag tag, std::span<const std::byte> data) override {
+  Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override {
     return inner_.send(peer, tag, data);
   }
-  Handle recv(int peer, Tag tag, std::span<std::byte> data) override {
+  Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override {
     return inner_.recv(peer, tag, data);
   }
   Status wait(Handle handle, Deadline deadline) override {
@@ -114,7 +113,7 @@ class TriggerLink final : public Link {
   void abort(const Status& reason) override { inner_.abort(reason); }
 
  private:
-  Link& inner_;
+  algorithms::Link& inner_;
   int after_waits_;
   int waits_ = 0;
   std::function<void()> action_;
@@ -123,19 +122,19 @@ class TriggerLink final : public Link {
 // Forwards to `inner` and remembers how many waits this rank had made when it posted its
 // first send: 1 for a relay that forwards chunk 0 as soon as it lands (pipelined), the
 // whole chunk count for one that stores the message before forwarding it.
-class FirstSendProbe final : public Link {
+class FirstSendProbe final : public algorithms::Link {
  public:
-  explicit FirstSendProbe(Link& inner) : inner_(inner) {}
+  explicit FirstSendProbe(algorithms::Link& inner) : inner_(inner) {}
 
   int waits_before_first_send() const { return waits_before_first_send_; }
 
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
-  Handle send(int peer, Tag tag, std::span<const std::byte> data) override {
+  Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override {
     if (waits_before_first_send_ < 0) waits_before_first_send_ = waits_;
     return inner_.send(peer, tag, data);
   }
-  Handle recv(int peer, Tag tag, std::span<std::byte> data) override {
+  Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override {
     return inner_.recv(peer, tag, data);
   }
   Status wait(Handle handle, Deadline deadline) override {
@@ -145,7 +144,7 @@ class FirstSendProbe final : public Link {
   void abort(const Status& reason) override { inner_.abort(reason); }
 
  private:
-  Link& inner_;
+  algorithms::Link& inner_;
   int waits_ = 0;
   int waits_before_first_send_ = -1;
 };

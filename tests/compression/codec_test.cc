@@ -29,7 +29,9 @@ float bucket_amax(std::span<const float> x, std::size_t i, std::size_t bucket) {
 TEST(Codec, CastsRoundTripWithinTheirPrecision) {
   for (const char* spec : {"float32", "float16", "bfloat16"}) {
     auto codec = must_make(spec);
-    const double tol = std::string(spec) == "float32" ? 0 : std::string(spec) == "float16" ? 0x1p-11 : 0x1p-8;
+    const double tol = std::string(spec) == "float32"   ? 0
+                       : std::string(spec) == "float16" ? 0x1p-11
+                                                        : 0x1p-8;
     for (std::size_t n : kSizes) {
       const auto x = gaussian(n, 1);
       const auto payload = encode(*codec, x);
@@ -48,7 +50,8 @@ TEST(Codec, QuantizersStayWithinOneStep) {
     auto codec = must_make(spec);
     const bool four = codec->id() == CodecId::kQInt4;
     const bool nearest = std::string(spec).find("stochastic=0") != std::string::npos;
-    const std::size_t bucket = std::stoul(std::string(spec).substr(std::string(spec).find('=') + 1));
+    const std::size_t bucket =
+        std::stoul(std::string(spec).substr(std::string(spec).find('=') + 1));
     for (std::size_t n : kSizes) {
       const auto x = gaussian(n, 2);
       const auto payload = encode(*codec, x, {.seed = 7});
@@ -72,7 +75,8 @@ TEST(Codec, TinyBucketsEncodeAsZeros) {
     const float tiny[] = {1e-40f, -1e-40f, 2e-38f, -3e-37f, 1e-44f, 0.0f};
     x[i] = tiny[i % 6];
   }
-  for (const char* spec : {"qint8:bucket=512", "qint4:bucket=512", "qint8:bucket=512,stochastic=0"}) {
+  for (const char* spec :
+       {"qint8:bucket=512", "qint4:bucket=512", "qint8:bucket=512,stochastic=0"}) {
     auto codec = must_make(spec);
     const auto y = decode(encode(*codec, x, {.seed = 3}), x.size());
     for (std::size_t i = 0; i < x.size(); ++i) {
@@ -147,7 +151,8 @@ TEST(Codec, StochasticRoundingIsUnbiased) {
     std::vector<double> mean(64, 0.0);
     const int kTrials = 4000;
     for (int t = 0; t < kTrials; ++t) {
-      const auto y = decode(encode(*codec, x, {.seed = 1, .step = static_cast<std::uint64_t>(t)}), 64);
+      const auto y =
+          decode(encode(*codec, x, {.seed = 1, .step = static_cast<std::uint64_t>(t)}), 64);
       for (int i = 0; i < 64; ++i) mean[i] += y[i];
     }
     // Per element the rounding error is within one step with variance <= step^2/4, so the
@@ -195,8 +200,7 @@ TEST(Codec, DecodeAccumulateAddsTheDecodedValues) {
 
 // With error feedback, sum(decoded) = sum(inputs) - residual: nothing is lost, only late.
 TEST(Codec, ErrorFeedbackMakesTheRunningSumTrackTheInputs) {
-  for (const char* spec : {"qint4:bucket=128", "sign:bucket=128", "topk:density=0.02",
-                           "float16"}) {
+  for (const char* spec : {"qint4:bucket=128", "sign:bucket=128", "topk:density=0.02", "float16"}) {
     auto codec = must_make(spec);
     const std::size_t n = 2048;
     ErrorFeedback ef;
@@ -251,14 +255,17 @@ TEST(Codec, EncodeRejectsBadArguments) {
   const auto x = gaussian(100, 9);
   std::vector<std::byte> out(codec->max_encoded_bytes(100));
   std::vector<std::byte> small(out.size() - 1);
-  EXPECT_EQ(codec->encode(x.data(), DType::kInt8, 100, out, {}).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(codec->encode(x.data(), DType::kFloat32, 100, small, {}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(codec->encode(x.data(), DType::kInt8, 100, out, {}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(codec->encode(x.data(), DType::kFloat32, 100, small, {}).status().code(),
+            StatusCode::kInvalidArgument);
   std::vector<float> r(99);
   EXPECT_EQ(codec->encode(x.data(), DType::kFloat32, 100, out, {.residual = r}).status().code(),
             StatusCode::kInvalidArgument);
   auto bad = x;
   bad[50] = std::numeric_limits<float>::infinity();
-  EXPECT_EQ(codec->encode(bad.data(), DType::kFloat32, 100, out, {}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(codec->encode(bad.data(), DType::kFloat32, 100, out, {}).status().code(),
+            StatusCode::kInvalidArgument);
   bad[50] = std::nanf("");
   EXPECT_EQ(must_make("sign")->encode(bad.data(), DType::kFloat32, 100, out, {}).status().code(),
             StatusCode::kInvalidArgument);
@@ -289,8 +296,9 @@ TEST(Registry, ParsesPrintsAndRejectsSpecs) {
                            "topk:bucket=64", "float16:momentum=0.9", "qint4:warmup=5"}) {
     EXPECT_FALSE(parse_codec_spec(spec).is_ok()) << spec;
   }
-  for (const char* spec : {"qint4:bucket=7", "sign:bucket=12", "qint8:bucket=0", "topk:density=0",
-                           "topk:density=1.5", "topk:momentum=1", "sign:momentum=1", "qint8:zstd,zstd_level=99"}) {
+  for (const char* spec :
+       {"qint4:bucket=7", "sign:bucket=12", "qint8:bucket=0", "topk:density=0", "topk:density=1.5",
+        "topk:momentum=1", "sign:momentum=1", "qint8:zstd,zstd_level=99"}) {
     EXPECT_EQ(make_codec(spec).status().code(), StatusCode::kInvalidArgument) << spec;
   }
   // The documented defaults (docs/compression.md): what "--codec NAME" means.
@@ -310,7 +318,8 @@ TEST(Zstd, StagePaysOnSkewedCodesAndStoresRawFloats) {
   EXPECT_EQ(h->codec, CodecId::kZstd);
   EXPECT_EQ(h->flags & 1u, 1u) << "compressed";
   EXPECT_LT(payload.size(), must_make("qint4:bucket=4096")->max_encoded_bytes(x.size()));
-  EXPECT_EQ(decode(payload, x.size()), decode(encode(*must_make("qint4:bucket=4096"), x, {.seed = 1}), x.size()));
+  EXPECT_EQ(decode(payload, x.size()),
+            decode(encode(*must_make("qint4:bucket=4096"), x, {.seed = 1}), x.size()));
 
   auto raw = must_make("float32:zstd,zstd_min_gain=0.2");
   const auto stored = encode(*raw, gaussian(4096, 12));

@@ -42,9 +42,9 @@ CompressionPlan must_plan(const std::string& spec) {
   return p.is_ok() ? std::move(p).value() : CompressionPlan{};
 }
 
-CollectiveOptions opts(std::uint64_t seq, std::size_t chunk_bytes = 256 * 1024,
-                       std::chrono::milliseconds deadline = std::chrono::seconds(20)) {
-  CollectiveOptions o;
+algorithms::CollectiveOptions opts(std::uint64_t seq, std::size_t chunk_bytes = 256 * 1024,
+                                   std::chrono::milliseconds deadline = std::chrono::seconds(20)) {
+  algorithms::CollectiveOptions o;
   o.seq = seq;
   o.chunk_bytes = chunk_bytes;
   o.deadline = Deadline::after(deadline);
@@ -76,7 +76,7 @@ GroupRun run_group(const CompressionPlan& plan, std::vector<CompressionState>& s
                    std::uint64_t step = 0, std::size_t chunk_bytes = 256 * 1024,
                    std::span<const MatrixShape> shapes = {}, std::uint64_t tensor = 7) {
   const int n = static_cast<int>(inputs.size());
-  MemoryFabric fabric(n);
+  algorithms::MemoryFabric fabric(n);
   GroupRun g;
   g.out = inputs;
   g.stats.resize(inputs.size());
@@ -92,14 +92,17 @@ GroupRun run_group(const CompressionPlan& plan, std::vector<CompressionState>& s
 
 std::vector<std::vector<float>> inputs_for(int n, std::size_t count, std::uint32_t seed) {
   std::vector<std::vector<float>> in;
-  for (int r = 0; r < n; ++r) in.push_back(gaussian(count, seed * 100 + static_cast<std::uint32_t>(r)));
+  for (int r = 0; r < n; ++r)
+    in.push_back(gaussian(count, seed * 100 + static_cast<std::uint32_t>(r)));
   return in;
 }
 
 std::vector<double> exact(const std::vector<std::vector<float>>& in, ReduceOp op) {
   std::vector<double> s(in[0].size(), 0.0);
-  for (const auto& v : in) for (std::size_t i = 0; i < v.size(); ++i) s[i] += v[i];
-  if (op == ReduceOp::kAvg) for (double& x : s) x /= static_cast<double>(in.size());
+  for (const auto& v : in)
+    for (std::size_t i = 0; i < v.size(); ++i) s[i] += v[i];
+  if (op == ReduceOp::kAvg)
+    for (double& x : s) x /= static_cast<double>(in.size());
   return s;
 }
 
@@ -112,11 +115,16 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 // one quantum of the reduced slice. quantum = amax * q.
 double error_bound(const std::string& spec, int n, double amax_in, double amax_sum, ReduceOp op) {
   double q = 0;
-  if (spec.rfind("float16", 0) == 0) q = std::ldexp(1.0, -11);
-  else if (spec.rfind("bfloat16", 0) == 0) q = std::ldexp(1.0, -8);
-  else if (spec.rfind("qint8", 0) == 0) q = 1.0 / 127;
-  else if (spec.rfind("qint4", 0) == 0) q = 1.0 / 7;
-  else if (spec.rfind("topk", 0) == 0) q = std::ldexp(1.0, -8);  // density 1: bf16 values
+  if (spec.rfind("float16", 0) == 0)
+    q = std::ldexp(1.0, -11);
+  else if (spec.rfind("bfloat16", 0) == 0)
+    q = std::ldexp(1.0, -8);
+  else if (spec.rfind("qint8", 0) == 0)
+    q = 1.0 / 127;
+  else if (spec.rfind("qint4", 0) == 0)
+    q = 1.0 / 7;
+  else if (spec.rfind("topk", 0) == 0)
+    q = std::ldexp(1.0, -8);  // density 1: bf16 values
   // The reduced slice can exceed amax_sum by the stage-1 errors: q * n * amax_in more.
   double b = q * (n * amax_in + amax_sum + q * n * amax_in) * 1.001 + 1e-6;
   if (op == ReduceOp::kAvg) b /= n;
@@ -129,21 +137,24 @@ TEST_P(QuantizedSweep, EveryRankIdenticalAndWithinBound) {
   const std::string spec = GetParam();
   const CompressionPlan plan = must_plan(spec);
   for (int n = 1; n <= 8; ++n) {
-    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1001},
-                              std::size_t{4099}}) {
+    for (std::size_t count :
+         {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1001}, std::size_t{4099}}) {
       for (std::size_t chunk : {std::size_t{64}, std::size_t{256 * 1024}}) {
         if (chunk == 64 && count > 1001) continue;  // many pieces, kept quick
         for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
           SCOPED_TRACE(spec + " n=" + std::to_string(n) + " count=" + std::to_string(count) +
-                       " chunk=" + std::to_string(chunk) + (op == ReduceOp::kSum ? " sum" : " avg"));
+                       " chunk=" + std::to_string(chunk) +
+                       (op == ReduceOp::kSum ? " sum" : " avg"));
           std::vector<CompressionState> states(static_cast<std::size_t>(n));
           const auto in = inputs_for(n, count, static_cast<std::uint32_t>(count + 13 * n));
           const GroupRun g = run_group(plan, states, in, op, 0, chunk);
           for (const Status& s : g.status) ASSERT_TRUE(s.is_ok()) << s.to_string();
-          for (int r = 1; r < n; ++r) ASSERT_TRUE(same_bits(g.out[0], g.out[static_cast<std::size_t>(r)])) << "rank " << r;
+          for (int r = 1; r < n; ++r)
+            ASSERT_TRUE(same_bits(g.out[0], g.out[static_cast<std::size_t>(r)])) << "rank " << r;
           const auto want = exact(in, op);
           double amax_in = 0, amax_sum = 0;
-          for (const auto& v : in) for (float x : v) amax_in = std::max(amax_in, std::fabs(double{x}));
+          for (const auto& v : in)
+            for (float x : v) amax_in = std::max(amax_in, std::fabs(double{x}));
           for (double x : exact(in, ReduceOp::kSum)) amax_sum = std::max(amax_sum, std::fabs(x));
           const double bound = error_bound(spec, n, amax_in, amax_sum, op);
           for (std::size_t i = 0; i < count; ++i) {
@@ -165,7 +176,8 @@ INSTANTIATE_TEST_SUITE_P(Codecs, QuantizedSweep,
                                            "qint4:bucket=256,zstd", "topk:density=1,dense_at=100"),
                          [](const auto& info) {
                            std::string s = info.param;
-                           for (char& c : s) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           for (char& c : s)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
                            return s;
                          });
 
@@ -174,13 +186,16 @@ TEST(CompressedAllReduce, SignAndSparseSweepAgreeAcrossRanks) {
   for (const char* spec : {"sign:bucket=64", "topk:density=0.05", "topk:density=0.05,zstd"}) {
     const CompressionPlan plan = must_plan(spec);
     for (int n = 1; n <= 8; ++n) {
-      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4099}}) {
-        SCOPED_TRACE(std::string(spec) + " n=" + std::to_string(n) + " count=" + std::to_string(count));
+      for (std::size_t count :
+           {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4099}}) {
+        SCOPED_TRACE(std::string(spec) + " n=" + std::to_string(n) +
+                     " count=" + std::to_string(count));
         std::vector<CompressionState> states(static_cast<std::size_t>(n));
         const auto in = inputs_for(n, count, 5);
         const GroupRun g = run_group(plan, states, in, ReduceOp::kAvg, 0, 128);
         for (const Status& s : g.status) ASSERT_TRUE(s.is_ok()) << s.to_string();
-        for (int r = 1; r < n; ++r) ASSERT_TRUE(same_bits(g.out[0], g.out[static_cast<std::size_t>(r)]));
+        for (int r = 1; r < n; ++r)
+          ASSERT_TRUE(same_bits(g.out[0], g.out[static_cast<std::size_t>(r)]));
         for (float x : g.out[0]) ASSERT_TRUE(std::isfinite(x));
       }
     }
@@ -200,7 +215,8 @@ TEST(CompressedAllReduce, TopKLargeTensorsGoInPiecesAndStillAverageExactly) {
     std::vector<CompressionState> states(n);
     const GroupRun g = run_group(plan, states, in, ReduceOp::kAvg, 0);
     for (const Status& st : g.status) ASSERT_TRUE(st.is_ok()) << st.to_string();
-    for (int r = 1; r < n; ++r) ASSERT_TRUE(same_bits(g.out[0], g.out[static_cast<std::size_t>(r)]));
+    for (int r = 1; r < n; ++r)
+      ASSERT_TRUE(same_bits(g.out[0], g.out[static_cast<std::size_t>(r)]));
     if (std::string(spec).find("density=1,") == std::string::npos) {
       // About 1% of each rank's elements from each piece, 3-4 bytes apiece, to 2 peers.
       const double per_rank = static_cast<double>(g.stats[0].wire_bytes_sent);
@@ -210,10 +226,12 @@ TEST(CompressedAllReduce, TopKLargeTensorsGoInPiecesAndStillAverageExactly) {
     }
     const auto want = exact(in, ReduceOp::kAvg);
     double amax_in = 0, amax_sum = 0;
-    for (const auto& v : in) for (float x : v) amax_in = std::max(amax_in, double{std::fabs(x)});
+    for (const auto& v : in)
+      for (float x : v) amax_in = std::max(amax_in, double{std::fabs(x)});
     for (double x : want) amax_sum = std::max(amax_sum, std::fabs(x) * n);
     const double bound = error_bound("topk", n, amax_in, amax_sum, ReduceOp::kAvg);
-    for (std::size_t i = 0; i < count; ++i) ASSERT_NEAR(g.out[0][i], want[i], bound) << "element " << i;
+    for (std::size_t i = 0; i < count; ++i)
+      ASSERT_NEAR(g.out[0][i], want[i], bound) << "element " << i;
   }
 }
 
@@ -267,13 +285,14 @@ TEST(CompressedAllReduce, PlanParsing) {
 }
 
 TEST(CompressedAllReduce, RejectsBadArguments) {
-  MemoryFabric fabric(1);
+  algorithms::MemoryFabric fabric(1);
   const CompressionPlan plan = must_plan("qint8");
   float x = 1;
   CompressionContext ctx;
   ctx.plan = &plan;
   EXPECT_EQ(compressed_all_reduce(fabric.link(0), &x, 1, ReduceOp::kSum, ctx, opts(1)).code(),
-            StatusCode::kInvalidArgument) << "error feedback needs a state";
+            StatusCode::kInvalidArgument)
+      << "error feedback needs a state";
   CompressionState state;
   ctx.state = &state;
   EXPECT_EQ(compressed_all_reduce(fabric.link(0), &x, 1, ReduceOp::kMax, ctx, opts(1)).code(),
@@ -287,7 +306,7 @@ TEST(CompressedAllReduce, RejectsBadArguments) {
 
 TEST(CompressedAllReduce, RanksThatDisagreeOnThePlanFailInsteadOfMixing) {
   const int n = 3;
-  MemoryFabric fabric(n);
+  algorithms::MemoryFabric fabric(n);
   const CompressionPlan a = must_plan("qint8"), b = must_plan("qint4");
   std::vector<CompressionState> states(n);
   auto in = inputs_for(n, 100, 1);
@@ -334,7 +353,8 @@ double mean_error_after(const std::string& spec, int steps) {
 
 TEST(CompressedAllReduce, ErrorFeedbackDrivesTheMeanErrorDown) {
   const int steps = 40;
-  for (const char* codec : {"sign:bucket=64,momentum=0", "qint4:bucket=64", "topk:density=0.05,warmup=0"}) {
+  for (const char* codec :
+       {"sign:bucket=64,momentum=0", "qint4:bucket=64", "topk:density=0.05,warmup=0"}) {
     const double with = mean_error_after(std::string(codec) + ",ef=1", steps);
     const double without = mean_error_after(std::string(codec) + ",ef=0", steps);
     std::cout << codec << ": relative error of the " << steps << "-step mean, EF " << with
@@ -402,10 +422,12 @@ TEST(CompressedAllReduce, PowerSgdIsExactOnLowRankInput) {
       double scale = 0;
       for (double x : want) scale = std::max(scale, std::fabs(x));
       for (int r = 0; r < n; ++r) {
-        ASSERT_TRUE(g.status[static_cast<std::size_t>(r)].is_ok()) << g.status[static_cast<std::size_t>(r)].to_string();
+        ASSERT_TRUE(g.status[static_cast<std::size_t>(r)].is_ok())
+            << g.status[static_cast<std::size_t>(r)].to_string();
         ASSERT_TRUE(same_bits(g.out[0], g.out[static_cast<std::size_t>(r)]));
       }
-      for (std::size_t i = 0; i < total; ++i) ASSERT_NEAR(g.out[0][i], want[i], 1e-4 * scale) << "n=" << n << " i=" << i;
+      for (std::size_t i = 0; i < total; ++i)
+        ASSERT_NEAR(g.out[0][i], want[i], 1e-4 * scale) << "n=" << n << " i=" << i;
       EXPECT_LT(g.stats[0].wire_bytes_sent, n == 1 ? 1 : total * 4);
     }
   }
@@ -441,7 +463,7 @@ TEST(ResidualPolicy, ViewChangeFoldsOwnerResidualIntoTheWorkerResidual) {
       s.on_view_change(3, std::min(r, 2));
       EXPECT_FALSE(s.has_owner_residual(kTensor));
       const auto after = worker_residual(s, count);
-      const algo::Range mine = algo::balanced_part(count, 4, r);
+      const algorithms::Range mine = algorithms::balanced_part(count, 4, r);
       for (std::size_t i = 0; i < count; ++i) {
         const bool owned = i >= mine.begin && i < mine.end();
         const float want = policy == OwnerResidualPolicy::kFold && owned
@@ -460,65 +482,67 @@ TEST(ResidualPolicy, ViewChangeFoldsOwnerResidualIntoTheWorkerResidual) {
 TEST(ResidualPolicy, FoldConservesGradientMassAcrossAJoin) {
   const std::size_t count = 777;
   for (const char* spec : {"sign:bucket=64,momentum=0", "sign:bucket=64"})
-  for (OwnerResidualPolicy policy : {OwnerResidualPolicy::kFold, OwnerResidualPolicy::kDrop}) {
-    SCOPED_TRACE(spec);
-    const CompressionPlan plan = must_plan(spec);
-    const float m = plan.codec_config.momentum;
-    std::vector<CompressionState> states;
-    for (int r = 0; r < 4; ++r) states.emplace_back(policy);
-    std::vector<double> in_total(count, 0.0), out_total(count, 0.0);
-    std::vector<std::vector<float>> velocity(4, std::vector<float>(count, 0.0f));
-    auto step = [&](int n, std::uint64_t t) {
-      const auto in = inputs_for(n, count, static_cast<std::uint32_t>(t + 1));
-      for (std::size_t r = 0; r < in.size(); ++r) {
-        for (std::size_t i = 0; i < count; ++i) {
-          velocity[r][i] = m * velocity[r][i] + in[r][i];
-          in_total[i] += m > 0 ? velocity[r][i] : in[r][i];
+    for (OwnerResidualPolicy policy : {OwnerResidualPolicy::kFold, OwnerResidualPolicy::kDrop}) {
+      SCOPED_TRACE(spec);
+      const CompressionPlan plan = must_plan(spec);
+      const float m = plan.codec_config.momentum;
+      std::vector<CompressionState> states;
+      for (int r = 0; r < 4; ++r) states.emplace_back(policy);
+      std::vector<double> in_total(count, 0.0), out_total(count, 0.0);
+      std::vector<std::vector<float>> velocity(4, std::vector<float>(count, 0.0f));
+      auto step = [&](int n, std::uint64_t t) {
+        const auto in = inputs_for(n, count, static_cast<std::uint32_t>(t + 1));
+        for (std::size_t r = 0; r < in.size(); ++r) {
+          for (std::size_t i = 0; i < count; ++i) {
+            velocity[r][i] = m * velocity[r][i] + in[r][i];
+            in_total[i] += m > 0 ? velocity[r][i] : in[r][i];
+          }
+        }
+        const int nn = n;
+        algorithms::MemoryFabric fabric(nn);
+        std::vector<std::vector<float>> out = in;
+        const auto st = run_ranks(nn, [&](int r) {
+          CompressionContext ctx;
+          ctx.plan = &plan;
+          ctx.state = &states[static_cast<std::size_t>(r)];
+          ctx.tensor_id = kTensor;
+          ctx.step = t;
+          return compressed_all_reduce(fabric.link(r), out[static_cast<std::size_t>(r)].data(),
+                                       count, ReduceOp::kSum, ctx, opts(t + 1));
+        });
+        for (const Status& s : st) EXPECT_TRUE(s.is_ok());
+        for (std::size_t i = 0; i < count; ++i) out_total[i] += out[0][i];
+      };
+      for (std::uint64_t t = 0; t < 5; ++t) step(3, t);
+      double dropped = 0;
+      for (int r = 0; r < 3; ++r)
+        dropped += states[static_cast<std::size_t>(r)].owner_residual_norm2(kTensor);
+      for (int r = 0; r < 4; ++r) states[static_cast<std::size_t>(r)].on_view_change(4, r);
+      for (std::uint64_t t = 5; t < 10; ++t) step(4, t);
+      // in = out + residuals still held.
+      std::vector<double> held(count, 0.0);
+      for (int r = 0; r < 4; ++r) {
+        auto& s = states[static_cast<std::size_t>(r)];
+        const auto w = worker_residual(s, count);
+        for (std::size_t i = 0; i < count; ++i) held[i] += w[i];
+        const auto snap = s.snapshot(kTensor);
+        if (snap.owner_present) {
+          for (std::size_t i = 0; i < snap.owner.residual.size(); ++i)
+            held[snap.owner.offset + i] += snap.owner.residual[i];
         }
       }
-      const int nn = n;
-      MemoryFabric fabric(nn);
-      std::vector<std::vector<float>> out = in;
-      const auto st = run_ranks(nn, [&](int r) {
-        CompressionContext ctx;
-        ctx.plan = &plan;
-        ctx.state = &states[static_cast<std::size_t>(r)];
-        ctx.tensor_id = kTensor;
-        ctx.step = t;
-        return compressed_all_reduce(fabric.link(r), out[static_cast<std::size_t>(r)].data(), count,
-                                     ReduceOp::kSum, ctx, opts(t + 1));
-      });
-      for (const Status& s : st) EXPECT_TRUE(s.is_ok());
-      for (std::size_t i = 0; i < count; ++i) out_total[i] += out[0][i];
-    };
-    for (std::uint64_t t = 0; t < 5; ++t) step(3, t);
-    double dropped = 0;
-    for (int r = 0; r < 3; ++r) dropped += states[static_cast<std::size_t>(r)].owner_residual_norm2(kTensor);
-    for (int r = 0; r < 4; ++r) states[static_cast<std::size_t>(r)].on_view_change(4, r);
-    for (std::uint64_t t = 5; t < 10; ++t) step(4, t);
-    // in = out + residuals still held.
-    std::vector<double> held(count, 0.0);
-    for (int r = 0; r < 4; ++r) {
-      auto& s = states[static_cast<std::size_t>(r)];
-      const auto w = worker_residual(s, count);
-      for (std::size_t i = 0; i < count; ++i) held[i] += w[i];
-      const auto snap = s.snapshot(kTensor);
-      if (snap.owner_present) {
-        for (std::size_t i = 0; i < snap.owner.residual.size(); ++i) held[snap.owner.offset + i] += snap.owner.residual[i];
+      double gap = 0, scale = 0;
+      for (std::size_t i = 0; i < count; ++i) {
+        gap = std::max(gap, std::fabs(in_total[i] - out_total[i] - held[i]));
+        scale = std::max(scale, std::fabs(in_total[i]));
+      }
+      if (policy == OwnerResidualPolicy::kFold) {
+        EXPECT_LT(gap, 1e-4 * std::max(1.0, scale)) << "fold lost or doubled mass";
+      } else {
+        EXPECT_GT(dropped, 0);
+        EXPECT_GT(gap, 1e-2) << "drop should lose the owners' residuals";
       }
     }
-    double gap = 0, scale = 0;
-    for (std::size_t i = 0; i < count; ++i) {
-      gap = std::max(gap, std::fabs(in_total[i] - out_total[i] - held[i]));
-      scale = std::max(scale, std::fabs(in_total[i]));
-    }
-    if (policy == OwnerResidualPolicy::kFold) {
-      EXPECT_LT(gap, 1e-4 * std::max(1.0, scale)) << "fold lost or doubled mass";
-    } else {
-      EXPECT_GT(dropped, 0);
-      EXPECT_GT(gap, 1e-2) << "drop should lose the owners' residuals";
-    }
-  }
 }
 
 TEST(ResidualPolicy, LazyFoldMatchesAnExplicitViewChange) {
@@ -579,13 +603,15 @@ TEST(ResidualPolicy, AbortedAttemptRestoresAndRerunMatchesACleanRun) {
       std::vector<CompressionState::Snapshot> before;
       for (auto& s : faulty) before.push_back(s.snapshot(7));
       {
-        MemoryFabric fabric(n);
+        algorithms::MemoryFabric fabric(n);
         std::vector<std::vector<float>> data = in1;
         const auto st = run_ranks(n, [&](int r) {
           DyingLink dying(fabric, r, allowed);
-          Link& link = r == 2 ? static_cast<Link&>(dying) : fabric.link(r);
-          return compressed_all_reduce(link, data[static_cast<std::size_t>(r)].data(), count,
-                                       ReduceOp::kAvg, context(plan, faulty[static_cast<std::size_t>(r)], 1, shapes), opts(2, 512, std::chrono::milliseconds(700)));
+          algorithms::Link& link = r == 2 ? static_cast<algorithms::Link&>(dying) : fabric.link(r);
+          return compressed_all_reduce(
+              link, data[static_cast<std::size_t>(r)].data(), count, ReduceOp::kAvg,
+              context(plan, faulty[static_cast<std::size_t>(r)], 1, shapes),
+              opts(2, 512, std::chrono::milliseconds(700)));
         });
         int failed = 0;
         for (int r = 0; r < n; ++r) {
@@ -597,7 +623,8 @@ TEST(ResidualPolicy, AbortedAttemptRestoresAndRerunMatchesACleanRun) {
           EXPECT_TRUE(same_bits(now.owner.residual, before[ur].owner.residual)) << "rank " << r;
           EXPECT_EQ(now.powersgd.has_value(), before[ur].powersgd.has_value());
           if (now.powersgd) {
-            EXPECT_TRUE(same_bits(now.powersgd->state.residual, before[ur].powersgd->state.residual));
+            EXPECT_TRUE(
+                same_bits(now.powersgd->state.residual, before[ur].powersgd->state.residual));
           }
         }
         if (allowed == 0) {
@@ -605,7 +632,8 @@ TEST(ResidualPolicy, AbortedAttemptRestoresAndRerunMatchesACleanRun) {
         }
         // A rank that finished (kOk) in a step the cluster then abandons undoes it by hand.
         for (int r = 0; r < n; ++r) {
-          if (st[static_cast<std::size_t>(r)].is_ok()) faulty[static_cast<std::size_t>(r)].restore(before[static_cast<std::size_t>(r)]);
+          if (st[static_cast<std::size_t>(r)].is_ok())
+            faulty[static_cast<std::size_t>(r)].restore(before[static_cast<std::size_t>(r)]);
         }
       }
       const GroupRun a = run_group(plan, clean, in1, ReduceOp::kAvg, 1, 512, shapes);
@@ -614,8 +642,10 @@ TEST(ResidualPolicy, AbortedAttemptRestoresAndRerunMatchesACleanRun) {
         const auto ur = static_cast<std::size_t>(r);
         ASSERT_TRUE(a.status[ur].is_ok() && b.status[ur].is_ok());
         EXPECT_TRUE(same_bits(a.out[ur], b.out[ur])) << "rank " << r;
-        EXPECT_TRUE(same_bits(clean[ur].snapshot(7).worker.residual, faulty[ur].snapshot(7).worker.residual));
-        EXPECT_TRUE(same_bits(clean[ur].snapshot(7).owner.residual, faulty[ur].snapshot(7).owner.residual));
+        EXPECT_TRUE(same_bits(clean[ur].snapshot(7).worker.residual,
+                              faulty[ur].snapshot(7).worker.residual));
+        EXPECT_TRUE(
+            same_bits(clean[ur].snapshot(7).owner.residual, faulty[ur].snapshot(7).owner.residual));
       }
     }
   }
@@ -631,19 +661,22 @@ TEST(ResidualPolicy, TopKDyingBetweenPiecesRestoresTheResidual) {
   (void)run_group(plan, states, inputs_for(n, count, 60), ReduceOp::kAvg, 0);
   std::vector<CompressionState::Snapshot> before;
   for (auto& s : states) before.push_back(s.snapshot(7));
-  MemoryFabric fabric(n);
+  algorithms::MemoryFabric fabric(n);
   std::vector<std::vector<float>> data = inputs_for(n, count, 61);
   // Piece 0 to both peers is 4 sends (size word + payload each); the 7th send dies.
   const auto st = run_ranks(n, [&](int r) {
     DyingLink dying(fabric, r, 6);
-    Link& link = r == 1 ? static_cast<Link&>(dying) : fabric.link(r);
-    return compressed_all_reduce(link, data[static_cast<std::size_t>(r)].data(), count, ReduceOp::kAvg,
-                                 context(plan, states[static_cast<std::size_t>(r)], 1), opts(2, 256 * 1024, std::chrono::milliseconds(2000)));
+    algorithms::Link& link = r == 1 ? static_cast<algorithms::Link&>(dying) : fabric.link(r);
+    return compressed_all_reduce(link, data[static_cast<std::size_t>(r)].data(), count,
+                                 ReduceOp::kAvg,
+                                 context(plan, states[static_cast<std::size_t>(r)], 1),
+                                 opts(2, 256 * 1024, std::chrono::milliseconds(2000)));
   });
   for (int r = 0; r < n; ++r) {
     const auto ur = static_cast<std::size_t>(r);
     ASSERT_FALSE(st[ur].is_ok()) << "rank " << r << " finished although rank 1 died mid-way";
-    EXPECT_TRUE(same_bits(states[ur].snapshot(7).worker.residual, before[ur].worker.residual)) << "rank " << r;
+    EXPECT_TRUE(same_bits(states[ur].snapshot(7).worker.residual, before[ur].worker.residual))
+        << "rank " << r;
   }
 }
 

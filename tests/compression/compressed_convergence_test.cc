@@ -86,7 +86,8 @@ const std::vector<Row>& rows() {
       // momentum here, so top-k's default leaves it off and the CLI warns about it.
       {"top-k 0.1% without warm-up", "topk:density=0.001,warmup=0", Expect::kFails},
       {"top-k 0.1% without local clipping", "topk:density=0.001", Expect::kFails, false},
-      {"top-k 0.1% with DGC momentum correction", "topk:density=0.001,momentum=0.9", Expect::kFails},
+      {"top-k 0.1% with DGC momentum correction", "topk:density=0.001,momentum=0.9",
+       Expect::kFails},
       // Controls: the gate must see damage. sign:momentum=0 is the old defect (error
       // feedback under the optimizer's momentum); the CLI refuses it.
       {"control: sign, momentum in the optimizer", "sign:momentum=0", Expect::kFails},
@@ -162,7 +163,9 @@ TEST_F(CompressedConvergence, EveryDefaultCodecStaysWithinOnePointOfFloat32) {
       std::snprintf(line, sizeof line, "| %s | `%s`%s | %s | %.2f%% | %.2f%% | %.4f | %s |\n",
                     row.label.c_str(), row.spec.c_str(), row.clip ? "" : ", no clip", name,
                     s.mean * 100, s.worst * 100, s.loss,
-                    i == 0 ? "baseline" : pass ? "pass" : "FAIL");
+                    i == 0 ? "baseline"
+                    : pass ? "pass"
+                           : "FAIL");
       table += line;
       if (row.expect == Expect::kPasses) {
         EXPECT_EQ(advice_of(row).verdict, ConvergenceAdvice::Verdict::kNoKnownIssue)
@@ -174,8 +177,10 @@ TEST_F(CompressedConvergence, EveryDefaultCodecStaysWithinOnePointOfFloat32) {
       }
     }
   }
-  std::cout << "\n" << kWorkers << " workers, recipe of examples/training/recipe.h, seeds 1-" << kSeeds
-            << " (" << seconds_ << " s)\n" << table << std::endl;
+  std::cout << "\n"
+            << kWorkers << " workers, recipe of examples/training/recipe.h, seeds 1-" << kSeeds
+            << " (" << seconds_ << " s)\n"
+            << table << std::endl;
 }
 
 // Each kFails row must fail on at least one sharding: the gate can see that damage, and
@@ -185,7 +190,8 @@ TEST_F(CompressedConvergence, ControlsAndWarnedConfigurationsFailTheGate) {
     const Row& row = rows()[i];
     if (row.expect != Expect::kFails) continue;
     const bool iid = passes(result(i, Sharding::kIid), result(0, Sharding::kIid));
-    const bool sorted = passes(result(i, Sharding::kLabelSorted), result(0, Sharding::kLabelSorted));
+    const bool sorted =
+        passes(result(i, Sharding::kLabelSorted), result(0, Sharding::kLabelSorted));
     EXPECT_FALSE(iid && sorted) << row.label << " passed on both shardings: the gate cannot see "
                                 << "it, or the warning for it is stale";
     // A configuration that fails must not be accepted silently (a recipe ablation, the

@@ -12,9 +12,10 @@ using testing::encode;
 using testing::gaussian;
 using testing::must_make;
 
-const char* kSpecs[] = {"float32", "float16", "bfloat16", "qint8:bucket=16", "qint4:bucket=16",
-                        "sign:bucket=16", "topk:density=0.05", "topk:density=0.6",
-                        "qint4:bucket=64,zstd,zstd_min_gain=0"};
+const char* kSpecs[] = {
+    "float32",           "float16",          "bfloat16",
+    "qint8:bucket=16",   "qint4:bucket=16",  "sign:bucket=16",
+    "topk:density=0.05", "topk:density=0.6", "qint4:bucket=64,zstd,zstd_min_gain=0"};
 
 void expect_rejected_or_ok(std::span<const std::byte> payload, std::size_t count) {
   std::vector<float> acc(count, 1.5f);

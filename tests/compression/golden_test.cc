@@ -9,18 +9,18 @@ namespace tributary::compression {
 namespace {
 
 // 16 inputs exercising signs, zero, a tie and a bucket boundary (bucket 8).
-const std::vector<float> kInput = {0.5f,  -1.25f, 3.0f,   0.0f,  -0.75f, 2.0f, -3.5f, 0.125f,
-                                   1.0f,  -0.5f,  0.25f,  -2.0f, 4.0f,   -4.0f, 0.0f, 1.5f};
+const std::vector<float> kInput = {0.5f, -1.25f, 3.0f,  0.0f,  -0.75f, 2.0f,  -3.5f, 0.125f,
+                                   1.0f, -0.5f,  0.25f, -2.0f, 4.0f,   -4.0f, 0.0f,  1.5f};
 const EncodeOptions kOptions{.seed = 1234, .stream = 5, .step = 6, .rank = 7, .element_offset = 8};
 
 #if defined(TRIB_COMPRESSION_SINGLE_LEVEL)
-#define SKIP_IF_LEVEL_UNSUPPORTED()                                                         \
-  do {                                                                                      \
-    __builtin_cpu_init();                                                                   \
-    if ((TRIB_COMPRESSION_SINGLE_LEVEL == 4 && !__builtin_cpu_supports("x86-64-v4")) ||     \
-        (TRIB_COMPRESSION_SINGLE_LEVEL == 3 && !__builtin_cpu_supports("x86-64-v3"))) {     \
-      GTEST_SKIP() << "this CPU cannot run this level's code";                              \
-    }                                                                                       \
+#define SKIP_IF_LEVEL_UNSUPPORTED()                                                     \
+  do {                                                                                  \
+    __builtin_cpu_init();                                                               \
+    if ((TRIB_COMPRESSION_SINGLE_LEVEL == 4 && !__builtin_cpu_supports("x86-64-v4")) || \
+        (TRIB_COMPRESSION_SINGLE_LEVEL == 3 && !__builtin_cpu_supports("x86-64-v3"))) { \
+      GTEST_SKIP() << "this CPU cannot run this level's code";                          \
+    }                                                                                   \
   } while (0)
 #else
 #define SKIP_IF_LEVEL_UNSUPPORTED() \
@@ -50,26 +50,31 @@ TEST(Golden, CounterRng) {
 TEST(Golden, Payloads) {
   SKIP_IF_LEVEL_UNSUPPORTED();
   EXPECT_EQ(golden("float32"),
-            "544301011000000000000000000000000000003f0000a0bf0000404000000000000040bf00000040000060c00000003e0000803f000000bf0000803e000000c000008040000080c0000000000000c03f");
+            "544301011000000000000000000000000000003f0000a0bf0000404000000000000040bf00000040000060"
+            "c00000003e0000803f000000bf0000803e000000c000008040000080c0000000000000c03f");
   EXPECT_EQ(golden("float16"),
-            "54430201100000000000000000000000003800bd0042000000ba004000c30030003c00b8003400c0004400c40000003e");
+            "54430201100000000000000000000000003800bd0042000000ba004000c30030003c00b8003400c0004400"
+            "c40000003e");
   EXPECT_EQ(golden("bfloat16"),
-            "54430301100000000000000000000000003fa0bf4040000040bf004060c0003e803f00bf803e00c0804080c00000c03f");
+            "54430301100000000000000000000000003fa0bf4040000040bf004060c0003e803f00bf803e00c0804080"
+            "c00000c03f");
   EXPECT_EQ(golden("qint8:bucket=8"),
             "5443040110000000080000000100000087c3e13c0402013d12d36d00e449810520f108c17f810030");
   EXPECT_EQ(golden("qint8:bucket=8,stochastic=0"),
             "5443040110000000080000000000000087c3e13c0402013d12d36d00e549810520f008c07f810030");
   EXPECT_EQ(golden("qint4:bucket=8"),
             "544305011000000008000000010000000000003f2549123f698ec6818a591fb8");
-  EXPECT_EQ(golden("sign:bucket=8"),
-            "54430701100000000800000000000000a3eced3fd6520e40522a");
+  EXPECT_EQ(golden("sign:bucket=8"), "54430701100000000800000000000000a3eced3fd6520e40522a");
   // 4 of 16: the bitmap (2 bytes, padded to 4) beats varint (4 bytes).
   EXPECT_EQ(golden("topk:density=0.25,warmup=0"),
-            "5443060110000000040000000400000002000000443000004040" "60c0804080c0");
+            "5443060110000000040000000400000002000000443000004040"
+            "60c0804080c0");
   EXPECT_EQ(golden("topk:density=1,warmup=0,values=f16"),
-            "54430601100000000e0000000500000002000000f7bf0000" "003800bd004200ba004000c30030003c00b8003400c0004400c4003e");
+            "54430601100000000e0000000500000002000000f7bf0000"
+            "003800bd004200ba004000c30030003c00b8003400c0004400c4003e");
   EXPECT_EQ(golden("qint8:bucket=8,zstd,zstd_min_gain=0.5"),
-            "544308011000000028000000000000005443040110000000080000000100000087c3e13c0402013d12d36d00e449810520f108c17f810030");
+            "544308011000000028000000000000005443040110000000080000000100000087c3e13c0402013d12d36d"
+            "00e449810520f108c17f810030");
 }
 
 TEST(Golden, TopKVarintIndices) {
@@ -81,8 +86,10 @@ TEST(Golden, TopKVarintIndices) {
   x[41] = 3.0f;
   x[90] = -0.5f;
   x[99] = 1e-3f;
-  EXPECT_EQ(testing::hex(testing::encode(*testing::must_make("topk:density=0.05,warmup=0"), x, kOptions)),
-            "544306016400000005000000000000000500000003240030080000" "00803f00c0404000bf833a");
+  EXPECT_EQ(
+      testing::hex(testing::encode(*testing::must_make("topk:density=0.05,warmup=0"), x, kOptions)),
+      "544306016400000005000000000000000500000003240030080000"
+      "00803f00c0404000bf833a");
 }
 
 // Long payloads run the vector bodies of every kernel (the 16-element goldens mostly run

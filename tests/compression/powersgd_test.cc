@@ -39,9 +39,7 @@ void step(PowerSgd& s, const std::vector<float>& grad, Buffers& b) {
 
 // Layout: [bias 10][40x30 matrix][bias 5][16x64 matrix][3x2 matrix (too small)]
 const std::size_t kTotal = 10 + 1200 + 5 + 1024 + 6;
-std::vector<MatrixShape> layout() {
-  return {{10, 40, 30}, {1215, 16, 64}, {2239, 3, 2}};
-}
+std::vector<MatrixShape> layout() { return {{10, 40, 30}, {1215, 16, 64}, {2239, 3, 2}}; }
 
 TEST(PowerSgd, LayoutSendsVectorsAndSmallMatricesDense) {
   auto s = PowerSgd::create(kTotal, layout(), {.rank = 2});

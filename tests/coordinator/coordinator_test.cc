@@ -44,7 +44,8 @@ class LogCapture {
     };
   }
   // True once a line contains every needle.
-  bool wait_for(std::initializer_list<std::string_view> needles, Deadline deadline = Deadline::after(seconds(10))) {
+  bool wait_for(std::initializer_list<std::string_view> needles,
+                Deadline deadline = Deadline::after(seconds(10))) {
     std::unique_lock lock(mu_);
     return cv_.wait_until(lock, deadline.at, [&] {
       for (const auto& line : lines_) {
@@ -63,7 +64,8 @@ class LogCapture {
 };
 
 // Metrics off unless a test scrapes them: stopping civetweb takes up to 2 s.
-CoordinatorConfig coordinator_config(std::size_t initial, milliseconds heartbeat_timeout = milliseconds(2000),
+CoordinatorConfig coordinator_config(std::size_t initial,
+                                     milliseconds heartbeat_timeout = milliseconds(2000),
                                      bool metrics = false) {
   CoordinatorConfig c;
   c.secret = kSecret;
@@ -73,7 +75,8 @@ CoordinatorConfig coordinator_config(std::size_t initial, milliseconds heartbeat
   return c;
 }
 
-ClientConfig client_config(const Coordinator& coordinator, std::string host, int port, std::string secret = kSecret) {
+ClientConfig client_config(const Coordinator& coordinator, std::string host, int port,
+                           std::string secret = kSecret) {
   ClientConfig c;
   c.endpoint = coordinator.endpoint();
   c.secret = std::move(secret);
@@ -102,7 +105,8 @@ std::string scrape(int port) {
     const std::string req = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
     if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
       char buf[4096];
-      for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) body.append(buf, static_cast<std::size_t>(n));
+      for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;)
+        body.append(buf, static_cast<std::size_t>(n));
     }
   }
   ::close(fd);
@@ -129,7 +133,8 @@ void raw_tcp_write(const std::string& endpoint, const std::string& bytes) {
   addr.sin_port = htons(static_cast<std::uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  EXPECT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  EXPECT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(bytes.size()));
   ::close(fd);
 }
 
@@ -139,7 +144,8 @@ class CoordinatorTest : public ::testing::Test {
     coordinator_ = std::make_unique<Coordinator>(std::move(config), logs_.sink("coordinator"));
     Status st = coordinator_->start();
     ASSERT_TRUE(st.is_ok()) << st.to_string();
-    ASSERT_TRUE(coordinator_->endpoint().starts_with("tcp://127.0.0.1:")) << coordinator_->endpoint();
+    ASSERT_TRUE(coordinator_->endpoint().starts_with("tcp://127.0.0.1:"))
+        << coordinator_->endpoint();
   }
   std::unique_ptr<CoordinatorClient> client(std::string name) {
     return std::make_unique<CoordinatorClient>(logs_.sink(std::move(name)));
@@ -165,7 +171,8 @@ TEST_F(CoordinatorTest, ClientsJoinAndShareOneViewWithHostsAdjacent) {
   auto results = testing::run_ranks(static_cast<int>(hosts.size()), [&](int r) -> Status {
     auto& c = clients[static_cast<std::size_t>(r)];
     c = client("agent" + std::to_string(r));
-    auto j = c->join(client_config(*coordinator_, hosts[static_cast<std::size_t>(r)], 7000 + r), soon());
+    auto j =
+        c->join(client_config(*coordinator_, hosts[static_cast<std::size_t>(r)], 7000 + r), soon());
     if (!j) return j.status();
     if (j->member_id == 0) return error(StatusCode::kInternal, "member id 0");
     auto v = c->wait_for_view(1, soon());
@@ -205,13 +212,16 @@ TEST_F(CoordinatorTest, WrongSecretIsRejectedWithAClearMessageOnBothSides) {
   auto r = intruder->join(client_config(*coordinator_, "evil", 6666, "guessed secret"), soon());
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.status().code(), StatusCode::kAuthFailed);
-  EXPECT_NE(r.status().message().find("wrong cluster secret"), std::string::npos) << r.status().to_string();
-  EXPECT_TRUE(logs_.wait_for({"coordinator: rejected join from", "name 'evil-6666'", "wrong cluster secret"}));
+  EXPECT_NE(r.status().message().find("wrong cluster secret"), std::string::npos)
+      << r.status().to_string();
+  EXPECT_TRUE(logs_.wait_for(
+      {"coordinator: rejected join from", "name 'evil-6666'", "wrong cluster secret"}));
   EXPECT_TRUE(logs_.wait_for({"intruder: coordinator", "rejected the join: wrong cluster secret"}));
 
   auto good = joined("good", 7000);
   EXPECT_EQ(good->view().size(), 1u) << "the honest agent is not disturbed";
-  EXPECT_EQ(metric(scrape(coordinator_->metrics_port()), "tributary_join_auth_failures_total"), 1.0);
+  EXPECT_EQ(metric(scrape(coordinator_->metrics_port()), "tributary_join_auth_failures_total"),
+            1.0);
 }
 
 TEST_F(CoordinatorTest, GarbageDropsOnlyTheConnectionThatSentIt) {
@@ -231,8 +241,10 @@ TEST_F(CoordinatorTest, GarbageDropsOnlyTheConnectionThatSentIt) {
   zmq::socket_t forger(ctx, zmq::socket_type::dealer);
   forger.set(zmq::sockopt::linger, 0);
   forger.connect(coordinator_->endpoint());
-  forger.send(zmq::str_buffer("\x42\x02\x08\x05"), zmq::send_flags::none);  // Envelope{view{epoch 5}}
-  ASSERT_TRUE(logs_.wait_for({"dropped malformed message from", "coordinator-only message 'view'"}));
+  forger.send(zmq::str_buffer("\x42\x02\x08\x05"),
+              zmq::send_flags::none);  // Envelope{view{epoch 5}}
+  ASSERT_TRUE(
+      logs_.wait_for({"dropped malformed message from", "coordinator-only message 'view'"}));
   zmq::socket_t frames(ctx, zmq::socket_type::dealer);
   frames.set(zmq::sockopt::linger, 0);
   frames.connect(coordinator_->endpoint());
@@ -241,8 +253,11 @@ TEST_F(CoordinatorTest, GarbageDropsOnlyTheConnectionThatSentIt) {
   ASSERT_TRUE(logs_.wait_for({"dropped malformed message from", "2 frames, expected 1"}));
 
   // Plain TCP garbage, no ZMTP at all; and a ZMTP-looking signature followed by junk.
-  raw_tcp_write(coordinator_->endpoint(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n" + std::string(4096, '\x07'));
-  raw_tcp_write(coordinator_->endpoint(), std::string("\xff\x00\x00\x00\x00\x00\x00\x00\x01\x7f", 10) + std::string(64, '\x13'));
+  raw_tcp_write(coordinator_->endpoint(),
+                "GET / HTTP/1.1\r\nHost: x\r\n\r\n" + std::string(4096, '\x07'));
+  raw_tcp_write(
+      coordinator_->endpoint(),
+      std::string("\xff\x00\x00\x00\x00\x00\x00\x00\x01\x7f", 10) + std::string(64, '\x13'));
 
   // Everyone else carries on: a newcomer joins, the first member gets the new view and
   // stays in it past a full heartbeat timeout.
@@ -253,8 +268,11 @@ TEST_F(CoordinatorTest, GarbageDropsOnlyTheConnectionThatSentIt) {
   EXPECT_EQ(v->size(), 2u);
   EXPECT_TRUE(a->health().is_ok());
 
-  junk.send(zmq::str_buffer(""), zmq::send_flags::none);  // would be malformed again: ignored silently
-  EXPECT_GE(metric(scrape(coordinator_->metrics_port()), "tributary_control_malformed_total").value_or(0), 3.0);
+  junk.send(zmq::str_buffer(""),
+            zmq::send_flags::none);  // would be malformed again: ignored silently
+  EXPECT_GE(
+      metric(scrape(coordinator_->metrics_port()), "tributary_control_malformed_total").value_or(0),
+      3.0);
   auto c = joined("c", 7002);
   a->request_boundary(2, false);
   b->request_boundary(2, false);
@@ -306,7 +324,8 @@ TEST_F(CoordinatorTest, MemberThatBreaksTheProtocolIsRemovedOthersCarryOn) {
   const Nonce client = random_nonce();
   control::Envelope proof;
   proof.mutable_join_proof()->set_client_nonce(membership::to_bytes(client));
-  proof.mutable_join_proof()->set_mac(membership::to_bytes(membership::join_proof_mac(kSecret, server, client, "rogue")));
+  proof.mutable_join_proof()->set_mac(
+      membership::to_bytes(membership::join_proof_mac(kSecret, server, client, "rogue")));
   send(rogue, proof);
   auto accepted = receive(rogue);
   ASSERT_TRUE(accepted && accepted->has_join_accepted());
@@ -317,8 +336,9 @@ TEST_F(CoordinatorTest, MemberThatBreaksTheProtocolIsRemovedOthersCarryOn) {
   control::Envelope hb;
   hb.mutable_heartbeat()->set_member_id(honest->member_id());
   send(rogue, hb);
-  EXPECT_TRUE(logs_.wait_for({"dropped malformed message from", "(member " + std::to_string(rogue_id) + ")",
-                              "heartbeat for member " + std::to_string(honest->member_id())}));
+  EXPECT_TRUE(
+      logs_.wait_for({"dropped malformed message from", "(member " + std::to_string(rogue_id) + ")",
+                      "heartbeat for member " + std::to_string(honest->member_id())}));
   auto v = honest->wait_for_view(3, soon());
   ASSERT_TRUE(v.is_ok()) << v.status().to_string();
   EXPECT_FALSE(v->contains(rogue_id));
@@ -350,7 +370,8 @@ TEST_F(CoordinatorTest, SilentMemberIsRemovedByHeartbeatTimeout) {
   EXPECT_EQ(v->members[0].rank, 0u);
   EXPECT_TRUE(logs_.wait_for({"removed member " + std::to_string(b_id), "heartbeat_timeout"}));
   const std::string text = scrape(coordinator_->metrics_port());
-  EXPECT_EQ(metric(text, "tributary_members_removed_total{reason=\"heartbeat_timeout\"}"), 1.0) << text;
+  EXPECT_EQ(metric(text, "tributary_members_removed_total{reason=\"heartbeat_timeout\"}"), 1.0)
+      << text;
   EXPECT_EQ(metric(text, "tributary_epoch"), 2.0);
   EXPECT_TRUE(a->health().is_ok()) << "the live member kept heartbeating through it";
 }
@@ -384,7 +405,8 @@ TEST_F(CoordinatorTest, LeaveAndLateJoinEachProduceANewView) {
   auto j = late->join(client_config(*coordinator_, "a", 7002), soon());
   ASSERT_TRUE(j.is_ok()) << j.status().to_string();
   EXPECT_EQ(j->view.epoch, 0u) << "a joiner after the first view waits for a step boundary";
-  ASSERT_TRUE(logs_.wait_for({"member " + std::to_string(j->member_id), "waits for a step boundary"}));
+  ASSERT_TRUE(
+      logs_.wait_for({"member " + std::to_string(j->member_id), "waits for a step boundary"}));
   a->request_boundary(1, false);
   b->request_boundary(1, false);
   auto admitted = late->wait_for_view(2, soon());

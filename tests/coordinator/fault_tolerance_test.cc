@@ -85,16 +85,18 @@ class FaultToleranceTest : public ::testing::Test {
   // Every client sends Ready for its current view; returns the Go each got. A client that
   // leaves epoch `previous` first waits for a view after it: a Ready for the old view
   // would only repeat that view's Go.
-  std::vector<Result<Go>> ready_all(std::vector<CoordinatorClient*> clients, std::uint64_t committed = 0,
-                                    membership::Epoch previous = 0) {
-    std::vector<Result<Go>> gos(clients.size(), Result<Go>(error(StatusCode::kInternal, "not run")));
+  std::vector<Result<Go>> ready_all(std::vector<CoordinatorClient*> clients,
+                                    std::uint64_t committed = 0, membership::Epoch previous = 0) {
+    std::vector<Result<Go>> gos(clients.size(),
+                                Result<Go>(error(StatusCode::kInternal, "not run")));
     testing::run_ranks(static_cast<int>(clients.size()), [&](int r) -> Status {
       auto* c = clients[static_cast<std::size_t>(r)];
       if (previous != 0) TRIB_RETURN_IF_ERROR(c->wait_for_view(previous + 1, soon()).status());
       for (;;) {
         const View v = c->view();
         auto go = c->ready({v.epoch, previous, committed, 0}, soon());
-        if (!go && go.status().code() == StatusCode::kAborted && c->view().epoch > v.epoch) continue;  // superseded
+        if (!go && go.status().code() == StatusCode::kAborted && c->view().epoch > v.epoch)
+          continue;  // superseded
         gos[static_cast<std::size_t>(r)] = go;
         return go.status();
       }
@@ -124,7 +126,8 @@ TEST_F(FaultToleranceTest, ReadyGoRoundGivesEveryMemberTheSameGo) {
     EXPECT_EQ(g->state_source, 0u) << "a fresh start has nobody to sync state from";
   }
   // Ready for a superseded epoch answers kAborted; Ready without Go times out.
-  EXPECT_EQ(clients[0]->ready({1, 0, 0, 0}, soon()).value().epoch, 1u) << "a repeat gets the same Go";
+  EXPECT_EQ(clients[0]->ready({1, 0, 0, 0}, soon()).value().epoch, 1u)
+      << "a repeat gets the same Go";
 }
 
 TEST_F(FaultToleranceTest, MemberThatNeverSendsReadyIsRemoved) {
@@ -136,7 +139,8 @@ TEST_F(FaultToleranceTest, MemberThatNeverSendsReadyIsRemoved) {
   auto gos = ready_all({clients[0].get(), clients[1].get()});
   for (const auto& g : gos) {
     ASSERT_TRUE(g.is_ok()) << g.status().to_string();
-    EXPECT_EQ(g->epoch, 2u) << "epoch 1 was abandoned; the Go is for the view without the silent member";
+    EXPECT_EQ(g->epoch, 2u)
+        << "epoch 1 was abandoned; the Go is for the view without the silent member";
   }
   EXPECT_FALSE(clients[0]->view().contains(silent));
   EXPECT_EQ(clients[2]->wait_for_view(2, soon()).status().code(), StatusCode::kEvicted);
@@ -151,7 +155,8 @@ TEST_F(FaultToleranceTest, BoundaryAdmitsJoinersAndLetsALeaverGoCleanly) {
   auto j = joiner.join(client_config("joiner"), soon());
   ASSERT_TRUE(j.is_ok()) << j.status().to_string();
   EXPECT_EQ(j->view.epoch, 0u) << "waits for a step boundary";
-  ASSERT_TRUE(eventually([&] { return clients[0]->joiners_pending(); })) << "announced in heartbeat acks";
+  ASSERT_TRUE(eventually([&] { return clients[0]->joiners_pending(); }))
+      << "announced in heartbeat acks";
 
   const auto leaver = clients[1]->member_id();
   clients[0]->request_boundary(1, false);
@@ -159,7 +164,8 @@ TEST_F(FaultToleranceTest, BoundaryAdmitsJoinersAndLetsALeaverGoCleanly) {
   ASSERT_TRUE(eventually([&] { return clients[1]->left(); })) << "the leaver gets LeaveAck";
   const TimePoint t0 = std::chrono::steady_clock::now();
   EXPECT_TRUE(clients[1]->leave(soon()).is_ok());
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(50)) << "leave() after LeaveAck returns at once";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(50))
+      << "leave() after LeaveAck returns at once";
 
   auto v = joiner.wait_for_view(2, soon());
   ASSERT_TRUE(v.is_ok()) << v.status().to_string();
@@ -205,7 +211,8 @@ TEST_F(FaultToleranceTest, CoordinatorRestartFromTheJournalKeepsMemberIdsAndMove
   start(cfg);
   auto clients = join_world(2);
   for (const auto& g : ready_all(raw(clients), 3)) ASSERT_TRUE(g.is_ok());
-  const auto ids = std::vector<membership::MemberId>{clients[0]->member_id(), clients[1]->member_id()};
+  const auto ids =
+      std::vector<membership::MemberId>{clients[0]->member_id(), clients[1]->member_id()};
   const auto old_instance = coordinator_->instance_id();
 
   // kill -9, as far as the journal is concerned: no shutdown hook writes anything.

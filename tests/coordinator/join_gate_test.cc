@@ -22,8 +22,10 @@ TEST(JoinGate, RightProofAdmitsOnceAndCoordinatorProofMatches) {
   auto admitted = gate.verify("id-1", client, mac, clock.now());
   ASSERT_TRUE(admitted.is_ok()) << admitted.status().to_string();
   EXPECT_EQ(admitted->labels.name, "w0");
-  EXPECT_TRUE(macs_equal(gate.coordinator_proof(*admitted, 5), membership::coordinator_proof_mac("secret", *nonce, client, 5)));
-  EXPECT_EQ(gate.verify("id-1", client, mac, clock.now()).status().code(), StatusCode::kInvalidArgument)
+  EXPECT_TRUE(macs_equal(gate.coordinator_proof(*admitted, 5),
+                         membership::coordinator_proof_mac("secret", *nonce, client, 5)));
+  EXPECT_EQ(gate.verify("id-1", client, mac, clock.now()).status().code(),
+            StatusCode::kInvalidArgument)
       << "a challenge answers one proof only";
 }
 
@@ -32,7 +34,8 @@ TEST(JoinGate, WrongSecretIsAuthFailedAndConsumesTheChallenge) {
   JoinGate gate("secret", milliseconds(500), 8);
   auto nonce = gate.challenge("id-1", labels("w0"), clock.now());
   const Nonce client = random_nonce();
-  auto r = gate.verify("id-1", client, membership::join_proof_mac("guess", *nonce, client, "w0"), clock.now());
+  auto r = gate.verify("id-1", client, membership::join_proof_mac("guess", *nonce, client, "w0"),
+                       clock.now());
   EXPECT_EQ(r.status().code(), StatusCode::kAuthFailed);
   EXPECT_EQ(gate.pending(), 0u);
 }
@@ -42,9 +45,15 @@ TEST(JoinGate, ProofForAnotherNameOrConnectionFails) {
   JoinGate gate("secret", milliseconds(500), 8);
   auto nonce = gate.challenge("id-1", labels("w0"), clock.now());
   const Nonce client = random_nonce();
-  EXPECT_EQ(gate.verify("id-2", client, membership::join_proof_mac("secret", *nonce, client, "w0"), clock.now()).status().code(),
+  EXPECT_EQ(gate.verify("id-2", client, membership::join_proof_mac("secret", *nonce, client, "w0"),
+                        clock.now())
+                .status()
+                .code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(gate.verify("id-1", client, membership::join_proof_mac("secret", *nonce, client, "w1"), clock.now()).status().code(),
+  EXPECT_EQ(gate.verify("id-1", client, membership::join_proof_mac("secret", *nonce, client, "w1"),
+                        clock.now())
+                .status()
+                .code(),
             StatusCode::kAuthFailed);
 }
 
@@ -54,7 +63,10 @@ TEST(JoinGate, ChallengesExpire) {
   auto nonce = gate.challenge("id-1", labels("w0"), clock.now());
   clock.advance(milliseconds(500));
   const Nonce client = random_nonce();
-  EXPECT_EQ(gate.verify("id-1", client, membership::join_proof_mac("secret", *nonce, client, "w0"), clock.now()).status().code(),
+  EXPECT_EQ(gate.verify("id-1", client, membership::join_proof_mac("secret", *nonce, client, "w0"),
+                        clock.now())
+                .status()
+                .code(),
             StatusCode::kInvalidArgument);
   ASSERT_TRUE(gate.challenge("id-2", labels("w1"), clock.now()).is_ok());
   clock.advance(milliseconds(501));
@@ -67,7 +79,8 @@ TEST(JoinGate, PendingHandshakesAreBounded) {
   JoinGate gate("secret", milliseconds(500), 2);
   EXPECT_TRUE(gate.challenge("a", labels("a"), clock.now()).is_ok());
   EXPECT_TRUE(gate.challenge("b", labels("b"), clock.now()).is_ok());
-  EXPECT_EQ(gate.challenge("c", labels("c"), clock.now()).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(gate.challenge("c", labels("c"), clock.now()).status().code(),
+            StatusCode::kUnavailable);
   EXPECT_TRUE(gate.challenge("a", labels("a"), clock.now()).is_ok()) << "a retry reuses its slot";
   clock.advance(milliseconds(600));
   EXPECT_TRUE(gate.challenge("c", labels("c"), clock.now()).is_ok()) << "expired slots free up";

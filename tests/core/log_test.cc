@@ -7,7 +7,8 @@
 namespace tributary {
 namespace {
 
-LogRecord record(std::string_view message, std::string_view member = "w3", std::uint64_t epoch = 5) {
+LogRecord record(std::string_view message, std::string_view member = "w3",
+                 std::uint64_t epoch = 5) {
   LogRecord r;
   r.time = std::chrono::system_clock::time_point(std::chrono::milliseconds(1795412436123));
   r.level = LogLevel::kWarn;
@@ -27,13 +28,15 @@ TEST(Log, TextLineCarriesTimeLevelComponentMemberAndEpoch) {
 }
 
 TEST(Log, JsonLineHasEveryField) {
-  EXPECT_EQ(format_log_line(record("peer \"3\" lost"), LogFormat::kJson),
-            R"({"time":"2026-11-23T05:40:36.123Z","level":"warn","component":"agent","member":"w3",)"
-            R"("epoch":5,"msg":"peer \"3\" lost"})");
+  EXPECT_EQ(
+      format_log_line(record("peer \"3\" lost"), LogFormat::kJson),
+      R"({"time":"2026-11-23T05:40:36.123Z","level":"warn","component":"agent","member":"w3",)"
+      R"("epoch":5,"msg":"peer \"3\" lost"})");
 }
 
 TEST(Log, TextFromThePeerCannotForgeALine) {
-  const std::string evil = "x\n2026-11-23T05:40:36.123Z info tributary[coordinator]: member 9 joined\x01\\";
+  const std::string evil =
+      "x\n2026-11-23T05:40:36.123Z info tributary[coordinator]: member 9 joined\x01\\";
   const std::string text = format_log_line(record(evil, "bad\nname"), LogFormat::kText);
   EXPECT_EQ(text.find('\n'), std::string::npos) << text;
   EXPECT_NE(text.find("member=bad\\nname"), std::string::npos) << text;
@@ -45,17 +48,20 @@ TEST(Log, TextFromThePeerCannotForgeALine) {
 
 TEST(Log, LoggersOfOneAgentShareTheirContext) {
   std::vector<std::string> lines;
-  Logger worker("agent", [&](const LogRecord& r) { lines.push_back(format_log_line(r, LogFormat::kText)); });
+  Logger worker("agent",
+                [&](const LogRecord& r) { lines.push_back(format_log_line(r, LogFormat::kText)); });
   const Logger link = worker.child("link");
   worker.context()->set_member("w1");
   worker.context()->set_epoch(7);
   link.logf(LogLevel::kDebug, "rank %d lost after %.1f s", 2, 1.5);
   ASSERT_EQ(lines.size(), 1u) << "an injected sink sees every level";
-  EXPECT_NE(lines[0].find("debug tributary[link] member=w1 epoch=7: rank 2 lost after 1.5 s"), std::string::npos)
+  EXPECT_NE(lines[0].find("debug tributary[link] member=w1 epoch=7: rank 2 lost after 1.5 s"),
+            std::string::npos)
       << lines[0];
   const std::string long_message(2000, 'x');
   worker.logf(LogLevel::kInfo, "%s", long_message.c_str());
-  EXPECT_NE(lines[1].find(long_message), std::string::npos) << "messages longer than the stack buffer";
+  EXPECT_NE(lines[1].find(long_message), std::string::npos)
+      << "messages longer than the stack buffer";
 }
 
 TEST(Log, ParsesLevelsAndFormats) {

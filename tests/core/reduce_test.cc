@@ -131,11 +131,12 @@ W ref_apply(W a, W b, ReduceOp op) {
     using U = std::make_unsigned_t<W>;
     switch (op) {
       case ReduceOp::kSum:
-      case ReduceOp::kAvg: return static_cast<W>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+      case ReduceOp::kAvg:
+        return static_cast<W>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
       case ReduceOp::kProd:
         // Through uint64: modular, and no int promotion overflow for the narrow types.
-        return static_cast<W>(static_cast<U>(static_cast<std::uint64_t>(a) *
-                                             static_cast<std::uint64_t>(b)));
+        return static_cast<W>(
+            static_cast<U>(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b)));
       case ReduceOp::kMin: return a < b ? a : b;
       case ReduceOp::kMax: return a > b ? a : b;
     }
@@ -159,7 +160,9 @@ struct Codec {
 };
 
 template <typename T>
-T ident(T v) { return v; }
+T ident(T v) {
+  return v;
+}
 float h2f(std::uint16_t h) { return ref_half_to_float(h); }
 std::uint16_t f2h(float f) { return ref_float_to_half(f); }
 float b2f(std::uint16_t h) { return ref_bf16_to_float(h); }
@@ -199,10 +202,14 @@ void with_codec(DType t, F&& f) {
     case DType::kFloat64: return f(Codec<double, double>{ident<double>, ident<double>});
     case DType::kFloat16: return f(Codec<std::uint16_t, float>{h2f, f2h});
     case DType::kBFloat16: return f(Codec<std::uint16_t, float>{b2f, f2b});
-    case DType::kInt8: return f(Codec<std::int8_t, std::int8_t>{ident<std::int8_t>, ident<std::int8_t>});
-    case DType::kUInt8: return f(Codec<std::uint8_t, std::uint8_t>{ident<std::uint8_t>, ident<std::uint8_t>});
-    case DType::kInt32: return f(Codec<std::int32_t, std::int32_t>{ident<std::int32_t>, ident<std::int32_t>});
-    case DType::kInt64: return f(Codec<std::int64_t, std::int64_t>{ident<std::int64_t>, ident<std::int64_t>});
+    case DType::kInt8:
+      return f(Codec<std::int8_t, std::int8_t>{ident<std::int8_t>, ident<std::int8_t>});
+    case DType::kUInt8:
+      return f(Codec<std::uint8_t, std::uint8_t>{ident<std::uint8_t>, ident<std::uint8_t>});
+    case DType::kInt32:
+      return f(Codec<std::int32_t, std::int32_t>{ident<std::int32_t>, ident<std::int32_t>});
+    case DType::kInt64:
+      return f(Codec<std::int64_t, std::int64_t>{ident<std::int64_t>, ident<std::int64_t>});
   }
 }
 
@@ -217,10 +224,26 @@ void ref_scale(void* data, std::size_t n, DType t, int k) {
 
 bool is_nan_elem(const std::byte* p, DType t) {
   switch (t) {
-    case DType::kFloat32: { float f; std::memcpy(&f, p, 4); return std::isnan(f); }
-    case DType::kFloat64: { double d; std::memcpy(&d, p, 8); return std::isnan(d); }
-    case DType::kFloat16: { std::uint16_t h; std::memcpy(&h, p, 2); return (h & 0x7fffu) > 0x7c00u; }
-    case DType::kBFloat16: { std::uint16_t h; std::memcpy(&h, p, 2); return (h & 0x7fffu) > 0x7f80u; }
+    case DType::kFloat32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return std::isnan(f);
+    }
+    case DType::kFloat64: {
+      double d;
+      std::memcpy(&d, p, 8);
+      return std::isnan(d);
+    }
+    case DType::kFloat16: {
+      std::uint16_t h;
+      std::memcpy(&h, p, 2);
+      return (h & 0x7fffu) > 0x7c00u;
+    }
+    case DType::kBFloat16: {
+      std::uint16_t h;
+      std::memcpy(&h, p, 2);
+      return (h & 0x7fffu) > 0x7f80u;
+    }
     default: return false;
   }
 }
@@ -238,8 +261,8 @@ std::string hex(const std::byte* p, std::size_t n) {
 // Exact bits, except where IEEE leaves a NaN's payload to the hardware: sum and prod of two
 // NaNs (x86 keeps the first source's payload, and the compiler may swap operands). min and
 // max choose their NaN by rule, so they compare exactly.
-::testing::AssertionResult same_elements(const std::byte* got, const std::byte* want,
-                                         std::size_t n, DType t, ReduceOp op) {
+::testing::AssertionResult same_elements(const std::byte* got, const std::byte* want, std::size_t n,
+                                         DType t, ReduceOp op) {
   const std::size_t es = dtype_size(t);
   const bool nan_any_payload = op != ReduceOp::kMin && op != ReduceOp::kMax;
   for (std::size_t i = 0; i < n; ++i) {
@@ -313,8 +336,8 @@ TEST_P(ReduceSweep, MatchesScalarReference) {
     for (std::size_t offset : {std::size_t{0}, std::size_t{1}}) {  // aligned and unaligned
       for (Form form : {Form::kInto, Form::kIntoSelf, Form::kToDisjoint, Form::kToOutIsA,
                         Form::kToOutIsB, Form::kToAllSame}) {
-        SCOPED_TRACE(::testing::Message() << form_name(form) << " count=" << count
-                                          << " offset=" << offset);
+        SCOPED_TRACE(::testing::Message()
+                     << form_name(form) << " count=" << count << " offset=" << offset);
         const std::size_t total = offset + count + kGuard;
         auto a = random_buffer(t, total, rng);
         auto b = random_buffer(t, total, rng);
@@ -368,9 +391,8 @@ TEST_P(ReduceSweep, MatchesScalarReference) {
         // Nothing outside [offset, offset + count) of the destination changed.
         const std::byte* base = result - offset * es;
         ASSERT_EQ(std::memcmp(base, before.data(), offset * es), 0) << "wrote before the range";
-        ASSERT_EQ(std::memcmp(result + count * es, before.data() + (offset + count) * es,
-                              kGuard * es),
-                  0)
+        ASSERT_EQ(
+            std::memcmp(result + count * es, before.data() + (offset + count) * es, kGuard * es), 0)
             << "wrote past the range";
       }
     }
@@ -433,7 +455,7 @@ TEST(ReduceInt, SumWrapsAround) {
 TEST(ReduceInt, ProdWrapsAround) {
   EXPECT_EQ(reduce1<std::int8_t>(16, 16, DType::kInt8, ReduceOp::kProd), 0);
   EXPECT_EQ(reduce1<std::int8_t>(-128, -1, DType::kInt8, ReduceOp::kProd), -128);
-  EXPECT_EQ(reduce1<std::int8_t>(100, 3, DType::kInt8, ReduceOp::kProd), 44);  // 300 - 256
+  EXPECT_EQ(reduce1<std::int8_t>(100, 3, DType::kInt8, ReduceOp::kProd), 44);    // 300 - 256
   EXPECT_EQ(reduce1<std::uint8_t>(16, 17, DType::kUInt8, ReduceOp::kProd), 16);  // 272 - 256
   EXPECT_EQ(reduce1<std::int32_t>(65536, 65536, DType::kInt32, ReduceOp::kProd), 0);
   EXPECT_EQ(reduce1<std::int32_t>(INT32_MIN, -1, DType::kInt32, ReduceOp::kProd), INT32_MIN);
@@ -533,34 +555,34 @@ std::uint16_t to_bf16(float f) {
 float bits(std::uint32_t u) { return std::bit_cast<float>(u); }
 
 TEST(Float16, RoundsToNearestEvenAtTies) {
-  EXPECT_EQ(to_half(1.0f + 0x1p-11f), 0x3c00);         // tie, 1.0 is even
-  EXPECT_EQ(to_half(1.0f + 3 * 0x1p-11f), 0x3c02);     // tie, rounds up to even
+  EXPECT_EQ(to_half(1.0f + 0x1p-11f), 0x3c00);             // tie, 1.0 is even
+  EXPECT_EQ(to_half(1.0f + 3 * 0x1p-11f), 0x3c02);         // tie, rounds up to even
   EXPECT_EQ(to_half(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);  // just past the tie
-  EXPECT_EQ(to_half(2049.0f), 0x6800);                 // 2048|2050 tie -> 2048
-  EXPECT_EQ(to_half(2051.0f), 0x6802);                 // 2050|2052 tie -> 2052
-  EXPECT_EQ(to_half(65504.0f), 0x7bff);                // largest finite
-  EXPECT_EQ(to_half(65519.996f), 0x7bff);              // below the overflow tie
-  EXPECT_EQ(to_half(65520.0f), 0x7c00);                // the tie rounds to even: inf
+  EXPECT_EQ(to_half(2049.0f), 0x6800);                     // 2048|2050 tie -> 2048
+  EXPECT_EQ(to_half(2051.0f), 0x6802);                     // 2050|2052 tie -> 2052
+  EXPECT_EQ(to_half(65504.0f), 0x7bff);                    // largest finite
+  EXPECT_EQ(to_half(65519.996f), 0x7bff);                  // below the overflow tie
+  EXPECT_EQ(to_half(65520.0f), 0x7c00);                    // the tie rounds to even: inf
   EXPECT_EQ(to_half(-65520.0f), 0xfc00);
   EXPECT_EQ(to_half(1e10f), 0x7c00);
 }
 
 TEST(Float16, SubnormalsInfNaN) {
-  EXPECT_EQ(to_half(0x1p-24f), 0x0001);             // smallest subnormal
-  EXPECT_EQ(to_half(0x1p-25f), 0x0000);             // tie with 0: even
-  EXPECT_EQ(to_half(0x1.8p-24f), 0x0002);           // 1.5 units: tie -> 2
+  EXPECT_EQ(to_half(0x1p-24f), 0x0001);    // smallest subnormal
+  EXPECT_EQ(to_half(0x1p-25f), 0x0000);    // tie with 0: even
+  EXPECT_EQ(to_half(0x1.8p-24f), 0x0002);  // 1.5 units: tie -> 2
   EXPECT_EQ(to_half(0x1.4p-24f), 0x0001);
   EXPECT_EQ(to_half(-0x1p-25f - 0x1p-40f), 0x8001);  // past the tie, negative
-  EXPECT_EQ(to_half(0x1p-14f), 0x0400);             // smallest normal
-  EXPECT_EQ(to_half(0x1p-14f - 0x1p-25f), 0x0400);  // 1023.5 units: tie -> 1024 (even)
-  EXPECT_EQ(to_half(0x3ffp-24f), 0x03ff);           // largest subnormal
-  EXPECT_EQ(to_half(bits(0x00000001u)), 0x0000);    // float subnormal
+  EXPECT_EQ(to_half(0x1p-14f), 0x0400);              // smallest normal
+  EXPECT_EQ(to_half(0x1p-14f - 0x1p-25f), 0x0400);   // 1023.5 units: tie -> 1024 (even)
+  EXPECT_EQ(to_half(0x3ffp-24f), 0x03ff);            // largest subnormal
+  EXPECT_EQ(to_half(bits(0x00000001u)), 0x0000);     // float subnormal
   EXPECT_EQ(to_half(-0.0f), 0x8000);
   EXPECT_EQ(to_half(INFINITY), 0x7c00);
   EXPECT_EQ(to_half(-INFINITY), 0xfc00);
   EXPECT_EQ(to_half(bits(0x7fc00000u)), 0x7e00);
-  EXPECT_EQ(to_half(bits(0x7f800001u)), 0x7e00);    // signalling, low payload: quiet NaN
-  EXPECT_EQ(to_half(bits(0xff802000u)), 0xfe01);    // sign and payload top kept, quieted
+  EXPECT_EQ(to_half(bits(0x7f800001u)), 0x7e00);  // signalling, low payload: quiet NaN
+  EXPECT_EQ(to_half(bits(0xff802000u)), 0xfe01);  // sign and payload top kept, quieted
   float f[4];
   const std::uint16_t h[4] = {0x0001, 0x83ff, 0x7c00, 0x7d00};
   half_to_float(h, f, 4);
@@ -604,19 +626,19 @@ TEST(Float16, RandomFloatsNarrowLikeTheReference) {
 }
 
 TEST(BFloat16, RoundsToNearestEvenSubnormalsInfNaN) {
-  EXPECT_EQ(to_bf16(1.0f + 0x1p-8f), 0x3f80);         // tie -> even
-  EXPECT_EQ(to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);     // tie -> even, up
+  EXPECT_EQ(to_bf16(1.0f + 0x1p-8f), 0x3f80);      // tie -> even
+  EXPECT_EQ(to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);  // tie -> even, up
   EXPECT_EQ(to_bf16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);
-  EXPECT_EQ(to_bf16(bits(0x7f7fffffu)), 0x7f80);      // FLT_MAX rounds to inf
+  EXPECT_EQ(to_bf16(bits(0x7f7fffffu)), 0x7f80);  // FLT_MAX rounds to inf
   EXPECT_EQ(to_bf16(bits(0x7f7f7fffu)), 0x7f7f);
-  EXPECT_EQ(to_bf16(bits(0x7f7f8000u)), 0x7f80);      // tie, odd -> up to inf
-  EXPECT_EQ(to_bf16(bits(0x00008000u)), 0x0000);      // subnormal tie -> even 0
-  EXPECT_EQ(to_bf16(bits(0x00018000u)), 0x0002);      // subnormal tie -> even up
-  EXPECT_EQ(to_bf16(bits(0x007fffffu)), 0x0080);      // largest subnormal -> smallest normal
+  EXPECT_EQ(to_bf16(bits(0x7f7f8000u)), 0x7f80);  // tie, odd -> up to inf
+  EXPECT_EQ(to_bf16(bits(0x00008000u)), 0x0000);  // subnormal tie -> even 0
+  EXPECT_EQ(to_bf16(bits(0x00018000u)), 0x0002);  // subnormal tie -> even up
+  EXPECT_EQ(to_bf16(bits(0x007fffffu)), 0x0080);  // largest subnormal -> smallest normal
   EXPECT_EQ(to_bf16(-0.0f), 0x8000);
   EXPECT_EQ(to_bf16(INFINITY), 0x7f80);
   EXPECT_EQ(to_bf16(-INFINITY), 0xff80);
-  EXPECT_EQ(to_bf16(bits(0x7f800001u)), 0x7fc0);      // would round to inf: stays NaN
+  EXPECT_EQ(to_bf16(bits(0x7f800001u)), 0x7fc0);  // would round to inf: stays NaN
   EXPECT_EQ(to_bf16(bits(0xffc12345u)), 0xffc1);
   float f;
   const std::uint16_t h = 0x0001;
@@ -643,12 +665,12 @@ TEST(HalfArithmetic, RoundsAfterEveryPairwiseOp) {
   // 2048 + 1 in float16 is a tie and stays 2048; in float32 it would be 2049.
   const std::uint16_t big = to_half(2048.0f), one = to_half(1.0f);
   EXPECT_EQ(reduce1(big, one, DType::kFloat16, ReduceOp::kSum), 0x6800);
-  EXPECT_EQ(reduce1(to_half(2050.0f), one, DType::kFloat16, ReduceOp::kSum), 0x6802);  // 2051: tie -> 2052
+  EXPECT_EQ(reduce1(to_half(2050.0f), one, DType::kFloat16, ReduceOp::kSum),
+            0x6802);  // 2051: tie -> 2052
   // bfloat16: 256 + 1 is a tie -> 256.
   EXPECT_EQ(reduce1(to_bf16(256.0f), to_bf16(1.0f), DType::kBFloat16, ReduceOp::kSum), 0x4380);
   // Overflow in the narrow type becomes infinity, not a large float32.
-  EXPECT_EQ(reduce1(to_half(60000.0f), to_half(10000.0f), DType::kFloat16, ReduceOp::kSum),
-            0x7c00);
+  EXPECT_EQ(reduce1(to_half(60000.0f), to_half(10000.0f), DType::kFloat16, ReduceOp::kSum), 0x7c00);
 }
 
 // --- scale_by_count -------------------------------------------------------------------

@@ -47,7 +47,8 @@ TEST(Result, HoldsValueOrStatus) {
 }
 
 TEST(CheckDeathTest, ReportsFileAndLine) {
-  EXPECT_DEATH({ TRIB_CHECK(1 + 1 == 3) << "arithmetic"; }, "check failed at .*status_test.cc:[0-9]+: 1 \\+ 1 == 3: arithmetic");
+  EXPECT_DEATH({ TRIB_CHECK(1 + 1 == 3) << "arithmetic"; },
+               "check failed at .*status_test.cc:[0-9]+: 1 \\+ 1 == 3: arithmetic");
 }
 
 }  // namespace

@@ -23,17 +23,21 @@ TEST(FaultElastic, JoinDuringSoakReceivesStateAndContinuesAtTheClustersStep) {
 
   Process& joiner = cluster.add_agent();
   ASSERT_TRUE(joiner.wait_for_line(kVerified, deadline_after(seconds(30)))) << cluster.dump();
-  ASSERT_TRUE(poll_until(deadline_after(seconds(30)), [&] { return parse_report(joiner.out()).steps.size() >= 3; }))
-      << cluster.dump();
+  ASSERT_TRUE(poll_until(deadline_after(seconds(30)), [&] {
+    return parse_report(joiner.out()).steps.size() >= 3;
+  })) << cluster.dump();
   const AgentReport r = parse_report(joiner.out());
-  EXPECT_GE(r.steps.front().step, 5) << "the joiner must continue at the cluster's step, not restart at 0";
+  EXPECT_GE(r.steps.front().step, 5)
+      << "the joiner must continue at the cluster's step, not restart at 0";
   EXPECT_EQ(r.steps.front().contributors.size(), 4u) << cluster.dump();
   for (Process* p : first) {
-    EXPECT_EQ(recovering_lines(*p), 0) << p->name() << " saw a failure during a join\n" << cluster.dump();
+    EXPECT_EQ(recovering_lines(*p), 0) << p->name() << " saw a failure during a join\n"
+                                       << cluster.dump();
   }
   EXPECT_EQ(recovering_lines(joiner), 0) << cluster.dump();
   const Consistency c = cluster.expect_consistent();
-  std::cout << "joiner's first step " << r.steps.front().step << "; " << c.cross_checked << " cross-checked lines\n";
+  std::cout << "joiner's first step " << r.steps.front().step << "; " << c.cross_checked
+            << " cross-checked lines\n";
   drain_and_expect_clean_exit(cluster, except(cluster.agents, {}), deadline_after(seconds(60)));
 }
 
@@ -41,7 +45,8 @@ TEST(FaultElastic, DrainBySigtermLeavesCleanlyAndNobodySeesAFailure) {
   SoakCluster cluster(4, {}, {"--soak-count", "1048576", "--soak-steps", "1000000"});
   ASSERT_FALSE(cluster.endpoint.empty());
   for (int i = 0; i < 4; ++i) cluster.add_agent();
-  ASSERT_TRUE(cluster.wait_steps(except(cluster.agents, {}), 3, deadline_after(seconds(60)))) << cluster.dump();
+  ASSERT_TRUE(cluster.wait_steps(except(cluster.agents, {}), 3, deadline_after(seconds(60))))
+      << cluster.dump();
 
   Process& leaver = *cluster.agents[1];
   const std::uint64_t member = current_member(leaver);
@@ -50,8 +55,9 @@ TEST(FaultElastic, DrainBySigtermLeavesCleanlyAndNobodySeesAFailure) {
   ASSERT_TRUE(code) << "the drained agent did not exit\n" << cluster.dump();
   EXPECT_EQ(*code, 0) << cluster.dump();
   EXPECT_TRUE(parse_report(leaver.out()).left) << cluster.dump();
-  EXPECT_TRUE(std::regex_search(cluster.coordinator_log(),
-                                std::regex("member " + std::to_string(member) + " \\('[^']*'\\) left")))
+  EXPECT_TRUE(
+      std::regex_search(cluster.coordinator_log(),
+                        std::regex("member " + std::to_string(member) + " \\('[^']*'\\) left")))
       << cluster.dump();
 
   std::vector<Process*> rest = except(cluster.agents, {&leaver});
@@ -62,11 +68,14 @@ TEST(FaultElastic, DrainBySigtermLeavesCleanlyAndNobodySeesAFailure) {
     }
     return true;
   })) << cluster.dump();
-  ASSERT_TRUE(cluster.wait_steps(rest, cluster.max_step() + 3, deadline_after(seconds(30)))) << cluster.dump();
+  ASSERT_TRUE(cluster.wait_steps(rest, cluster.max_step() + 3, deadline_after(seconds(30))))
+      << cluster.dump();
   for (const auto& p : cluster.agents) {
-    EXPECT_EQ(recovering_lines(*p), 0) << p->name() << " saw a failure during a drain\n" << cluster.dump();
+    EXPECT_EQ(recovering_lines(*p), 0) << p->name() << " saw a failure during a drain\n"
+                                       << cluster.dump();
   }
-  EXPECT_EQ(count_matches(cluster.coordinator_log(), std::regex("removed member")), 0) << cluster.dump();
+  EXPECT_EQ(count_matches(cluster.coordinator_log(), std::regex("removed member")), 0)
+      << cluster.dump();
   cluster.expect_consistent();
   drain_and_expect_clean_exit(cluster, rest, deadline_after(seconds(60)));
 }
@@ -94,7 +103,8 @@ void kill_during_state_sync(bool kill_source) {
     const std::string log = cluster.coordinator_log().substr(log_mark);
     std::smatch m;
     bool found = false;
-    for (auto it = std::sregex_iterator(log.begin(), log.end(), go); it != std::sregex_iterator(); ++it) {
+    for (auto it = std::sregex_iterator(log.begin(), log.end(), go); it != std::sregex_iterator();
+         ++it) {
       if (std::stoi((*it)[2]) > 0) {
         source = std::stoull((*it)[3]);
         found = true;
@@ -105,7 +115,8 @@ void kill_during_state_sync(bool kill_source) {
     std::this_thread::sleep_for(milliseconds(1));
   }
   ASSERT_NE(source, 0u) << "the joiner was never admitted\n" << cluster.dump();
-  ASSERT_TRUE(by_member.count(source)) << "state source " << source << " is not an old member\n" << cluster.dump();
+  ASSERT_TRUE(by_member.count(source)) << "state source " << source << " is not an old member\n"
+                                       << cluster.dump();
   Process* victim = by_member[source];
   if (!kill_source) {
     for (auto& [id, p] : by_member) {
@@ -117,22 +128,27 @@ void kill_during_state_sync(bool kill_source) {
   }
   victim->signal(SIGKILL);
   ASSERT_TRUE(victim->wait_until(deadline_after(seconds(10))));
-  std::cout << "killed " << victim->name() << (kill_source ? " (the state source)" : " (not the source)") << "\n";
+  std::cout << "killed " << victim->name()
+            << (kill_source ? " (the state source)" : " (not the source)") << "\n";
 
   std::vector<Process*> live = except(cluster.agents, {victim});
   ASSERT_TRUE(joiner.wait_for_line(kVerified, deadline_after(seconds(30))))
-      << "the joiner never got verified state\n" << cluster.dump();
+      << "the joiner never got verified state\n"
+      << cluster.dump();
   ASSERT_TRUE(poll_until(deadline_after(seconds(30)), [&] {
     for (Process* p : live) {
       const AgentReport r = parse_report(p->out());
-      if (r.steps.empty() || r.steps.back().contributors.size() != 4) return false;  // 3 old + the joiner
+      if (r.steps.empty() || r.steps.back().contributors.size() != 4)
+        return false;  // 3 old + the joiner
     }
     return true;
   })) << cluster.dump();
-  ASSERT_TRUE(cluster.wait_steps(live, cluster.max_step() + 2, deadline_after(seconds(30)))) << cluster.dump();
+  ASSERT_TRUE(cluster.wait_steps(live, cluster.max_step() + 2, deadline_after(seconds(30))))
+      << cluster.dump();
   const std::string jerr = joiner.err();
   std::cout << "the joiner saw " << recovering_lines(joiner) << " failures ("
-            << count_matches(jerr, std::regex("state_(sync|source|hash) seq \\d+ in view \\d+ failed"))
+            << count_matches(jerr,
+                             std::regex("state_(sync|source|hash) seq \\d+ in view \\d+ failed"))
             << " in the state sync itself)\n";
   cluster.expect_consistent();
   drain_and_expect_clean_exit(cluster, live, deadline_after(seconds(60)));

@@ -20,7 +20,8 @@ const std::vector<std::string> kAgentArgs = {"--soak-count", "1048576",     "--s
 double measure_step_seconds(SoakCluster& cluster, const std::vector<Process*>& live, long steps) {
   const long from = cluster.max_step();
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_TRUE(cluster.wait_steps(live, from + steps, deadline_after(seconds(30)))) << cluster.dump();
+  EXPECT_TRUE(cluster.wait_steps(live, from + steps, deadline_after(seconds(30))))
+      << cluster.dump();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
          static_cast<double>(steps);
 }
@@ -46,7 +47,8 @@ TEST(FaultKill, KillNineAtRandomPointsOfALargeAllReduceAtEightDownToFourThreeRou
                              [&] {
                                for (Process* p : live) {
                                  const AgentReport r = parse_report(p->out());
-                                 if (r.steps.empty() || r.steps.back().contributors.size() != 8) return false;
+                                 if (r.steps.empty() || r.steps.back().contributors.size() != 8)
+                                   return false;
                                }
                                return true;
                              }))
@@ -65,10 +67,12 @@ TEST(FaultKill, KillNineAtRandomPointsOfALargeAllReduceAtEightDownToFourThreeRou
       const std::uint64_t member = current_member(victim);
       victim.signal(SIGKILL);
       const auto killed_at = std::chrono::steady_clock::now();
-      ASSERT_TRUE(victim.wait_until(deadline_after(seconds(10)))) << "SIGKILL did not end " << victim.name();
+      ASSERT_TRUE(victim.wait_until(deadline_after(seconds(10))))
+          << "SIGKILL did not end " << victim.name();
       dead.insert(&victim);
-      std::cout << "N=" << n << ": kill -9 " << victim.name() << " (member " << member << ") " << offset * 1e3
-                << " ms after its step " << at << " (step time " << period * 1e3 << " ms)\n";
+      std::cout << "N=" << n << ": kill -9 " << victim.name() << " (member " << member << ") "
+                << offset * 1e3 << " ms after its step " << at << " (step time " << period * 1e3
+                << " ms)\n";
 
       // Survivors commit steps without the victim: the coordinator removed it.
       live = except(cluster.agents, dead);
@@ -89,17 +93,20 @@ TEST(FaultKill, KillNineAtRandomPointsOfALargeAllReduceAtEightDownToFourThreeRou
                              }))
           << "the survivors did not commit a step at N=" << n - 1 << "\n"
           << cluster.dump();
-      std::cout << "  survivors committed at N=" << n - 1 << " "
-                << std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count() * 1e3
-                << " ms after the kill\n";
+      std::cout
+          << "  survivors committed at N=" << n - 1 << " "
+          << std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count() *
+                 1e3
+          << " ms after the kill\n";
     }
   }
   const Consistency c = cluster.expect_consistent();
-  std::cout << c.steps_seen << " steps, " << c.cross_checked << " cross-checked lines, max attempts "
-            << c.max_attempts << "\n";
+  std::cout << c.steps_seen << " steps, " << c.cross_checked
+            << " cross-checked lines, max attempts " << c.max_attempts << "\n";
   int all_gather_hits = 0;
   for (Process* p : except(cluster.agents, dead)) {
-    all_gather_hits += count_matches(p->err(), std::regex("all_reduce seq \\d+ in view \\d+ failed"));
+    all_gather_hits +=
+        count_matches(p->err(), std::regex("all_reduce seq \\d+ in view \\d+ failed"));
   }
   std::cout << all_gather_hits
             << " survivor lines show the kill hit an all_reduce (not a step "
@@ -131,14 +138,15 @@ TEST(FaultKill, TwoKillsInOneStep) {
   ASSERT_TRUE(a.wait_until(deadline_after(seconds(10))));
   ASSERT_TRUE(b.wait_until(deadline_after(seconds(10))));
   dead = {&a, &b};
-  std::cout << "kill -9 " << a.name() << " and " << b.name() << " (members " << ma << ", " << mb << ") "
-            << offset * 1e3 << " ms into a step of " << period * 1e3 << " ms\n";
+  std::cout << "kill -9 " << a.name() << " and " << b.name() << " (members " << ma << ", " << mb
+            << ") " << offset * 1e3 << " ms into a step of " << period * 1e3 << " ms\n";
   live = except(cluster.agents, dead);
   ASSERT_TRUE(poll_until(deadline_after(seconds(30)),
                          [&] {
                            for (Process* p : live) {
                              const AgentReport r = parse_report(p->out());
-                             if (r.steps.empty() || r.steps.back().contributors.size() != 4) return false;
+                             if (r.steps.empty() || r.steps.back().contributors.size() != 4)
+                               return false;
                            }
                            return true;
                          }))

@@ -27,37 +27,52 @@ TEST(FaultStop, StoppedAgentIsEvictedAndRejoinsCleanlyAfterSigcont) {
   const std::regex removed("removed member " + std::to_string(member) + " ");
   ASSERT_TRUE(poll_until(deadline_after(seconds(30)),
                          [&] { return std::regex_search(cluster.coordinator_log(), removed); }))
-      << "a stopped member was never removed\n" << cluster.dump();
-  const double detect = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
-  ASSERT_TRUE(poll_until(deadline_after(seconds(30)), [&] {
-    for (Process* p : others) {
-      const AgentReport r = parse_report(p->out());
-      if (r.steps.empty() || r.steps.back().contributors.size() != 3) return false;
-    }
-    return true;
-  })) << "the others did not continue without the stopped member\n" << cluster.dump();
-  const double recover = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
-  std::cout << "SIGSTOP: removed after " << detect * 1e3 << " ms, the others committed at N=3 after "
-            << recover * 1e3 << " ms\n";
+      << "a stopped member was never removed\n"
+      << cluster.dump();
+  const double detect =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
+  ASSERT_TRUE(poll_until(deadline_after(seconds(30)),
+                         [&] {
+                           for (Process* p : others) {
+                             const AgentReport r = parse_report(p->out());
+                             if (r.steps.empty() || r.steps.back().contributors.size() != 3)
+                               return false;
+                           }
+                           return true;
+                         }))
+      << "the others did not continue without the stopped member\n"
+      << cluster.dump();
+  const double recover =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
+  std::cout << "SIGSTOP: removed after " << detect * 1e3
+            << " ms, the others committed at N=3 after " << recover * 1e3 << " ms\n";
   const long before_cont = cluster.max_step();
-  ASSERT_TRUE(cluster.wait_steps(others, before_cont + 3, deadline_after(seconds(30)))) << cluster.dump();
+  ASSERT_TRUE(cluster.wait_steps(others, before_cont + 3, deadline_after(seconds(30))))
+      << cluster.dump();
 
   victim.signal(SIGCONT);
   // It hears it was evicted, rejoins as a new member, gets the state, and commits with the
   // others again: a step line naming all four.
   ASSERT_TRUE(victim.wait_for_line(std::regex("evicted at step"), deadline_after(seconds(30))))
-      << "the resumed agent never learned it was evicted\n" << cluster.dump();
-  ASSERT_TRUE(victim.wait_for_line(std::regex("received \\d+ state buffers from rank \\d+, SHA-256 verified"),
-                                   deadline_after(seconds(30))))
+      << "the resumed agent never learned it was evicted\n"
       << cluster.dump();
-  ASSERT_TRUE(poll_until(deadline_after(seconds(30)), [&] {
-    const AgentReport r = parse_report(victim.out());
-    return r.members.size() == 2 && !r.steps.empty() && r.steps.back().member == r.members.back() &&
-           r.steps.back().contributors.size() == 4;
-  })) << "the rejoined agent does not contribute\n" << cluster.dump();
+  ASSERT_TRUE(victim.wait_for_line(
+      std::regex("received \\d+ state buffers from rank \\d+, SHA-256 verified"),
+      deadline_after(seconds(30))))
+      << cluster.dump();
+  ASSERT_TRUE(poll_until(deadline_after(seconds(30)),
+                         [&] {
+                           const AgentReport r = parse_report(victim.out());
+                           return r.members.size() == 2 && !r.steps.empty() &&
+                                  r.steps.back().member == r.members.back() &&
+                                  r.steps.back().contributors.size() == 4;
+                         }))
+      << "the rejoined agent does not contribute\n"
+      << cluster.dump();
   const AgentReport r = parse_report(victim.out());
   EXPECT_GT(r.members.back(), member) << "a rejoin is a new member";
-  ASSERT_TRUE(cluster.wait_steps(everyone, cluster.max_step() + 3, deadline_after(seconds(30)))) << cluster.dump();
+  ASSERT_TRUE(cluster.wait_steps(everyone, cluster.max_step() + 3, deadline_after(seconds(30))))
+      << cluster.dump();
   const Consistency c = cluster.expect_consistent();
   std::cout << c.steps_seen << " steps, " << c.cross_checked << " cross-checked lines\n";
   drain_and_expect_clean_exit(cluster, everyone, deadline_after(seconds(60)));

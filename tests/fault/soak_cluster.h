@@ -94,15 +94,16 @@ inline long last_step(const std::string& out) {
   const std::size_t end = out.rfind('\n');
   if (end == std::string::npos) return -1;
   std::size_t pos = out.rfind(key, end);
-  while (pos != std::string::npos && pos != 0 && out[pos - 1] != '\n') pos = out.rfind(key, pos - 1);
+  while (pos != std::string::npos && pos != 0 && out[pos - 1] != '\n')
+    pos = out.rfind(key, pos - 1);
   if (pos == std::string::npos) return -1;
   return std::stol(out.substr(pos + key.size()));
 }
 
 struct Consistency {
   std::vector<std::string> problems;
-  long steps_seen = 0;        // distinct steps printed by anyone
-  long cross_checked = 0;     // (step, agent) pairs compared with another agent's line
+  long steps_seen = 0;     // distinct steps printed by anyone
+  long cross_checked = 0;  // (step, agent) pairs compared with another agent's line
   long max_step = -1;
   int max_attempts = 1;
   std::map<long, StepLine> by_step;  // the first line seen for each step
@@ -115,19 +116,24 @@ inline Consistency check_consistency(const std::vector<const Process*>& agents) 
   Consistency c;
   for (const Process* p : agents) {
     const AgentReport r = parse_report(p->out());
-    for (const auto& l : r.bad_lines) c.problems.push_back(p->name() + ": unparsable soak line: " + l);
+    for (const auto& l : r.bad_lines)
+      c.problems.push_back(p->name() + ": unparsable soak line: " + l);
     long previous = -1;
     for (const StepLine& s : r.steps) {
       const std::string where = p->name() + " step " + std::to_string(s.step);
-      if (!s.ok) c.problems.push_back(where + ": WRONG (differs from the reference over its contributors)");
+      if (!s.ok)
+        c.problems.push_back(where + ": WRONG (differs from the reference over its contributors)");
       if (s.step <= previous) {
         c.problems.push_back(where + ": not after its previous step " + std::to_string(previous));
       }
       previous = s.step;
-      if (std::find(s.contributors.begin(), s.contributors.end(), s.member) == s.contributors.end()) {
-        c.problems.push_back(where + ": member " + std::to_string(s.member) + " is not among its contributors");
+      if (std::find(s.contributors.begin(), s.contributors.end(), s.member) ==
+          s.contributors.end()) {
+        c.problems.push_back(where + ": member " + std::to_string(s.member) +
+                             " is not among its contributors");
       }
-      if (std::set<std::uint64_t>(s.contributors.begin(), s.contributors.end()).size() != s.contributors.size()) {
+      if (std::set<std::uint64_t>(s.contributors.begin(), s.contributors.end()).size() !=
+          s.contributors.size()) {
         c.problems.push_back(where + ": a contributor is listed twice");
       }
       c.max_step = std::max(c.max_step, s.step);
@@ -136,12 +142,14 @@ inline Consistency check_consistency(const std::vector<const Process*>& agents) 
       if (first) continue;
       ++c.cross_checked;
       const StepLine& o = it->second;
-      if (o.hash != s.hash) c.problems.push_back(where + ": sha256 " + s.hash + " but another agent has " + o.hash);
+      if (o.hash != s.hash)
+        c.problems.push_back(where + ": sha256 " + s.hash + " but another agent has " + o.hash);
       if (o.view != s.view) {
-        c.problems.push_back(where + ": committed in view " + std::to_string(s.view) + ", another agent in view " +
-                             std::to_string(o.view));
+        c.problems.push_back(where + ": committed in view " + std::to_string(s.view) +
+                             ", another agent in view " + std::to_string(o.view));
       }
-      if (o.contributors != s.contributors) c.problems.push_back(where + ": contributors differ from another agent's");
+      if (o.contributors != s.contributors)
+        c.problems.push_back(where + ": contributors differ from another agent's");
     }
   }
   c.steps_seen = static_cast<long>(c.by_step.size());
@@ -158,9 +166,11 @@ class SoakCluster {
   explicit SoakCluster(int world, std::vector<std::string> coordinator_extra = {},
                        std::vector<std::string> agent_extra = {})
       : agent_extra_(std::move(agent_extra)) {
-    coordinator = std::make_unique<CoordinatorProcess>(dir, "coordinator", secret, world, coordinator_extra);
+    coordinator =
+        std::make_unique<CoordinatorProcess>(dir, "coordinator", secret, world, coordinator_extra);
     endpoint = coordinator->wait_ready(deadline_after(seconds(20)));
-    if (endpoint.empty()) ADD_FAILURE() << "the coordinator did not start\n" << coordinator->process->dump();
+    if (endpoint.empty())
+      ADD_FAILURE() << "the coordinator did not start\n" << coordinator->process->dump();
   }
 
   // Starts one more agent (with `extra` after the common flags).
@@ -201,10 +211,11 @@ class SoakCluster {
   // Everything, for a failure message (tails: a soak prints a line per step).
   std::string dump() const {
     std::string s = "==== coordinator:\n" + tail(coordinator_log(), 12000);
-    for (const auto& p : extra_coordinators) s += "==== " + p->name() + ":\n" + tail(p->err(), 12000);
+    for (const auto& p : extra_coordinators)
+      s += "==== " + p->name() + ":\n" + tail(p->err(), 12000);
     for (const auto& a : agents) {
-      s += "==== " + a->name() + ": " + a->command_line() + "\n---- stdout:\n" + tail(a->out(), 3000) +
-           "---- stderr:\n" + tail(a->err(), 5000);
+      s += "==== " + a->name() + ": " + a->command_line() + "\n---- stdout:\n" +
+           tail(a->out(), 3000) + "---- stderr:\n" + tail(a->err(), 5000);
     }
     return s;
   }
@@ -213,8 +224,10 @@ class SoakCluster {
   Consistency expect_consistent() const {
     Consistency c = check_consistency(all());
     std::string all_problems;
-    for (std::size_t i = 0; i < c.problems.size() && i < 20; ++i) all_problems += c.problems[i] + "\n";
-    EXPECT_TRUE(c.problems.empty()) << c.problems.size() << " problems:\n" << all_problems << dump();
+    for (std::size_t i = 0; i < c.problems.size() && i < 20; ++i)
+      all_problems += c.problems[i] + "\n";
+    EXPECT_TRUE(c.problems.empty()) << c.problems.size() << " problems:\n"
+                                    << all_problems << dump();
     EXPECT_GT(c.cross_checked, 0) << "no step was printed by two agents\n" << dump();
     return c;
   }
@@ -240,7 +253,8 @@ inline std::vector<Process*> except(const std::vector<std::unique_ptr<Process>>&
 }
 
 // Waits for each listed process to exit (bounded); returns name -> status (-1: still running).
-inline std::map<std::string, int> wait_exits(const std::vector<Process*>& who, SteadyTime deadline) {
+inline std::map<std::string, int> wait_exits(const std::vector<Process*>& who,
+                                             SteadyTime deadline) {
   std::map<std::string, int> codes;
   for (Process* p : who) {
     auto code = p->wait_until(deadline);
@@ -250,16 +264,19 @@ inline std::map<std::string, int> wait_exits(const std::vector<Process*>& who, S
 }
 
 inline int count_matches(const std::string& text, const std::regex& re) {
-  return static_cast<int>(std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
+  return static_cast<int>(
+      std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
 }
 
 // Drains every listed agent (SIGTERM) and expects each to exit 0 within the deadline.
-inline void drain_and_expect_clean_exit(const SoakCluster& cluster, const std::vector<Process*>& who,
-                                        SteadyTime deadline) {
+inline void drain_and_expect_clean_exit(const SoakCluster& cluster,
+                                        const std::vector<Process*>& who, SteadyTime deadline) {
   for (Process* p : who) p->signal(SIGTERM);
   const auto codes = wait_exits(who, deadline);
   for (const auto& [name, code] : codes) {
-    EXPECT_EQ(code, 0) << name << (code < 0 ? " did not exit by the deadline (hang)" : " exited badly") << "\n"
+    EXPECT_EQ(code, 0) << name
+                       << (code < 0 ? " did not exit by the deadline (hang)" : " exited badly")
+                       << "\n"
                        << cluster.dump();
   }
 }

@@ -32,8 +32,8 @@ struct Case {
 };
 
 std::string name(const Case& c, std::size_t n) {
-  return "qint" + std::to_string(c.bits) + " n=" + std::to_string(n) + " bucket=" +
-         std::to_string(c.bucket) + " stochastic=" + std::to_string(c.stochastic) +
+  return "qint" + std::to_string(c.bits) + " n=" + std::to_string(n) +
+         " bucket=" + std::to_string(c.bucket) + " stochastic=" + std::to_string(c.stochastic) +
          " residual=" + std::to_string(c.residual) + " offset=" + std::to_string(c.element_offset) +
          " misalign=" + std::to_string(c.misalign);
 }
@@ -203,7 +203,8 @@ TEST(GpuQInt, LargeTensorsMatchCpu) {
 TEST(GpuQInt, NonFiniteInputIsFlaggedAndRejectedByDecoders) {
   TRIB_REQUIRE_GPU();
   const std::size_t n = 5000;
-  for (float bad : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+  for (float bad :
+       {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
     std::vector<float> x = testing::gradient(n, 2);
     x[1234] = bad;
     const QIntParams p{8, 512, true};
@@ -245,22 +246,22 @@ TEST(GpuQInt, PayloadCheckAgreesWithCpuDecoder) {
       p[at] = v;
       cases.push_back(p);
     };
-    mutate(0, std::byte{0x55});                          // magic
-    mutate(3, std::byte{2});                             // version
-    mutate(4, std::byte{0xea});                          // count 1001 -> 1002
-    mutate(8, std::byte{0});                             // bucket 100 -> 0
-    mutate(8, std::byte{101});                           // odd bucket (qint4)
-    mutate(12, std::byte{2});                            // unknown flag
-    mutate(scales + 3, std::byte{0x80});                 // negative scale
-    mutate(scales + 7, std::byte{0x7f});                 // huge or non-finite scale
-    mutate(scales + 4 * 5 + 2, std::byte{0xc0});         // NaN scale (0x7fc0....)
+    mutate(0, std::byte{0x55});                   // magic
+    mutate(3, std::byte{2});                      // version
+    mutate(4, std::byte{0xea});                   // count 1001 -> 1002
+    mutate(8, std::byte{0});                      // bucket 100 -> 0
+    mutate(8, std::byte{101});                    // odd bucket (qint4)
+    mutate(12, std::byte{2});                     // unknown flag
+    mutate(scales + 3, std::byte{0x80});          // negative scale
+    mutate(scales + 7, std::byte{0x7f});          // huge or non-finite scale
+    mutate(scales + 4 * 5 + 2, std::byte{0xc0});  // NaN scale (0x7fc0....)
     mutate(scales + 4 * 5 + 3, std::byte{0x7f});
-    mutate(good.size() - 1, std::byte{0xf7});            // pad nibble (qint4)
-    cases.emplace_back(good.begin(), good.end() - 1);    // short
+    mutate(good.size() - 1, std::byte{0xf7});          // pad nibble (qint4)
+    cases.emplace_back(good.begin(), good.end() - 1);  // short
     auto longer = good;
     longer.push_back(std::byte{0});
-    cases.push_back(longer);                             // long
-    cases.emplace_back(good.begin(), good.begin() + 10); // shorter than a header
+    cases.push_back(longer);                              // long
+    cases.emplace_back(good.begin(), good.begin() + 10);  // shorter than a header
     for (std::size_t i = 0; i < cases.size(); ++i) {
       std::vector<float> out(n);
       const bool cpu_ok = compression::decode_payload(cases[i], out.data(), n).is_ok();

@@ -22,20 +22,24 @@ std::vector<unsigned char> random_bits(std::size_t n, std::size_t size, std::uin
   std::mt19937 gen(seed);
   std::vector<unsigned char> out(n * size);
   for (auto& b : out) b = static_cast<unsigned char>(gen());
-  const std::uint32_t specials4[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u,
-                                     0x7fc00000u, 0x7f800001u, 0x00000001u, 0x80400000u, 0x3f800000u};
-  const std::uint16_t specials2[] = {0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0x7c01, 0x0001,
-                                     0x7f80, 0xff81, 0x3c00, 0x0400, 0x7bff};
+  const std::uint32_t specials4[] = {0x00000000u, 0x80000000u, 0x7f800000u,
+                                     0xff800000u, 0x7fc00000u, 0x7f800001u,
+                                     0x00000001u, 0x80400000u, 0x3f800000u};
+  const std::uint16_t specials2[] = {0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0x7c01,
+                                     0x0001, 0x7f80, 0xff81, 0x3c00, 0x0400, 0x7bff};
   for (std::size_t i = 0; i < n; i += 7) {
-    if (size == 4) std::memcpy(&out[i * 4], &specials4[gen() % 9], 4);
-    else std::memcpy(&out[i * 2], &specials2[gen() % 12], 2);
+    if (size == 4)
+      std::memcpy(&out[i * 4], &specials4[gen() % 9], 4);
+    else
+      std::memcpy(&out[i * 2], &specials2[gen() % 12], 2);
   }
   return out;
 }
 
-void check_reduce(DType dtype, ReduceOp op, std::size_t n, std::size_t misalign, std::uint32_t seed) {
-  SCOPED_TRACE(std::string(to_string(dtype)) + " " + std::string(to_string(op)) + " n=" +
-               std::to_string(n) + " misalign=" + std::to_string(misalign));
+void check_reduce(DType dtype, ReduceOp op, std::size_t n, std::size_t misalign,
+                  std::uint32_t seed) {
+  SCOPED_TRACE(std::string(to_string(dtype)) + " " + std::string(to_string(op)) +
+               " n=" + std::to_string(n) + " misalign=" + std::to_string(misalign));
   const std::size_t size = dtype_size(dtype);
   auto dst = random_bits(n, size, seed);
   const auto src = random_bits(n, size, seed + 1);
@@ -55,7 +59,8 @@ void check_reduce(DType dtype, ReduceOp op, std::size_t n, std::size_t misalign,
 TEST(GpuReduce, MatchesCoreReduceBitForBit) {
   TRIB_REQUIRE_GPU();
   for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax}) {
+    for (ReduceOp op :
+         {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax}) {
       for (std::size_t n : {1ull, 7ull, 1000ull, 1'000'003ull}) {
         check_reduce(dtype, op, n, 0, static_cast<std::uint32_t>(n));
         check_reduce(dtype, op, n, 1, static_cast<std::uint32_t>(n) + 9);
@@ -117,7 +122,8 @@ TEST(GpuReduce, OtherTypesAreRefused) {
   DeviceBuffer<int> d(16);
   EXPECT_EQ(reduce_into(d.get(), d.get(), 16, DType::kInt32, ReduceOp::kSum, nullptr).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(scale_by_count(d.get(), 16, DType::kFloat32, 0, nullptr).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(scale_by_count(d.get(), 16, DType::kFloat32, 0, nullptr).code(),
+            StatusCode::kInvalidArgument);
 }
 
 }  // namespace

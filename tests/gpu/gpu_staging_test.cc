@@ -39,9 +39,9 @@ struct Loopback {
 };
 
 void round_trip(int bits, std::size_t n, std::size_t chunk, int depth, bool residual) {
-  SCOPED_TRACE("qint" + std::to_string(bits) + " n=" + std::to_string(n) + " chunk=" +
-               std::to_string(chunk) + " depth=" + std::to_string(depth) + " residual=" +
-               std::to_string(residual));
+  SCOPED_TRACE("qint" + std::to_string(bits) + " n=" + std::to_string(n) +
+               " chunk=" + std::to_string(chunk) + " depth=" + std::to_string(depth) +
+               " residual=" + std::to_string(residual));
   StagingConfig config;
   config.codec = QIntParams{bits, 512, true};
   config.chunk_elements = chunk;
@@ -101,8 +101,8 @@ TEST(GpuStaging, LoopbackMatchesCpuChunkByChunk) {
   TRIB_REQUIRE_GPU();
   round_trip(8, 10'000'019, 1 << 20, 3, false);
   round_trip(8, 10'000'019, 1 << 20, 2, true);
-  round_trip(4, 3'000'001, 250'000, 3, true);   // chunk not a multiple of the bucket
-  round_trip(4, 1001, 1 << 20, 3, false);       // one short chunk
+  round_trip(4, 3'000'001, 250'000, 3, true);  // chunk not a multiple of the bucket
+  round_trip(4, 1001, 1 << 20, 3, false);      // one short chunk
   round_trip(8, 5'000'000, 1'000'000, 8, false);
 }
 
@@ -140,16 +140,19 @@ TEST(GpuStaging, FailuresComeBackAsStatus) {
   net.wire[2][20] = std::byte{0xff};  // a scale byte -> negative or NaN scale
   net.wire[2][23] = std::byte{0xff};
   DeviceBuffer<float> d_acc(n);
-  EXPECT_EQ((*pipeline)->receive_accumulate(d_acc.get(), n, net.receiver()).code(), StatusCode::kBadFrame);
+  EXPECT_EQ((*pipeline)->receive_accumulate(d_acc.get(), n, net.receiver()).code(),
+            StatusCode::kBadFrame);
   net.wire.clear();
   TRIB_OK((*pipeline)->send(d_x.get(), n, {}, net.sender()));
   net.wire[0].pop_back();
-  EXPECT_EQ((*pipeline)->receive_accumulate(d_acc.get(), n, net.receiver()).code(), StatusCode::kBadFrame);
+  EXPECT_EQ((*pipeline)->receive_accumulate(d_acc.get(), n, net.receiver()).code(),
+            StatusCode::kBadFrame);
   // The peer vanishes mid-tensor.
   net.wire.clear();
   TRIB_OK((*pipeline)->send(d_x.get(), n, {}, net.sender()));
   net.wire.resize(5);
-  EXPECT_EQ((*pipeline)->receive_accumulate(d_acc.get(), n, net.receiver()).code(), StatusCode::kPeerLost);
+  EXPECT_EQ((*pipeline)->receive_accumulate(d_acc.get(), n, net.receiver()).code(),
+            StatusCode::kPeerLost);
 }
 
 TEST(GpuStaging, RejectsBadConfig) {

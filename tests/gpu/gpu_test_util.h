@@ -20,9 +20,9 @@
 namespace tributary::gpu::testing {
 
 // GTEST_SKIP()s the calling test when no GPU is usable, with query_gpu()'s reason.
-#define TRIB_REQUIRE_GPU()                                                       \
-  do {                                                                           \
-    const ::tributary::gpu::GpuInfo trib_gpu_ = ::tributary::gpu::query_gpu();  \
+#define TRIB_REQUIRE_GPU()                                                          \
+  do {                                                                              \
+    const ::tributary::gpu::GpuInfo trib_gpu_ = ::tributary::gpu::query_gpu();      \
     if (!trib_gpu_.usable()) GTEST_SKIP() << "no usable GPU: " << trib_gpu_.reason; \
   } while (0)
 
@@ -50,7 +50,8 @@ class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   explicit DeviceBuffer(std::size_t n, std::size_t slack = 0) : n_(n) {
-    if (cudaMalloc(&p_, std::max<std::size_t>(n * sizeof(T) + slack, 1)) != cudaSuccess) p_ = nullptr;
+    if (cudaMalloc(&p_, std::max<std::size_t>(n * sizeof(T) + slack, 1)) != cudaSuccess)
+      p_ = nullptr;
   }
   ~DeviceBuffer() {
     if (p_ != nullptr) cudaFree(p_);

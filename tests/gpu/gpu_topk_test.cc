@@ -94,11 +94,14 @@ TEST(GpuTopK, TiesZerosAndSkewMatchCpu) {
   TopKEncoder encoder;
   // Ties: candidates above 1.5k, cut to exactly k by (|v| desc, index asc).
   std::vector<float> ties(200'003);
-  for (std::size_t i = 0; i < ties.size(); ++i) ties[i] = (i % 3 == 0 ? -1.0f : 1.0f) * static_cast<float>(1 + i % 4);
+  for (std::size_t i = 0; i < ties.size(); ++i)
+    ties[i] = (i % 3 == 0 ? -1.0f : 1.0f) * static_cast<float>(1 + i % 4);
   check_topk(ties, "topk:density=0.01,warmup=0", true, false, 0, encoder);
-  check_topk(std::vector<float>(100'000, 1.0f), "topk:density=0.01,warmup=0", false, false, 0, encoder);
+  check_topk(std::vector<float>(100'000, 1.0f), "topk:density=0.01,warmup=0", false, false, 0,
+             encoder);
   // All zeros, and a single non-zero.
-  check_topk(std::vector<float>(100'000, 0.0f), "topk:density=0.01,warmup=0", true, false, 0, encoder);
+  check_topk(std::vector<float>(100'000, 0.0f), "topk:density=0.01,warmup=0", true, false, 0,
+             encoder);
   std::vector<float> one(1000, 0.0f);
   one[10] = 2.0f;
   check_topk(one, "topk:density=0.5,warmup=0", false, false, 0, encoder);
@@ -131,7 +134,8 @@ TEST(GpuTopK, SampledSelectionNestsWithExactTopK) {
       DeviceBuffer<float> d_x(n);
       DeviceBuffer<std::uint32_t> d_s(cap), d_e(k);
       d_x.upload(x.data(), n);
-      auto ns = encoder.select_sampled(d_x.get(), n, k, cap, compression::rng_key(1, 2, 3, 4), d_s.get(), nullptr);
+      auto ns = encoder.select_sampled(d_x.get(), n, k, cap, compression::rng_key(1, 2, 3, 4),
+                                       d_s.get(), nullptr);
       ASSERT_TRUE(ns) << ns.status().to_string();
       auto ne = encoder.select_exact(d_x.get(), n, k, d_e.get(), nullptr);
       ASSERT_TRUE(ne) << ne.status().to_string();
@@ -146,16 +150,18 @@ TEST(GpuTopK, SampledSelectionNestsWithExactTopK) {
       std::vector<std::uint32_t> both;
       std::set_intersection(s.begin(), s.end(), e.begin(), e.end(), std::back_inserter(both));
       EXPECT_EQ(both.size(), std::min(s.size(), e.size())) << "n=" << n << " density=" << density;
-      std::printf("[   INFO   ] n=%zu k=%zu: sampled kept %zu, overlap with exact %.4f\n", n, k, s.size(),
-                  static_cast<double>(both.size()) / static_cast<double>(k));
+      std::printf("[   INFO   ] n=%zu k=%zu: sampled kept %zu, overlap with exact %.4f\n", n, k,
+                  s.size(), static_cast<double>(both.size()) / static_cast<double>(k));
       // Exact: nothing unsent is larger than anything sent.
       std::vector<char> sent(n, 0);
       for (std::uint32_t i : e) sent[i] = 1;
       float min_sent = INFINITY, max_unsent = 0;
       for (std::size_t i = 0; i < n; ++i) {
         const float a = std::fabs(x[i]);
-        if (sent[i]) min_sent = std::min(min_sent, a);
-        else max_unsent = std::max(max_unsent, a);
+        if (sent[i])
+          min_sent = std::min(min_sent, a);
+        else
+          max_unsent = std::max(max_unsent, a);
       }
       EXPECT_GE(min_sent, max_unsent);
     }
@@ -172,8 +178,9 @@ TEST(GpuTopK, RejectsBadArguments) {
   EXPECT_EQ(encoder.encode(d_x.get(), 1000, *config, {}, d_out.get(), 10, nullptr).status().code(),
             StatusCode::kInvalidArgument);
   auto qint = compression::parse_codec_spec("qint8");
-  EXPECT_EQ(encoder.encode(d_x.get(), 1000, *qint, {}, d_out.get(), 1 << 20, nullptr).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      encoder.encode(d_x.get(), 1000, *qint, {}, d_out.get(), 1 << 20, nullptr).status().code(),
+      StatusCode::kInvalidArgument);
   auto mom = compression::parse_codec_spec("topk:density=0.01,momentum=0.9,warmup=0");
   DeviceEncodeOptions o;
   o.momentum = d_x.get();

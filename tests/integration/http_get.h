@@ -25,10 +25,9 @@ struct HttpResponse {
 
 // GET http://host:port<path>; nullopt if nothing (or no complete response) arrived
 // within `timeout`.
-inline std::optional<HttpResponse> http_get(const std::string& host, int port,
-                                            const std::string& path,
-                                            std::chrono::milliseconds timeout =
-                                                std::chrono::milliseconds(5000)) {
+inline std::optional<HttpResponse> http_get(
+    const std::string& host, int port, const std::string& path,
+    std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto remaining_ms = [&] {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -50,7 +50,8 @@ TEST(CApi, WorkersAllReduceBroadcastAndLeave) {
         ++bad;
       }
       for (std::size_t i = 0; i < data.size(); ++i) {
-        const float want = static_cast<float>(size * (size - 1) / 2 + size * static_cast<int>(i % 5));
+        const float want =
+            static_cast<float>(size * (size - 1) / 2 + size * static_cast<int>(i % 5));
         bad += data[i] != want;
       }
       bad += outcome.contributors != size;

@@ -14,8 +14,8 @@ constexpr int kCheckCases = 3 * 8 * 3 * 5 + 6 * 8 * 5;
 
 void run_check(int np, const std::vector<std::string>& extra) {
   TempDir dir;
-  std::vector<std::string> argv = {tributary_bin(), "check", "--np", std::to_string(np),
-                                   "--timeout-s", "240"};
+  std::vector<std::string> argv = {tributary_bin(),    "check",       "--np",
+                                   std::to_string(np), "--timeout-s", "240"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   Process check(dir, "check", argv);
   // `check` kills its own agents at --timeout-s; the margin covers its coordinator's exit.

@@ -35,7 +35,8 @@ Ran run(const std::vector<std::string>& args, seconds limit = seconds(60),
 }
 
 TEST(Demo, TrainsAndPrintsASummaryWithAccuracy) {
-  const Ran r = run({"demo", "--workers", "3", "--epochs", "3", "--timeout-s", "240"}, seconds(300));
+  const Ran r =
+      run({"demo", "--workers", "3", "--epochs", "3", "--timeout-s", "240"}, seconds(300));
   ASSERT_EQ(r.code, 0) << r.dump;
   std::smatch m;
   const std::regex summary(
@@ -51,8 +52,8 @@ TEST(Demo, TrainsAndPrintsASummaryWithAccuracy) {
 // top-k with error feedback and a short warm-up. The workers must still learn, agree to the
 // bit, and put far fewer bytes on the wire than float32 would.
 TEST(Demo, TrainsThroughTopKCompression) {
-  const Ran r = run({"demo", "--workers", "3", "--epochs", "3", "--codec", "topk:density=0.01,warmup=10",
-                     "--timeout-s", "240"},
+  const Ran r = run({"demo", "--workers", "3", "--epochs", "3", "--codec",
+                     "topk:density=0.01,warmup=10", "--timeout-s", "240"},
                     seconds(300));
   ASSERT_EQ(r.code, 0) << r.dump;
   std::smatch m;
@@ -73,10 +74,13 @@ TEST(Demo, WarnsAboutACodecKnownToLoseAccuracy) {
                     seconds(180));
   ASSERT_EQ(r.code, 0) << r.dump;
   EXPECT_TRUE(std::regex_search(
-      r.out, std::regex(R"(warning: --codec topk:density=0.0005: top-k below density 0.001 .*loses accuracy)")))
+      r.out,
+      std::regex(
+          R"(warning: --codec topk:density=0.0005: top-k below density 0.001 .*loses accuracy)")))
       << r.dump;
-  const Ran fine = run({"demo", "--workers", "2", "--epochs", "1", "--codec", "topk", "--timeout-s", "120"},
-                       seconds(180));
+  const Ran fine =
+      run({"demo", "--workers", "2", "--epochs", "1", "--codec", "topk", "--timeout-s", "120"},
+          seconds(180));
   ASSERT_EQ(fine.code, 0) << fine.dump;
   EXPECT_EQ(fine.out.find("warning:"), std::string::npos) << fine.dump;
 }
@@ -100,29 +104,38 @@ TEST_P(BadFlags, ExitNonZeroWithAClearMessage) {
 INSTANTIATE_TEST_SUITE_P(
     Cli, BadFlags,
     ::testing::Values(
-        BadInvocation{"bench_unknown_dtype", {"bench", "--dtype", "float128"},
+        BadInvocation{"bench_unknown_dtype",
+                      {"bench", "--dtype", "float128"},
                       "--dtype: unknown type 'float128'"},
-        BadInvocation{"bench_unknown_op", {"bench", "--op", "all_reduce,frobnicate"},
+        BadInvocation{"bench_unknown_op",
+                      {"bench", "--op", "all_reduce,frobnicate"},
                       "--op: unknown collective 'frobnicate'"},
-        BadInvocation{"bench_unknown_redop", {"bench", "--redop", "median"},
-                      "--redop: unknown op 'median'"},
-        BadInvocation{"bench_min_over_max", {"bench", "-b", "1M", "-e", "4K"},
-                      "-b must not exceed -e"},
-        BadInvocation{"check_unknown_algorithm", {"check", "--np", "2", "--algorithm", "bogo"},
+        BadInvocation{
+            "bench_unknown_redop", {"bench", "--redop", "median"}, "--redop: unknown op 'median'"},
+        BadInvocation{
+            "bench_min_over_max", {"bench", "-b", "1M", "-e", "4K"}, "-b must not exceed -e"},
+        BadInvocation{"check_unknown_algorithm",
+                      {"check", "--np", "2", "--algorithm", "bogo"},
                       "--algorithm: unknown algorithm 'bogo'"},
         BadInvocation{"check_zero_processes", {"check", "--np", "0"}, "--np"},
         BadInvocation{"agent_without_secret", {"agent"}, "no cluster secret"},
-        BadInvocation{"coordinator_without_secret", {"coordinator", "--bind", "tcp://127.0.0.1:0"},
+        BadInvocation{"coordinator_without_secret",
+                      {"coordinator", "--bind", "tcp://127.0.0.1:0"},
                       "no cluster secret"},
-        BadInvocation{"agent_unknown_workload", {"agent", "--secret", "s", "--workload", "dance"},
+        BadInvocation{"agent_unknown_workload",
+                      {"agent", "--secret", "s", "--workload", "dance"},
                       "--workload"},
-        BadInvocation{"agent_unknown_mismatch", {"agent", "--secret", "s", "--mismatch", "size"},
+        BadInvocation{"agent_unknown_mismatch",
+                      {"agent", "--secret", "s", "--mismatch", "size"},
                       "--mismatch"},
-        BadInvocation{"demo_codec_known_to_diverge", {"demo", "--codec", "sign:ef=0"},
+        BadInvocation{"demo_codec_known_to_diverge",
+                      {"demo", "--codec", "sign:ef=0"},
                       "--codec sign:ef=0: sign without error feedback \\(ef=0\\) diverges"},
-        BadInvocation{"demo_codec_key_it_does_not_have", {"demo", "--codec", "qint8:density=0.5"},
+        BadInvocation{"demo_codec_key_it_does_not_have",
+                      {"demo", "--codec", "qint8:density=0.5"},
                       "--codec: .*'density' is not a parameter of qint8"},
-        BadInvocation{"agent_codec_unknown", {"agent", "--secret", "s", "--codec", "int3"},
+        BadInvocation{"agent_codec_unknown",
+                      {"agent", "--secret", "s", "--codec", "int3"},
                       "--codec: .*unknown codec 'int3'"},
         BadInvocation{"no_subcommand", {}, "subcommand"},
         // CLI11 answers "A subcommand is required" without naming the word it did not know.
@@ -134,9 +147,10 @@ TEST(Agent, WithNoCoordinatorGivesUpAtItsJoinDeadline) {
   const int port = pick_free_port();
   ASSERT_GT(port, 0);
   const auto t0 = std::chrono::steady_clock::now();
-  const Ran r = run({"agent", "--secret", "s", "--coordinator", "tcp://127.0.0.1:" + std::to_string(port),
-                     "--join-timeout-ms", "2000", "--workload", "check"},
-                    seconds(60));
+  const Ran r =
+      run({"agent", "--secret", "s", "--coordinator", "tcp://127.0.0.1:" + std::to_string(port),
+           "--join-timeout-ms", "2000", "--workload", "check"},
+          seconds(60));
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(r.code, 0) << r.dump;
   EXPECT_TRUE(std::regex_search(r.err, std::regex("no answer from coordinator"))) << r.dump;

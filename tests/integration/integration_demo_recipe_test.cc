@@ -30,9 +30,10 @@ TEST_P(DemoRecipe, EndsWithTheParametersOfTheInProcessRecipe) {
   constexpr int kEpochs = 4;  // the top-k warm-up (4 stages of 50 steps) fits
   constexpr std::uint64_t kSeed = 3;
   TempDir dir;
-  std::vector<std::string> argv = {tributary_bin(), "demo", "--workers", "4", "--epochs",
-                                   std::to_string(kEpochs), "--seed", std::to_string(kSeed),
-                                   "--codec", c.codec, "--timeout-s", "200"};
+  std::vector<std::string> argv = {
+      tributary_bin(),         "demo",   "--workers",           "4",       "--epochs",
+      std::to_string(kEpochs), "--seed", std::to_string(kSeed), "--codec", c.codec,
+      "--timeout-s",           "200"};
   if (c.label_sorted) argv.push_back("--label-sorted");
   Process p(dir, "demo", argv);
   const auto code = p.wait_until(deadline_after(std::chrono::seconds(240)));
@@ -40,7 +41,8 @@ TEST_P(DemoRecipe, EndsWithTheParametersOfTheInProcessRecipe) {
   ASSERT_EQ(*code, 0) << p.dump();
   std::smatch m;
   const std::string out = p.out();
-  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(final: params sha256 ([0-9a-f]{64}) steps (\d+)\n)")))
+  ASSERT_TRUE(
+      std::regex_search(out, m, std::regex(R"(final: params sha256 ([0-9a-f]{64}) steps (\d+)\n)")))
       << p.dump();
 
   auto plan = compression::CompressionPlan::parse(c.codec);
@@ -58,11 +60,12 @@ TEST_P(DemoRecipe, EndsWithTheParametersOfTheInProcessRecipe) {
   EXPECT_NE(out.find(accuracy), std::string::npos) << accuracy << "\n" << p.dump();
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Codecs, DemoRecipe,
-    ::testing::Values(Case{"sign", "sign"}, Case{"topk_label_sorted", "topk", true},
-                      Case{"qint4_label_sorted", "qint4", true}, Case{"bfloat16", "bfloat16"}),
-    [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Codecs, DemoRecipe,
+                         ::testing::Values(Case{"sign", "sign"},
+                                           Case{"topk_label_sorted", "topk", true},
+                                           Case{"qint4_label_sorted", "qint4", true},
+                                           Case{"bfloat16", "bfloat16"}),
+                         [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace tributary::integration

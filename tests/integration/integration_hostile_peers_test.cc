@@ -91,7 +91,8 @@ class Socket {
 
 std::vector<std::vector<std::string>> all_matches(const std::string& text, const std::regex& re) {
   std::vector<std::vector<std::string>> out;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator();
+       ++it) {
     std::vector<std::string> groups;
     for (const auto& g : *it) groups.push_back(g.str());
     out.push_back(std::move(groups));
@@ -112,7 +113,8 @@ std::vector<std::vector<std::string>> wait_for_matches(Process& p, const std::re
 
 // ---- data-plane attacks ---------------------------------------------------------------
 
-const char kJunk[] = "GET /metrics HTTP/1.1\r\nHost: tributary\r\n\r\n\x01\x02\x03 not a handshake at all";
+const char kJunk[] =
+    "GET /metrics HTTP/1.1\r\nHost: tributary\r\n\r\n\x01\x02\x03 not a handshake at all";
 
 // Connects, says the right magic and version in a hello, and answers the challenge with a
 // MAC made from the wrong secret. Returns the acceptor's answer (a REJECT is expected),
@@ -136,7 +138,8 @@ std::optional<agent::HandshakeMessage> wrong_secret_handshake(int port, std::uin
   agent::HandshakeBytes bytes;
   std::memcpy(bytes.data(), raw->data(), bytes.size());
   auto challenge = agent::decode_handshake(bytes);
-  if (!challenge.is_ok() || challenge->type != agent::HandshakeType::kChallenge) return std::nullopt;
+  if (!challenge.is_ok() || challenge->type != agent::HandshakeType::kChallenge)
+    return std::nullopt;
   agent::HandshakeMessage response;
   response.type = agent::HandshakeType::kResponse;
   response.mac = agent::handshake_mac("not-the-cluster-secret", agent::HandshakeRole::kConnector,
@@ -212,9 +215,7 @@ class ControlPlaneHeckler {
         dealer.connect(endpoint_);
         const std::string junk = "junk " + std::to_string(round) + " \xff\xfe\x00\x01";
         switch (round % 3) {
-          case 0:
-            dealer.send(zmq::buffer(junk), zmq::send_flags::dontwait);
-            break;
+          case 0: dealer.send(zmq::buffer(junk), zmq::send_flags::dontwait); break;
           case 1:
             dealer.send(zmq::buffer(junk), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
             dealer.send(zmq::buffer(junk), zmq::send_flags::dontwait);
@@ -226,7 +227,7 @@ class ControlPlaneHeckler {
         }
         ++zmq_attempts_;
         ++round;
-        dealer.close();  // lingers (bounded) so the junk goes out
+        dealer.close();                                 // lingers (bounded) so the junk goes out
         std::this_thread::sleep_for(milliseconds(10));  // pacing
       }
     });
@@ -276,7 +277,8 @@ void expect_check_passes(std::vector<std::unique_ptr<Process>>& agents, Process&
 
 std::unique_ptr<Process> start_agent(const TempDir& dir, const std::string& name,
                                      const std::string& endpoint, std::string_view secret,
-                                     const std::vector<std::string>& extra = {"--workload", "check"}) {
+                                     const std::vector<std::string>& extra = {"--workload",
+                                                                              "check"}) {
   return std::make_unique<Process>(dir, name, agent_argv(endpoint, std::string(secret), extra));
 }
 
@@ -305,7 +307,8 @@ TEST(WrongSecret, AgentIsRejectedWithAClearMessageOnBothSidesAndTheClusterStillF
   // The rightful members form the cluster and run every collective.
   std::vector<std::unique_ptr<Process>> agents;
   for (int i = 0; i < 2; ++i) {
-    agents.push_back(start_agent(dir, "agent" + std::to_string(i), coordinator.endpoint(), kSecret));
+    agents.push_back(
+        start_agent(dir, "agent" + std::to_string(i), coordinator.endpoint(), kSecret));
   }
   expect_check_passes(agents, *coordinator.process, deadline_after(seconds(120)));
   EXPECT_FALSE(coordinator.process->poll().has_value()) << coordinator.process->dump();
@@ -320,7 +323,8 @@ TEST(DataPort, GarbageAndWrongSecretHandshakesDropOnlyThatConnection) {
   // Two members join and wait for the third; the coordinator logs their data addresses.
   std::vector<std::unique_ptr<Process>> agents;
   for (int i = 0; i < 2; ++i) {
-    agents.push_back(start_agent(dir, "agent" + std::to_string(i), coordinator.endpoint(), kSecret));
+    agents.push_back(
+        start_agent(dir, "agent" + std::to_string(i), coordinator.endpoint(), kSecret));
   }
   const std::regex joined("member \\d+ joined from \\S+: .*, data 127\\.0\\.0\\.1:(\\d+)");
   const auto joins = wait_for_matches(*coordinator.process, joined, 2, deadline_after(seconds(60)));
@@ -346,7 +350,8 @@ TEST(DataPort, GarbageAndWrongSecretHandshakesDropOnlyThatConnection) {
       EXPECT_TRUE(s.closed_by_peer()) << "agent" << i << " kept a bad handshake open";
     }
     const auto answer = wrong_secret_handshake(ports[i], 1, 0, 1, 3);
-    ASSERT_TRUE(answer.has_value()) << "agent" << i << " sent no answer to a wrong-secret handshake";
+    ASSERT_TRUE(answer.has_value())
+        << "agent" << i << " sent no answer to a wrong-secret handshake";
     EXPECT_EQ(answer->type, agent::HandshakeType::kReject);
     EXPECT_EQ(answer->reason, agent::RejectReason::kAuth);
   }
@@ -391,7 +396,8 @@ TEST(CoordinatorPort, GarbageWhileAClusterRunsDropsOnlyThoseConnections) {
   // ...and keep coming while the cluster forms and runs every collective.
   std::vector<std::unique_ptr<Process>> agents;
   for (int i = 0; i < 3; ++i) {
-    agents.push_back(start_agent(dir, "agent" + std::to_string(i), coordinator.endpoint(), kSecret));
+    agents.push_back(
+        start_agent(dir, "agent" + std::to_string(i), coordinator.endpoint(), kSecret));
   }
   expect_check_passes(agents, c, deadline_after(seconds(180)));
   heckler.stop();

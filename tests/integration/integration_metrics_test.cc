@@ -51,10 +51,12 @@ std::optional<std::vector<Sample>> parse_vector(const std::string& body) {
   static const std::regex element(R"re(\{"metric":\{([^}]*)\},"value":\[[^,\]]+,"([^"]*)"\]\})re");
   static const std::regex label(R"re("([^"]+)":"([^"]*)")re");
   std::vector<Sample> out;
-  for (auto it = std::sregex_iterator(body.begin(), body.end(), element); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(body.begin(), body.end(), element);
+       it != std::sregex_iterator(); ++it) {
     Sample s;
     const std::string labels = (*it)[1].str();
-    for (auto l = std::sregex_iterator(labels.begin(), labels.end(), label); l != std::sregex_iterator(); ++l) {
+    for (auto l = std::sregex_iterator(labels.begin(), labels.end(), label);
+         l != std::sregex_iterator(); ++l) {
       s.labels[(*l)[1].str()] = (*l)[2].str();
     }
     s.value = std::strtod((*it)[2].str().c_str(), nullptr);
@@ -73,15 +75,17 @@ class PrometheusServer {
       process_.reset();
       process_ = std::make_unique<Process>(
           dir, "prometheus" + std::to_string(attempt),
-          std::vector<std::string>{binary, "--config.file=" + config,
-                                   "--storage.tsdb.path=" + dir.file("tsdb" + std::to_string(attempt)),
-                                   "--web.listen-address=127.0.0.1:" + std::to_string(port_),
-                                   "--log.level=warn"});
-      ready_ = poll_until(deadline_after(seconds(90)), [&] {
-        if (process_->poll().has_value()) return true;
-        auto r = http_get("127.0.0.1", port_, "/-/ready", milliseconds(2000));
-        return r && r->status == 200;
-      }) && !process_->poll().has_value();
+          std::vector<std::string>{
+              binary, "--config.file=" + config,
+              "--storage.tsdb.path=" + dir.file("tsdb" + std::to_string(attempt)),
+              "--web.listen-address=127.0.0.1:" + std::to_string(port_), "--log.level=warn"});
+      ready_ = poll_until(deadline_after(seconds(90)),
+                          [&] {
+                            if (process_->poll().has_value()) return true;
+                            auto r = http_get("127.0.0.1", port_, "/-/ready", milliseconds(2000));
+                            return r && r->status == 200;
+                          }) &&
+               !process_->poll().has_value();
     }
   }
 
@@ -213,17 +217,17 @@ TEST(Prometheus, ScrapesCoordinatorAndAgentsWhileTheyWork) {
   // Bytes by peer link: every agent sent to and received from some peer, and every peer
   // label is the data address of a member.
   for (const char* direction : {"sent", "received"}) {
-    expect_eventually(std::string("tributary_link_bytes_") + direction +
-                          R"(_total{job="agents"} > 0)",
-                      [&](const std::vector<Sample>& v) {
-                        std::set<std::string> instances;
-                        for (const auto& s : v) {
-                          auto peer = s.labels.find("peer");
-                          if (peer == s.labels.end() || !data_addresses.count(peer->second)) return false;
-                          instances.insert(s.labels.at("instance"));
-                        }
-                        return instances.size() == kAgents;
-                      });
+    expect_eventually(
+        std::string("tributary_link_bytes_") + direction + R"(_total{job="agents"} > 0)",
+        [&](const std::vector<Sample>& v) {
+          std::set<std::string> instances;
+          for (const auto& s : v) {
+            auto peer = s.labels.find("peer");
+            if (peer == s.labels.end() || !data_addresses.count(peer->second)) return false;
+            instances.insert(s.labels.at("instance"));
+          }
+          return instances.size() == kAgents;
+        });
   }
   // The latency histogram, read the way a dashboard reads it.
   expect_eventually(
@@ -231,7 +235,8 @@ TEST(Prometheus, ScrapesCoordinatorAndAgentsWhileTheyWork) {
       every(kAgents, [](const Sample& s) { return s.value > 0; }));
   expect_eventually(
       R"(histogram_quantile(0.5, sum by (le) (rate(tributary_collective_seconds_bucket{job="agents",op="all_reduce"}[10s]))))",
-      every(1, [](const Sample& s) { return std::isfinite(s.value) && s.value > 0 && s.value < 10; }));
+      every(1,
+            [](const Sample& s) { return std::isfinite(s.value) && s.value > 0 && s.value < 10; }));
 
   // Still one cluster at the end: nobody fell over while being scraped.
   for (auto& a : agents) EXPECT_FALSE(a->poll().has_value()) << a->name() << " exited\n" << dumps();

@@ -54,7 +54,8 @@ TEST_P(Mismatch, EveryRankFailsWithAClearErrorAndNoneHangs) {
   // by 120 s.
   const auto deadline = deadline_after(seconds(120));
   // "rank R: <status>" on stdout (cli/main.cc); the status names what went wrong.
-  const std::regex error_line(R"(rank (\d+): (mismatch|peer lost|aborted|bad frame|timed out)[^\n]*)");
+  const std::regex error_line(
+      R"(rank (\d+): (mismatch|peer lost|aborted|bad frame|timed out)[^\n]*)");
   int saw_mismatch = 0;
   std::set<int> ranks;
   for (auto& a : agents) {
@@ -64,7 +65,8 @@ TEST_P(Mismatch, EveryRankFailsWithAClearErrorAndNoneHangs) {
         << a->name() << " waited for its collective deadline instead of hearing of the failure\n"
         << dumps();
     EXPECT_EQ(*code, 3) << a->name() << (*code == 0 ? " completed a mismatched all-reduce" : "")
-                        << "\n" << dumps();
+                        << "\n"
+                        << dumps();
     std::smatch m;
     const std::string out = a->out();
     ASSERT_TRUE(std::regex_search(out, m, error_line)) << a->name() << "\n" << dumps();
@@ -90,13 +92,12 @@ INSTANTIATE_TEST_SUITE_P(Np4, Mismatch, ::testing::ValuesIn(cases()), [](const a
   return info.param.kind + "_" + info.param.algorithm;
 });
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, Mismatch,
-                         ::testing::Values(MismatchCase{"count", "auto", 2}, MismatchCase{"dtype", "auto", 2},
-                                           MismatchCase{"count", "auto", 3}, MismatchCase{"dtype", "auto", 5},
-                                           MismatchCase{"count", "auto", 8}, MismatchCase{"dtype", "auto", 8}),
-                         [](const auto& info) {
-                           return info.param.kind + "_np" + std::to_string(info.param.ranks);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    WorldSizes, Mismatch,
+    ::testing::Values(MismatchCase{"count", "auto", 2}, MismatchCase{"dtype", "auto", 2},
+                      MismatchCase{"count", "auto", 3}, MismatchCase{"dtype", "auto", 5},
+                      MismatchCase{"count", "auto", 8}, MismatchCase{"dtype", "auto", 8}),
+    [](const auto& info) { return info.param.kind + "_np" + std::to_string(info.param.ranks); });
 
 }  // namespace
 }  // namespace tributary::integration

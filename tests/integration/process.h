@@ -157,8 +157,8 @@ class Process {
   }
   // Both logs, labelled: for assertion messages.
   std::string dump() const {
-    return "---- " + name_ + ": " + command_line() + "\n---- stdout:\n" + out() +
-           "---- stderr:\n" + err();
+    return "---- " + name_ + ": " + command_line() + "\n---- stdout:\n" + out() + "---- stderr:\n" +
+           err();
   }
 
   void signal(int sig) const {
@@ -170,8 +170,10 @@ class Process {
     if (status_ || pid_ <= 0) return status_;
     int st = 0;
     const pid_t r = ::waitpid(pid_, &st, WNOHANG);
-    if (r == pid_) status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    else if (r < 0 && errno != EINTR) status_ = 255;
+    if (r == pid_)
+      status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    else if (r < 0 && errno != EINTR)
+      status_ = 255;
     return status_;
   }
 
@@ -248,9 +250,10 @@ class CoordinatorProcess {
   CoordinatorProcess(const TempDir& dir, const std::string& name, const std::string& secret,
                      int world_size, const std::vector<std::string>& extra = {})
       : ready_(dir.file(name + ".endpoint")) {
-    std::vector<std::string> argv = {tributary_bin(), "coordinator", "--bind", "tcp://127.0.0.1:0",
-                                     "--ready-file", ready_, "--world-size",
-                                     std::to_string(world_size), "--secret", secret};
+    std::vector<std::string> argv = {
+        tributary_bin(), "coordinator", "--bind",       "tcp://127.0.0.1:0",
+        "--ready-file",  ready_,        "--world-size", std::to_string(world_size),
+        "--secret",      secret};
     argv.insert(argv.end(), extra.begin(), extra.end());
     process.emplace(dir, name, argv);
   }
@@ -280,7 +283,7 @@ class CoordinatorProcess {
 inline std::vector<std::string> agent_argv(const std::string& endpoint, const std::string& secret,
                                            const std::vector<std::string>& extra) {
   std::vector<std::string> argv = {tributary_bin(), "agent", "--coordinator", endpoint,
-                                   "--secret", secret, "--data-port", "0"};
+                                   "--secret",      secret,  "--data-port",   "0"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return argv;
 }

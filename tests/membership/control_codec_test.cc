@@ -60,13 +60,15 @@ TEST(ControlCodec, InconsistentViewsAreBadFrame) {
     mutate(pv);
     return view_from_proto(pv).status().code();
   };
-  EXPECT_EQ(bad([](control::View& v) { v.mutable_members(1)->set_rank(5); }), StatusCode::kBadFrame);
+  EXPECT_EQ(bad([](control::View& v) { v.mutable_members(1)->set_rank(5); }),
+            StatusCode::kBadFrame);
   EXPECT_EQ(bad([](control::View& v) { v.mutable_members(1)->set_id(11); }), StatusCode::kBadFrame);
   EXPECT_EQ(bad([](control::View& v) { v.mutable_members(0)->set_id(0); }), StatusCode::kBadFrame);
   EXPECT_EQ(bad([](control::View& v) { v.set_ring(1, 0); }), StatusCode::kBadFrame);
   EXPECT_EQ(bad([](control::View& v) { v.add_ring(1); }), StatusCode::kBadFrame);
   EXPECT_EQ(bad([](control::View& v) { v.set_ring(0, 9); }), StatusCode::kBadFrame);
-  EXPECT_EQ(bad([](control::View& v) { v.mutable_members(0)->set_host(std::string(300, 'h')); }), StatusCode::kBadFrame);
+  EXPECT_EQ(bad([](control::View& v) { v.mutable_members(0)->set_host(std::string(300, 'h')); }),
+            StatusCode::kBadFrame);
 }
 
 TEST(ControlCodec, JoinRequestValidationNamesTheField) {
@@ -87,11 +89,15 @@ TEST(ControlCodec, JoinRequestValidationNamesTheField) {
     return st.message();
   };
   EXPECT_NE(message([](auto& r) { r.set_host(""); }).find("host"), std::string::npos);
-  EXPECT_NE(message([](auto& r) { r.set_data_address("nohost"); }).find("host:port"), std::string::npos);
-  EXPECT_NE(message([](auto& r) { r.set_data_address("h:99999"); }).find("port"), std::string::npos);
+  EXPECT_NE(message([](auto& r) { r.set_data_address("nohost"); }).find("host:port"),
+            std::string::npos);
+  EXPECT_NE(message([](auto& r) { r.set_data_address("h:99999"); }).find("port"),
+            std::string::npos);
   EXPECT_NE(message([](auto& r) { r.set_data_address("h:12x"); }).find("port"), std::string::npos);
-  EXPECT_NE(message([](auto& r) { r.set_zone(std::string(257, 'z')); }).find("zone"), std::string::npos);
-  EXPECT_NE(message([](auto& r) { r.set_protocol_version(9); }).find("protocol"), std::string::npos);
+  EXPECT_NE(message([](auto& r) { r.set_zone(std::string(257, 'z')); }).find("zone"),
+            std::string::npos);
+  EXPECT_NE(message([](auto& r) { r.set_protocol_version(9); }).find("protocol"),
+            std::string::npos);
   control::JoinRequest many = request();
   for (int i = 0; i < 40; ++i) many.mutable_capabilities()->Add()->assign(1, 'c');
   EXPECT_EQ(validate_join_request(many).code(), StatusCode::kInvalidArgument);
@@ -133,12 +139,14 @@ TEST(ControlCodec, FaultToleranceMessagesAreBoundsChecked) {
   r->set_previous_epoch(5);
   auto bad = decode(ok);
   EXPECT_EQ(bad.status().code(), StatusCode::kBadFrame);
-  EXPECT_NE(bad.status().message().find("previous_epoch"), std::string::npos) << bad.status().to_string();
+  EXPECT_NE(bad.status().message().find("previous_epoch"), std::string::npos)
+      << bad.status().to_string();
 
   control::Envelope timing;
   timing.mutable_step_timing()->set_compute_seconds(0.25);
   EXPECT_TRUE(decode(timing).is_ok());
-  for (double v : {-1.0, 1e9, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+  for (double v : {-1.0, 1e9, std::numeric_limits<double>::quiet_NaN(),
+                   std::numeric_limits<double>::infinity()}) {
     timing.mutable_step_timing()->set_compute_seconds(v);
     EXPECT_EQ(decode(timing).status().code(), StatusCode::kBadFrame) << v;
   }

@@ -15,7 +15,9 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-MemberLabels labels(const std::string& name) { return {name, "h-" + name, "z", "127.0.0.1:9000", {"tcp"}}; }
+MemberLabels labels(const std::string& name) {
+  return {name, "h-" + name, "z", "127.0.0.1:9000", {"tcp"}};
+}
 
 MembershipConfig config(std::size_t initial) {
   MembershipConfig c;
@@ -88,7 +90,8 @@ TEST(ReadyGo, GoOnlyOnceEveryMemberIsReadyWithCommitThrough) {
   ASSERT_EQ(c.m.epoch(), 2u);
   Decisions d = c.m.ready(c.ids[0], {2, 1, 6, 7}, c.clock.now());
   EXPECT_FALSE(d.go) << "member 1 is not Ready yet";
-  EXPECT_TRUE(c.m.ready(c.ids[0], {1, 0, 6, 7}, c.clock.now()).empty()) << "Ready for an old epoch is ignored";
+  EXPECT_TRUE(c.m.ready(c.ids[0], {1, 0, 6, 7}, c.clock.now()).empty())
+      << "Ready for an old epoch is ignored";
   d = c.m.ready(c.ids[1], {2, 1, 7, 0}, c.clock.now());
   ASSERT_TRUE(d.go);
   EXPECT_EQ(d.go->epoch, 2u);
@@ -261,11 +264,13 @@ TEST(FailureReport, UnknownSuspectConfirmsWhoeverIsSilent) {
 TEST(FailureReport, FalseSuspicionRebuildsLinksWithTheSameMembers) {
   Cluster c(3);
   EXPECT_TRUE(c.m.failure_report(c.ids[0], 1, c.ids[1], c.clock.now()).empty());
-  EXPECT_TRUE(c.m.failure_report(c.ids[0], 7, c.ids[1], c.clock.now()).empty()) << "other epochs: ignored";
+  EXPECT_TRUE(c.m.failure_report(c.ids[0], 7, c.ids[1], c.clock.now()).empty())
+      << "other epochs: ignored";
   for (int i = 0; i < 10; ++i) {
     c.clock.advance(milliseconds(100));
     c.heartbeat_all_but(0);
-    EXPECT_TRUE(c.m.tick(c.clock.now()).empty()) << "suspect alive; no confirmation within heartbeat_timeout yet";
+    EXPECT_TRUE(c.m.tick(c.clock.now()).empty())
+        << "suspect alive; no confirmation within heartbeat_timeout yet";
   }
   c.clock.advance(milliseconds(1));
   Decisions d = c.m.tick(c.clock.now());
@@ -396,7 +401,8 @@ TEST(Resume, ViewOfThoseThatResumedWithALargerEpoch) {
   m.restore({{10, labels("a")}, {11, labels("b")}, {12, labels("c")}}, clock.now());
   EXPECT_EQ(m.size(), 3u);
   EXPECT_EQ(m.resume(99, labels("x"), clock.now()).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(m.resume(10, labels("not-a"), clock.now()).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.resume(10, labels("not-a"), clock.now()).status().code(),
+            StatusCode::kInvalidArgument);
   auto r = m.resume(10, labels("a"), clock.now());
   ASSERT_TRUE(r.is_ok());
   EXPECT_FALSE(r->decisions.new_view);

@@ -30,7 +30,8 @@ MembershipConfig config(std::size_t initial, milliseconds timeout = milliseconds
   return c;
 }
 
-MemberId join(Membership& m, MemberLabels l, const FakeClock& clock, std::optional<View>* view = nullptr) {
+MemberId join(Membership& m, MemberLabels l, const FakeClock& clock,
+              std::optional<View>* view = nullptr) {
   auto r = m.join(std::move(l), clock.now());
   EXPECT_TRUE(r.is_ok()) << r.status().to_string();
   if (view != nullptr) *view = r->decisions.new_view;
@@ -250,7 +251,8 @@ TEST(Membership, HeartbeatAsksForViewResendWhenMemberIsBehind) {
   FakeClock clock;
   Membership m(config(2));
   const MemberId a = join(m, labels("a"), clock);
-  EXPECT_FALSE(m.heartbeat(a, 0, 0, clock.now()).resend_view) << "waiting member: no view to resend";
+  EXPECT_FALSE(m.heartbeat(a, 0, 0, clock.now()).resend_view)
+      << "waiting member: no view to resend";
   join(m, labels("b"), clock);
   join(m, labels("c"), clock);
   ASSERT_TRUE(boundary_all(m, clock));  // epoch 2

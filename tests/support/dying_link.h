@@ -8,23 +8,25 @@
 
 namespace tributary::testing {
 
-class DyingLink final : public Link {
+class DyingLink final : public algorithms::Link {
  public:
-  DyingLink(MemoryFabric& fabric, int rank, int allowed_sends)
+  DyingLink(algorithms::MemoryFabric& fabric, int rank, int allowed_sends)
       : fabric_(fabric), inner_(fabric.link(rank)), allowed_(allowed_sends) {}
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
-  Handle send(int peer, Tag tag, std::span<const std::byte> data) override {
+  Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override {
     if (sent_++ == allowed_) fabric_.kill(inner_.rank());
     return inner_.send(peer, tag, data);
   }
-  Handle recv(int peer, Tag tag, std::span<std::byte> data) override { return inner_.recv(peer, tag, data); }
+  Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override {
+    return inner_.recv(peer, tag, data);
+  }
   Status wait(Handle h, Deadline d) override { return inner_.wait(h, d); }
   void abort(const Status& reason) override { inner_.abort(reason); }
 
  private:
-  MemoryFabric& fabric_;
-  Link& inner_;
+  algorithms::MemoryFabric& fabric_;
+  algorithms::Link& inner_;
   int allowed_;
   int sent_ = 0;
 };

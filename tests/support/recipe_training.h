@@ -27,7 +27,8 @@ inline const training::TrainTestSplit& digits() {
   static const training::TrainTestSplit split = [] {
     Result<training::Dataset> all = training::load_digits();
     EXPECT_TRUE(all.is_ok()) << all.status().to_string();
-    Result<training::TrainTestSplit> s = training::split_train_test(all.is_ok() ? *all : training::Dataset{});
+    Result<training::TrainTestSplit> s =
+        training::split_train_test(all.is_ok() ? *all : training::Dataset{});
     EXPECT_TRUE(s.is_ok()) << s.status().to_string();
     return s.is_ok() ? std::move(s).value() : training::TrainTestSplit{};
   }();
@@ -37,8 +38,8 @@ inline const training::TrainTestSplit& digits() {
 struct RecipeRun {
   double test_accuracy = 0;
   double train_loss = 0;
-  bool ok = true;              // every collective succeeded and the replicas stayed identical
-  std::string params_sha256;   // of worker 0's final parameters, as the demo prints it
+  bool ok = true;             // every collective succeeded and the replicas stayed identical
+  std::string params_sha256;  // of worker 0's final parameters, as the demo prints it
 };
 
 // How a plan meets the recipe (cli/main.cc computes the same from --codec).
@@ -59,8 +60,9 @@ inline RecipeRun train_recipe(const compression::CompressionPlan& plan, training
   const auto shards = training::shard_indices(train_set, uworkers, sharding, seed);
   const std::size_t steps = training::Batcher::common_batches_per_epoch(shards, recipe.batch_size);
   std::vector<MatrixShape> shapes;
-  for (const training::Tensor& t : Mlp::weight_matrices()) shapes.push_back({t.offset, t.rows, t.cols});
-  MemoryFabric fabric(workers);
+  for (const training::Tensor& t : Mlp::weight_matrices())
+    shapes.push_back({t.offset, t.rows, t.cols});
+  algorithms::MemoryFabric fabric(workers);
   std::vector<Mlp> models(uworkers, Mlp(seed));
   std::vector<int> failed(uworkers, 0);
   std::vector<std::thread> threads;
@@ -86,13 +88,14 @@ inline RecipeRun train_recipe(const compression::CompressionPlan& plan, training
           ctx.step = step;
           ctx.seed = codec_seed;
           ctx.shapes = shapes;
-          CollectiveOptions o;
+          algorithms::CollectiveOptions o;
           o.seq = step + 1;
           o.deadline = Deadline::after(std::chrono::seconds(30));
           const Status s = compressed_all_reduce(fabric.link(w), grad.data(), grad.size(),
                                                  ReduceOp::kAvg, ctx, o);
           if (!s.is_ok()) {
-            ADD_FAILURE() << plan.spec << " worker " << w << " step " << step << ": " << s.to_string();
+            ADD_FAILURE() << plan.spec << " worker " << w << " step " << step << ": "
+                          << s.to_string();
             failed[uw] = 1;
             break;
           }

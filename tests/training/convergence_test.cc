@@ -89,9 +89,8 @@ RunResult train(const RunConfig& c) {
 }
 
 void report(const char* what, const RunResult& r) {
-  std::cout << what << ": test accuracy " << r.test.accuracy * 100 << "% (loss "
-            << r.test.mean_loss << "), train accuracy " << r.train.accuracy * 100 << "%, "
-            << r.seconds << " s\n";
+  std::cout << what << ": test accuracy " << r.test.accuracy * 100 << "% (loss " << r.test.mean_loss
+            << "), train accuracy " << r.train.accuracy * 100 << "%, " << r.seconds << " s\n";
   ::testing::Test::RecordProperty("test_accuracy", std::to_string(r.test.accuracy));
   ::testing::Test::RecordProperty("seconds", std::to_string(r.seconds));
 }

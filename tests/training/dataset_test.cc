@@ -30,8 +30,8 @@ const Dataset& digits() {
 class TempFile {
  public:
   explicit TempFile(const std::string& tag)
-      : path_(::testing::TempDir() + "tributary_digits_" + std::to_string(::getpid()) + "_" +
-              tag) {}
+      : path_(::testing::TempDir() + "tributary_digits_" + std::to_string(::getpid()) + "_" + tag) {
+  }
   ~TempFile() { std::remove(path_.c_str()); }
   const std::string& path() const { return path_; }
 
@@ -212,7 +212,8 @@ class MalformedTest : public ::testing::TestWithParam<MalformedCase> {};
 
 TEST_P(MalformedTest, IsAClearErrorNamingLineThree) {
   const MalformedCase& c = GetParam();
-  const std::string msg = load_error(c.name, good_line(1) + good_line(2) + c.bad_line + good_line(5));
+  const std::string msg =
+      load_error(c.name, good_line(1) + good_line(2) + c.bad_line + good_line(5));
   EXPECT_NE(msg.find(" line 3: "), std::string::npos) << msg;
   EXPECT_NE(msg.find(c.expected), std::string::npos) << msg;
 }
@@ -248,8 +249,7 @@ TEST(DigitsDataset, TruncatedGzipIsAnErrorNotAShortDataset) {
     Result<Dataset> r = load_digits(f.path());
     ASSERT_FALSE(r.is_ok()) << "kept " << keep << " bytes and loaded " << r->size() << " rows";
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(r.status().message().find("truncated"), std::string::npos)
-        << r.status().message();
+    EXPECT_NE(r.status().message().find("truncated"), std::string::npos) << r.status().message();
   }
 }
 

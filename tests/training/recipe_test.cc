@@ -28,7 +28,7 @@ TEST(Recipe, TheOptimizerLeavesMomentumToACodecThatCorrectsIt) {
 }
 
 TEST(Recipe, SparseCodecsClipTheLocalGradientToClipNormOverRootWorld) {
-  const Recipe r;  // clip_norm 2: 1 per worker at 4 workers
+  const Recipe r;                    // clip_norm 2: 1 per worker at 4 workers
   std::vector<float> g{3.0f, 4.0f};  // norm 5
   EXPECT_FLOAT_EQ(clip_local_gradient(r, {.sparse = true}, g, 4), 0.2f);
   EXPECT_FLOAT_EQ(g[0], 0.6f);
@@ -37,7 +37,8 @@ TEST(Recipe, SparseCodecsClipTheLocalGradientToClipNormOverRootWorld) {
   EXPECT_FLOAT_EQ(clip_local_gradient(r, {.sparse = true}, small, 4), 1.0f);
   EXPECT_FLOAT_EQ(small[1], 0.4f);
   std::vector<float> dense{3.0f, 4.0f};
-  EXPECT_FLOAT_EQ(clip_local_gradient(r, {.sparse = false}, dense, 4), 1.0f) << "dense codecs are not clipped";
+  EXPECT_FLOAT_EQ(clip_local_gradient(r, {.sparse = false}, dense, 4), 1.0f)
+      << "dense codecs are not clipped";
   EXPECT_FLOAT_EQ(dense[0], 3.0f);
   std::vector<float> one{3.0f, 4.0f};
   clip_local_gradient(r, {.sparse = true}, one, 1);  // bound 2 alone
