@@ -18,7 +18,7 @@
 #include "agent/tcp_endpoint.h"
 #include "algorithms/cost_model.h"
 #include "algorithms/seq_space.h"
-#include "compression/compressed_collectives.h"
+#include "compression/collectives/compressed_all_reduce.h"
 #include "core/check.h"
 #include "membership/coordinator_client.h"
 
@@ -139,8 +139,8 @@ class Worker::Impl {
 
   // Compression: the plan parsed once from config.codec, and the residuals of every
   // tensor, kept across views (a new Worker after an eviction starts without them).
-  compression::CompressionPlan plan;
-  compression::CompressionState compression_state;
+  compression::collectives::CompressionPlan plan;
+  compression::collectives::CompressionState compression_state;
 
   membership::View view;
   int rank = -1;
@@ -209,7 +209,7 @@ Status Worker::Impl::start() {
     return error(StatusCode::kInvalidArgument,
                  "no cluster secret: pass --secret or set TRIBUTARY_SECRET");
   }
-  auto parsed = compression::CompressionPlan::parse(config.codec);
+  auto parsed = compression::collectives::CompressionPlan::parse(config.codec);
   if (!parsed) {
     return error(StatusCode::kInvalidArgument, "--codec: " + parsed.status().message());
   }
@@ -657,26 +657,30 @@ Result<Outcome> Worker::all_reduce_compressed(float* data, std::size_t count, Re
   Impl& im = *impl_;
   std::vector<compression::MatrixShape> shapes;
   for (const auto& m : matrices) shapes.push_back({m.offset, m.rows, m.cols});
-  // Every attempt starts from the residuals as they were before the call: an attempt that
-  // reached the agreement round and was then aborted must not leave its error feedback.
-  const auto before = im.compression_state.snapshot(tensor_id);
-  compression::CompressionStats stats;
+  // The residuals change only if the collective commits (docs/compression.md): every run
+  // under the attempt starts from the residuals as they were before the call, an attempt
+  // aborted after the agreement round leaves no error feedback behind, and one the
+  // coordinator commits keeps it.
+  compression::collectives::CompressionAttempt attempt(im.compression_state, tensor_id);
+  compression::collectives::CompressionStats stats;
   const std::size_t bytes = count * sizeof(float);
   auto r = im.run("all_reduce_compressed", algorithms::AllReduceAlgorithm::kAuto, bytes,
                   std::as_writable_bytes(std::span(data, count)),
                   [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
-                    im.compression_state.restore(before);
                     stats = {};
-                    compression::CompressionContext ctx;
+                    compression::collectives::CompressionContext ctx;
                     ctx.plan = &im.plan;
                     ctx.state = &im.compression_state;
+                    ctx.attempt = &attempt;
                     ctx.tensor_id = tensor_id;
                     ctx.step = step;
                     ctx.seed = im.config.codec_seed;
                     ctx.shapes = shapes;
                     ctx.stats = &stats;
-                    return compression::compressed_all_reduce(link, data, count, op, ctx, o);
+                    return compression::collectives::compressed_all_reduce(link, data, count, op,
+                                                                           ctx, o);
                   });
+  if (r) attempt.commit();  // otherwise the attempt's destructor rolls it back
   if (r && wire_bytes != nullptr) *wire_bytes = stats.wire_bytes_sent;
   return r;
 }

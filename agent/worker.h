@@ -55,7 +55,7 @@ struct WorkerConfig {
   int min_world_size = 1;  // below this, wait (bounded by recovery_timeout) for joiners
   bool agreement = true;   // the commit round after each collective (docs/fault-tolerance.md)
   // Gradient compression for all_reduce_compressed(): a spec such as "qint8:bucket=512",
-  // "topk:density=0.01", "powersgd:rank=2" (compression/compressed_collectives.h);
+  // "topk:density=0.01", "powersgd:rank=2" (compression/collectives/compression_plan.h);
   // "float32" sends plain floats. Every member must use the same spec.
   std::string codec = "float32";
   std::uint64_t codec_seed = 1;

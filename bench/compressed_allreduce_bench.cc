@@ -27,6 +27,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <span>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -34,12 +35,14 @@
 
 #include "agent/tcp_endpoint.h"
 #include "algorithms/collectives.h"
-#include "compression/compressed_collectives.h"
+#include "compression/collectives/compressed_all_reduce.h"
+#include "core/hash.h"
 
 namespace {
 
 using namespace tributary;
 using namespace tributary::compression;
+using namespace tributary::compression::collectives;
 using SteadyTime = std::chrono::steady_clock;
 
 struct Args {
@@ -152,13 +155,6 @@ std::vector<float> input_of(int rank, std::size_t count) {
   return v;
 }
 
-std::uint64_t fnv(const float* p, std::size_t n) {
-  std::uint64_t h = 1469598103934665603ull;
-  const auto* b = reinterpret_cast<const unsigned char*>(p);
-  for (std::size_t i = 0; i < n * 4; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
-
 void check(const Status& s, const char* what) {
   if (!s.is_ok()) {
     std::fprintf(stderr, "compressed_allreduce_bench: %s: %s\n", what, s.to_string().c_str());
@@ -246,7 +242,7 @@ int main(int argc, char** argv) {
     }
     const double mean = total / a.iters;
     // Every rank's result bits: gather the hashes.
-    const std::uint64_t h = fnv(buf.data(), count);
+    const std::uint64_t h = fnv1a64(std::as_bytes(std::span(buf)));
     std::vector<std::uint64_t> hashes(static_cast<std::size_t>(a.size));
     check(all_gather(link, &h, hashes.data(), 1, DType::kInt64, opts(seq++)), "hash gather");
     int wrong = 0;

@@ -15,8 +15,8 @@
 #include "cli/soak_workload.h"
 #include "cli/train_workload.h"
 #include "cli/workloads.h"
-#include "compression/compressed_collectives.h"
-#include "compression/convergence_advice.h"
+#include "compression/collectives/compression_plan.h"
+#include "compression/collectives/convergence_advice.h"
 #include "coordinator/coordinator.h"
 
 namespace tributary::cli {
@@ -238,13 +238,14 @@ void add_injection_flags(CLI::App& cmd, TrainSpec& t) {
 // convergence evidence says about it. A codec known to diverge is refused here, before
 // any process starts; one known to lose accuracy trains with a warning in its header.
 Status check_training_codec(AgentFlags& f) {
-  auto plan = compression::CompressionPlan::parse(f.worker.codec);
+  auto plan = compression::collectives::CompressionPlan::parse(f.worker.codec);
   if (!plan) return error(StatusCode::kInvalidArgument, "--codec: " + plan.status().message());
   f.train.codec.applies_momentum = plan->codec && plan->codec->wants_momentum();
-  f.train.codec.sparse = plan->kind == compression::CompressionPlan::Kind::kSparse;
+  f.train.codec.sparse = plan->kind == compression::collectives::CompressionPlan::Kind::kSparse;
   if (f.workload != "train") return Status::ok();
-  const compression::ConvergenceAdvice advice = compression::advise_training(*plan);
-  using Verdict = compression::ConvergenceAdvice::Verdict;
+  const compression::collectives::ConvergenceAdvice advice =
+      compression::collectives::advise_training(*plan);
+  using Verdict = compression::collectives::ConvergenceAdvice::Verdict;
   if (advice.verdict == Verdict::kDiverges) {
     return error(StatusCode::kInvalidArgument, "--codec " + f.worker.codec + ": " + advice.message);
   }

@@ -36,10 +36,9 @@ void write_header(std::byte* out, const PayloadHeader& h) {
 
 Status decode_as(CodecId id, std::span<const std::byte> payload, float* out, std::size_t count,
                  bool accumulate) {
-  auto header = read_header(payload);
-  if (!header) return header.status();
-  if (header->codec != id) {
-    return bad_frame(id, "carries codec " + std::string(to_string(header->codec)));
+  TRIB_ASSIGN_OR_RETURN(const PayloadHeader header, read_header(payload));
+  if (header.codec != id) {
+    return bad_frame(id, "carries codec " + std::string(to_string(header.codec)));
   }
   return accumulate ? decode_accumulate_payload(payload, out, count)
                     : decode_payload(payload, out, count);
@@ -76,9 +75,7 @@ namespace {
 
 Status dispatch(std::span<const std::byte> payload, float* out, std::size_t count,
                 bool accumulate) {
-  auto header = read_header(payload);
-  if (!header) return header.status();
-  const PayloadHeader& h = *header;
+  TRIB_ASSIGN_OR_RETURN(const PayloadHeader h, read_header(payload));
   if (h.count != count) {
     return wire::bad_frame(h.codec, "holds " + std::to_string(h.count) + " elements, expected " +
                                         std::to_string(count));

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "compression/spec_tokens.h"
 #include "compression/wire.h"
 #include "compression/zstd_stage.h"
 
@@ -13,13 +14,6 @@ namespace {
 
 Status bad(const std::string& what) {
   return error(StatusCode::kInvalidArgument, "codec spec: " + what);
-}
-
-// Strict: the whole string must be the number.
-template <typename T>
-bool parse_number(std::string_view s, T& out) {
-  const auto r = std::from_chars(s.data(), s.data() + s.size(), out);
-  return r.ec == std::errc() && r.ptr == s.data() + s.size();
 }
 
 // Shortest text that parses back to the same value (a float: "0.9", not 0.899999976...).
@@ -52,9 +46,12 @@ CodecConfig CodecConfig::defaults(CodecId codec) {
 }
 
 Result<CodecConfig> parse_codec_spec(std::string_view spec) {
+  return parse_codec_spec(tokenize_spec(spec));
+}
+
+Result<CodecConfig> parse_codec_spec(const SpecTokens& spec) {
   CodecConfig c;
-  const std::size_t colon = spec.find(':');
-  const std::string_view name = spec.substr(0, colon);
+  const std::string_view name = spec.name;
   bool found = false;
   for (std::uint8_t id = 1; id <= kMaxCodecId; ++id) {
     if (id != static_cast<std::uint8_t>(CodecId::kZstd) &&
@@ -77,42 +74,31 @@ Result<CodecConfig> parse_codec_spec(std::string_view spec) {
   }
   if (!found) return bad("unknown codec '" + std::string(name) + "'");
   c = CodecConfig::defaults(c.codec);
-  std::string_view rest =
-      colon == std::string_view::npos ? std::string_view() : spec.substr(colon + 1);
-  while (!rest.empty()) {
-    const std::size_t comma = rest.find(',');
-    const std::string_view item = rest.substr(0, comma);
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-    const std::size_t eq = item.find('=');
-    const std::string_view key = item.substr(0, eq);
-    const std::string_view value =
-        eq == std::string_view::npos ? std::string_view("1") : item.substr(eq + 1);
+  for (const auto& [key, value] : spec.items) {
     bool ok = false;
     if (!codec_has_key(c.codec, key)) {
       return bad("'" + std::string(key) + "' is not a parameter of " +
                  std::string(to_string(c.codec)));
     }
     if (key == "bucket") {
-      ok = parse_number(value, c.bucket_size);
+      ok = parse_spec_number(value, c.bucket_size);
     } else if (key == "stochastic") {
-      ok = value == "1" || value == "0";
-      c.stochastic = value == "1";
+      ok = parse_spec_flag(value, c.stochastic);
     } else if (key == "density") {
-      ok = parse_number(value, c.density);
+      ok = parse_spec_number(value, c.density);
     } else if (key == "warmup") {
-      ok = parse_number(value, c.warmup_steps_per_stage);
+      ok = parse_spec_number(value, c.warmup_steps_per_stage);
     } else if (key == "momentum") {
-      ok = parse_number(value, c.momentum);
+      ok = parse_spec_number(value, c.momentum);
     } else if (key == "values") {
       ok = value == "bf16" || value == "f16";
       c.values = value == "f16" ? DType::kFloat16 : DType::kBFloat16;
     } else if (key == "zstd") {
-      ok = value == "1" || value == "0";
-      c.zstd = value == "1";
+      ok = parse_spec_flag(value, c.zstd);
     } else if (key == "zstd_level") {
-      ok = parse_number(value, c.zstd_level);
+      ok = parse_spec_number(value, c.zstd_level);
     } else if (key == "zstd_min_gain") {
-      ok = parse_number(value, c.zstd_min_gain);
+      ok = parse_spec_number(value, c.zstd_min_gain);
     } else {
       return bad("unknown key '" + std::string(key) + "'");
     }
@@ -200,9 +186,8 @@ Result<std::unique_ptr<Codec>> make_codec(const CodecConfig& c) {
 }
 
 Result<std::unique_ptr<Codec>> make_codec(std::string_view spec) {
-  auto c = parse_codec_spec(spec);
-  if (!c) return c.status();
-  return make_codec(*c);
+  TRIB_ASSIGN_OR_RETURN(const CodecConfig config, parse_codec_spec(spec));
+  return make_codec(config);
 }
 
 }  // namespace tributary::compression

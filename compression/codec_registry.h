@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "compression/codec.h"
+#include "compression/spec_tokens.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -63,8 +64,11 @@ struct CodecConfig {
 // CodecConfig::defaults(codec). Keys: bucket (qint8, qint4, sign), stochastic (qint8,
 // qint4), density, warmup, values (bf16|f16) (top-k), momentum (top-k, sign), and for
 // every codec zstd, zstd_level, zstd_min_gain. kInvalidArgument names the offending key,
-// also a key the codec does not have.
+// also a key the codec does not have. The text is split by spec_tokens.h, shared with the
+// compressed collectives' plan specs.
 Result<CodecConfig> parse_codec_spec(std::string_view spec);
+// The same from a spec already split (a plan hands over the keys it does not know).
+Result<CodecConfig> parse_codec_spec(const SpecTokens& spec);
 // The canonical spec of a config (parse_codec_spec(to_spec(c)) == c).
 std::string to_spec(const CodecConfig& config);
 

@@ -63,22 +63,21 @@ class ZstdStage final : public Codec {
                                  const EncodeOptions& o) const override {
     thread_local std::vector<std::byte> inner;
     inner.resize(inner_->max_encoded_bytes(count));
-    auto n = inner_->encode(x, DType::kFloat32, count, inner, o);
-    if (!n) return n.status();
+    TRIB_ASSIGN_OR_RETURN(const std::size_t n, inner_->encode(x, DType::kFloat32, count, inner, o));
     ZSTD_CCtx* cctx = thread_cctx();
     if (cctx == nullptr)
       return error(StatusCode::kInternal, "zstd: cannot allocate a compression context");
     // Capacity = the size that would just pay: zstd fails with dstSize_tooSmall when it
     // cannot beat it, and the stage stores the inner payload instead.
-    const std::size_t limit = static_cast<std::size_t>(static_cast<double>(*n) * (1.0 - min_gain_));
+    const std::size_t limit = static_cast<std::size_t>(static_cast<double>(n) * (1.0 - min_gain_));
     const std::size_t z =
-        ZSTD_compressCCtx(cctx, out.data() + kHeaderBytes, limit, inner.data(), *n, level_);
-    const bool pays = !ZSTD_isError(z) && z < *n;
+        ZSTD_compressCCtx(cctx, out.data() + kHeaderBytes, limit, inner.data(), n, level_);
+    const bool pays = !ZSTD_isError(z) && z < n;
     write_header(out.data(), {id(), kPayloadVersion, static_cast<std::uint32_t>(count),
-                              static_cast<std::uint32_t>(*n), pays ? kCompressed : 0u});
+                              static_cast<std::uint32_t>(n), pays ? kCompressed : 0u});
     if (!pays) {
-      std::memcpy(out.data() + kHeaderBytes, inner.data(), *n);
-      return kHeaderBytes + *n;
+      std::memcpy(out.data() + kHeaderBytes, inner.data(), n);
+      return kHeaderBytes + n;
     }
     return kHeaderBytes + z;
   }
@@ -118,9 +117,8 @@ Status decode_zstd(const PayloadHeader& h, std::span<const std::byte> p, float* 
   } else if (body.size() != inner_bytes) {
     return bad_frame(h.codec, "stored body length does not match the header");
   }
-  auto ih = read_header(body);
-  if (!ih) return ih.status();
-  if (ih->codec == CodecId::kZstd) return bad_frame(h.codec, "nested zstd stage");
+  TRIB_ASSIGN_OR_RETURN(const PayloadHeader inner_header, read_header(body));
+  if (inner_header.codec == CodecId::kZstd) return bad_frame(h.codec, "nested zstd stage");
   return accumulate ? decode_accumulate_payload(body, out, count)
                     : decode_payload(body, out, count);
 }

@@ -20,8 +20,9 @@
 // (this test's gate before the worst-seed clause was added) catches a model that classifies
 // the test set well while fitting far worse.
 // Rows marked kFails must fail the gate on some sharding: the controls (what the gate
-// must be able to see) and configurations the CLI warns about (compression/advice.h).
-// The printed table is the one in docs/compression.md ("Convergence evidence").
+// must be able to see) and configurations the CLI warns about
+// (compression/collectives/convergence_advice.h). The printed table is the one in
+// docs/compression.md ("Convergence evidence").
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,12 +32,12 @@
 #include <string>
 #include <vector>
 
-#include "compression/compressed_collectives.h"
-#include "compression/convergence_advice.h"
+#include "compression/collectives/compressed_all_reduce.h"
+#include "compression/collectives/convergence_advice.h"
 #include "examples/training/recipe.h"
 #include "tests/support/recipe_training.h"
 
-namespace tributary::compression {
+namespace tributary::compression::collectives {
 namespace {
 
 using training::Recipe;
@@ -204,4 +205,4 @@ TEST_F(CompressedConvergence, ControlsAndWarnedConfigurationsFailTheGate) {
 }
 
 }  // namespace
-}  // namespace tributary::compression
+}  // namespace tributary::compression::collectives

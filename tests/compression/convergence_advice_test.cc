@@ -1,10 +1,10 @@
 // The CLI's answers about codecs (refuse, warn, accept) for the configurations the
 // convergence test measured; that test asserts the same verdicts against its numbers.
-#include "compression/convergence_advice.h"
+#include "compression/collectives/convergence_advice.h"
 
 #include <gtest/gtest.h>
 
-namespace tributary::compression {
+namespace tributary::compression::collectives {
 namespace {
 
 using Verdict = ConvergenceAdvice::Verdict;
@@ -49,4 +49,4 @@ TEST(ConvergenceAdvice, MeasuredLossesAreWarnedAboutWithTheFix) {
 }
 
 }  // namespace
-}  // namespace tributary::compression
+}  // namespace tributary::compression::collectives

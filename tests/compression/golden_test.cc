@@ -3,6 +3,7 @@
 // docs/compression.md), an encoder now writes other valid bytes on purpose (re-pin them
 // and say so in docs/compression.md, as sign's RMS scale did), or the change is a bug.
 #include "compression/counter_rng.h"
+#include "core/hash.h"
 #include "test_util.h"
 
 namespace tributary::compression {
@@ -35,7 +36,7 @@ std::uint64_t fnv1a(std::span<const std::byte> b) {
 }
 
 std::string golden(const std::string& spec) {
-  return testing::hex(testing::encode(*testing::must_make(spec), kInput, kOptions));
+  return to_hex(testing::encode(*testing::must_make(spec), kInput, kOptions));
 }
 
 TEST(Golden, CounterRng) {
@@ -86,10 +87,9 @@ TEST(Golden, TopKVarintIndices) {
   x[41] = 3.0f;
   x[90] = -0.5f;
   x[99] = 1e-3f;
-  EXPECT_EQ(
-      testing::hex(testing::encode(*testing::must_make("topk:density=0.05,warmup=0"), x, kOptions)),
-      "544306016400000005000000000000000500000003240030080000"
-      "00803f00c0404000bf833a");
+  EXPECT_EQ(to_hex(testing::encode(*testing::must_make("topk:density=0.05,warmup=0"), x, kOptions)),
+            "544306016400000005000000000000000500000003240030080000"
+            "00803f00c0404000bf833a");
 }
 
 // Long payloads run the vector bodies of every kernel (the 16-element goldens mostly run

@@ -45,14 +45,4 @@ inline std::vector<float> decode(std::span<const std::byte> payload, std::size_t
   return out;
 }
 
-inline std::string hex(std::span<const std::byte> b) {
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  for (std::byte x : b) {
-    s += d[std::to_integer<unsigned>(x) >> 4];
-    s += d[std::to_integer<unsigned>(x) & 15];
-  }
-  return s;
-}
-
 }  // namespace tributary::compression::testing

@@ -67,7 +67,8 @@ TEST(Demo, TrainsThroughTopKCompression) {
 }
 
 // A codec the convergence evidence says loses accuracy trains, with a warning saying so
-// and what to change, in the header (docs/compression.md, compression/convergence_advice.h).
+// and what to change, in the header (docs/compression.md,
+// compression/collectives/convergence_advice.h).
 TEST(Demo, WarnsAboutACodecKnownToLoseAccuracy) {
   const Ran r = run({"demo", "--workers", "2", "--epochs", "1", "--codec", "topk:density=0.0005",
                      "--timeout-s", "120"},

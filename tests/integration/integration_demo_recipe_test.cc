@@ -45,7 +45,7 @@ TEST_P(DemoRecipe, EndsWithTheParametersOfTheInProcessRecipe) {
       std::regex_search(out, m, std::regex(R"(final: params sha256 ([0-9a-f]{64}) steps (\d+)\n)")))
       << p.dump();
 
-  auto plan = compression::CompressionPlan::parse(c.codec);
+  auto plan = compression::collectives::CompressionPlan::parse(c.codec);
   ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
   training::Recipe recipe;
   recipe.epochs = kEpochs;

@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "algorithms/memory_link.h"
-#include "compression/compressed_collectives.h"
+#include "compression/collectives/compressed_all_reduce.h"
 #include "core/hash.h"
 #include "examples/training/batcher.h"
 #include "examples/training/dataset.h"
@@ -43,16 +43,19 @@ struct RecipeRun {
 };
 
 // How a plan meets the recipe (cli/main.cc computes the same from --codec).
-inline training::GradientCodec gradient_codec(const compression::CompressionPlan& plan) {
+inline training::GradientCodec gradient_codec(
+    const compression::collectives::CompressionPlan& plan) {
   return {.applies_momentum = plan.codec && plan.codec->wants_momentum(),
-          .sparse = plan.kind == compression::CompressionPlan::Kind::kSparse};
+          .sparse = plan.kind == compression::collectives::CompressionPlan::Kind::kSparse};
 }
 
 // `codec_seed` is WorkerConfig::codec_seed (the demo's default is 1).
-inline RecipeRun train_recipe(const compression::CompressionPlan& plan, training::Sharding sharding,
-                              std::uint64_t seed, const training::Recipe& recipe = {},
-                              int workers = 4, std::uint64_t codec_seed = 1) {
+inline RecipeRun train_recipe(const compression::collectives::CompressionPlan& plan,
+                              training::Sharding sharding, std::uint64_t seed,
+                              const training::Recipe& recipe = {}, int workers = 4,
+                              std::uint64_t codec_seed = 1) {
   using namespace compression;
+  using namespace compression::collectives;
   using training::Mlp;
   const training::GradientCodec codec = gradient_codec(plan);
   const training::Dataset& train_set = digits().train;

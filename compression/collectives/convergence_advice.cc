@@ -1,8 +1,8 @@
-#include "compression/convergence_advice.h"
+#include "compression/collectives/convergence_advice.h"
 
 #include <utility>
 
-namespace tributary::compression {
+namespace tributary::compression::collectives {
 namespace {
 
 using Verdict = ConvergenceAdvice::Verdict;
@@ -63,4 +63,4 @@ ConvergenceAdvice advise_training(const CompressionPlan& plan) {
   return {};
 }
 
-}  // namespace tributary::compression
+}  // namespace tributary::compression::collectives

@@ -11,9 +11,9 @@
 
 #include <string>
 
-#include "compression/compressed_collectives.h"
+#include "compression/collectives/compression_plan.h"
 
-namespace tributary::compression {
+namespace tributary::compression::collectives {
 
 // The lowest top-k density that stays within the gate on both shardings (0.1%: k = 5 of
 // the MLP's 4810 gradients per worker and step); below it the CLI warns.
@@ -33,4 +33,4 @@ struct ConvergenceAdvice {
 // corrects momentum itself (Codec::wants_momentum()), as the recipe does.
 ConvergenceAdvice advise_training(const CompressionPlan& plan);
 
-}  // namespace tributary::compression
+}  // namespace tributary::compression::collectives
