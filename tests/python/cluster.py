@@ -173,11 +173,12 @@ class Cluster:
 
 
 def run_workers(workdir, n, script, args=(), timeout=180.0, per_rank_env=None,
-                coordinator_args=()):
+                args_per_rank=None, coordinator_args=()):
     """Starts a coordinator for n, n workers running `script`, waits; returns the results
     (one per worker, in start order) after checking each exited 0 with a RESULT."""
     with Cluster(workdir, n, coordinator_args) as cluster:
-        workers = [cluster.start(script, args, env=(per_rank_env(i) if per_rank_env else None))
+        workers = [cluster.start(script, args_per_rank(i) if args_per_rank else args,
+                                 env=(per_rank_env(i) if per_rank_env else None))
                    for i in range(n)]
         codes = cluster.wait(workers, timeout)
         bad = [w for w in workers if codes[w.name] != 0 or w.result() is None]
