@@ -19,8 +19,8 @@
 #include "algorithms/cost_model.h"
 #include "algorithms/seq_space.h"
 #include "compression/collectives/compressed_all_reduce.h"
+#include "control_client/coordinator_client.h"
 #include "core/check.h"
-#include "membership/coordinator_client.h"
 
 namespace tributary::agent {
 namespace {
@@ -135,7 +135,7 @@ class Worker::Impl {
   WorkerConfig config;
   std::unique_ptr<AgentMetrics> metrics;
   std::unique_ptr<TcpEndpoint> endpoint;
-  std::unique_ptr<membership::CoordinatorClient> client;
+  std::unique_ptr<control_client::CoordinatorClient> client;
 
   // Compression: the plan parsed once from config.codec, and the residuals of every
   // tensor, kept across views (a new Worker after an eviction starts without them).
@@ -228,9 +228,9 @@ Status Worker::Impl::start() {
   if (!ep) return ep.status();
   endpoint = std::move(*ep);
 
-  client = std::make_unique<membership::CoordinatorClient>(
-      membership::stderr_log_sink("agent"), metrics ? &metrics->registry() : nullptr);
-  membership::ClientConfig cc;
+  client = std::make_unique<control_client::CoordinatorClient>(
+      Logger("control"), metrics ? &metrics->registry() : nullptr);
+  control_client::ClientConfig cc;
   cc.endpoint = config.coordinator;
   cc.secret = config.secret;
   cc.host = config.host.empty() ? hostname() : config.host;
@@ -278,7 +278,7 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
       }
       return v.status();
     }
-    membership::ViewReady ready{v->epoch, previous, committed, held_seq};
+    membership::ReadyReport ready{v->epoch, previous, committed, held_seq};
     auto go = client->ready(ready, deadline);
     if (!go) {
       if (go.status().code() == StatusCode::kAborted) continue;  // superseded: newer view

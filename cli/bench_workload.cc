@@ -107,37 +107,33 @@ Status run_bench(agent::Worker& w, const BenchSpec& spec, std::FILE* out) {
       TypedBuffer recv(spec.dtype, shape.recv_count);
       agent::Outcome last;
       for (int i = 0; i < spec.warmup; ++i) {
-        auto r = run_collective(w, kind, send.data(), recv.data(), shape, spec.dtype, spec.op,
-                                spec.root);
-        if (!r) return r.status();
+        TRIB_RETURN_IF_ERROR(
+            run_collective(w, kind, send.data(), recv.data(), shape, spec.dtype, spec.op, spec.root)
+                .status());
       }
-      if (auto r = w.barrier(); !r) return r.status();
+      TRIB_RETURN_IF_ERROR(w.barrier().status());
       const auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < spec.iters; ++i) {
-        auto r = run_collective(w, kind, send.data(), recv.data(), shape, spec.dtype, spec.op,
-                                spec.root);
-        if (!r) return r.status();
-        last = *r;
+        TRIB_ASSIGN_OR_RETURN(last, run_collective(w, kind, send.data(), recv.data(), shape,
+                                                   spec.dtype, spec.op, spec.root));
       }
       const auto t1 = std::chrono::steady_clock::now();
       double seconds = std::chrono::duration<double>(t1 - t0).count() / std::max(1, spec.iters);
-      if (auto r = w.all_reduce(&seconds, &seconds, 1, DType::kFloat64, ReduceOp::kMax); !r) {
-        return r.status();
-      }
+      TRIB_RETURN_IF_ERROR(
+          w.all_reduce(&seconds, &seconds, 1, DType::kFloat64, ReduceOp::kMax).status());
       double wrong = 0;
       if (spec.check && kind != CollectiveKind::kBarrier) {
         TypedBuffer fresh(spec.dtype, shape.recv_count);
-        auto r = run_collective(w, kind, send.data(), fresh.data(), shape, spec.dtype, spec.op,
-                                spec.root);
-        if (!r) return r.status();
+        TRIB_RETURN_IF_ERROR(run_collective(w, kind, send.data(), fresh.data(), shape, spec.dtype,
+                                            spec.op, spec.root)
+                                 .status());
         if (result_is_defined_here(kind, rank, spec.root)) {
           wrong = static_cast<double>(count_wrong(
               fresh, expected_result(kind, shape, spec.dtype, spec.op, rank, n, spec.root)));
         }
       }
-      if (auto r = w.all_reduce(&wrong, &wrong, 1, DType::kFloat64, ReduceOp::kSum); !r) {
-        return r.status();
-      }
+      TRIB_RETURN_IF_ERROR(
+          w.all_reduce(&wrong, &wrong, 1, DType::kFloat64, ReduceOp::kSum).status());
       if (rank == 0) {
         const double moved = static_cast<double>(std::max(shape.send_count, shape.recv_count) * es);
         const double algbw = seconds > 0 ? moved / seconds / 1e9 : 0.0;

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "cli/launcher.h"
+#include "core/log.h"
 
 namespace tributary::cli {
 namespace {
@@ -47,6 +48,7 @@ long progress_step(const std::string& line) {
 }  // namespace
 
 int run_demo(const DemoSpec& spec) {
+  const Logger log("demo");
   const std::string secret = random_secret();
   ::setenv("TRIBUTARY_SECRET", secret.c_str(), 1);
   const Deadline deadline = Deadline::after(std::chrono::seconds(spec.timeout_s));
@@ -59,7 +61,7 @@ int run_demo(const DemoSpec& spec) {
   auto coordinator = start_coordinator_process(
       spec.workers, &endpoint, Deadline::after(std::chrono::seconds(20)), coordinator_args);
   if (!coordinator) {
-    std::fprintf(stderr, "tributary demo: %s\n", coordinator.status().to_string().c_str());
+    log.error(coordinator.status().to_string());
     return 1;
   }
 
@@ -72,7 +74,7 @@ int run_demo(const DemoSpec& spec) {
     int fd = -1;
     auto child = ChildProcess::spawn_piped(argv, &fd);
     if (!child) {
-      std::fprintf(stderr, "tributary demo: %s\n", child.status().to_string().c_str());
+      log.error(child.status().to_string());
       return false;
     }
     agents.push_back(Agent{std::move(*child), fd, "", role, false});
@@ -194,8 +196,7 @@ int run_demo(const DemoSpec& spec) {
       terminated_late = true;
     }
     if (deadline.passed()) {
-      std::fprintf(stderr, "tributary demo: timed out after %ld s; stopping everything\n",
-                   spec.timeout_s);
+      log.error("timed out after " + std::to_string(spec.timeout_s) + " s; stopping everything");
       failures = 1;
       break;
     }
@@ -211,8 +212,8 @@ int run_demo(const DemoSpec& spec) {
     }
     const bool expected_death = (a.role == "kill" && *code == 128 + SIGKILL) || a.role == "late";
     if (*code != 0 && !expected_death) {
-      std::fprintf(stderr, "tributary demo: worker pid %d (%s) exited with status %d\n",
-                   a.process.pid(), a.role.empty() ? "worker" : a.role.c_str(), *code);
+      log.logf(LogLevel::kError, "worker pid %d (%s) exited with status %d", a.process.pid(),
+               a.role.empty() ? "worker" : a.role.c_str(), *code);
       ++failures;
     }
   }

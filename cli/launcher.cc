@@ -3,25 +3,16 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <fstream>
 #include <thread>
 
 #include "core/auth.h"
+#include "core/hash.h"
+#include "core/log.h"
 
 namespace tributary::cli {
 
-std::string random_secret() {
-  static const char* kHex = "0123456789abcdef";
-  std::string s;
-  for (int i = 0; i < 2; ++i) {
-    for (std::uint8_t b : random_nonce()) {
-      s += kHex[b >> 4];
-      s += kHex[b & 15];
-    }
-  }
-  return s;
-}
+std::string random_secret() { return to_hex(random_nonce()) + to_hex(random_nonce()); }
 
 Result<ChildProcess> start_coordinator_process(int world_size, std::string* endpoint,
                                                Deadline deadline,
@@ -34,8 +25,7 @@ Result<ChildProcess> start_coordinator_process(int world_size, std::string* endp
                                    "tcp://127.0.0.1:0", "--world-size", std::to_string(world_size),
                                    "--ready-file",      ready};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  auto child = ChildProcess::spawn(argv);
-  if (!child) return child.status();
+  TRIB_ASSIGN_OR_RETURN(auto child, ChildProcess::spawn(argv));
   // The coordinator writes the file atomically (rename) once it is bound.
   auto pause = std::chrono::milliseconds(1);
   for (;;) {
@@ -45,9 +35,9 @@ Result<ChildProcess> start_coordinator_process(int world_size, std::string* endp
       *endpoint = line;
       ::unlink(ready.c_str());
       ::rmdir(dir);
-      return std::move(*child);
+      return child;
     }
-    if (auto code = child->wait(Deadline{std::chrono::steady_clock::now()}); code) {
+    if (auto code = child.wait(Deadline{std::chrono::steady_clock::now()}); code) {
       return error(StatusCode::kUnavailable, "the coordinator exited with status " +
                                                  std::to_string(*code) + " before binding");
     }
@@ -64,9 +54,8 @@ Result<std::vector<ChildProcess>> start_agents(int n, const std::string& endpoin
   for (int i = 0; i < n; ++i) {
     std::vector<std::string> argv = {self_executable(), "agent", "--coordinator", endpoint};
     argv.insert(argv.end(), agent_args.begin(), agent_args.end());
-    auto child = ChildProcess::spawn(argv);
-    if (!child) return child.status();
-    agents.push_back(std::move(*child));
+    TRIB_ASSIGN_OR_RETURN(auto child, ChildProcess::spawn(argv));
+    agents.push_back(std::move(child));
   }
   return agents;
 }
@@ -76,7 +65,8 @@ int wait_all(std::vector<ChildProcess>& agents, Deadline deadline) {
   for (auto& a : agents) {
     auto code = a.wait(deadline);
     if (!code) {
-      std::fprintf(stderr, "tributary: agent pid %d did not finish in time; killing it\n", a.pid());
+      Logger("launcher")
+          .logf(LogLevel::kWarn, "agent pid %d did not finish in time; killing it", a.pid());
       a.signal(SIGKILL);
       code = a.wait(Deadline::after(std::chrono::seconds(5)));
       if (first_failure == 0) first_failure = 124;

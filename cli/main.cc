@@ -23,9 +23,32 @@ namespace {
 std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop = true; }
 
-int report(const Status& s, const char* what) {
-  std::fprintf(stderr, "tributary %s: %s\n", what, s.to_string().c_str());
+// Logs why the subcommand `what` gives up; the exit status.
+int report(const Status& s, const std::string& what) {
+  Logger(what).error(s.to_string());
   return 1;
+}
+
+// --- logging: every subcommand ------------------------------------------------------
+
+struct LogFlags {
+  std::string level = "info";
+  std::string format = "text";
+};
+
+void add_log_flags(CLI::App& cmd, LogFlags& f) {
+  cmd.add_option("--log-level", f.level, "least severe log lines written: debug, info, warn, error")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
+  cmd.add_option("--log-format", f.format,
+                 "log lines on stderr: text, or json (one object per line, for log shippers)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
+}
+
+// The same flags for the processes a local cluster starts (coordinator and agents).
+std::vector<std::string> log_args(const LogFlags& f) {
+  return {"--log-level", f.level, "--log-format", f.format};
 }
 
 // --- coordinator --------------------------------------------------------------------
@@ -301,7 +324,7 @@ int run_agent(AgentFlags& f) {
     Status s = run_soak(
         [&]() -> Result<std::unique_ptr<agent::Worker>> { return agent::Worker::start(f.worker); },
         f.soak, stdout);
-    if (!s) return report(s, "agent soak");
+    if (!s) return report(s, "soak");
     return 0;
   }
   auto worker = agent::Worker::start(f.worker);
@@ -323,10 +346,11 @@ int run_agent(AgentFlags& f) {
     }
   }
   if (!status) {
-    std::fprintf(stderr, "tributary agent (rank %d): %s\n", w.rank(), status.to_string().c_str());
-    return 1;
+    return report(
+        error(status.code(), "rank " + std::to_string(w.rank()) + ": " + status.message()),
+        "agent");
   }
-  if (Status s = w.leave(); !s) return report(s, "agent leave");
+  if (Status s = w.leave(); !s) return report(s, "agent");
   return 0;
 }
 
@@ -354,22 +378,22 @@ std::vector<std::string> forwarded_args(const CLI::App& cmd,
   return args;
 }
 
-int run_local_cluster(const CLI::App& cmd, const LocalFlags& local, const std::string& workload,
-                      const std::vector<std::string>& names,
-                      const std::vector<std::string>& fixed) {
+int run_local_cluster(const CLI::App& cmd, const LocalFlags& local, const LogFlags& log,
+                      const std::string& workload, const std::vector<std::string>& names) {
   // The secret reaches the children through the environment, never their command line.
   const std::string secret = random_secret();
   ::setenv("TRIBUTARY_SECRET", secret.c_str(), 1);
   std::string endpoint;
-  auto coordinator = start_coordinator_process(local.processes, &endpoint,
-                                               Deadline::after(std::chrono::seconds(20)));
-  if (!coordinator) return report(coordinator.status(), workload.c_str());
+  auto coordinator = start_coordinator_process(
+      local.processes, &endpoint, Deadline::after(std::chrono::seconds(20)), log_args(log));
+  if (!coordinator) return report(coordinator.status(), workload);
   std::vector<std::string> args = {"--workload", workload};
   auto more = forwarded_args(cmd, names);
   args.insert(args.end(), more.begin(), more.end());
-  args.insert(args.end(), fixed.begin(), fixed.end());
+  more = log_args(log);
+  args.insert(args.end(), more.begin(), more.end());
   auto agents = start_agents(local.processes, endpoint, args);
-  if (!agents) return report(agents.status(), workload.c_str());
+  if (!agents) return report(agents.status(), workload);
   const int rc = wait_all(*agents, Deadline::after(std::chrono::seconds(local.timeout_s)));
   coordinator->signal(SIGTERM);
   if (!coordinator->wait(Deadline::after(std::chrono::seconds(10)))) coordinator->signal(SIGKILL);
@@ -391,6 +415,7 @@ int main(int argc, char** argv) {
   using namespace tributary::cli;
   CLI::App app{"Tributary: elastic, fault-tolerant gradient aggregation"};
   app.require_subcommand(1);
+  LogFlags log_flags;  // one set: exactly one subcommand runs
 
   CoordinatorFlags coordinator_flags;
   auto* coordinator_cmd = app.add_subcommand("coordinator", "run the membership coordinator");
@@ -490,24 +515,26 @@ int main(int argc, char** argv) {
   demo->add_option("--straggler-ms", demo_spec.straggler_ms,
                    "one worker computes this many ms slower per step");
 
+  for (CLI::App* cmd : {coordinator_cmd, agent, bench, check, demo}) add_log_flags(*cmd, log_flags);
+
   CLI11_PARSE(app, argc, argv);
+  // Read once, here: every Logger of this process writes at this level and in this format.
+  configure_logging(*parse_log_level(log_flags.level), *parse_log_format(log_flags.format));
 
   if (coordinator_cmd->parsed()) return run_coordinator(coordinator_flags);
   if (agent->parsed()) return run_agent(agent_flags);
   if (bench->parsed()) {
     if (Status s = finish_agent_flags(bench_flags); !s) return report(s, "bench");
-    return run_local_cluster(*bench, bench_local, "bench",
-                             [] {
-                               auto names = kBenchFlagNames;
-                               names.insert(names.end(), {"--chunk-bytes", "--algorithm",
-                                                          "--timeout-ms", "--no-agreement"});
-                               return names;
-                             }(),
-                             {});
+    return run_local_cluster(*bench, bench_local, log_flags, "bench", [] {
+      auto names = kBenchFlagNames;
+      names.insert(names.end(), {"--chunk-bytes", "--algorithm", "--timeout-ms", "--no-agreement"});
+      return names;
+    }());
   }
   if (check->parsed()) {
     if (Status s = finish_agent_flags(check_flags); !s) return report(s, "check");
-    return run_local_cluster(*check, check_local, "check", {"--chunk-bytes", "--algorithm"}, {});
+    return run_local_cluster(*check, check_local, log_flags, "check",
+                             {"--chunk-bytes", "--algorithm"});
   }
   if (demo->parsed()) {
     if (Status st = finish_agent_flags(demo_flags); !st) return report(st, "demo");
@@ -517,6 +544,10 @@ int main(int argc, char** argv) {
     auto names = kTrainFlagNames;
     names.insert(names.end(), {"--algorithm", "--metrics", "--step-delay-ms", "--codec"});
     demo_spec.agent_args = forwarded_args(*demo, names);
+    for (const auto& a : log_args(log_flags)) {
+      demo_spec.coordinator_args.push_back(a);
+      demo_spec.agent_args.push_back(a);
+    }
     const bool faults = demo_spec.kill_at >= 0 || demo_spec.stop_at >= 0 ||
                         demo_spec.join_at >= 0 || demo_spec.drain_at >= 0 ||
                         demo_spec.straggler_ms > 0;

@@ -1,14 +1,15 @@
 #include "cli/soak_workload.h"
 
-#include <openssl/evp.h>
-
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "cli/train_workload.h"  // set_drain_target: SIGTERM drains the current Worker
+#include "agent/elastic_loop.h"
+#include "cli/drain_on_sigterm.h"
+#include "core/hash.h"
 
 namespace tributary::cli {
 namespace {
@@ -29,26 +30,61 @@ struct InputGen {
   }
 };
 
-std::string sha256_hex(const void* data, std::size_t bytes) {
-  unsigned char digest[32];
-  unsigned int len = 0;
-  EVP_Digest(data, bytes, digest, &len, EVP_sha256(), nullptr);
-  static const char* kHex = "0123456789abcdef";
-  std::string s;
-  s.reserve(64);
-  for (unsigned i = 0; i < len; ++i) {
-    s += kHex[digest[i] >> 4];
-    s += kHex[digest[i] & 15];
-  }
-  return s;
-}
-
 // Registered state: where the cluster is, so joiners and rejoiners continue there.
 struct Progress {
   std::int64_t step = 0;  // committed steps
 };
 
 using SoakClock = std::chrono::steady_clock;
+
+// One all-reduce (sum) of this member's inputs for `step`, into `data`.
+Result<agent::Outcome> step_once(agent::Worker& w, std::int64_t step, std::vector<float>& data) {
+  const InputGen gen(w.member_id(), step);
+  float* d = data.data();
+  for (std::size_t i = 0; i < data.size(); ++i) d[i] = static_cast<float>(gen(i));
+  return w.all_reduce(data.data(), data.data(), data.size(), DType::kFloat32, ReduceOp::kSum);
+}
+
+// Checks `data` against the reference sum over exactly the contributors `outcome` names
+// and prints the step's line; false (and a log line saying how) when it differs.
+bool check_step(std::FILE* out, const Logger& log, std::int64_t step, const agent::Outcome& outcome,
+                const std::vector<float>& data, std::vector<std::int32_t>& reference) {
+  const std::size_t count = data.size();
+  std::fill(reference.begin(), reference.end(), 0);
+  for (std::uint64_t id : outcome.contributor_ids) {
+    const InputGen gen(id, step);
+    std::int32_t* r = reference.data();
+    for (std::size_t i = 0; i < count; ++i) r[i] += gen(i);
+  }
+  std::size_t bad = 0;
+  std::size_t first_bad = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (data[i] != static_cast<float>(reference[i])) {
+      if (bad++ == 0) first_bad = i;
+    }
+  }
+  const bool ok =
+      bad == 0 && static_cast<int>(outcome.contributor_ids.size()) == outcome.contributors;
+  std::string ids;
+  for (std::uint64_t id : outcome.contributor_ids) {
+    if (!ids.empty()) ids += ',';
+    ids += std::to_string(id);
+  }
+  std::fprintf(out, "soak step %lld view %llu contributors %s attempts %d sha256 %s %s\n",
+               static_cast<long long>(step), static_cast<unsigned long long>(outcome.epoch),
+               ids.c_str(), outcome.attempts,
+               to_hex(Sha256::of(std::as_bytes(std::span(data)))).c_str(), ok ? "ok" : "WRONG");
+  std::fflush(out);
+  if (!ok) {
+    log.logf(LogLevel::kError,
+             "step %lld WRONG: %zu of %zu elements differ (first at %zu: got %g, want %d); %zu "
+             "contributor ids for %d contributors",
+             static_cast<long long>(step), bad, count, first_bad,
+             bad ? static_cast<double>(data[first_bad]) : 0.0, bad ? reference[first_bad] : 0,
+             outcome.contributor_ids.size(), outcome.contributors);
+  }
+  return ok;
+}
 
 }  // namespace
 
@@ -67,131 +103,46 @@ Status run_soak(const std::function<Result<std::unique_ptr<agent::Worker>>()>& s
   const auto start = SoakClock::now();
   const auto stop_at = spec.duration_ms >= 0 ? start + std::chrono::milliseconds(spec.duration_ms)
                                              : SoakClock::time_point::max();
-  // SIGTERM drains from the start: one that arrives while joining takes effect once
-  // the Worker is up (set_drain_target remembers it).
-  set_drain_target(nullptr);
-  std::unique_ptr<agent::Worker> worker;
   bool wrong = false;
-  bool drain_for_time = false;
+  const Logger log("soak");
 
-  for (;;) {
-    if (!worker) {
-      // After an eviction the coordinator may refuse a rejoin for a while (a straggler's
-      // cool-down answers kUnavailable), and a joiner can itself be removed or time out
-      // while the view it joins changes under it: keep trying, bounded.
-      const auto give_up = SoakClock::now() + std::chrono::seconds(120);
-      for (;;) {
-        auto w = start_worker();
-        if (w) {
-          worker = std::move(*w);
-          break;
-        }
-        const StatusCode code = w.status().code();
-        const bool transient = code == StatusCode::kUnavailable || code == StatusCode::kEvicted ||
-                               code == StatusCode::kTimedOut;
-        if (!transient || SoakClock::now() >= give_up) {
-          return w.status();
-        }
-        std::fprintf(stderr, "tributary[soak]: join refused (%s); retrying\n",
-                     w.status().to_string().c_str());
-        std::this_thread::sleep_for(
-            std::chrono::milliseconds(std::max<long>(spec.rejoin_after_ms, 200)));
-      }
-      worker->register_state("soak.progress", std::as_writable_bytes(std::span(&progress, 1)));
-      worker->register_state("soak.data", std::as_writable_bytes(std::span(data)));
-      set_drain_target(worker.get());
-      std::fprintf(out, "soak member %llu\n", static_cast<unsigned long long>(worker->member_id()));
-      std::fflush(out);
-    }
-    agent::Worker& w = *worker;
-    if (!drain_for_time && SoakClock::now() >= stop_at) {
-      // Time is up: leave through a drain, so the others see a boundary, not a failure.
-      drain_for_time = true;
-      w.drain();
-    }
-    auto boundary = w.step_boundary();
-    if (!boundary) {
-      if (boundary.status().code() == StatusCode::kEvicted) {
-        std::fprintf(stderr, "tributary[soak]: evicted at step %lld (%s); rejoining in %ld ms\n",
-                     static_cast<long long>(progress.step), boundary.status().message().c_str(),
-                     spec.rejoin_after_ms);
-        set_drain_target(nullptr);
-        worker.reset();
-        std::this_thread::sleep_for(std::chrono::milliseconds(spec.rejoin_after_ms));
-        continue;
-      }
-      set_drain_target(nullptr);
-      return boundary.status();
-    }
-    if (boundary->left) {
-      set_drain_target(nullptr);
-      std::fprintf(stderr, "tributary[soak]: drained after step %lld and left the cluster\n",
-                   static_cast<long long>(progress.step));
-      std::fprintf(out, "soak left after step %lld\n", static_cast<long long>(progress.step));
-      std::fflush(out);
-      worker.reset();
-      break;
-    }
-    if (spec.steps >= 0 && progress.step >= spec.steps) break;
-
+  agent::ElasticWorkload workload;
+  workload.start_worker = start_worker;
+  workload.position = [&] { return progress.step; };
+  workload.register_state = [&](agent::Worker& w) {
+    w.register_state("soak.progress", std::as_writable_bytes(std::span(&progress, 1)));
+    w.register_state("soak.data", std::as_writable_bytes(std::span(data)));
+    std::fprintf(out, "soak member %llu\n", static_cast<unsigned long long>(w.member_id()));
+    std::fflush(out);
+  };
+  workload.step = [&](agent::Worker& w,
+                      const agent::BoundaryOutcome&) -> Result<agent::StepResult> {
+    if (spec.steps >= 0 && progress.step >= spec.steps) return agent::StepResult::kFinished;
     if (spec.step_delay_ms > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(spec.step_delay_ms));
     }
-    const std::int64_t step = progress.step;
-    {
-      const InputGen gen(w.member_id(), step);
-      float* d = data.data();
-      for (std::size_t i = 0; i < spec.count; ++i) d[i] = static_cast<float>(gen(i));
-    }
-    auto outcome =
-        w.all_reduce(data.data(), data.data(), data.size(), DType::kFloat32, ReduceOp::kSum);
-    if (!outcome) {
-      if (outcome.status().code() == StatusCode::kEvicted) continue;  // the boundary rejoins
-      set_drain_target(nullptr);
-      return outcome.status();
-    }
-
-    // The reference: exactly the contributors the outcome names, each input recomputed.
-    std::fill(reference.begin(), reference.end(), 0);
-    for (std::uint64_t id : outcome->contributor_ids) {
-      const InputGen gen(id, step);
-      std::int32_t* r = reference.data();
-      for (std::size_t i = 0; i < spec.count; ++i) r[i] += gen(i);
-    }
-    std::size_t bad = 0;
-    std::size_t first_bad = 0;
-    for (std::size_t i = 0; i < spec.count; ++i) {
-      if (data[i] != static_cast<float>(reference[i])) {
-        if (bad++ == 0) first_bad = i;
-      }
-    }
-    const bool ok =
-        bad == 0 && static_cast<int>(outcome->contributor_ids.size()) == outcome->contributors;
-    std::string ids;
-    for (std::uint64_t id : outcome->contributor_ids) {
-      ids += (ids.empty() ? "" : ",") + std::to_string(id);
-    }
-    std::fprintf(out, "soak step %lld view %llu contributors %s attempts %d sha256 %s %s\n",
-                 static_cast<long long>(step), static_cast<unsigned long long>(outcome->epoch),
-                 ids.c_str(), outcome->attempts,
-                 sha256_hex(data.data(), data.size() * sizeof(float)).c_str(), ok ? "ok" : "WRONG");
-    std::fflush(out);
-    if (!ok) {
-      wrong = true;
-      std::fprintf(
-          stderr,
-          "tributary[soak]: step %lld WRONG: %zu of %zu elements differ (first at %zu: got "
-          "%g, want %d); %zu contributor ids for %d contributors\n",
-          static_cast<long long>(step), bad, spec.count, first_bad,
-          bad ? static_cast<double>(data[first_bad]) : 0.0, bad ? reference[first_bad] : 0,
-          outcome->contributor_ids.size(), outcome->contributors);
-    }
+    TRIB_ASSIGN_OR_RETURN(const agent::Outcome outcome, step_once(w, progress.step, data));
+    if (!check_step(out, log, progress.step, outcome, data, reference)) wrong = true;
     ++progress.step;
-  }
+    // Time is up: leave through a drain, so the others see a boundary, not a failure.
+    return SoakClock::now() >= stop_at ? agent::StepResult::kDrain : agent::StepResult::kContinue;
+  };
 
-  set_drain_target(nullptr);
-  if (worker) {
-    if (Status s = worker->leave(); !s) return s;
+  // After an eviction the coordinator may refuse a rejoin for a while (a straggler's
+  // cool-down answers kUnavailable), and a joiner can itself be removed or time out while
+  // the view it joins changes under it: joins are retried, the first one too, bounded.
+  const auto rejoin_after = std::chrono::milliseconds(spec.rejoin_after_ms);
+  agent::ElasticLoop loop(
+      {.rejoin_delay = rejoin_after,
+       .retry_delay = std::max<Duration>(rejoin_after, std::chrono::milliseconds(200)),
+       .retry_first_join = true},
+      log);
+  // SIGTERM drains from the start: one that arrives while joining ends the run at once.
+  const DrainOnSigterm drain_on_sigterm(loop);
+  TRIB_ASSIGN_OR_RETURN(const agent::ElasticReport report, loop.run(workload));
+  if (report.left) {
+    std::fprintf(out, "soak left after step %lld\n", static_cast<long long>(progress.step));
+    std::fflush(out);
   }
   if (wrong)
     return error(StatusCode::kMismatch, "soak: a committed step differed from its reference");

@@ -4,7 +4,8 @@
 // committed step is checked against the reference sum over exactly the contributors the
 // Outcome names, and a line is printed per step:
 //   soak step S view E contributors id,id,... attempts A sha256 H ok|WRONG
-// After an eviction the worker rejoins (through `start_worker`) and receives the state.
+// The elastic loop (agent/elastic_loop.h) rejoins after an eviction, through `start_worker`,
+// and the rejoiner receives the state; a time limit or SIGTERM drains.
 #pragma once
 
 #include <cstdio>

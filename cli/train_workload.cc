@@ -1,13 +1,14 @@
 #include "cli/train_workload.h"
 
-#include <openssl/evp.h>
 #include <signal.h>
 
-#include <atomic>
 #include <chrono>
 #include <thread>
 #include <vector>
 
+#include "agent/elastic_loop.h"
+#include "cli/drain_on_sigterm.h"
+#include "core/hash.h"
 #include "examples/training/batcher.h"
 #include "examples/training/dataset.h"
 #include "examples/training/mlp.h"
@@ -19,27 +20,6 @@ using namespace training;
 
 namespace {
 
-std::atomic<agent::Worker*> g_drain_target{nullptr};
-std::atomic<bool> g_drain_requested{false};
-
-void on_sigterm(int) {
-  g_drain_requested = true;
-  if (agent::Worker* w = g_drain_target.load()) w->drain();
-}
-
-std::string sha256_hex(std::span<const float> data) {
-  unsigned char digest[32];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size_bytes(), digest, &len, EVP_sha256(), nullptr);
-  static const char* kHex = "0123456789abcdef";
-  std::string s;
-  for (unsigned i = 0; i < len; ++i) {
-    s += kHex[digest[i] >> 4];
-    s += kHex[digest[i] & 15];
-  }
-  return s;
-}
-
 // Where training is: part of the registered state, so a joiner resumes at the same place.
 struct Progress {
   std::int64_t step = 0;        // global steps committed
@@ -49,25 +29,14 @@ struct Progress {
 
 }  // namespace
 
-void set_drain_target(agent::Worker* worker) {
-  g_drain_target = worker;
-  if (worker != nullptr && g_drain_requested.load()) worker->drain();
-  struct sigaction sa {};
-  sa.sa_handler = on_sigterm;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, nullptr);
-}
-
 Result<TrainSummary> run_training(
     const std::function<Result<std::unique_ptr<agent::Worker>>()>& start_worker,
     const TrainSpec& spec, std::FILE* out) {
   const std::string path = spec.data_path.empty() ? default_digits_path() : spec.data_path;
-  auto all = load_digits(path);
-  if (!all) return all.status();
-  auto split = split_train_test(*all);
-  if (!split) return split.status();
-  const Dataset& train = split->train;
-  const Dataset& test = split->test;
+  TRIB_ASSIGN_OR_RETURN(const Dataset all, load_digits(path));
+  TRIB_ASSIGN_OR_RETURN(const TrainTestSplit split, split_train_test(all));
+  const Dataset& train = split.train;
+  const Dataset& test = split.test;
 
   Mlp model(spec.seed);
   Sgd sgd(model.params().size(), SgdOptions{spec.learning_rate, spec.momentum, 0.0f});
@@ -86,10 +55,6 @@ Result<TrainSummary> run_training(
   int window_steps = 0;
   bool header_printed = false;
 
-  // SIGTERM drains from the start, also while the first join is still under way.
-  set_drain_target(nullptr);
-  std::unique_ptr<agent::Worker> worker;
-  bool rejoining = false;
   int shard_world = -1;
   int shard_rank = -1;
   std::unique_ptr<Batcher> batcher;
@@ -107,58 +72,24 @@ Result<TrainSummary> run_training(
     return false;
   };
 
-  for (;;) {
-    if (!worker) {
-      auto w = start_worker();
-      if (!w && rejoining && w.status().code() == StatusCode::kUnavailable &&
-          !g_drain_requested.load()) {
-        // Typically a straggler's cool-down: keep asking, a SIGTERM ends the wait.
-        std::fprintf(stderr, "tributary[train]: rejoin refused (%s); retrying in %ld ms\n",
-                     w.status().message().c_str(), spec.rejoin_after_ms);
-        std::this_thread::sleep_for(std::chrono::milliseconds(spec.rejoin_after_ms));
-        continue;
-      }
-      if (!w && g_drain_requested.load()) {
-        summary.drained = true;
-        break;
-      }
-      if (!w) return w.status();
-      rejoining = false;
-      worker = std::move(*w);
-      // A (re)joiner's last world is not the one its state comes from: no epoch end is
-      // judged by it, and the shards are recomputed.
-      steps_per_epoch = 0;
-      shard_world = -1;
-      worker->register_state("params", std::as_writable_bytes(model.params()));
-      worker->register_state("momentum", std::as_writable_bytes(sgd.momentum()));
-      worker->register_state("progress", std::as_writable_bytes(std::span(&progress, 1)));
-      set_drain_target(worker.get());
-    }
-    agent::Worker& w = *worker;
-    auto boundary = w.step_boundary();
-    if (!boundary) {
-      if (boundary.status().code() == StatusCode::kEvicted) {
-        std::fprintf(stderr, "tributary[train]: evicted at step %lld (%s); rejoining in %ld ms\n",
-                     static_cast<long long>(progress.step), boundary.status().message().c_str(),
-                     spec.rejoin_after_ms);
-        set_drain_target(nullptr);
-        worker.reset();
-        rejoining = true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(spec.rejoin_after_ms));
-        continue;
-      }
-      return boundary.status();
-    }
-    if (boundary->left) {
-      summary.drained = true;
-      std::fprintf(stderr, "tributary[train]: drained after step %lld and left the cluster\n",
-                   static_cast<long long>(progress.step));
-      break;
-    }
-    if (progress.data_epoch >= spec.epochs) break;
+  agent::ElasticWorkload workload;
+  workload.start_worker = start_worker;
+  workload.position = [&] { return progress.step; };
+  workload.register_state = [&](agent::Worker& w) {
+    // A (re)joiner's last world is not the one its state comes from: no epoch end is
+    // judged by it, and the shards are recomputed.
+    steps_per_epoch = 0;
+    shard_world = -1;
+    w.register_state("params", std::as_writable_bytes(model.params()));
+    w.register_state("momentum", std::as_writable_bytes(sgd.momentum()));
+    w.register_state("progress", std::as_writable_bytes(std::span(&progress, 1)));
+  };
+  workload.step = [&](agent::Worker& w,
+                      const agent::BoundaryOutcome&) -> Result<agent::StepResult> {
+    if (progress.data_epoch >= spec.epochs) return agent::StepResult::kFinished;
     // An epoch ends with the step that completes it in the world that ran it: a view that
     // changed at this boundary (members that finished leaving, say) must not stretch it.
-    if (end_of_training()) break;
+    if (end_of_training()) return agent::StepResult::kFinished;
 
     // Shards follow the world: recomputed whenever the view's size or our rank changes.
     const int n = w.size();
@@ -190,7 +121,7 @@ Result<TrainSummary> run_training(
       header_printed = true;
     }
     // A grown world has fewer steps per epoch: one it already completed ends here.
-    if (end_of_training()) break;
+    if (end_of_training()) return agent::StepResult::kFinished;
 
     // Each injected fault fires once per process (a rejoiner resumes at an older step).
     static bool injected = false;
@@ -222,13 +153,7 @@ Result<TrainSummary> run_training(
                              ReduceOp::kAvg);
     }
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (!outcome) {
-      if (outcome.status().code() == StatusCode::kEvicted) {
-        // Loop back: the boundary notices the eviction and rejoins.
-        continue;
-      }
-      return outcome.status();
-    }
+    if (!outcome) return outcome.status();  // kEvicted: the next boundary notices, and rejoins
     if (outcome->attempts > 1) ++summary.recoveries;
     allreduce_seconds += dt;
     window_seconds += dt;
@@ -254,19 +179,24 @@ Result<TrainSummary> run_training(
       window_seconds = 0;
       window_steps = 0;
     }
-  }
+    return agent::StepResult::kContinue;
+  };
+
+  const auto rejoin_after = std::chrono::milliseconds(spec.rejoin_after_ms);
+  agent::ElasticLoop loop({.rejoin_delay = rejoin_after, .retry_delay = rejoin_after},
+                          Logger("train"));
+  // SIGTERM drains from the start, also while the first join is still under way.
+  const DrainOnSigterm drain_on_sigterm(loop);
+  TRIB_ASSIGN_OR_RETURN(const agent::ElasticReport report, loop.run(workload));
+  summary.drained = report.drained;
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   summary.test_accuracy = model.evaluate(test).accuracy;
   summary.mean_allreduce_us = summary.steps ? allreduce_seconds / summary.steps * 1e6 : 0;
-  summary.world_size = worker ? worker->size() : 0;
-  summary.rank = worker ? worker->rank() : -1;
+  summary.world_size = report.world_size;
+  summary.rank = report.rank;
   summary.steps = progress.step;
-  summary.params_sha256 = sha256_hex(model.params());
+  summary.params_sha256 = to_hex(Sha256::of(std::as_bytes(model.params())));
   if (wire_bytes > 0) summary.wire_ratio = raw_bytes / wire_bytes;
-  if (worker && !summary.drained) {
-    set_drain_target(nullptr);
-    if (Status s = worker->leave(); !s) return s;
-  }
   return summary;
 }
 

@@ -1,8 +1,9 @@
 // Data-parallel training of the digits MLP through a Worker: every step each rank computes
 // gradients on its shard, the gradients (and the loss, in the same buffer) are averaged
 // with one all-reduce, and every rank applies the same SGD step, so all replicas stay
-// bit-identical. The loop is elastic: it calls step_boundary() before each step, re-shards
-// the data when the world changes, drains on request, and rejoins after an eviction.
+// bit-identical. The loop is elastic (agent/elastic_loop.h): a step boundary before each
+// step, the data re-sharded when the world changes, a drain on SIGTERM, a rejoin after an
+// eviction.
 #pragma once
 
 #include <cstdio>
@@ -27,7 +28,7 @@ struct TrainSpec {
   // Fault injection into this very process (real signals), at a global step:
   long kill_at = -1;            // raise(SIGKILL)
   long stop_at = -1;            // raise(SIGSTOP): someone else must SIGCONT it
-  long rejoin_after_ms = 1500;  // after an eviction, wait before joining again
+  long rejoin_after_ms = 1500;  // after an eviction (or a refused rejoin), wait before joining
   bool compressed = false;      // gradients through Worker::all_reduce_compressed
 };
 
@@ -50,8 +51,5 @@ struct TrainSummary {
 Result<TrainSummary> run_training(
     const std::function<Result<std::unique_ptr<agent::Worker>>()>& start_worker,
     const TrainSpec& spec, std::FILE* out);
-
-// The process-wide Worker that SIGTERM drains (set while training runs).
-void set_drain_target(agent::Worker* worker);
 
 }  // namespace tributary::cli

@@ -37,8 +37,8 @@
 #include <thread>
 
 #include "core/clock.h"
+#include "core/log.h"
 #include "core/status.h"
-#include "membership/log_sink.h"
 #include "membership/straggler_policy.h"
 #include "membership/view.h"
 
@@ -74,9 +74,10 @@ Status validate(const CoordinatorConfig& config);
 class Coordinator {
  public:
   // `clock` drives heartbeat expiry and handshake timeouts; it must outlive the
-  // coordinator. Tests may pass a FakeClock.
-  explicit Coordinator(CoordinatorConfig config,
-                       membership::LogSink log = membership::stderr_log_sink("coordinator"),
+  // coordinator. Tests may pass a FakeClock. `log` gets every decision and every dropped
+  // peer; the coordinator keeps the epoch of its context at the current view's (so give
+  // it a context of its own, as the default does: no member, it is nobody's).
+  explicit Coordinator(CoordinatorConfig config, Logger log = Logger("coordinator"),
                        const Clock& clock = SteadyClock::instance());
   ~Coordinator();  // stop()s
   Coordinator(const Coordinator&) = delete;

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "membership/join_auth.h"
+#include "control/join_auth.h"
 
 namespace tributary::coordinator {
 
@@ -36,16 +36,15 @@ Result<JoinGate::Admitted> JoinGate::verify(const std::string& identity, const N
   pending_.erase(it);  // one proof per challenge, right or wrong
   const Mac expected =
       p.resume_id != 0
-          ? membership::resume_proof_mac(secret_, p.server_nonce, client_nonce, p.resume_id,
-                                         p.labels.name)
-          : membership::join_proof_mac(secret_, p.server_nonce, client_nonce, p.labels.name);
+          ? control::resume_proof_mac(secret_, p.server_nonce, client_nonce, p.resume_id,
+                                      p.labels.name)
+          : control::join_proof_mac(secret_, p.server_nonce, client_nonce, p.labels.name);
   if (!macs_equal(expected, mac)) return error(StatusCode::kAuthFailed, "wrong cluster secret");
   return Admitted{std::move(p.labels), p.server_nonce, client_nonce, p.resume_id};
 }
 
 Mac JoinGate::coordinator_proof(const Admitted& admitted, membership::MemberId id) const {
-  return membership::coordinator_proof_mac(secret_, admitted.server_nonce, admitted.client_nonce,
-                                           id);
+  return control::coordinator_proof_mac(secret_, admitted.server_nonce, admitted.client_nonce, id);
 }
 
 const membership::MemberLabels* JoinGate::pending_labels(const std::string& identity) const {

@@ -24,7 +24,7 @@ class JoinGate {
 
   // Opens (or restarts) the handshake for `identity`; returns the nonce to send in a
   // Challenge. kUnavailable when max_pending handshakes are already open. `resume_id`
-  // non-zero: a Resume of that member (its proof binds the id: join_auth.h).
+  // non-zero: a Resume of that member (its proof binds the id: control/join_auth.h).
   Result<Nonce> challenge(const std::string& identity, membership::MemberLabels labels,
                           TimePoint now, membership::MemberId resume_id = 0);
 

@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "membership/control.pb.h"
+#include "membership/journal.pb.h"
 
 namespace tributary::membership {
 namespace {
@@ -38,7 +38,7 @@ Status io_error(const std::string& what, const std::string& path) {
 }  // namespace
 
 std::string encode_journal_entry(const JournalEntry& entry) {
-  control::JournalRecord record;
+  proto::JournalRecord record;
   record.set_last_member_id(entry.last_member_id);
   record.set_epoch(entry.epoch);
   for (const auto& m : entry.members) {
@@ -84,7 +84,7 @@ JournalState replay_journal(std::string_view bytes) {
       state.warning = "CRC mismatch" + at;
       break;
     }
-    control::JournalRecord record;
+    proto::JournalRecord record;
     if (!record.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
       state.warning = "record does not parse" + at;
       break;

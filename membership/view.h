@@ -2,9 +2,13 @@
 //
 // The coordinator alone issues views. Each view has a strictly larger epoch than the one
 // before it; a view is immutable once issued (a change is a new view). `members` is
-// sorted by rank (members[i].rank == i); `ring` lists ranks in ring order. Today ranks
-// are assigned in ring order, so ring == 0..n-1, but consumers must walk `ring` rather
-// than assume it, so that a later bandwidth-aware ordering can keep ranks stable.
+// sorted by rank (members[i].rank == i), and a rank is a position in the ring: `ring`
+// (ranks in ring order) is 0..n-1 in every view. Consumers rely on that rather than walk
+// `ring`: the agent's collectives take their ring neighbours by rank (r - 1, r + 1).
+// Held at both ends: the coordinator numbers ranks along its ring order (membership.h;
+// tests/membership checks every view it issues) and the agent's decoder rejects a view
+// whose ring is in any other order (control/codec.h). An ordering that must keep ranks
+// stable (bandwidth-aware, say) therefore changes the consumers and the decoder together.
 #pragma once
 
 #include <cstdint>

@@ -14,16 +14,16 @@
 #include <optional>
 #include <zmq.hpp>
 
-#include "membership/control_codec.h"
-#include "membership/coordinator_client.h"
-#include "membership/join_auth.h"
+#include "control/codec.h"
+#include "control/join_auth.h"
+#include "control_client/coordinator_client.h"
 #include "tests/support/rank_threads.h"
 
 namespace tributary::coordinator {
 namespace {
 
-using membership::ClientConfig;
-using membership::CoordinatorClient;
+using control_client::ClientConfig;
+using control_client::CoordinatorClient;
 using membership::View;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
@@ -33,15 +33,16 @@ constexpr char kSecret[] = "correct horse battery staple";
 // Collects log lines from every component; tests wait for a line with a deadline.
 class LogCapture {
  public:
-  membership::LogSink sink(std::string who) {
-    return [this, who](std::string_view line) {
-      std::fprintf(stderr, "[%s] %.*s\n", who.c_str(), static_cast<int>(line.size()), line.data());
+  // A Logger whose lines are captured as "<who>: <message>" (and echoed to stderr).
+  Logger logger(std::string who) {
+    return Logger(who, [this, who](const LogRecord& r) {
+      std::fprintf(stderr, "[%s] %s\n", who.c_str(), format_log_line(r, LogFormat::kText).c_str());
       {
         std::lock_guard lock(mu_);
-        lines_.push_back(who + ": " + std::string(line));
+        lines_.push_back(who + ": " + std::string(r.message));
       }
       cv_.notify_all();
-    };
+    });
   }
   // True once a line contains every needle.
   bool wait_for(std::initializer_list<std::string_view> needles,
@@ -141,14 +142,14 @@ void raw_tcp_write(const std::string& endpoint, const std::string& bytes) {
 class CoordinatorTest : public ::testing::Test {
  protected:
   void start(CoordinatorConfig config) {
-    coordinator_ = std::make_unique<Coordinator>(std::move(config), logs_.sink("coordinator"));
+    coordinator_ = std::make_unique<Coordinator>(std::move(config), logs_.logger("coordinator"));
     Status st = coordinator_->start();
     ASSERT_TRUE(st.is_ok()) << st.to_string();
     ASSERT_TRUE(coordinator_->endpoint().starts_with("tcp://127.0.0.1:"))
         << coordinator_->endpoint();
   }
   std::unique_ptr<CoordinatorClient> client(std::string name) {
-    return std::make_unique<CoordinatorClient>(logs_.sink(std::move(name)));
+    return std::make_unique<CoordinatorClient>(logs_.logger(std::move(name)));
   }
   // Joins `host` and returns the client, failing the test on error.
   std::unique_ptr<CoordinatorClient> joined(const std::string& host, int port) {
@@ -289,7 +290,7 @@ std::optional<control::Envelope> receive(zmq::socket_t& s, Deadline deadline = s
     zmq::poll(&item, 1, milliseconds(20));
     zmq::message_t msg;
     if ((item.revents & ZMQ_POLLIN) && s.recv(msg, zmq::recv_flags::dontwait)) {
-      auto env = membership::decode_envelope(msg.to_string_view());
+      auto env = control::decode_envelope(msg.to_string_view());
       if (env) return *env;
     }
   }
@@ -297,7 +298,7 @@ std::optional<control::Envelope> receive(zmq::socket_t& s, Deadline deadline = s
 }
 
 void send(zmq::socket_t& s, const control::Envelope& env) {
-  const std::string bytes = membership::encode_envelope(env);
+  const std::string bytes = control::encode_envelope(env);
   s.send(zmq::buffer(bytes), zmq::send_flags::none);
 }
 
@@ -313,19 +314,19 @@ TEST_F(CoordinatorTest, MemberThatBreaksTheProtocolIsRemovedOthersCarryOn) {
   rogue.connect(coordinator_->endpoint());
   control::Envelope req;
   auto* jr = req.mutable_join_request();
-  jr->set_protocol_version(membership::kProtocolVersion);
+  jr->set_protocol_version(control::kProtocolVersion);
   jr->set_name("rogue");
   jr->set_host("r");
   jr->set_data_address("127.0.0.1:7999");
   send(rogue, req);
   auto challenge = receive(rogue);
   ASSERT_TRUE(challenge && challenge->has_challenge());
-  const Nonce server = *membership::nonce_from_bytes(challenge->challenge().nonce());
+  const Nonce server = *control::nonce_from_bytes(challenge->challenge().nonce());
   const Nonce client = random_nonce();
   control::Envelope proof;
-  proof.mutable_join_proof()->set_client_nonce(membership::to_bytes(client));
+  proof.mutable_join_proof()->set_client_nonce(control::to_bytes(client));
   proof.mutable_join_proof()->set_mac(
-      membership::to_bytes(membership::join_proof_mac(kSecret, server, client, "rogue")));
+      control::to_bytes(control::join_proof_mac(kSecret, server, client, "rogue")));
   send(rogue, proof);
   auto accepted = receive(rogue);
   ASSERT_TRUE(accepted && accepted->has_join_accepted());
@@ -431,11 +432,11 @@ TEST_F(CoordinatorTest, LeaveAndLateJoinEachProduceANewView) {
 TEST_F(CoordinatorTest, UnreachableCoordinatorIsUnavailableByTheDeadline) {
   std::string endpoint;
   {
-    Coordinator gone(coordinator_config(1), logs_.sink("gone"));
+    Coordinator gone(coordinator_config(1), logs_.logger("gone"));
     ASSERT_TRUE(gone.bind().is_ok());
     endpoint = gone.endpoint();
   }  // closed: nothing listens on that port now
-  CoordinatorClient c(logs_.sink("lonely"));
+  CoordinatorClient c(logs_.logger("lonely"));
   ClientConfig cfg;
   cfg.endpoint = endpoint;
   cfg.secret = kSecret;
@@ -450,7 +451,7 @@ TEST_F(CoordinatorTest, UnreachableCoordinatorIsUnavailableByTheDeadline) {
 TEST_F(CoordinatorTest, BadConfigurationAndLabelsAreInvalidArgument) {
   CoordinatorConfig no_secret = coordinator_config(1);
   no_secret.secret.clear();
-  EXPECT_EQ(Coordinator(no_secret, logs_.sink("x")).start().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Coordinator(no_secret, logs_.logger("x")).start().code(), StatusCode::kInvalidArgument);
   CoordinatorConfig udp = coordinator_config(1);
   udp.bind_address = "udp://127.0.0.1:0";
   EXPECT_EQ(validate(udp).code(), StatusCode::kInvalidArgument);

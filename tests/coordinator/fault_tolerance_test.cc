@@ -6,18 +6,18 @@
 #include <cstdio>
 #include <thread>
 
+#include "control_client/coordinator_client.h"
 #include "coordinator/coordinator.h"
-#include "membership/coordinator_client.h"
 #include "tests/support/rank_threads.h"
 
 namespace tributary::coordinator {
 namespace {
 
-using membership::ClientConfig;
-using membership::CoordinatorClient;
-using membership::Go;
+using control_client::ClientConfig;
+using control_client::CoordinatorClient;
+using control_client::Go;
+using membership::ReadyReport;
 using membership::View;
-using membership::ViewReady;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
@@ -25,10 +25,11 @@ constexpr char kSecret[] = "ft secret";
 
 Deadline soon() { return Deadline::after(seconds(10)); }
 
-membership::LogSink sink(std::string who) {
-  return [who](std::string_view line) {
-    std::fprintf(stderr, "[%s] %.*s\n", who.c_str(), static_cast<int>(line.size()), line.data());
-  };
+// Lines go to stderr, prefixed with who wrote them (several clients share one process).
+Logger logger(std::string who) {
+  return Logger(who, [who](const LogRecord& r) {
+    std::fprintf(stderr, "[%s] %s\n", who.c_str(), format_log_line(r, LogFormat::kText).c_str());
+  });
 }
 
 CoordinatorConfig base_config(std::size_t initial) {
@@ -56,7 +57,7 @@ class FaultToleranceTest : public ::testing::Test {
  protected:
   void start(CoordinatorConfig config) {
     config_ = config;
-    coordinator_ = std::make_unique<Coordinator>(std::move(config), sink("coordinator"));
+    coordinator_ = std::make_unique<Coordinator>(std::move(config), logger("coordinator"));
     Status st = coordinator_->start();
     ASSERT_TRUE(st.is_ok()) << st.to_string();
   }
@@ -74,7 +75,7 @@ class FaultToleranceTest : public ::testing::Test {
     std::vector<std::unique_ptr<CoordinatorClient>> clients(static_cast<std::size_t>(n));
     auto results = testing::run_ranks(n, [&](int r) -> Status {
       auto& c = clients[static_cast<std::size_t>(r)];
-      c = std::make_unique<CoordinatorClient>(sink("agent" + std::to_string(r)));
+      c = std::make_unique<CoordinatorClient>(logger("agent" + std::to_string(r)));
       auto j = c->join(client_config("agent" + std::to_string(r)), soon());
       if (!j) return j.status();
       return c->wait_for_view(1, soon()).status();
@@ -151,7 +152,7 @@ TEST_F(FaultToleranceTest, BoundaryAdmitsJoinersAndLetsALeaverGoCleanly) {
   auto clients = join_world(2);
   for (const auto& g : ready_all(raw(clients), 4)) ASSERT_TRUE(g.is_ok());
 
-  CoordinatorClient joiner(sink("joiner"));
+  CoordinatorClient joiner(logger("joiner"));
   auto j = joiner.join(client_config("joiner"), soon());
   ASSERT_TRUE(j.is_ok()) << j.status().to_string();
   EXPECT_EQ(j->view.epoch, 0u) << "waits for a step boundary";
@@ -218,7 +219,7 @@ TEST_F(FaultToleranceTest, CoordinatorRestartFromTheJournalKeepsMemberIdsAndMove
   // kill -9, as far as the journal is concerned: no shutdown hook writes anything.
   cfg.bind_address = coordinator_->endpoint();
   coordinator_.reset();
-  coordinator_ = std::make_unique<Coordinator>(cfg, sink("coordinator2"));
+  coordinator_ = std::make_unique<Coordinator>(cfg, logger("coordinator2"));
   ASSERT_TRUE(coordinator_->start().is_ok());
   EXPECT_NE(coordinator_->instance_id(), old_instance);
 
@@ -239,7 +240,7 @@ TEST_F(FaultToleranceTest, CoordinatorRestartFromTheJournalKeepsMemberIdsAndMove
   for (auto& c : clients) EXPECT_TRUE(c->health().is_ok()) << c->health().to_string();
 
   // A new member after the restart gets an id never handed out before.
-  CoordinatorClient late(sink("late"));
+  CoordinatorClient late(logger("late"));
   auto j = late.join(client_config("late"), soon());
   ASSERT_TRUE(j.is_ok());
   EXPECT_GT(j->member_id, std::max(ids[0], ids[1]));
@@ -269,7 +270,7 @@ TEST_F(FaultToleranceTest, StragglerIsEvictedAndItsEarlyRejoinIsRefusedWithTheRe
   auto v = clients[0]->wait_for_view(2, soon());
   ASSERT_TRUE(v.is_ok());
   EXPECT_EQ(v->size(), 2u);
-  CoordinatorClient again(sink("again"));
+  CoordinatorClient again(logger("again"));
   auto j = again.join(client_config("agent2"), soon());
   ASSERT_FALSE(j.is_ok());
   EXPECT_EQ(j.status().code(), StatusCode::kUnavailable);

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "membership/join_auth.h"
+#include "control/join_auth.h"
 
 namespace tributary::coordinator {
 namespace {
@@ -18,12 +18,12 @@ TEST(JoinGate, RightProofAdmitsOnceAndCoordinatorProofMatches) {
   auto nonce = gate.challenge("id-1", labels("w0"), clock.now());
   ASSERT_TRUE(nonce.is_ok());
   const Nonce client = random_nonce();
-  const Mac mac = membership::join_proof_mac("secret", *nonce, client, "w0");
+  const Mac mac = control::join_proof_mac("secret", *nonce, client, "w0");
   auto admitted = gate.verify("id-1", client, mac, clock.now());
   ASSERT_TRUE(admitted.is_ok()) << admitted.status().to_string();
   EXPECT_EQ(admitted->labels.name, "w0");
   EXPECT_TRUE(macs_equal(gate.coordinator_proof(*admitted, 5),
-                         membership::coordinator_proof_mac("secret", *nonce, client, 5)));
+                         control::coordinator_proof_mac("secret", *nonce, client, 5)));
   EXPECT_EQ(gate.verify("id-1", client, mac, clock.now()).status().code(),
             StatusCode::kInvalidArgument)
       << "a challenge answers one proof only";
@@ -34,7 +34,7 @@ TEST(JoinGate, WrongSecretIsAuthFailedAndConsumesTheChallenge) {
   JoinGate gate("secret", milliseconds(500), 8);
   auto nonce = gate.challenge("id-1", labels("w0"), clock.now());
   const Nonce client = random_nonce();
-  auto r = gate.verify("id-1", client, membership::join_proof_mac("guess", *nonce, client, "w0"),
+  auto r = gate.verify("id-1", client, control::join_proof_mac("guess", *nonce, client, "w0"),
                        clock.now());
   EXPECT_EQ(r.status().code(), StatusCode::kAuthFailed);
   EXPECT_EQ(gate.pending(), 0u);
@@ -45,12 +45,12 @@ TEST(JoinGate, ProofForAnotherNameOrConnectionFails) {
   JoinGate gate("secret", milliseconds(500), 8);
   auto nonce = gate.challenge("id-1", labels("w0"), clock.now());
   const Nonce client = random_nonce();
-  EXPECT_EQ(gate.verify("id-2", client, membership::join_proof_mac("secret", *nonce, client, "w0"),
+  EXPECT_EQ(gate.verify("id-2", client, control::join_proof_mac("secret", *nonce, client, "w0"),
                         clock.now())
                 .status()
                 .code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(gate.verify("id-1", client, membership::join_proof_mac("secret", *nonce, client, "w1"),
+  EXPECT_EQ(gate.verify("id-1", client, control::join_proof_mac("secret", *nonce, client, "w1"),
                         clock.now())
                 .status()
                 .code(),
@@ -63,7 +63,7 @@ TEST(JoinGate, ChallengesExpire) {
   auto nonce = gate.challenge("id-1", labels("w0"), clock.now());
   clock.advance(milliseconds(500));
   const Nonce client = random_nonce();
-  EXPECT_EQ(gate.verify("id-1", client, membership::join_proof_mac("secret", *nonce, client, "w0"),
+  EXPECT_EQ(gate.verify("id-1", client, control::join_proof_mac("secret", *nonce, client, "w0"),
                         clock.now())
                 .status()
                 .code(),

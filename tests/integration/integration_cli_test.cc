@@ -109,6 +109,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadInvocation{"agent_unknown_mismatch",
                       {"agent", "--secret", "s", "--mismatch", "size"},
                       "--mismatch"},
+        BadInvocation{"coordinator_unknown_log_format",
+                      {"coordinator", "--secret", "s", "--log-format", "xml"},
+                      "--log-format"},
+        BadInvocation{"agent_unknown_log_level",
+                      {"agent", "--secret", "s", "--log-level", "loud"},
+                      "--log-level"},
         BadInvocation{"no_subcommand", {}, "subcommand"},
         // CLI11 answers "A subcommand is required" without naming the word it did not know.
         BadInvocation{"unknown_subcommand", {"frobnicate"}, "subcommand"}),

@@ -288,11 +288,13 @@ inline std::vector<std::string> agent_argv(const std::string& endpoint, const st
   return argv;
 }
 
-// The line each agent prints once its links are up (agent/worker.cc):
+// The line each agent prints once its links are up (agent/worker.cc), bare or as a
+// core/log.h text record (time, level, and member= / epoch= before the colon):
 //   tributary[agent]: member M rank R data HOST:PORT metrics PORT
+//   2026-11-23T05:40:36.123Z info tributary[agent] member=w3 epoch=1: member M rank R ...
 inline const std::regex& agent_ready_line() {
   static const std::regex re(
-      R"(tributary\[agent\]: member (\d+) rank (\d+) data ([0-9.]+):(\d+) metrics (\d+))");
+      R"(tributary\[agent\][^\n]*?: member (\d+) rank (\d+) data ([0-9.]+):(\d+) metrics (\d+))");
   return re;
 }
 

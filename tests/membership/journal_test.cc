@@ -8,6 +8,8 @@
 #include <fstream>
 #include <random>
 
+#include "core/hash.h"
+
 namespace tributary::membership {
 namespace {
 
@@ -39,6 +41,28 @@ TEST(Journal, ReplayKeepsTheLatestViewAndCounters) {
   EXPECT_EQ(s.members[1].labels.name, "m5");
   EXPECT_EQ(s.members[1].labels.capabilities, std::vector<std::string>{"tcp"});
   EXPECT_EQ(replay_journal("").records, 0u);
+}
+
+// The file format, byte for byte: journals written by an earlier build must replay. (The
+// record schema moved from control/control.proto to membership/journal.proto; protobuf
+// encodes field numbers, not package names, so the bytes are those of the old schema.)
+TEST(Journal, RecordBytesAreTheFileFormat) {
+  JournalEntry e;
+  e.epoch = 7;
+  e.last_member_id = 12;
+  e.members.push_back({3, {"w3", "host-a", "zone-1", "10.0.0.3:7000", {"tcp", "shm"}}});
+  e.members.push_back({12, {"w12", "host-b", "", "10.0.0.12:7001", {}}});
+  const std::string view_record =
+      "56000000e519dbd6080c10071a2f0803120277331a06686f73742d6122067a6f6e652d312a0d31302e302e30"
+      "2e333a373030303203746370320373686d1a1f080c12037731321a06686f73742d622a0e31302e302e302e31"
+      "323a37303031";
+  auto hex = [](const std::string& bytes) { return to_hex(std::as_bytes(std::span(bytes))); };
+  EXPECT_EQ(hex(encode_journal_entry(e)), view_record);
+  EXPECT_EQ(hex(encode_journal_entry({13, 0, {}})), "020000004ae4b1f7080d");
+  const JournalState s = replay_journal(encode_journal_entry(e));
+  ASSERT_EQ(s.members.size(), 2u);
+  EXPECT_EQ(s.members[0].labels.capabilities, (std::vector<std::string>{"tcp", "shm"}));
+  EXPECT_EQ(s.last_member_id, 12u);
 }
 
 TEST(Journal, EveryTruncationStopsAtTheLastWholeRecord) {

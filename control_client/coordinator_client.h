@@ -18,7 +18,9 @@
 // transparently: the client re-authenticates with its member id and keeps it; the agent
 // sees just a newer view.
 //
-// This header includes no protobuf or ZeroMQ header.
+// Log lines go to the Logger given at construction (the agent passes a child of its own,
+// so they carry its member name and epoch). This header includes no protobuf or ZeroMQ
+// header.
 #pragma once
 
 #include <cstdint>
@@ -27,15 +29,16 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/log.h"
 #include "core/status.h"
-#include "membership/log_sink.h"
+#include "membership/commit_rule.h"
 #include "membership/view.h"
 
 namespace prometheus {
 class Registry;
 }
 
-namespace tributary::membership {
+namespace tributary::control_client {
 
 struct ClientConfig {
   std::string endpoint;      // "tcp://host:port" of the coordinator
@@ -49,33 +52,25 @@ struct ClientConfig {
 };
 
 struct Joined {
-  MemberId member_id = 0;
+  membership::MemberId member_id = 0;
   // The view that admitted this member, or an empty view (epoch 0) while the coordinator
   // is still gathering its initial world: then wait_for_view(1, deadline).
-  View view;
-};
-
-// What a member tells the coordinator when it adopts view `epoch` (docs/fault-tolerance.md).
-struct ViewReady {
-  Epoch epoch = 0;                  // the view adopted
-  Epoch previous_epoch = 0;         // the view left (0: a joiner)
-  std::uint64_t committed_seq = 0;  // highest seq committed
-  std::uint64_t held_seq = 0;       // seq whose full result is held uncommitted, or 0
+  membership::View view;
 };
 
 // The coordinator's answer once every member of `epoch` is Ready.
 struct Go {
-  Epoch epoch = 0;
+  membership::Epoch epoch = 0;
   std::uint64_t commit_through = 0;  // commit held results with seq <= this; next seq = this + 1
-  std::vector<MemberId> joiners;     // members that need the training state
-  MemberId state_source = 0;         // who sends it (lowest-rank member of the previous view)
+  std::vector<membership::MemberId> joiners;  // members that need the training state
+  membership::MemberId state_source = 0;  // who sends it (lowest-rank member of the previous view)
 };
 
 class CoordinatorClient {
  public:
   // `metrics`, when given, gets gauges tributary_membership_size and tributary_epoch for
   // the view this agent holds (one client per registry). It must outlive the client.
-  explicit CoordinatorClient(LogSink log = stderr_log_sink("agent"),
+  explicit CoordinatorClient(Logger log = Logger("control"),
                              prometheus::Registry* metrics = nullptr);
   ~CoordinatorClient();
   CoordinatorClient(const CoordinatorClient&) = delete;
@@ -90,10 +85,10 @@ class CoordinatorClient {
 
   // The first view with epoch >= min_epoch that includes this member. kEvicted when the
   // coordinator removed us, kAborted after leave(), kTimedOut at the deadline.
-  Result<View> wait_for_view(Epoch min_epoch, Deadline deadline);
+  Result<membership::View> wait_for_view(membership::Epoch min_epoch, Deadline deadline);
   // The latest view received (epoch 0 before the first).
-  View view() const;
-  MemberId member_id() const;
+  membership::View view() const;
+  membership::MemberId member_id() const;
   // The training step reported in heartbeats (future straggler policy input).
   void set_step(std::uint64_t step);
   // ok while the coordinator answers heartbeats; kEvicted once removed; kUnavailable when
@@ -104,13 +99,15 @@ class CoordinatorClient {
   // coordinator then removes us by heartbeat timeout anyway).
   Status leave(Deadline deadline);
 
-  // Sends Ready for `r.epoch` and waits for the coordinator's Go for that epoch (Ready is
-  // repeated every heartbeat interval until then). kAborted when a newer view superseded
-  // r.epoch before Go (re-read view() and call ready() for the newer one) or after
-  // leave(); kEvicted if removed; kTimedOut at the deadline.
-  Result<Go> ready(const ViewReady& r, Deadline deadline);
+  // Sends Ready for `r.epoch` (what this member tells the coordinator when it adopts that
+  // view: membership/commit_rule.h) and waits for the coordinator's Go for that epoch
+  // (Ready is repeated every heartbeat interval until then). kAborted when a newer view
+  // superseded r.epoch before Go (re-read view() and call ready() for the newer one) or
+  // after leave(); kEvicted if removed; kTimedOut at the deadline.
+  Result<Go> ready(const membership::ReadyReport& r, Deadline deadline);
   // Non-blocking: this member lost or timed out on `suspect` (0: unknown) in `epoch`.
-  void report_failure(Epoch epoch, MemberId suspect, const std::string& detail);
+  void report_failure(membership::Epoch epoch, membership::MemberId suspect,
+                      const std::string& detail);
   // Non-blocking: per-step compute time of this member (straggler policy input).
   void report_step(std::uint64_t step, double compute_seconds);
   // True when the coordinator announced (in heartbeat acks) joiners waiting for a step boundary.
@@ -118,7 +115,7 @@ class CoordinatorClient {
   // Non-blocking: this member reached a step boundary in `epoch` and asks for a boundary
   // view change. leaving=true: it drains and leaves with that change; the coordinator
   // answers LeaveAck, after which leave() returns ok at once.
-  void request_boundary(Epoch epoch, bool leaving);
+  void request_boundary(membership::Epoch epoch, bool leaving);
   // True once the coordinator acknowledged our leave (boundary drain or leave()).
   bool left() const;
 
@@ -127,4 +124,4 @@ class CoordinatorClient {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace tributary::membership
+}  // namespace tributary::control_client

@@ -1,18 +1,20 @@
 // Decoder bounds: garbage, unknown messages and inconsistent views are kBadFrame, never
 // a crash or an out-of-bounds read. Join handshake MACs bind every input.
-#include "membership/control_codec.h"
+#include "control/codec.h"
 
 #include <gtest/gtest.h>
 
 #include <limits>
 
-#include "membership/join_auth.h"
+#include "core/hash.h"
 
-namespace tributary::membership {
+#include "control/join_auth.h"
+
+namespace tributary::control {
 namespace {
 
-View sample_view() {
-  View v;
+membership::View sample_view() {
+  membership::View v;
   v.epoch = 7;
   v.members = {{11, 0, "a:1", "a", "z", {"tcp"}}, {12, 1, "b:2", "b", "z", {}}};
   v.ring = {0, 1};
@@ -67,6 +69,12 @@ TEST(ControlCodec, InconsistentViewsAreBadFrame) {
   EXPECT_EQ(bad([](control::View& v) { v.set_ring(1, 0); }), StatusCode::kBadFrame);
   EXPECT_EQ(bad([](control::View& v) { v.add_ring(1); }), StatusCode::kBadFrame);
   EXPECT_EQ(bad([](control::View& v) { v.set_ring(0, 9); }), StatusCode::kBadFrame);
+  // A permutation, but not rank order: no agent would run it (membership/view.h).
+  EXPECT_EQ(bad([](control::View& v) {
+              v.set_ring(0, 1);
+              v.set_ring(1, 0);
+            }),
+            StatusCode::kBadFrame);
   EXPECT_EQ(bad([](control::View& v) { v.mutable_members(0)->set_host(std::string(300, 'h')); }),
             StatusCode::kBadFrame);
 }
@@ -180,5 +188,22 @@ TEST(JoinAuth, ResumeProofBindsTheMemberIdAndDiffersFromAJoinProof) {
   EXPECT_NE(resume_proof_mac("k", s, c, 1, "n"), join_proof_mac("k", s, c, "n"));
 }
 
+// The MACs are wire contract between agents and coordinators of different builds: their
+// layouts (join_auth.h) pinned by value.
+TEST(JoinAuth, MacsMatchTheirDocumentedLayouts) {
+  Nonce s{};
+  Nonce c{};
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    s[i] = static_cast<std::uint8_t>(i);
+    c[i] = static_cast<std::uint8_t>(0xf0 + i);
+  }
+  EXPECT_EQ(to_hex(join_proof_mac("s3cret", s, c, "w0")),
+            "e778667c56ff3532ea8512a629a74302e619ff4ce8e56364565a5e2b218b0c42");
+  EXPECT_EQ(to_hex(resume_proof_mac("s3cret", s, c, 0x0102030405060708ull, "w0")),
+            "b0943896fb9e8e4d47e7f77830e17cc9aab4ad24e191701332971ef808bc83a4");
+  EXPECT_EQ(to_hex(coordinator_proof_mac("s3cret", s, c, 42)),
+            "ad4f35ec809f496fa2343088a716e0b9db7b43b6e73ce7fb5c63cd6c2c1b1a61");
+}
+
 }  // namespace
-}  // namespace tributary::membership
+}  // namespace tributary::control

@@ -14,7 +14,7 @@
 
 #include "core/auth.h"
 
-namespace tributary::membership {
+namespace tributary::control {
 
 Mac join_proof_mac(std::string_view secret, const Nonce& server_nonce, const Nonce& client_nonce,
                    std::string_view member_name);
@@ -23,4 +23,4 @@ Mac resume_proof_mac(std::string_view secret, const Nonce& server_nonce, const N
 Mac coordinator_proof_mac(std::string_view secret, const Nonce& server_nonce,
                           const Nonce& client_nonce, std::uint64_t member_id);
 
-}  // namespace tributary::membership
+}  // namespace tributary::control

@@ -1,20 +1,22 @@
 // Decoding and encoding of control Envelopes, with the bounds every decoder must check.
 //
 // This header includes the generated protobuf header; include it only from .cc files of
-// the control plane (membership/, coordinator/), never from a header agent code sees.
+// the control plane (control/, control_client/, coordinator/), never from a header agent
+// code sees. The generated messages share this namespace (proto package tributary.control):
+// View is the wire form of membership::View.
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <string_view>
 
+#include "control/control.pb.h"
 #include "core/auth.h"
 #include "core/status.h"
-#include "membership/control.pb.h"
 #include "membership/membership.h"
 #include "membership/view.h"
 
-namespace tributary::membership {
+namespace tributary::control {
 
 inline constexpr std::uint32_t kProtocolVersion = 1;
 inline constexpr std::size_t kMaxControlMessageBytes = 1 << 20;  // a 4096-member view fits
@@ -27,25 +29,25 @@ inline constexpr double kMaxComputeSeconds = 1e6;     // StepTiming.compute_seco
 // kBadFrame when `bytes` is larger than max_bytes, does not parse, carries no body this
 // version knows (an unknown oneof case parses into an unset body), or a body breaks its
 // bounds (see validate_body).
-Result<control::Envelope> decode_envelope(std::string_view bytes,
-                                          std::size_t max_bytes = kMaxControlMessageBytes);
-std::string encode_envelope(const control::Envelope& envelope);
+Result<Envelope> decode_envelope(std::string_view bytes,
+                                 std::size_t max_bytes = kMaxControlMessageBytes);
+std::string encode_envelope(const Envelope& envelope);
 // Per-message bounds beyond what protobuf parsing checks: ids and epochs that must be
 // non-zero, finite non-negative timings, list and string lengths. kBadFrame naming the field.
-Status validate_body(const control::Envelope& envelope);
+Status validate_body(const Envelope& envelope);
 
 // "join_request", "heartbeat", ...: the `type` label of tributary_control_messages_total.
-std::string_view body_name(control::Envelope::BodyCase body);
+std::string_view body_name(Envelope::BodyCase body);
 
-void view_to_proto(const View& view, control::View* out);
-// kBadFrame unless ranks are 0..n-1 in order, ids are unique and non-zero, ring is a
-// permutation of the ranks, and every label is within bounds.
-Result<View> view_from_proto(const control::View& view);
+void view_to_proto(const membership::View& view, View* out);
+// kBadFrame unless ranks are 0..n-1 in order, ids are unique and non-zero, ring is the
+// ranks in rank order (membership/view.h), and every label is within bounds.
+Result<membership::View> view_from_proto(const View& view);
 
 // kInvalidArgument (with the offending field named) for labels that are empty where they
 // must not be, too long, or a data address that is not "host:port".
-Status validate_join_request(const control::JoinRequest& request);
-MemberLabels labels_from_request(const control::JoinRequest& request);
+Status validate_join_request(const JoinRequest& request);
+membership::MemberLabels labels_from_request(const JoinRequest& request);
 
 // kBadFrame unless the bytes have exactly the right length.
 Result<Nonce> nonce_from_bytes(std::string_view bytes);
@@ -55,4 +57,4 @@ std::string to_bytes(const Array& a) {
   return std::string(reinterpret_cast<const char*>(a.data()), a.size());
 }
 
-}  // namespace tributary::membership
+}  // namespace tributary::control

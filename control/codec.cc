@@ -1,11 +1,11 @@
-#include "membership/control_codec.h"
+#include "control/codec.h"
 
 #include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <unordered_set>
 
-namespace tributary::membership {
+namespace tributary::control {
 namespace {
 
 Status check_label(std::string_view field, const std::string& value, bool required) {
@@ -59,25 +59,25 @@ Result<std::array<std::uint8_t, N>> fixed_bytes(std::string_view what, std::stri
 
 }  // namespace
 
-Result<control::Envelope> decode_envelope(std::string_view bytes, std::size_t max_bytes) {
+Result<Envelope> decode_envelope(std::string_view bytes, std::size_t max_bytes) {
   if (bytes.size() > max_bytes) {
     return error(StatusCode::kBadFrame, "message of " + std::to_string(bytes.size()) +
                                             " bytes exceeds " + std::to_string(max_bytes));
   }
-  control::Envelope envelope;
+  Envelope envelope;
   if (!envelope.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
     return error(StatusCode::kBadFrame,
                  std::to_string(bytes.size()) + " bytes do not parse as a control Envelope");
   }
-  if (envelope.body_case() == control::Envelope::BODY_NOT_SET) {
+  if (envelope.body_case() == Envelope::BODY_NOT_SET) {
     return error(StatusCode::kBadFrame, "envelope carries no message this version knows");
   }
   TRIB_RETURN_IF_ERROR(validate_body(envelope));
   return envelope;
 }
 
-Status validate_body(const control::Envelope& env) {
-  using E = control::Envelope;
+Status validate_body(const Envelope& env) {
+  using E = Envelope;
   auto bad = [&](const std::string& what) {
     return error(StatusCode::kBadFrame, std::string(body_name(env.body_case())) + ": " + what);
   };
@@ -131,12 +131,10 @@ Status validate_body(const control::Envelope& env) {
   }
 }
 
-std::string encode_envelope(const control::Envelope& envelope) {
-  return envelope.SerializeAsString();
-}
+std::string encode_envelope(const Envelope& envelope) { return envelope.SerializeAsString(); }
 
-std::string_view body_name(control::Envelope::BodyCase body) {
-  using E = control::Envelope;
+std::string_view body_name(Envelope::BodyCase body) {
+  using E = Envelope;
   switch (body) {
     case E::kJoinRequest: return "join_request";
     case E::kChallenge: return "challenge";
@@ -160,11 +158,11 @@ std::string_view body_name(control::Envelope::BodyCase body) {
   return "unknown";
 }
 
-void view_to_proto(const View& view, control::View* out) {
+void view_to_proto(const membership::View& view, View* out) {
   out->set_epoch(view.epoch);
   out->clear_members();
   for (const auto& m : view.members) {
-    control::Member* pm = out->add_members();
+    Member* pm = out->add_members();
     pm->set_id(m.id);
     pm->set_rank(m.rank);
     pm->set_data_address(m.data_address);
@@ -176,7 +174,7 @@ void view_to_proto(const View& view, control::View* out) {
   for (auto r : view.ring) out->add_ring(r);
 }
 
-Result<View> view_from_proto(const control::View& pv) {
+Result<membership::View> view_from_proto(const View& pv) {
   const auto n = static_cast<std::size_t>(pv.members_size());
   if (n > kMaxViewMembers)
     return error(StatusCode::kBadFrame, "view has " + std::to_string(n) + " members");
@@ -184,12 +182,12 @@ Result<View> view_from_proto(const control::View& pv) {
     return error(StatusCode::kBadFrame, "view ring lists " + std::to_string(pv.ring_size()) +
                                             " ranks for " + std::to_string(n) + " members");
   }
-  View view;
+  membership::View view;
   view.epoch = pv.epoch();
   view.members.reserve(n);
-  std::unordered_set<MemberId> ids;
+  std::unordered_set<membership::MemberId> ids;
   for (std::size_t i = 0; i < n; ++i) {
-    const control::Member& pm = pv.members(static_cast<int>(i));
+    const Member& pm = pv.members(static_cast<int>(i));
     if (pm.rank() != i) {
       return error(StatusCode::kBadFrame,
                    "view member " + std::to_string(i) + " has rank " + std::to_string(pm.rank()));
@@ -218,10 +216,17 @@ Result<View> view_from_proto(const control::View& pv) {
     seen[r] = true;
     view.ring.push_back(r);
   }
+  // Agents take ring neighbours by rank (view.h): a ring in another order would be run in
+  // rank order without anyone noticing, so it is refused here instead.
+  for (std::size_t i = 0; i < view.ring.size(); ++i) {
+    if (view.ring[i] != i)
+      return error(StatusCode::kBadFrame,
+                   "view ring order differs from rank order at position " + std::to_string(i));
+  }
   return view;
 }
 
-Status validate_join_request(const control::JoinRequest& r) {
+Status validate_join_request(const JoinRequest& r) {
   if (r.protocol_version() != kProtocolVersion) {
     return error(StatusCode::kInvalidArgument,
                  "protocol version " + std::to_string(r.protocol_version()) +
@@ -235,7 +240,7 @@ Status validate_join_request(const control::JoinRequest& r) {
   return check_capabilities(r.capabilities());
 }
 
-MemberLabels labels_from_request(const control::JoinRequest& r) {
+membership::MemberLabels labels_from_request(const JoinRequest& r) {
   return {r.name(),
           r.host(),
           r.zone(),
@@ -250,4 +255,4 @@ Result<Mac> mac_from_bytes(std::string_view bytes) {
   return fixed_bytes<sizeof(Mac)>("mac", bytes);
 }
 
-}  // namespace tributary::membership
+}  // namespace tributary::control

@@ -1,0 +1,187 @@
+// Admission: the join on the caller's thread, and the resume that the client's thread runs
+// when the coordinator restarted. Both speak the one challenge-response of handshake.h.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "control_client/client_impl.h"
+
+namespace tributary::control_client {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::string default_name(const std::string& host) {
+  return host + "/" + program_invocation_short_name + ":" + std::to_string(::getpid());
+}
+
+}  // namespace
+
+control::JoinRequest CoordinatorClient::Impl::join_request() const {
+  control::JoinRequest request;
+  request.set_protocol_version(control::kProtocolVersion);
+  request.set_name(name);
+  request.set_host(config.host);
+  request.set_zone(config.zone);
+  request.set_data_address(config.data_address);
+  for (const auto& c : config.capabilities) request.add_capabilities(c);
+  request.set_pid(static_cast<std::uint32_t>(::getpid()));
+  request.set_process_name(program_invocation_short_name);
+  return request;
+}
+
+Result<Joined> CoordinatorClient::Impl::join(const ClientConfig& config, Deadline deadline) {
+  endpoint = config.endpoint;
+  if (config.secret.empty()) return error(StatusCode::kInvalidArgument, "empty cluster secret");
+  this->config = config;
+  name = config.name.empty() ? default_name(config.host) : config.name;
+  const control::JoinRequest request = join_request();
+  if (Status st = control::validate_join_request(request); !st)
+    return error(StatusCode::kInvalidArgument, "join request: " + st.message());
+
+  dealer = zmq::socket_t(context, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(control::kMaxControlMessageBytes));
+  dealer.connect(config.endpoint);
+  Handshake handshake = Handshake::join(config.secret, name);
+  send_envelope(dealer, handshake.request(request));
+
+  const std::string coordinator = "coordinator " + endpoint + " ";
+  bool heard_back = false;
+  for (;;) {
+    const TimePoint now = std::chrono::steady_clock::now();
+    if (deadline.passed(now)) break;
+    zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, milliseconds(poll_timeout_ms(now, deadline.at)));
+    if ((item.revents & ZMQ_POLLIN) == 0) continue;
+    zmq::message_t msg;
+    if (!dealer.recv(msg, zmq::recv_flags::dontwait)) continue;
+    heard_back = true;
+    auto decoded = control::decode_envelope(msg.to_string_view());
+    if (!decoded) {
+      log.warn("ignored malformed message from " + coordinator +
+               "during join: " + decoded.status().message());
+      continue;
+    }
+    const control::Envelope& env = *decoded;
+    switch (env.body_case()) {
+      case control::Envelope::kChallenge: {
+        auto proof = handshake.answer(env.challenge());
+        if (!proof) {
+          return error(StatusCode::kBadFrame,
+                       coordinator + "sent a bad challenge: " + proof.status().message());
+        }
+        send_envelope(dealer, *proof);
+        break;
+      }
+      case control::Envelope::kJoinRejected: {
+        const Status st = handshake.rejection(env.join_rejected());
+        log.error(coordinator + st.message());
+        return error(st.code(), coordinator + st.message());
+      }
+      case control::Envelope::kJoinAccepted: {
+        if (Status st = handshake.verify(env.join_accepted()); !st) {
+          if (st.code() == StatusCode::kAuthFailed) log.error(coordinator + st.message());
+          return error(st.code(), coordinator + st.message());
+        }
+        return admitted(env.join_accepted(), now);
+      }
+      default:
+        log.warn("ignored unexpected " + std::string(control::body_name(env.body_case())) +
+                 " during join from " + endpoint);
+        break;
+    }
+  }
+  if (!heard_back) {
+    return error(StatusCode::kUnavailable,
+                 "no answer from " + coordinator +
+                     "by the deadline (unreachable, or not a Tributary coordinator)");
+  }
+  return error(StatusCode::kTimedOut,
+               "join handshake with " + coordinator + "did not finish by the deadline");
+}
+
+Result<Joined> CoordinatorClient::Impl::admitted(const control::JoinAccepted& acc, TimePoint now) {
+  membership::View first;
+  if (acc.has_view() && acc.view().epoch() > 0) {
+    auto v = control::view_from_proto(acc.view());
+    if (!v) {
+      return error(StatusCode::kBadFrame,
+                   "coordinator " + endpoint + " sent a bad view: " + v.status().message());
+    }
+    if (!v->contains(acc.member_id())) {
+      return error(StatusCode::kBadFrame,
+                   "coordinator " + endpoint + " admitted us in a view without us");
+    }
+    first = std::move(v).value();
+  }
+  {
+    std::lock_guard lock(mu);
+    id = acc.member_id();
+    instance_id = acc.instance_id();
+    if (config.heartbeat_interval > Duration::zero()) {
+      interval = config.heartbeat_interval;
+    } else if (acc.heartbeat_interval_ms() > 0) {
+      interval = milliseconds(acc.heartbeat_interval_ms());
+    }
+    last_ack = now;
+  }
+  publish_view(first);
+  log.info("joined coordinator " + endpoint + " as member " + std::to_string(acc.member_id()) +
+           " (" + name + ")");
+  // The worker thread takes the sockets over; starting it is the memory barrier.
+  const std::string wake_endpoint = "inproc://tributary-client-wake";
+  wake_rx = zmq::socket_t(context, zmq::socket_type::pair);
+  wake_rx.bind(wake_endpoint);
+  wake_tx = zmq::socket_t(context, zmq::socket_type::pair);
+  wake_tx.connect(wake_endpoint);
+  worker = std::thread([this] { run(); });
+  return Joined{acc.member_id(), first};
+}
+
+// The coordinator does not know us although we are a member: it restarted (its journal
+// lists us) or lost us. Re-authenticate with our member id; heartbeats pause meanwhile.
+void CoordinatorClient::Impl::start_resume(TimePoint now, std::string_view why) {
+  if (resume && now - resume->started < 2 * interval + milliseconds(500)) return;  // in progress
+  resume = Resume{now, Handshake::resume(config.secret, name, id)};
+  log.info("resuming member " + std::to_string(id) + " with coordinator " + endpoint + ": " +
+           std::string(why));
+  send_envelope(dealer, resume->handshake.request(join_request()));
+}
+
+void CoordinatorClient::Impl::handle_resume(const control::Envelope& env, TimePoint now) {
+  const std::string coordinator = "coordinator " + endpoint + " ";
+  switch (env.body_case()) {
+    case control::Envelope::kChallenge: {
+      auto proof = resume->handshake.answer(env.challenge());
+      if (!proof) {
+        log.warn("ignored bad challenge from " + coordinator + proof.status().message());
+        return;
+      }
+      send_envelope(dealer, *proof);
+      return;
+    }
+    case control::Envelope::kJoinAccepted: {
+      if (Status st = resume->handshake.verify(env.join_accepted()); !st)
+        return mark_evicted(coordinator + "answered our resume: " + st.message());
+      instance_id = env.join_accepted().instance_id();
+      resume.reset();
+      {
+        std::lock_guard lock(mu);
+        last_ack = now;
+      }
+      log.info("resumed member " + std::to_string(id) + " with coordinator " + endpoint +
+               " (instance " + std::to_string(instance_id) + ")");
+      return;
+    }
+    case control::Envelope::kJoinRejected: {
+      const Status st = resume->handshake.rejection(env.join_rejected());
+      resume.reset();
+      return mark_evicted(coordinator + st.message());
+    }
+    default: return;
+  }
+}
+
+}  // namespace tributary::control_client

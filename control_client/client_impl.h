@@ -1,0 +1,117 @@
+// CoordinatorClient's state, shared by its three parts: the public API
+// (coordinator_client.cc), admission by join or resume (admission.cc) and the client's
+// thread that heartbeats and receives (client_thread.cc). Private to control_client/.
+//
+// Locking: `mu` guards the fields below it up to the worker-thread section; API threads
+// wait on `cv`. The worker-thread section is touched by join() before the thread starts
+// and by the thread afterwards, never by both.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "control/codec.h"
+#include "control_client/coordinator_client.h"
+#include "control_client/handshake.h"
+
+namespace prometheus {
+class Gauge;
+}
+
+namespace tributary::control_client {
+
+// Non-blocking: when the coordinator is gone the pipe fills and we drop, rather than
+// block the heartbeat thread.
+bool send_envelope(zmq::socket_t& socket, const control::Envelope& envelope);
+
+// Milliseconds to poll until `until` (rounded up, at most 1000).
+long poll_timeout_ms(TimePoint now, TimePoint until);
+
+struct CoordinatorClient::Impl {
+  explicit Impl(Logger logger) : log(std::move(logger)) {}
+  ~Impl() {
+    if (worker.joinable()) {
+      wake('q');
+      worker.join();
+    }
+  }
+
+  Logger log;
+  prometheus::Gauge* size_gauge = nullptr;
+  prometheus::Gauge* epoch_gauge = nullptr;
+
+  zmq::context_t context{1};
+  zmq::socket_t dealer;
+  zmq::socket_t wake_rx;  // owned by the worker thread
+  zmq::socket_t wake_tx;  // any API thread, under wake_mu
+  std::mutex wake_mu;
+  std::thread worker;
+  std::string endpoint;
+
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  membership::MemberId id = 0;
+  membership::View view;
+  Duration interval{std::chrono::seconds(1)};
+  TimePoint last_ack{};
+  bool evicted = false;
+  std::string evicted_reason;
+  bool leaving = false;
+  bool left = false;
+  std::atomic<std::uint64_t> step{0};
+  std::atomic<bool> joiners_pending{false};
+  // Ready/Go: the Ready being waited on (resent each interval until its Go arrives).
+  std::optional<membership::ReadyReport> pending_ready;
+  std::optional<Go> last_go;
+  // The boundary request of the current epoch (resent each interval until a newer view
+  // arrives: one lost around a coordinator restart must not stall the step boundary).
+  struct PendingBoundary {
+    membership::Epoch epoch = 0;
+    bool leaving = false;
+  };
+  std::optional<PendingBoundary> pending_boundary;
+  // Fire-and-forget messages from API threads; the worker thread sends them.
+  std::vector<control::Envelope> outbox;
+
+  // Worker-thread state (no lock needed): what a resume after a coordinator restart needs.
+  ClientConfig config;
+  std::string name;
+  std::uint64_t instance_id = 0;  // the coordinator instance we are a member of
+  struct Resume {
+    TimePoint started{};
+    Handshake handshake;
+  };
+  std::optional<Resume> resume;
+
+  void wake(char command) {
+    std::lock_guard lock(wake_mu);
+    wake_tx.send(zmq::buffer(&command, 1), zmq::send_flags::none);
+  }
+
+  // admission.cc
+  Result<Joined> join(const ClientConfig& config, Deadline deadline);
+  // The first view (when the coordinator admitted us into one), the heartbeat interval
+  // and the coordinator instance, from its JoinAccepted; then the worker thread starts.
+  Result<Joined> admitted(const control::JoinAccepted& accepted, TimePoint now);
+  void start_resume(TimePoint now, std::string_view why);
+  void handle_resume(const control::Envelope& envelope, TimePoint now);
+  control::JoinRequest join_request() const;
+
+  // client_thread.cc
+  void run();
+  void handle(const control::Envelope& envelope, TimePoint now);
+  void send_heartbeat(TimePoint now);
+  void publish_view(membership::View v);
+  // Queues a message for the worker thread and wakes it.
+  void post(control::Envelope envelope);
+  void mark_evicted(const std::string& reason);
+};
+
+}  // namespace tributary::control_client

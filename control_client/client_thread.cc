@@ -1,0 +1,237 @@
+// The client's thread: heartbeats (with the Ready, boundary request or Leave that must be
+// repeated until answered), fire-and-forget messages from API threads, and everything the
+// coordinator pushes: views, Go, acknowledgements, evictions, a restart noticed.
+#include <prometheus/gauge.h>
+
+#include <algorithm>
+
+#include "control_client/client_impl.h"
+
+namespace tributary::control_client {
+
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+bool send_envelope(zmq::socket_t& socket, const control::Envelope& envelope) {
+  const std::string bytes = control::encode_envelope(envelope);
+  return socket.send(zmq::buffer(bytes), zmq::send_flags::dontwait).has_value();
+}
+
+long poll_timeout_ms(TimePoint now, TimePoint until) {
+  if (until <= now) return 0;
+  // Round up: a 0 ms poll for a deadline 0.4 ms away would spin.
+  const auto ms = duration_cast<milliseconds>(until - now + milliseconds(1) - Duration{1}).count();
+  return static_cast<long>(std::min<std::int64_t>(ms, 1000));
+}
+
+void CoordinatorClient::Impl::post(control::Envelope envelope) {
+  {
+    std::lock_guard lock(mu);
+    if (id == 0 || evicted || left) return;
+    outbox.push_back(std::move(envelope));
+  }
+  wake('s');
+}
+
+void CoordinatorClient::Impl::mark_evicted(const std::string& reason) {
+  {
+    std::lock_guard lock(mu);
+    if (left || evicted) return;
+    evicted = true;
+    evicted_reason = reason;
+  }
+  log.warn("coordinator " + endpoint + " removed member " + std::to_string(id) + ": " + reason);
+  cv.notify_all();
+}
+
+void CoordinatorClient::Impl::publish_view(membership::View v) {
+  {
+    std::lock_guard lock(mu);
+    if (v.epoch <= view.epoch) return;  // stale or duplicate push
+    view = std::move(v);
+    if (size_gauge != nullptr) size_gauge->Set(static_cast<double>(view.size()));
+    if (epoch_gauge != nullptr) epoch_gauge->Set(static_cast<double>(view.epoch));
+  }
+  cv.notify_all();
+}
+
+void CoordinatorClient::Impl::run() {
+  TimePoint next_heartbeat = std::chrono::steady_clock::now();
+  // While resuming, the coordinator does not know us yet: queued messages wait for the
+  // resume to finish instead of being dropped.
+  auto flush_outbox = [&] {
+    if (resume) return;
+    std::vector<control::Envelope> out;
+    {
+      std::lock_guard lock(mu);
+      out.swap(outbox);
+    }
+    for (const auto& e : out) send_envelope(dealer, e);
+  };
+  for (;;) {
+    TimePoint now = std::chrono::steady_clock::now();
+    zmq::pollitem_t items[] = {{wake_rx.handle(), 0, ZMQ_POLLIN, 0},
+                               {dealer.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, 2, milliseconds(poll_timeout_ms(now, next_heartbeat)));
+    now = std::chrono::steady_clock::now();
+    if (items[0].revents & ZMQ_POLLIN) {
+      zmq::message_t cmd;
+      while (wake_rx.recv(cmd, zmq::recv_flags::dontwait)) {
+        if (cmd.to_string_view() == "q") return;
+        if (cmd.to_string_view() == "l") next_heartbeat = now;  // send the Leave right away, below
+        if (cmd.to_string_view() == "r") next_heartbeat = now;  // send a new Ready right away
+      }
+      flush_outbox();
+    }
+    if (items[1].revents & ZMQ_POLLIN) {
+      zmq::message_t msg;
+      while (dealer.recv(msg, zmq::recv_flags::dontwait)) {
+        auto decoded = control::decode_envelope(msg.to_string_view());
+        if (!decoded) {
+          log.warn("ignored malformed message from coordinator " + endpoint + ": " +
+                   decoded.status().message());
+          continue;
+        }
+        handle(*decoded, now);
+      }
+    }
+    if (now < next_heartbeat) continue;
+    flush_outbox();
+    send_heartbeat(now);
+    std::lock_guard lock(mu);
+    next_heartbeat = evicted || left ? TimePoint::max() : now + interval;
+  }
+}
+
+// One heartbeat interval's messages: a Heartbeat (a Leave while leaving, repeated until
+// acknowledged), and the Ready and boundary request still waiting for their answers.
+void CoordinatorClient::Impl::send_heartbeat(TimePoint now) {
+  control::Envelope out;
+  std::optional<control::Envelope> ready_env;
+  std::optional<control::Envelope> boundary_env;
+  {
+    std::lock_guard lock(mu);
+    if (evicted || left) return;
+    if (leaving) {
+      out.mutable_leave()->set_member_id(id);
+    } else {
+      auto* hb = out.mutable_heartbeat();
+      hb->set_member_id(id);
+      hb->set_epoch(view.epoch);
+      hb->set_step(step.load());
+    }
+    // Ready is repeated until its Go arrives: a lost one (a coordinator restart, a full
+    // pipe) must not stall the view change.
+    if (pending_ready && !(last_go && last_go->epoch >= pending_ready->epoch) &&
+        pending_ready->epoch >= view.epoch) {
+      ready_env.emplace();
+      auto* r = ready_env->mutable_ready();
+      r->set_member_id(id);
+      r->set_epoch(pending_ready->epoch);
+      r->set_previous_epoch(pending_ready->previous_epoch);
+      r->set_committed_seq(pending_ready->committed_seq);
+      r->set_held_seq(pending_ready->held_seq);
+    }
+    if (pending_boundary && pending_boundary->epoch >= view.epoch) {
+      boundary_env.emplace();
+      auto* b = boundary_env->mutable_boundary_request();
+      b->set_member_id(id);
+      b->set_epoch(pending_boundary->epoch);
+      b->set_leaving(pending_boundary->leaving);
+    }
+  }
+  if (resume && !out.has_leave()) {
+    // Restart a resume that got no answer (the coordinator may still be starting).
+    start_resume(now, "previous resume attempt unanswered");
+    return;
+  }
+  send_envelope(dealer, out);
+  if (ready_env) send_envelope(dealer, *ready_env);
+  if (boundary_env) send_envelope(dealer, *boundary_env);
+}
+
+void CoordinatorClient::Impl::handle(const control::Envelope& env, TimePoint now) {
+  using E = control::Envelope;
+  if (resume) {
+    switch (env.body_case()) {
+      case E::kChallenge:
+      case E::kJoinAccepted:
+      case E::kJoinRejected: return handle_resume(env, now);
+      case E::kEvicted:
+      case E::kHeartbeatAck: return;  // answers to what we sent before the restart was noticed
+      default: break;
+    }
+  }
+  switch (env.body_case()) {
+    case E::kView: {
+      auto v = control::view_from_proto(env.view());
+      if (!v) {
+        log.warn("ignored bad view from coordinator " + endpoint + ": " + v.status().message());
+        return;
+      }
+      if (!v->contains(id)) {
+        log.warn("ignored view epoch " + std::to_string(v->epoch) +
+                 " that does not include member " + std::to_string(id));
+        return;
+      }
+      publish_view(std::move(v).value());
+      return;
+    }
+    case E::kHeartbeatAck: {
+      const auto& ack = env.heartbeat_ack();
+      if (ack.instance_id() != 0 && instance_id != 0 && ack.instance_id() != instance_id) {
+        return start_resume(now, "coordinator instance changed");
+      }
+      joiners_pending.store(ack.joiners_pending());
+      std::lock_guard lock(mu);
+      last_ack = now;
+      return;
+    }
+    case E::kEvicted: {
+      const auto& ev = env.evicted();
+      // "Unknown connection": the coordinator restarted (another instance id) or our
+      // connection was re-established (ZeroMQ gives it a new routing id). Resume: a
+      // coordinator that removed us refuses it, and then we are evicted.
+      if (ev.unknown()) {
+        {
+          std::lock_guard lock(mu);
+          if (left || evicted || leaving) return;
+        }
+        return start_resume(
+            now,
+            ev.instance_id() != instance_id
+                ? "coordinator restarted (new instance " + std::to_string(ev.instance_id()) + ")"
+                : std::string("the coordinator no longer knows this connection"));
+      }
+      return mark_evicted(ev.reason());
+    }
+    case E::kGo: {
+      const auto& g = env.go();
+      Go go{g.epoch(),
+            g.commit_through(),
+            {g.joiners().begin(), g.joiners().end()},
+            g.state_source()};
+      {
+        std::lock_guard lock(mu);
+        if (last_go && last_go->epoch >= go.epoch) return;  // a resend
+        last_go = std::move(go);
+      }
+      cv.notify_all();
+      return;
+    }
+    case E::kLeaveAck: {
+      {
+        std::lock_guard lock(mu);
+        left = true;
+      }
+      cv.notify_all();
+      return;
+    }
+    default:
+      log.warn("ignored unexpected " + std::string(control::body_name(env.body_case())) +
+               " from coordinator " + endpoint);
+      return;
+  }
+}
+
+}  // namespace tributary::control_client

@@ -1,0 +1,214 @@
+// The coordinator's message handlers (everything but admission, which is admission.cc)
+// and the carrying out of membership decisions: who is told they are out, the journal,
+// the view to every member, Go to the Ready.
+#include "coordinator/service.h"
+#include "core/check.h"
+
+namespace tributary::coordinator {
+
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+void Coordinator::Service::handle(const Peer& peer, const control::Envelope& env) {
+  using E = control::Envelope;
+  metrics_->message(control::body_name(env.body_case()));
+  switch (env.body_case()) {
+    case E::kJoinRequest: return on_admission_request(peer, env.join_request(), 0);
+    case E::kResumeRequest:
+      return on_admission_request(peer, env.resume_request().join(),
+                                  env.resume_request().member_id());
+    case E::kJoinProof: return on_join_proof(peer, env.join_proof());
+    case E::kHeartbeat: return on_heartbeat(peer, env.heartbeat());
+    case E::kLeave: return on_leave(peer, env.leave());
+    case E::kFailureReport: return on_failure_report(peer, env.failure_report());
+    case E::kReady: {
+      const auto& r = env.ready();
+      if (const auto id = sender(peer, r.member_id(), "ready")) {
+        apply(membership_->ready(
+            *id, {r.epoch(), r.previous_epoch(), r.committed_seq(), r.held_seq()}, clock_.now()));
+      }
+      return;
+    }
+    case E::kBoundaryRequest: {
+      const auto& b = env.boundary_request();
+      if (const auto id = sender(peer, b.member_id(), "boundary request")) {
+        apply(membership_->boundary(*id, b.epoch(), b.leaving(), clock_.now()));
+      }
+      return;
+    }
+    case E::kStepTiming: {
+      const auto& t = env.step_timing();
+      if (const auto id = sender(peer, t.member_id(), "step timing")) {
+        apply(membership_->step_timing(*id, t.step(), t.compute_seconds(), clock_.now()));
+      }
+      return;
+    }
+    default:
+      return drop_malformed(peer, std::string("agent sent coordinator-only message '") +
+                                      std::string(control::body_name(env.body_case())) + "'");
+  }
+}
+
+std::optional<membership::MemberId> Coordinator::Service::sender(const Peer& peer, MemberId claimed,
+                                                                 std::string_view what) {
+  const auto id = member_of(peer.identity);
+  if (!id) return std::nullopt;  // not (any more) a member: its heartbeats tell it so
+  if (claimed != *id) {
+    drop_malformed(peer, std::string(what) + " for member " + std::to_string(claimed) +
+                             " from the connection of member " + std::to_string(*id));
+    return std::nullopt;
+  }
+  return id;
+}
+
+void Coordinator::Service::on_failure_report(const Peer& peer, const control::FailureReport& f) {
+  const auto id = sender(peer, f.reporter(), "failure report");
+  if (!id) return;
+  log_.warn(
+      "member " + std::to_string(*id) + " reports " +
+      (f.suspect() ? "member " + std::to_string(f.suspect()) : std::string("an unknown peer")) +
+      " in epoch " + std::to_string(f.epoch()) + ": " + f.detail());
+  apply(membership_->failure_report(*id, f.epoch(), f.suspect(), clock_.now()));
+}
+
+void Coordinator::Service::on_heartbeat(const Peer& peer, const control::Heartbeat& hb) {
+  control::Envelope out;
+  const auto id = member_of(peer.identity);
+  if (!id) {
+    out.mutable_evicted()->set_member_id(hb.member_id());
+    out.mutable_evicted()->set_reason(
+        "not a member of this coordinator (removed earlier, or never joined)");
+    out.mutable_evicted()->set_unknown(true);
+    out.mutable_evicted()->set_instance_id(instance_id_);
+    return send(peer.identity, out);
+  }
+  if (!sender(peer, hb.member_id(), "heartbeat")) return;
+  const auto decision = membership_->heartbeat(*id, hb.epoch(), hb.step(), clock_.now());
+  out.mutable_heartbeat_ack()->set_epoch(decision.current_epoch);
+  out.mutable_heartbeat_ack()->set_joiners_pending(decision.joiners_pending);
+  out.mutable_heartbeat_ack()->set_instance_id(instance_id_);
+  send(peer.identity, out);
+  if (decision.resend_view) {
+    // The member missed a push (its pipe was full, or it reconnected): catch it up.
+    control::Envelope view;
+    control::view_to_proto(membership_->view(), view.mutable_view());
+    send(peer.identity, view);
+  }
+}
+
+void Coordinator::Service::on_leave(const Peer& peer, const control::Leave& leave) {
+  control::Envelope ack;
+  ack.mutable_leave_ack()->set_member_id(leave.member_id());
+  if (!member_of(peer.identity)) return send(peer.identity, ack);  // leaving is done
+  if (const auto id = sender(peer, leave.member_id(), "leave")) {
+    apply(membership_->leave(*id, clock_.now()));  // sends the LeaveAck
+  }
+}
+
+void Coordinator::Service::drop_malformed(const Peer& peer, const std::string& why) {
+  metrics_->malformed();
+  blocked_.insert(peer.identity);
+  gate_.forget(peer.identity);
+  const auto id = member_of(peer.identity);
+  log_.warn("dropped malformed message from " + peer.name() +
+            (id ? " (member " + std::to_string(*id) + ")" : std::string()) + ": " + why);
+  if (id) apply(membership_->remove(*id, membership::RemovalReason::kMalformed, clock_.now()));
+}
+
+void Coordinator::Service::apply(const membership::Decisions& decisions, MemberId skip,
+                                 bool journaled) {
+  if (decisions.empty()) return;
+  publish_snapshot();  // before any message goes out, so a peer that reacts sees it
+  for (const auto& line : decisions.log) log_.info(line);
+  for (const auto& removal : decisions.removed) apply_removal(removal);
+  if (decisions.new_view) {
+    if (!journaled) journal_view(*decisions.new_view);
+    broadcast_view(*decisions.new_view, decisions.cause, skip);
+  }
+  if (decisions.go) send_go(*decisions.go);
+}
+
+// LeaveAck to a member that left, Evicted (with the reason) to one that was removed.
+void Coordinator::Service::apply_removal(const membership::Removal& removal) {
+  control::Envelope out;
+  if (removal.reason == membership::RemovalReason::kLeft) {
+    metrics_->left();
+    log_.info("member " + std::to_string(removal.id) + " ('" + removal.name + "') left");
+    out.mutable_leave_ack()->set_member_id(removal.id);
+  } else {
+    metrics_->removed(removal.reason);
+    metrics_->evicted(removal.reason, removal.name);
+    std::string why(membership::to_string(removal.reason));
+    if (removal.reason == membership::RemovalReason::kHeartbeatTimeout) {
+      why += " (silent for more than " +
+             std::to_string(duration_cast<milliseconds>(config_.heartbeat_timeout).count()) +
+             " ms)";
+    }
+    log_.warn("removed member " + std::to_string(removal.id) + " ('" + removal.name + "'): " + why);
+    out.mutable_evicted()->set_member_id(removal.id);
+    out.mutable_evicted()->set_reason(why);
+    out.mutable_evicted()->set_instance_id(instance_id_);
+  }
+  if (auto route = route_of_.find(removal.id); route != route_of_.end()) send(route->second, out);
+  forget_member(removal.id);
+}
+
+void Coordinator::Service::broadcast_view(const membership::View& view, membership::ViewCause cause,
+                                          MemberId skip) {
+  metrics_->view_change(cause);
+  std::string ranks;
+  for (const auto& m : view.members) {
+    if (!ranks.empty()) ranks += ' ';
+    ranks += std::to_string(m.id) + "@" + m.host;
+  }
+  log_.info("view epoch " + std::to_string(view.epoch) + " (" +
+            std::string(membership::to_string(cause)) + "): " + std::to_string(view.size()) +
+            " members, ring [" + ranks + "]");
+  control::Envelope out;
+  control::view_to_proto(view, out.mutable_view());
+  const std::string bytes = control::encode_envelope(out);  // encode once, send to all
+  for (const auto& m : view.members) {
+    if (m.id == skip) continue;
+    auto route = route_of_.find(m.id);
+    TRIB_CHECK(route != route_of_.end()) << "member " << m.id << " in the view has no route";
+    send_encoded(route->second, bytes);
+  }
+}
+
+void Coordinator::Service::send_go(const membership::GoDecision& g) {
+  control::Envelope out;
+  auto* go = out.mutable_go();
+  go->set_epoch(g.epoch);
+  go->set_commit_through(g.commit_through);
+  for (auto j : g.joiners) go->add_joiners(j);
+  go->set_state_source(g.state_source);
+  if (g.recipients.size() > 1 || (g.recipients.size() == 1 && membership_->view().size() == 1)) {
+    log_.info("go epoch " + std::to_string(g.epoch) + ": commit_through " +
+              std::to_string(g.commit_through) + ", " + std::to_string(g.joiners.size()) +
+              " joiners, state source " + std::to_string(g.state_source));
+  }
+  const std::string bytes = control::encode_envelope(out);
+  for (MemberId id : g.recipients) {
+    if (auto route = route_of_.find(id); route != route_of_.end())
+      send_encoded(route->second, bytes);
+  }
+}
+
+void Coordinator::Service::send(const std::string& identity, const control::Envelope& env) {
+  send_encoded(identity, control::encode_envelope(env));
+}
+
+void Coordinator::Service::send_encoded(const std::string& identity, const std::string& bytes) {
+  // ROUTER drops what it cannot route or queue instead of blocking; never wait on a peer.
+  router_.send(zmq::buffer(identity), zmq::send_flags::sndmore);
+  (void)router_.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
+}
+
+void Coordinator::Service::forget_member(MemberId id) {
+  auto route = route_of_.find(id);
+  if (route == route_of_.end()) return;
+  member_of_.erase(route->second);
+  route_of_.erase(route);
+}
+
+}  // namespace tributary::coordinator

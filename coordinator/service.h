@@ -1,0 +1,161 @@
+// The coordinator's state and its thread, private to coordinator/. Its parts, by concern:
+//   coordinator.cc       bind (sockets, metrics, journal replay), the service loop that
+//                        polls and ticks, snapshots, and the public Coordinator
+//   admission.cc         the join / resume handshake: requests, proofs, admission
+//   message_handlers.cc  the other messages, and carrying out membership decisions
+//
+// Methods run on the coordinator thread only, except the snapshot accessors, which take
+// snapshot_mu_.
+#pragma once
+
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
+
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+#include <zmq.hpp>
+
+#include "control/codec.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/coordinator_metrics.h"
+#include "coordinator/join_gate.h"
+#include "core/hash.h"
+#include "membership/journal.h"
+#include "membership/membership.h"
+
+namespace tributary::coordinator {
+
+// Remembers the last `capacity` dropped connections; older ones are forgotten (their
+// identities are random per connection and are not reused by ZeroMQ anyway).
+class BoundedSet {
+ public:
+  explicit BoundedSet(std::size_t capacity) : capacity_(capacity) {}
+  bool contains(const std::string& key) const { return set_.contains(key); }
+  void insert(const std::string& key) {
+    if (!set_.insert(key).second) return;
+    order_.push_back(key);
+    if (order_.size() > capacity_) {
+      set_.erase(order_.front());
+      order_.pop_front();
+    }
+  }
+
+ private:
+  std::size_t capacity_;
+  std::unordered_set<std::string> set_;
+  std::deque<std::string> order_;
+};
+
+class Coordinator::Service {
+ public:
+  Service(CoordinatorConfig config, Logger log, const Clock& clock);
+
+  std::uint64_t instance_id() const { return instance_id_; }
+
+  Status bind();
+  void run_until(const std::atomic<bool>& stop);
+
+  std::string endpoint() const {
+    std::lock_guard lock(snapshot_mu_);
+    return endpoint_;
+  }
+  int metrics_port() const {
+    std::lock_guard lock(snapshot_mu_);
+    return metrics_port_;
+  }
+  membership::View current_view() const {
+    std::lock_guard lock(snapshot_mu_);
+    return view_snapshot_;
+  }
+  std::size_t member_count() const {
+    std::lock_guard lock(snapshot_mu_);
+    return member_count_;
+  }
+  bool bound() const { return router_.handle() != nullptr && membership_.has_value(); }
+
+ private:
+  using MemberId = membership::MemberId;
+
+  struct Peer {
+    std::string identity;  // the ROUTER routing id of the connection
+    std::string address;   // the remote IP, when ZeroMQ knows it
+    std::string name() const {
+      return to_hex(std::as_bytes(std::span(identity))) + (address.empty() ? "" : "@" + address);
+    }
+  };
+
+  // coordinator.cc
+  Status open_journal();
+  void journal_view(const membership::View& view);
+  void drain_router();
+  void drain_monitor();
+  void publish_snapshot();
+  Duration interval() const {
+    return config_.heartbeat_interval > Duration::zero() ? config_.heartbeat_interval
+                                                         : config_.heartbeat_timeout / 3;
+  }
+
+  // admission.cc
+  // A JoinRequest, or the labels of a ResumeRequest of member `resume_id`: answered with
+  // a Challenge (or JoinRejected).
+  void on_admission_request(const Peer& peer, const control::JoinRequest& request,
+                            MemberId resume_id);
+  void on_join_proof(const Peer& peer, const control::JoinProof& proof);
+  // A verified proof: the membership decides; JoinAccepted (or JoinRejected) answers.
+  void admit(const Peer& peer, const JoinGate::Admitted& admitted, TimePoint now);
+  void reject(const Peer& peer, control::JoinRejected::Kind kind, const std::string& reason);
+
+  // message_handlers.cc
+  void handle(const Peer& peer, const control::Envelope& env);
+  void on_heartbeat(const Peer& peer, const control::Heartbeat& heartbeat);
+  void on_leave(const Peer& peer, const control::Leave& leave);
+  void on_failure_report(const Peer& peer, const control::FailureReport& report);
+  // The member behind this connection, if `claimed` is its id; otherwise drops the
+  // connection as malformed (an impersonation attempt) or ignores a non-member.
+  std::optional<MemberId> sender(const Peer& peer, MemberId claimed, std::string_view what);
+  void drop_malformed(const Peer& peer, const std::string& why);
+  // Carries out membership decisions; the view is not pushed to `skip` (who got it in
+  // its JoinAccepted).
+  void apply(const membership::Decisions& decisions, MemberId skip = 0, bool journaled = false);
+  void apply_removal(const membership::Removal& removal);
+  void broadcast_view(const membership::View& view, membership::ViewCause cause, MemberId skip);
+  void send_go(const membership::GoDecision& go);
+  void send(const std::string& identity, const control::Envelope& env);
+  // Sends bytes already encoded (a view or Go is encoded once for all its recipients).
+  void send_encoded(const std::string& identity, const std::string& bytes);
+  std::optional<MemberId> member_of(const std::string& identity) const {
+    auto it = member_of_.find(identity);
+    return it == member_of_.end() ? std::nullopt : std::optional<MemberId>(it->second);
+  }
+  void forget_member(MemberId id);
+
+  CoordinatorConfig config_;
+  // Its context carries no member; publish_snapshot() keeps its epoch at the current view's.
+  Logger log_;
+  const Clock& clock_;
+  std::uint64_t instance_id_ = 0;
+  std::optional<membership::Membership> membership_;  // built by bind(), after the journal replay
+  std::unique_ptr<membership::Journal> journal_;
+  JoinGate gate_;
+  std::unordered_map<std::string, MemberId> member_of_;  // routing id -> member
+  std::unordered_map<MemberId, std::string> route_of_;   // member -> routing id
+  BoundedSet blocked_;
+
+  zmq::context_t context_{1};
+  zmq::socket_t router_;
+  zmq::socket_t monitor_;
+  std::shared_ptr<prometheus::Registry> registry_ = std::make_shared<prometheus::Registry>();
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<CoordinatorMetrics> metrics_ = std::make_unique<CoordinatorMetrics>(*registry_);
+
+  mutable std::mutex snapshot_mu_;
+  std::string endpoint_;
+  int metrics_port_ = 0;
+  membership::View view_snapshot_;
+  std::size_t member_count_ = 0;
+};
+
+}  // namespace tributary::coordinator
