@@ -220,7 +220,7 @@ TEST(CollectiveQueueWithWorkers, QueuedAllReducesMatchAcrossMembersAndReportCont
   config.secret = "queue-secret";
   config.initial_world_size = kWorkers;
   config.metrics_address = "";
-  coordinator::Coordinator coord(config, [](std::string_view) {});
+  coordinator::Coordinator coord(config, Logger("coordinator", [](const LogRecord&) {}));
   ASSERT_TRUE(coord.start().is_ok());
   const std::string endpoint = coord.endpoint();
   const std::vector<std::size_t> sizes = {1, 7, 1000, 65537, 3, 250000, 0, 12};
