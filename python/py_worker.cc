@@ -15,9 +15,9 @@ namespace {
 
 Deadline deadline_in(double seconds) {
   if (!(seconds >= 0) || !std::isfinite(seconds)) {
-    throw_status(error(StatusCode::kInvalidArgument,
-                       "timeout must be a finite number of seconds >= 0, got " +
-                           std::to_string(seconds)));
+    throw_status(
+        error(StatusCode::kInvalidArgument,
+              "timeout must be a finite number of seconds >= 0, got " + std::to_string(seconds)));
   }
   return Deadline::after(
       std::chrono::duration_cast<Duration>(std::chrono::duration<double>(seconds)));

@@ -44,8 +44,7 @@ void bind_errors(py::module_& m) {
     const std::string qualified = std::string("tributary._tributary.") + c.name;
     py::object bases = c.also ? py::make_tuple(py::handle(base), py::handle(c.also))
                               : py::make_tuple(py::handle(base));
-    PyObject* cls =
-        PyErr_NewException(qualified.c_str(), bases.ptr(), /*dict=*/nullptr);
+    PyObject* cls = PyErr_NewException(qualified.c_str(), bases.ptr(), /*dict=*/nullptr);
     if (cls == nullptr) throw py::error_already_set();
     g_classes.at(static_cast<std::size_t>(c.code)) = cls;
     m.add_object(c.name, py::handle(cls));
@@ -55,13 +54,23 @@ void bind_errors(py::module_& m) {
       if (p) std::rethrow_exception(p);
     } catch (const StatusError& e) {
       PyObject* cls = g_classes.at(static_cast<std::size_t>(e.status().code()));
-      py::object instance = py::reinterpret_steal<py::object>(
-          PyObject_CallFunction(cls, "s", e.what()));
+      py::object instance =
+          py::reinterpret_steal<py::object>(PyObject_CallFunction(cls, "s", e.what()));
       if (!instance) throw py::error_already_set();
       instance.attr("code") = std::string(to_string(e.status().code()));
       PyErr_SetObject(cls, instance.ptr());
     }
   });
+}
+
+StatusCode status_code_of(const py::error_already_set& e) {
+  // Most derived first: every class also matches the base Error.
+  for (std::size_t code = g_classes.size(); code-- > 1;) {
+    if (g_classes[code] != nullptr && e.matches(py::handle(g_classes[code]))) {
+      return static_cast<StatusCode>(code);
+    }
+  }
+  return StatusCode::kInternal;
 }
 
 }  // namespace tributary::python

@@ -42,4 +42,8 @@ inline void ok_or_throw(const Status& status) {
 // Creates the exception classes on `m` and registers the translator.
 void bind_errors(pybind11::module_& m);
 
+// The StatusCode of a Python exception of one of these classes (kInternal for any other),
+// so that C++ code calling back into Python can pass an eviction on as an eviction.
+StatusCode status_code_of(const pybind11::error_already_set& e);
+
 }  // namespace tributary::python

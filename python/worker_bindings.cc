@@ -64,7 +64,9 @@ void bind_config(py::module_& m) {
       .def_readwrite("codec_seed", &agent::WorkerConfig::codec_seed)
       .def_property(
           "algorithm",
-          [](const agent::WorkerConfig& c) { return std::string(algorithms::to_string(c.algorithm)); },
+          [](const agent::WorkerConfig& c) {
+            return std::string(algorithms::to_string(c.algorithm));
+          },
           [](agent::WorkerConfig& c, const std::string& name) {
             if (!algorithms::parse_all_reduce_algorithm(name, &c.algorithm)) {
               throw_status(error(StatusCode::kInvalidArgument,
@@ -116,24 +118,24 @@ void bind_outcomes(py::module_& m) {
 using Cls = py::class_<PyWorker, std::shared_ptr<PyWorker>>;
 
 void bind_collectives(Cls& cls) {
-  cls.def("all_reduce", [](PyWorker& self, std::uintptr_t send, std::uintptr_t recv,
-                           std::size_t count, const std::string& dtype, const std::string& op,
-                           py::object keep) {
-    const DType d = dtype_named(dtype);
-    const ReduceOp o = op_named(op);
-    return self.submit("all_reduce", std::move(keep), [=](agent::Worker& w) {
-      return w.all_reduce(at(send), at(recv), count, d, o);
-    });
-  });
-  cls.def("reduce_scatter", [](PyWorker& self, std::uintptr_t send, std::uintptr_t recv,
-                               std::size_t recv_count, const std::string& dtype,
-                               const std::string& op, py::object keep) {
-    const DType d = dtype_named(dtype);
-    const ReduceOp o = op_named(op);
-    return self.submit("reduce_scatter", std::move(keep), [=](agent::Worker& w) {
-      return w.reduce_scatter(at(send), at(recv), recv_count, d, o);
-    });
-  });
+  cls.def("all_reduce",
+          [](PyWorker& self, std::uintptr_t send, std::uintptr_t recv, std::size_t count,
+             const std::string& dtype, const std::string& op, py::object keep) {
+            const DType d = dtype_named(dtype);
+            const ReduceOp o = op_named(op);
+            return self.submit("all_reduce", std::move(keep), [=](agent::Worker& w) {
+              return w.all_reduce(at(send), at(recv), count, d, o);
+            });
+          });
+  cls.def("reduce_scatter",
+          [](PyWorker& self, std::uintptr_t send, std::uintptr_t recv, std::size_t recv_count,
+             const std::string& dtype, const std::string& op, py::object keep) {
+            const DType d = dtype_named(dtype);
+            const ReduceOp o = op_named(op);
+            return self.submit("reduce_scatter", std::move(keep), [=](agent::Worker& w) {
+              return w.reduce_scatter(at(send), at(recv), recv_count, d, o);
+            });
+          });
   cls.def("all_gather", [](PyWorker& self, std::uintptr_t send, std::uintptr_t recv,
                            std::size_t send_count, const std::string& dtype, py::object keep) {
     const DType d = dtype_named(dtype);
@@ -148,31 +150,30 @@ void bind_collectives(Cls& cls) {
       return w.broadcast(at(send), at(recv), count, d, root);
     });
   });
-  cls.def("reduce", [](PyWorker& self, std::uintptr_t send, std::uintptr_t recv,
-                       std::size_t count, const std::string& dtype, const std::string& op,
-                       int root, py::object keep) {
+  cls.def("reduce", [](PyWorker& self, std::uintptr_t send, std::uintptr_t recv, std::size_t count,
+                       const std::string& dtype, const std::string& op, int root, py::object keep) {
     const DType d = dtype_named(dtype);
     const ReduceOp o = op_named(op);
     return self.submit("reduce", std::move(keep), [=](agent::Worker& w) {
       return w.reduce(at(send), at(recv), count, d, o, root);
     });
   });
-  cls.def("gather", [](PyWorker& self, std::uintptr_t send, std::uintptr_t recv,
-                       std::size_t send_count, const std::string& dtype, int root,
-                       py::object keep) {
-    const DType d = dtype_named(dtype);
-    return self.submit("gather", std::move(keep), [=](agent::Worker& w) {
-      return w.gather(at(send), at(recv), send_count, d, root);
-    });
-  });
-  cls.def("scatter", [](PyWorker& self, std::uintptr_t send, std::uintptr_t recv,
-                        std::size_t recv_count, const std::string& dtype, int root,
-                        py::object keep) {
-    const DType d = dtype_named(dtype);
-    return self.submit("scatter", std::move(keep), [=](agent::Worker& w) {
-      return w.scatter(at(send), at(recv), recv_count, d, root);
-    });
-  });
+  cls.def("gather",
+          [](PyWorker& self, std::uintptr_t send, std::uintptr_t recv, std::size_t send_count,
+             const std::string& dtype, int root, py::object keep) {
+            const DType d = dtype_named(dtype);
+            return self.submit("gather", std::move(keep), [=](agent::Worker& w) {
+              return w.gather(at(send), at(recv), send_count, d, root);
+            });
+          });
+  cls.def("scatter",
+          [](PyWorker& self, std::uintptr_t send, std::uintptr_t recv, std::size_t recv_count,
+             const std::string& dtype, int root, py::object keep) {
+            const DType d = dtype_named(dtype);
+            return self.submit("scatter", std::move(keep), [=](agent::Worker& w) {
+              return w.scatter(at(send), at(recv), recv_count, d, root);
+            });
+          });
   cls.def("all_to_all", [](PyWorker& self, std::uintptr_t send, std::uintptr_t recv,
                            std::size_t count_per_peer, const std::string& dtype, py::object keep) {
     const DType d = dtype_named(dtype);
@@ -183,19 +184,18 @@ void bind_collectives(Cls& cls) {
   cls.def("barrier", [](PyWorker& self) {
     return self.submit("barrier", py::none(), [](agent::Worker& w) { return w.barrier(); });
   });
-  cls.def("all_reduce_compressed", [](PyWorker& self, std::uintptr_t data, std::size_t count,
-                                      const std::string& op, std::uint64_t tensor_id,
-                                      std::uint64_t step,
-                                      const std::vector<std::array<std::size_t, 3>>& matrices,
-                                      py::object keep) {
-    const ReduceOp o = op_named(op);
-    std::vector<agent::TensorMatrix> shapes;
-    for (const auto& m : matrices) shapes.push_back({m[0], m[1], m[2]});
-    return self.submit("all_reduce_compressed", std::move(keep), [=](agent::Worker& w) {
-      return w.all_reduce_compressed(static_cast<float*>(at(data)), count, o, tensor_id, step,
-                                     shapes);
-    });
-  });
+  cls.def("all_reduce_compressed",
+          [](PyWorker& self, std::uintptr_t data, std::size_t count, const std::string& op,
+             std::uint64_t tensor_id, std::uint64_t step,
+             const std::vector<std::array<std::size_t, 3>>& matrices, py::object keep) {
+            const ReduceOp o = op_named(op);
+            std::vector<agent::TensorMatrix> shapes;
+            for (const auto& m : matrices) shapes.push_back({m[0], m[1], m[2]});
+            return self.submit("all_reduce_compressed", std::move(keep), [=](agent::Worker& w) {
+              return w.all_reduce_compressed(static_cast<float*>(at(data)), count, o, tensor_id,
+                                             step, shapes);
+            });
+          });
 }
 
 }  // namespace
@@ -210,8 +210,7 @@ void bind_worker(py::module_& m) {
       .def_property_readonly("epoch", [](PyWorker& s) { return s.worker().epoch(); })
       .def_property_readonly("member_id", [](PyWorker& s) { return s.worker().member_id(); })
       .def_property_readonly("data_port", [](PyWorker& s) { return s.worker().data_port(); })
-      .def_property_readonly("metrics_port",
-                             [](PyWorker& s) { return s.worker().metrics_port(); })
+      .def_property_readonly("metrics_port", [](PyWorker& s) { return s.worker().metrics_port(); })
       .def_property_readonly("step", [](PyWorker& s) { return s.worker().step(); })
       .def_property_readonly("draining", [](PyWorker& s) { return s.worker().draining(); })
       .def_property_readonly("attached", &PyWorker::attached)

@@ -88,9 +88,9 @@ std::vector<at::Tensor>& per_rank(std::vector<std::vector<at::Tensor>>& lists, i
               " tensors for a group of ", size);
   for (const at::Tensor& t : list) {
     check_dense_cpu(t, what);
-    TORCH_CHECK(t.scalar_type() == like.scalar_type() && t.numel() == like.numel(), "tributary: ",
-                what, ": every tensor must be ", like.scalar_type(), " with ", like.numel(),
-                " elements, got ", t.scalar_type(), " with ", t.numel());
+    TORCH_CHECK(t.scalar_type() == like.scalar_type() && t.numel() == like.numel(),
+                "tributary: ", what, ": every tensor must be ", like.scalar_type(), " with ",
+                like.numel(), " elements, got ", t.scalar_type(), " with ", t.numel());
   }
   return list;
 }
@@ -113,8 +113,7 @@ at::Tensor pack(const std::vector<at::Tensor>& by_torch_rank, const RankMap& ran
   return flat;
 }
 
-void unpack(const at::Tensor& flat, std::vector<at::Tensor>& by_torch_rank,
-            const RankMap& ranks) {
+void unpack(const at::Tensor& flat, std::vector<at::Tensor>& by_torch_rank, const RankMap& ranks) {
   std::vector<at::Tensor> in = blocks(flat, ranks.size());
   for (int t = 0; t < ranks.size(); ++t) {
     by_torch_rank[t].reshape({-1}).copy_(in[ranks.worker_rank(t)]);
@@ -128,15 +127,16 @@ TributaryWork::TributaryWork(int rank, c10d::OpType type, std::vector<at::Tensor
     : c10d::Work(rank, type),
       outputs_(std::move(outputs)),
       default_timeout_(default_timeout),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))) {}
+      future_(
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+}
 
 bool TributaryWork::wait(std::chrono::milliseconds timeout) {
   const auto bound = timeout == kNoTimeout ? default_timeout_ : timeout;
   std::unique_lock<std::mutex> lock(mutex_);
   const bool done = cv_.wait_for(lock, bound, [&] { return completed_; });
-  TORCH_CHECK(done, "tributary: ", c10d::opTypeToString(retrieveOpType()),
-              " not done after ", bound.count(), " ms");
+  TORCH_CHECK(done, "tributary: ", c10d::opTypeToString(retrieveOpType()), " not done after ",
+              bound.count(), " ms");
   if (exception_) std::rethrow_exception(exception_);
   return true;
 }
@@ -153,8 +153,8 @@ void TributaryWork::complete(const Status& status) {
 }
 
 ProcessGroupTributary::ProcessGroupTributary(int rank, int size,
-                                             std::unique_ptr<agent::Worker> worker,
-                                             RankMap ranks, std::chrono::milliseconds timeout)
+                                             std::unique_ptr<agent::Worker> worker, RankMap ranks,
+                                             std::chrono::milliseconds timeout)
     : c10d::ProcessGroup(rank, size),
       worker_(std::move(worker)),
       queue_(std::make_unique<agent::CollectiveQueue>()),
@@ -252,10 +252,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTributary::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions&) {
   check_dense_cpu(input, "all_gather input");
   check_dense_cpu(output, "all_gather output");
-  TORCH_CHECK(output.scalar_type() == input.scalar_type() &&
-                  output.numel() == input.numel() * size_,
-              "tributary: all_gather output must hold ", size_, " x ", input.numel(), " ",
-              input.scalar_type(), " elements");
+  TORCH_CHECK(
+      output.scalar_type() == input.scalar_type() && output.numel() == input.numel() * size_,
+      "tributary: all_gather output must hold ", size_, " x ", input.numel(), " ",
+      input.scalar_type(), " elements");
   const Elements e = elements(input);
   const RankMap& ranks = ranks_;
   at::Tensor in = input;
@@ -336,10 +336,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTributary::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   check_dense_cpu(input, "reduce_scatter input");
   check_dense_cpu(output, "reduce_scatter output");
-  TORCH_CHECK(output.scalar_type() == input.scalar_type() &&
-                  input.numel() == output.numel() * size_,
-              "tributary: reduce_scatter input must hold ", size_, " x ", output.numel(), " ",
-              output.scalar_type(), " elements");
+  TORCH_CHECK(
+      output.scalar_type() == input.scalar_type() && input.numel() == output.numel() * size_,
+      "tributary: reduce_scatter input must hold ", size_, " x ", output.numel(), " ",
+      output.scalar_type(), " elements");
   const Elements e = reduction_elements(output);
   const ReduceOp op = reduce_op(opts.reduceOp);
   const RankMap& ranks = ranks_;
@@ -417,10 +417,9 @@ Result<c10::intrusive_ptr<ProcessGroupTributary>> create_process_group(
   TRIB_ASSIGN_OR_RETURN(std::unique_ptr<agent::Worker> worker, agent::Worker::start(config));
   if (worker->size() != size) {
     return error(StatusCode::kMismatch,
-                 "the cluster at " + config.coordinator + " has " +
-                     std::to_string(worker->size()) + " members but torch.distributed expects " +
-                     std::to_string(size) + " (start the coordinator with --world-size " +
-                     std::to_string(size) + ")");
+                 "the cluster at " + config.coordinator + " has " + std::to_string(worker->size()) +
+                     " members but torch.distributed expects " + std::to_string(size) +
+                     " (start the coordinator with --world-size " + std::to_string(size) + ")");
   }
   const std::string mine = std::to_string(worker->rank());
   store->set("tributary/worker_rank/" + std::to_string(rank),
@@ -435,8 +434,8 @@ Result<c10::intrusive_ptr<ProcessGroupTributary>> create_process_group(
   }
   TRIB_ASSIGN_OR_RETURN(RankMap ranks, RankMap::from_worker_ranks(std::move(worker_rank_of)));
   ++g_live_groups;
-  return c10::make_intrusive<ProcessGroupTributary>(rank, size, std::move(worker),
-                                                     std::move(ranks), timeout);
+  return c10::make_intrusive<ProcessGroupTributary>(rank, size, std::move(worker), std::move(ranks),
+                                                    timeout);
 }
 
 }  // namespace tributary::python::torch_backend
@@ -459,7 +458,8 @@ PYBIND11_MODULE(_c10d, m) {
         config.bind_host = bind_host;
         config.host = host;
         config.join_timeout = std::chrono::milliseconds(join_timeout_ms);
-        tributary::Result<c10::intrusive_ptr<tributary::python::torch_backend::ProcessGroupTributary>>
+        tributary::Result<
+            c10::intrusive_ptr<tributary::python::torch_backend::ProcessGroupTributary>>
             group = tributary::error(tributary::StatusCode::kInternal, "not started");
         {
           py::gil_scoped_release release;

@@ -43,3 +43,7 @@ def _create_process_group(store, rank, world_size, timeout):
 
 if BACKEND.upper() not in dist.Backend._plugins:
     dist.Backend.register_backend(BACKEND, _create_process_group)
+
+from tributary.torch.elastic import ElasticTrainer, StepContext  # noqa: E402
+
+__all__ = ["BACKEND", "ElasticTrainer", "StepContext"]
