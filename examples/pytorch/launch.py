@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import re
-import secrets
 import selectors
 import shutil
 import signal
@@ -34,6 +33,14 @@ PROGRESS = re.compile(r"^\s*(\d+)\s+\d+\s+[\d.]+\s")
 GRACE_S = 5.0  # after the first worker finished, for the others to finish too
 
 
+def use_package(package_dir):
+    """The package built in this checkout, for this process and the workers it starts."""
+    if os.path.isdir(package_dir):
+        sys.path.insert(0, package_dir)
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (package_dir, os.environ.get("PYTHONPATH")) if p)
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workers", type=int, default=4)
@@ -45,7 +52,8 @@ def parse_args(argv):
     p.add_argument("--straggler-ms", type=int, default=0)
     p.add_argument("--timeout-s", type=float, default=300.0, help="bound on the whole run")
     p.add_argument("--tributary-bin", default=os.environ.get(
-        "TRIBUTARY_BIN", os.path.join(REPO, "build", "release", "cli", "tributary")))
+        "TRIBUTARY_BIN", os.path.join(REPO, "build", "release", "cli", "tributary")),
+                   help="the tributary binary (the coordinator)")
     p.add_argument("--package-dir", default=os.path.join(REPO, "build", "release", "python"),
                    help="where the tributary package was built (put first on PYTHONPATH)")
     p.add_argument("--log-dir", help="workers' stderr (default: a temporary directory)")
@@ -54,33 +62,6 @@ def parse_args(argv):
     args, rest = p.parse_known_args(argv)
     args.train_args = [a for a in rest if a != "--"]
     return args
-
-
-class Coordinator:
-    def __init__(self, binary, world_size, env, log_dir, extra, deadline):
-        ready = os.path.join(log_dir, "coordinator.endpoint")
-        self.log = open(os.path.join(log_dir, "coordinator.log"), "wb")
-        self.process = subprocess.Popen(
-            [binary, "coordinator", "--bind", "tcp://127.0.0.1:0", "--world-size",
-             str(world_size), "--ready-file", ready, *extra],
-            env=env, stdout=self.log, stderr=subprocess.STDOUT)
-        pause = 0.001
-        while not os.path.exists(ready):  # renamed into place once bound
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"launch: the coordinator did not start (see {self.log.name})")
-            time.sleep(pause)
-            pause = min(2 * pause, 0.05)
-        with open(ready) as f:
-            self.endpoint = f.read().strip()
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-        self.log.close()
 
 
 class WorkerProcess:
@@ -112,19 +93,17 @@ class Launch:
         self.deadline = time.monotonic() + args.timeout_s
         self.log_dir = args.log_dir or tempfile.mkdtemp(prefix="tributary-launch-")
         os.makedirs(self.log_dir, exist_ok=True)
-        self.env = dict(os.environ, TRIBUTARY_SECRET=secrets.token_hex(16), PYTHONUNBUFFERED="1")
+        self.env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.env.setdefault("OMP_NUM_THREADS", "1")
-        if os.path.isdir(args.package_dir):
-            self.env["PYTHONPATH"] = os.pathsep.join(
-                p for p in (args.package_dir, os.environ.get("PYTHONPATH")) if p)
         # Straggler eviction only when a straggler is asked for: Python workers sharing a few
         # cores with each other (and a compiler) have compute-time spikes the policy would
         # punish, and an evicted worker waits out a minute's cool-down.
         extra = (["--straggler-cooldown-s", "5"] if args.straggler_ms
                  else ["--no-straggler-eviction"])
-        self.coordinator = Coordinator(args.tributary_bin, args.workers, self.env, self.log_dir,
-                                       extra, self.deadline)
-        self.env["TRIBUTARY_COORDINATOR"] = self.coordinator.endpoint
+        from tributary.local_coordinator import LocalCoordinator  # from --package-dir
+        self.coordinator = LocalCoordinator(args.workers, workdir=self.log_dir,
+                                            binary=args.tributary_bin, extra_args=extra)
+        self.env.update(self.coordinator.environment())
         self.workers = []
         self.selector = selectors.DefaultSelector()
         self.max_step = -1
@@ -282,6 +261,7 @@ class Launch:
 
 def main(argv=None):
     args = parse_args(argv)
+    use_package(args.package_dir)
     launch = Launch(args)
     try:
         return launch.run()

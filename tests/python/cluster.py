@@ -8,70 +8,25 @@ that failures quote.
 
 import json
 import os
-import secrets
-import signal
 import subprocess
 import sys
 import time
 
-TRIBUTARY_BIN = os.environ.get("TRIBUTARY_BIN", "")
+from tributary.local_coordinator import LocalCoordinator
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKERS = os.path.join(HERE, "workers")
 
 
-def _base_env(secret):
+def _worker_env(coordinator):
     env = dict(os.environ)
-    env["TRIBUTARY_SECRET"] = secret
+    env.update(coordinator.environment())
     # One compute thread per process: N workers share the machine's cores with each other.
     env.setdefault("OMP_NUM_THREADS", "1")
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (os.environ.get("PYTHONPATH", ""), WORKERS) if p)
     return env
-
-
-class Coordinator:
-    """`tributary coordinator --world-size N` bound to tcp://127.0.0.1:0."""
-
-    def __init__(self, workdir, world_size, extra=(), timeout=30.0):
-        if not TRIBUTARY_BIN:
-            raise RuntimeError("TRIBUTARY_BIN is not set (ctest sets it)")
-        self.secret = secrets.token_hex(16)
-        self.env = _base_env(self.secret)
-        ready = os.path.join(workdir, "coordinator.endpoint")
-        self.log_path = os.path.join(workdir, "coordinator.log")
-        self._log = open(self.log_path, "wb")
-        self.process = subprocess.Popen(
-            [TRIBUTARY_BIN, "coordinator", "--bind", "tcp://127.0.0.1:0", "--world-size",
-             str(world_size), "--ready-file", ready, *extra],
-            env=self.env, stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        pause = 0.001
-        while not os.path.exists(ready):
-            if self.process.poll() is not None:
-                raise RuntimeError(f"coordinator exited with {self.process.returncode}: "
-                                   f"{self.log_tail()}")
-            if time.monotonic() > deadline:
-                raise RuntimeError("coordinator did not bind in time")
-            time.sleep(pause)  # polling a file the coordinator renames into place once bound
-            pause = min(pause * 2, 0.05)
-        with open(ready) as f:
-            self.endpoint = f.read().strip()
-        self.env["TRIBUTARY_COORDINATOR"] = self.endpoint
-
-    def log_tail(self, lines=20):
-        with open(self.log_path, "rb") as f:
-            return b"\n".join(f.read().splitlines()[-lines:]).decode(errors="replace")
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-        self._log.close()
 
 
 class Worker:
@@ -132,12 +87,14 @@ class Cluster:
 
     def __init__(self, workdir, world_size, coordinator_args=()):
         self.workdir = str(workdir)
-        self.coordinator = Coordinator(self.workdir, world_size, coordinator_args)
+        self.coordinator = LocalCoordinator(world_size, workdir=self.workdir,
+                                            extra_args=coordinator_args)
+        self.env = _worker_env(self.coordinator)
         self.workers = []
 
     def start(self, script, args=(), name=None, env=None):
         name = name or f"worker{len(self.workers)}"
-        full_env = dict(self.coordinator.env)
+        full_env = dict(self.env)
         full_env.update(env or {})
         w = Worker(self.workdir, name, script, args, full_env)
         self.workers.append(w)
