@@ -41,6 +41,8 @@ def _tensors(model, optimizer, counters):
     for group in optimizer.param_groups:
         for p in group["params"]:
             for key, value in sorted(optimizer.state.get(p, {}).items()):
+                if value is None:  # SGD without momentum keeps momentum_buffer=None
+                    continue
                 if not torch.is_tensor(value):
                     raise TypeError(f"tributary: optimizer state {key!r} of parameter {index} is "
                                     f"a {type(value).__name__}, not a tensor; a joiner receives "

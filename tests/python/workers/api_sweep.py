@@ -118,8 +118,7 @@ def main():
                     except tributary.Error as e:
                         results[key] = f"{type(e).__name__}: {e}"
     # Asynchronous collectives: many in flight at once, completed in order.
-    xs = [numpy.full(1000 + k, k + me_offset, dtype=numpy.float32)
-          for k, me_offset in enumerate([w.rank] * 16)]
+    xs = [numpy.full(1000 + k, k + w.rank, dtype=numpy.float32) for k in range(16)]
     works = [w.all_reduce(x, async_op=True) for x in xs]
     outcomes = [work.wait() for work in works]
     ok = all(o.contributors == w.size for o in outcomes) and all(
