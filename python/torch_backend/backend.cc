@@ -413,7 +413,12 @@ Result<c10::intrusive_ptr<ProcessGroupTributary>> create_process_group(
                  "one tributary process group per process (the default group); subgroups "
                  "(dist.new_group) are not supported");
   }
-  config.min_world_size = size;
+  // No quorum wait: a group that lost a member fails its next collective (enqueue's
+  // contributor check) instead of waiting for a replacement, and at the end, when the members
+  // leave one by one, one still finishing its last collective resolves it with the fewer
+  // members left (the commit rule keeps what the others committed) rather than wait forever
+  // for a quorum that has gone home.
+  config.min_world_size = 1;
   TRIB_ASSIGN_OR_RETURN(std::unique_ptr<agent::Worker> worker, agent::Worker::start(config));
   if (worker->size() != size) {
     return error(StatusCode::kMismatch,

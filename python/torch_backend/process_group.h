@@ -6,10 +6,12 @@
 // and TRIBUTARY_SECRET).
 //
 // Contract:
-//  - A fixed world, as torch.distributed expects: the group joins with min_world_size = its
-//    size, and a collective that completes with fewer contributors (a member died and the
-//    survivors re-ran it) fails with an error that says so, rather than hand DDP a sum over
-//    fewer members than it divides by. Elastic training is tributary.torch.ElasticTrainer.
+//  - A fixed world, as torch.distributed expects: the cluster must have exactly the group's
+//    size when it joins, and a collective that completes with fewer contributors (a member
+//    died and the survivors re-ran it) fails with an error that says so, rather than hand DDP
+//    a sum over fewer members than it divides by. Elastic training is
+//    tributary.torch.ElasticTrainer. Members leaving at the end (destroy_process_group) do
+//    not fail one still finishing its last collective: it completes under the commit rule.
 //  - Ranks: torch's numbering is kept; roots and block orders are translated to the
 //    coordinator's numbering (rank_map.h), exchanged once through torch's store.
 //  - Asynchrony and order: every collective returns a Work at once and runs on the group's

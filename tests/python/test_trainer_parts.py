@@ -25,9 +25,10 @@ class RecordingWorker:
     def __init__(self):
         self.log = []
 
-    def all_reduce(self, flat, op, async_op):
-        assert op == "avg" and async_op
+    def all_reduce(self, flat, op, out, async_op):
+        assert op == "avg" and async_op and out.data_ptr() != flat.data_ptr()
         self.log.append(("start", flat.data_ptr()))
+        out.copy_(flat)  # the average over one member
         return self.Work(self.log, flat)
 
 
@@ -45,25 +46,29 @@ def test_buckets_follow_reverse_order_within_the_cap():
     got = [[names[id(p)] for p in b.params] for b in buckets.buckets]
     assert got == [["4.bias", "4.weight", "2.bias"], ["2.weight", "0.bias"], ["0.weight"]]
     for b in buckets.buckets:
-        assert sum(p.numel() for p in b.params) == b.flat.numel()
+        assert len(b.flats) == 2
+        assert all(sum(p.numel() for p in b.params) == f.numel() for f in b.flats)
 
 
 def test_gradients_land_in_the_buckets_and_start_in_order():
     model = mlp()
     buckets = GradientBuckets(model.parameters(), cap_bytes=400)
     worker = RecordingWorker()
-    for _ in range(2):  # the second step reuses the views, after zero_grad(set_to_none=True)
+    for step in range(2):  # the second step, after zero_grad(set_to_none=True), swaps back
         model.zero_grad(set_to_none=True)
         buckets.prepare(worker, step=0)
         worker.log.clear()
         loss = model(torch.randn(5, 8)).square().sum()
         buckets.backward(loss)
         starts = [ptr for kind, ptr in worker.log if kind == "start"]
-        assert starts == [b.flat.data_ptr() for b in buckets.buckets]
+        # Each bucket sent the buffer its gradients accumulated in (the one .grad left).
+        assert starts == [b.flats[1 - b.current].data_ptr() for b in buckets.buckets]
         # Every bucket started before the first wait: they ran while backward went on.
         assert [kind for kind, _ in worker.log][:len(starts)] == ["start"] * len(starts)
         for b in buckets.buckets:
-            for p, view in zip(b.params, b.views):
+            # The gradients accumulated in one buffer; .grad now shows the average, in the other.
+            assert b.current == (1 if step == 0 else 0)
+            for p, view in zip(b.params, b.views[b.current]):
                 assert p.grad.data_ptr() == view.data_ptr()
                 assert torch.count_nonzero(p.grad) > 0
 

@@ -3,7 +3,8 @@
 Parameters are grouped into buckets (reverse registration order, which is roughly the order
 backward produces their gradients; one dtype per bucket; at most `cap_bytes` each, like
 DistributedDataParallel's bucket_cap_mb). Each parameter's .grad is a view into its bucket,
-so autograd accumulates straight into the bucket. A hook on each parameter's gradient
+so autograd accumulates straight into the bucket, and after backward() a view of the
+average. A hook on each parameter's gradient
 accumulator counts it ready; a bucket whose gradients are all ready is started at once as an
 asynchronous all-reduce on the Worker's queue (agent/collective_queue.h) and runs there while
 backward goes on computing the earlier layers.
@@ -26,19 +27,38 @@ DEFAULT_CAP_BYTES = 25 * 1024 * 1024  # DistributedDataParallel's default bucket
 
 
 class Bucket:
-    __slots__ = ("index", "flat", "params", "views", "pending", "work")
+    """Parameters whose gradients are averaged together, and two flat buffers for them: the
+    gradients accumulate in one and the average lands in the other (out of place, so the
+    runtime keeps no copy of the input for a re-run: the input is left intact anyway), and
+    then the parameters' .grad views move over to it. A codec works in place: one buffer."""
 
-    def __init__(self, index, dtype, params):
+    __slots__ = ("index", "params", "flats", "views", "current", "pending", "work")
+
+    def __init__(self, index, dtype, params, buffers):
         self.index = index
         self.params = params
-        self.flat = torch.zeros(sum(p.numel() for p in params), dtype=dtype)
+        total = sum(p.numel() for p in params)
+        self.flats = [torch.zeros(total, dtype=dtype) for _ in range(buffers)]
         self.views = []
-        offset = 0
-        for p in params:
-            self.views.append(self.flat[offset:offset + p.numel()].view_as(p))
-            offset += p.numel()
+        for flat in self.flats:
+            views, offset = [], 0
+            for p in params:
+                views.append(flat[offset:offset + p.numel()].view_as(p))
+                offset += p.numel()
+            self.views.append(views)
+        self.current = 0  # the buffer the gradients accumulate in
         self.pending = len(params)
         self.work = None
+
+    @property
+    def flat(self):
+        return self.flats[self.current]
+
+    def point_grads(self):
+        """Every parameter's .grad is its view into the current buffer."""
+        for p, view in zip(self.params, self.views[self.current]):
+            if p.grad is None or p.grad.data_ptr() != view.data_ptr():
+                p.grad = view
 
 
 def _check(p):
@@ -56,17 +76,18 @@ class GradientBuckets:
             if compressed and p.dtype != torch.float32:
                 raise ValueError(f"tributary: a codec compresses float32 gradients, not {p.dtype}")
         self.compressed = compressed
+        buffers = 1 if compressed else 2
         self.buckets = []
         current, size = [], 0
         for p in reversed(params):
             nbytes = p.numel() * p.element_size()
             if current and (current[0].dtype != p.dtype or size + nbytes > cap_bytes):
-                self.buckets.append(Bucket(len(self.buckets), current[0].dtype, current))
+                self.buckets.append(Bucket(len(self.buckets), current[0].dtype, current, buffers))
                 current, size = [], 0
             current.append(p)
             size += nbytes
         if current:
-            self.buckets.append(Bucket(len(self.buckets), current[0].dtype, current))
+            self.buckets.append(Bucket(len(self.buckets), current[0].dtype, current, buffers))
         # The accumulator nodes must stay referenced for their hooks to stay registered.
         self._accumulators = []
         for bucket in self.buckets:
@@ -82,7 +103,7 @@ class GradientBuckets:
 
     @property
     def nbytes(self):
-        return sum(b.flat.numel() * b.flat.element_size() for b in self.buckets)
+        return sum(f.numel() * f.element_size() for b in self.buckets for f in b.flats)
 
     def _hook(self, bucket):
         def ready(grad_inputs, grad_outputs):
@@ -96,7 +117,9 @@ class GradientBuckets:
             bucket.work = self._worker.all_reduce_compressed(
                 bucket.flat, op="avg", tensor_id=bucket.index + 1, step=self._step, async_op=True)
         else:
-            bucket.work = self._worker.all_reduce(bucket.flat, op="avg", async_op=True)
+            bucket.work = self._worker.all_reduce(bucket.flat, op="avg",
+                                                  out=bucket.flats[1 - bucket.current],
+                                                  async_op=True)
 
     def _start_ready(self):
         while self._next < len(self.buckets) and self.buckets[self._next].pending == 0:
@@ -111,9 +134,7 @@ class GradientBuckets:
             bucket.flat.zero_()
             bucket.pending = len(bucket.params)
             bucket.work = None
-            for p, view in zip(bucket.params, bucket.views):
-                if p.grad is None or p.grad.data_ptr() != view.data_ptr():
-                    p.grad = view
+            bucket.point_grads()
         self._next = 0
         self._active = True
 
@@ -130,7 +151,11 @@ class GradientBuckets:
         for bucket in self.buckets[self._next:]:
             bucket.pending = 0
         self._start_ready()
-        return [bucket.work.wait() for bucket in self.buckets]
+        outcomes = [bucket.work.wait() for bucket in self.buckets]
+        for bucket in self.buckets:
+            bucket.current = len(bucket.flats) - 1 - bucket.current  # where the average is
+            bucket.point_grads()
+        return outcomes
 
     def overlap(self):
         """(communication seconds, of which during backward) of the last backward()."""
