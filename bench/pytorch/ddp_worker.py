@@ -1,8 +1,16 @@
-"""One rank of bench/pytorch/ddp_bench.py: timed training steps of the benchmark model with
-DistributedDataParallel over "gloo" or "tributary", or with tributary's ElasticTrainer.
+"""One rank of bench/pytorch/ddp_bench.py. In one process, copies of the benchmark model
+train side by side, one step each per iteration, in an order that rotates every iteration:
+  gloo       DistributedDataParallel over "gloo" (the default group)
+  tributary  DistributedDataParallel over "tributary" (dist.new_group(backend="tributary"),
+             on the coordinator in TRIBUTARY_COORDINATOR)
+  elastic    tributary's ElasticTrainer (on the coordinator in argv)
+  compute    the same step without communication (a local model)
+  comm       the trainer's bucket all-reduces alone, without compute
+So all of them see the same machine at the same moments, which on a shared machine matters
+more than anything else; compute and comm give the overlap's baseline.
 
-argv: mode(gloo|tributary|elastic) rank world init_file warmup steps bucket_cap_mb
-Prints RESULT {"step_s": [...timed steps...], "overlap": [[comm_s, hidden_s], ...]}."""
+argv: rank world init_file trainer_coordinator warmup iterations bucket_cap_mb
+Prints RESULT {config: [seconds per timed iteration], "overlap": [[comm_s, hidden_s], ...]}."""
 
 import json
 import sys
@@ -13,7 +21,11 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-WIDTH, LAYERS, BATCH = 1024, 8, 32
+import tributary.torch  # registers the backend
+from tributary.torch import ElasticTrainer
+
+WIDTH, LAYERS, BATCH = 1024, 8, 8
+CONFIGS = ("gloo", "tributary", "elastic", "compute", "comm")
 
 
 def make_model():
@@ -31,56 +43,63 @@ def batch(rank, step):
     return torch.randn(BATCH, WIDTH, generator=g), torch.randint(0, 10, (BATCH,), generator=g)
 
 
-def run_ddp(backend, rank, world, init_file, warmup, steps, cap):
-    if backend == "tributary":
-        import tributary.torch  # noqa: F401  (registers the backend)
-    dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank,
+def main():
+    rank, world, init_file, trainer_coordinator, warmup, iterations, cap = sys.argv[1:8]
+    rank, world, warmup, iterations, cap = (int(rank), int(world), int(warmup), int(iterations),
+                                            float(cap))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
                             world_size=world)
-    model = torch.nn.parallel.DistributedDataParallel(make_model(), bucket_cap_mb=cap)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    times = []
-    for step in range(warmup + steps):
-        x, y = batch(rank, step)
-        start = time.perf_counter()
-        optimizer.zero_grad()
-        F.cross_entropy(model(x), y).backward()
-        optimizer.step()
-        times.append(time.perf_counter() - start)
-    dist.barrier()
-    dist.destroy_process_group()
-    return {"step_s": times[warmup:], "overlap": []}
+    tributary_group = dist.new_group(backend="tributary")
+    models = {
+        "gloo": nn.parallel.DistributedDataParallel(make_model(), bucket_cap_mb=cap),
+        "tributary": nn.parallel.DistributedDataParallel(make_model(), bucket_cap_mb=cap,
+                                                         process_group=tributary_group),
+    }
+    models["compute"] = make_model()
+    optimizers = {k: torch.optim.SGD(m.parameters(), lr=0.01) for k, m in models.items()}
+    elastic_model = make_model()
+    optimizers["elastic"] = torch.optim.SGD(elastic_model.parameters(), lr=0.01)
+    trainer = ElasticTrainer(elastic_model, optimizers["elastic"], coordinator=trainer_coordinator,
+                             bucket_cap_mb=cap)
+    times = {k: [] for k in CONFIGS}
 
+    def local_step(name, x, y):
+        optimizers[name].zero_grad()
+        F.cross_entropy(models[name](x), y).backward()
+        optimizers[name].step()
 
-def run_elastic(rank_hint, warmup, steps, cap):
-    from tributary.torch import ElasticTrainer
-    model = make_model()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    trainer = ElasticTrainer(model, optimizer, bucket_cap_mb=cap)
-    times = []
+    def communicate(worker):
+        buckets = trainer.buckets.buckets
+        works = [worker.all_reduce(b.flats[0], op="avg", out=b.flats[1], async_op=True)
+                 for b in buckets]
+        for w in works:
+            w.wait()
 
     def step(ctx):
-        if ctx.step >= warmup + steps:
+        i = ctx.step
+        if i >= warmup + iterations:
             return "finished"
-        x, y = batch(ctx.rank, ctx.step)
-        start = time.perf_counter()
-        ctx.backward(F.cross_entropy(model(x), y))
-        optimizer.step()
-        times.append(time.perf_counter() - start)
+        x, y = batch(rank, i)
+        k = i % len(CONFIGS)
+        for name in CONFIGS[k:] + CONFIGS[:k]:
+            start = time.perf_counter()
+            if name == "elastic":
+                ctx.backward(F.cross_entropy(elastic_model(x), y))
+                optimizers["elastic"].step()
+            elif name == "comm":
+                communicate(ctx.worker)
+            else:
+                local_step(name, x, y)
+            times[name].append(time.perf_counter() - start)
         return "continue"
 
     trainer.run(step)
+    dist.barrier()
+    dist.destroy_process_group()
     history = list(trainer.history)[warmup:]
-    return {"step_s": times[warmup:], "overlap": [[h["comm_s"], h["hidden_s"]] for h in history]}
-
-
-def main():
-    mode, rank, world, init_file, warmup, steps, cap = sys.argv[1:8]
-    rank, world, warmup, steps, cap = int(rank), int(world), int(warmup), int(steps), float(cap)
-    torch.set_num_threads(1)
-    if mode == "elastic":
-        result = run_elastic(rank, warmup, steps, cap)
-    else:
-        result = run_ddp(mode, rank, world, init_file, warmup, steps, cap)
+    result = {k: v[warmup:] for k, v in times.items()}
+    result["overlap"] = [[h["comm_s"], h["hidden_s"]] for h in history]
     print("RESULT " + json.dumps(result), flush=True)
 
 

@@ -14,8 +14,8 @@ from cluster import run_workers
 
 API_COLLECTIVES = ("all_reduce_sum", "all_reduce_prod", "all_reduce_min", "all_reduce_max",
                    "all_reduce_avg", "all_reduce_out_of_place", "broadcast", "reduce_in_place",
-                   "reduce_out_of_place", "all_gather/", "all_gather_in_place", "reduce_scatter",
-                   "gather", "scatter", "all_to_all")
+                   "reduce_out_of_place", "all_gather", "all_gather_in_place", "reduce_scatter",
+                   "gather", "scatter", "all_to_all", "all_reduce_compressed")
 DIST_COLLECTIVES = ("all_reduce_sum", "all_reduce_prod", "all_reduce_min", "all_reduce_max",
                     "all_reduce_avg", "all_reduce_async", "broadcast/", "reduce/", "all_gather/",
                     "all_gather_base", "reduce_scatter/", "reduce_scatter_base", "gather/",
@@ -53,7 +53,7 @@ def failures(results, prefix):
 @pytest.mark.parametrize("container", ["numpy", "torch"])
 @pytest.mark.parametrize("collective", API_COLLECTIVES)
 def test_python_api(api_results, container, collective):
-    bad, seen = failures(api_results, f"{container}/{collective}")
+    bad, seen = failures(api_results, f"{container}/{collective}/")
     assert seen >= WORLD * 5, f"only {seen} cases of {collective}"
     assert not bad, "\n".join(map(str, bad[:20]))
 

@@ -108,3 +108,12 @@ def test_evicted_worker_rejoins_and_agrees(tmp_path):
     stopped = summary["results"][next(i for i, r in roles.items() if r == "stop")]
     assert stopped is not None and stopped["joins"] == 2, stopped
     assert len(summary["survivors"]) == 3 and summary["identical"], explain(summary)
+
+
+def test_buckets_through_a_codec_train_and_agree(tmp_path):
+    # Each bucket through qint8 with its own error-feedback residual.
+    summary = launch(tmp_path, "--workers", "2", train=("--codec", "qint8:bucket=512",
+                                                         "--epochs", "10"))
+    assert summary["exit"] == 0 and summary["ok"], explain(summary)
+    assert len(summary["survivors"]) == 2 and summary["identical"], explain(summary)
+    assert summary["survivors"][0]["accuracy"] > 0.9, summary["survivors"][0]

@@ -125,6 +125,13 @@ def main():
         numpy.all(x == sum(k + r for r in range(w.size))) for k, x in enumerate(xs)) and all(
         a.finished_at <= b.started_at for a, b in zip(works, works[1:]))
     results["async/all_reduce_in_order"] = "ok" if ok else "wrong results or order"
+    # The codec path (this Worker's codec is float32: plain floats, exact), in place.
+    for step, count in enumerate(SIZES):
+        for container in ("numpy", "torch"):
+            x = make(container, "float32")(values("sum", w.rank, count, w.size))
+            w.all_reduce_compressed(x, op="sum", tensor_id=7, step=step)
+            results[f"{container}/all_reduce_compressed/float32/{count}"] = same(
+                x, reduced("sum", count, w.size))
     w.barrier()
     results["barrier"] = "ok"
     w.leave()

@@ -48,8 +48,8 @@ def reduce_scattered(rank, count, world):
 
 def all_to_all_received(rank, count, world):
     """What rank `rank` receives: block `rank` of every rank's values(sum, count * world)."""
-    return numpy.concatenate([values("sum", r, count * world, world)[rank * count:(rank + 1) * count]
-                              for r in range(world)])
+    block = slice(rank * count, (rank + 1) * count)
+    return numpy.concatenate([values("sum", r, count * world, world)[block] for r in range(world)])
 
 
 def same(got, want):
