@@ -111,8 +111,8 @@ int main(int argc, char** argv) {
                          "qint8:bucket=512,stochastic=0",
                          "qint4:bucket=512",
                          "sign:bucket=512",
-                         "topk:density=0.01",
-                         "topk:density=0.001",
+                         "topk:density=0.01,warmup=0",
+                         "topk:density=0.001,warmup=0",
                          "qint4:bucket=512,zstd"};
   for (const char* spec : specs) {
     for (bool ef : {false, true}) {
@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
   {
     const auto big = gradient(topk_n, 2);
     for (double d : {0.01, 0.001}) {
-      auto codec = make_codec("topk:density=" + std::to_string(d));
+      auto codec = make_codec("topk:warmup=0,density=" + std::to_string(d));
       check(codec.status(), "topk");
       std::vector<std::byte> payload((*codec)->max_encoded_bytes(topk_n));
       std::size_t bytes = 0;
@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
   streams.push_back({"sign bits", stream_of("sign:bucket=512", 16 + 4 * nb)});
   {
     // Top-k: split index section and values.
-    for (const char* spec : {"topk:density=0.01", "topk:density=0.3"}) {
+    for (const char* spec : {"topk:density=0.01,warmup=0", "topk:density=0.3,warmup=0"}) {
       auto all = stream_of(spec, 0);
       std::uint32_t nnz, index_bytes, flags;
       std::memcpy(&nnz, all.data() + 8, 4);

@@ -238,7 +238,7 @@ int main(int argc, char** argv) {
       topk_n);
   if (topk_n > n) die("topk", "--topk-elements must be <= --elements");
   {
-    auto cfg = compression::parse_codec_spec("topk:density=0.01");
+    auto cfg = compression::parse_codec_spec("topk:density=0.01,warmup=0");
     TopKEncoder enc;
     const std::size_t cap = TopKEncoder::max_payload_bytes(*cfg, topk_n);
     std::byte* out = device_alloc<std::byte>(cap);

@@ -15,6 +15,8 @@
 #include "cli/soak_workload.h"
 #include "cli/train_workload.h"
 #include "cli/workloads.h"
+#include "compression/collectives/compression_plan.h"
+#include "compression/collectives/convergence_advice.h"
 #include "coordinator/coordinator.h"
 
 namespace tributary::cli {
@@ -218,13 +220,15 @@ void add_bench_flags(CLI::App& cmd, AgentFlags& f) {
 }
 
 void add_train_flags(CLI::App& cmd, TrainSpec& t) {
-  cmd.add_option("--epochs", t.epochs, "passes over the training shards")
+  cmd.add_option("--epochs", t.recipe.epochs, "passes over the training shards")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd.add_option("--batch", t.batch_size, "minibatch per worker")
+  cmd.add_option("--batch", t.recipe.batch_size, "minibatch per worker")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd.add_option("--lr", t.learning_rate, "learning rate")->capture_default_str();
+  cmd.add_option("--lr", t.recipe.learning_rate,
+                 "learning rate at the start (cosine-decayed to 0 over the epochs)")
+      ->capture_default_str();
   cmd.add_flag("--label-sorted", t.label_sorted, "non-IID shards, sorted by label");
   cmd.add_option("--seed", t.seed, "seed of the model and the batches")->capture_default_str();
   cmd.add_option("--data", t.data_path, "digits.csv(.gz) path (default: the project's copy)");
@@ -253,6 +257,27 @@ void add_injection_flags(CLI::App& cmd, TrainSpec& t) {
       ->check(CLI::NonNegativeNumber);
 }
 
+// The codec as the training recipe meets it: momentum placement, clipping, and what the
+// convergence evidence says about it. A codec known to diverge is refused here, before
+// any process starts; one known to lose accuracy trains with a warning in its header.
+Status check_training_codec(AgentFlags& f) {
+  auto plan = compression::collectives::CompressionPlan::parse(f.worker.codec);
+  if (!plan) return error(StatusCode::kInvalidArgument, "--codec: " + plan.status().message());
+  f.train.codec.applies_momentum = plan->codec && plan->codec->wants_momentum();
+  f.train.codec.sparse = plan->kind == compression::collectives::CompressionPlan::Kind::kSparse;
+  if (f.workload != "train") return Status::ok();
+  const compression::collectives::ConvergenceAdvice advice =
+      compression::collectives::advise_training(*plan);
+  using Verdict = compression::collectives::ConvergenceAdvice::Verdict;
+  if (advice.verdict == Verdict::kDiverges) {
+    return error(StatusCode::kInvalidArgument, "--codec " + f.worker.codec + ": " + advice.message);
+  }
+  if (advice.verdict == Verdict::kLosesAccuracy) {
+    f.train.codec_warning = "--codec " + f.worker.codec + ": " + advice.message;
+  }
+  return Status::ok();
+}
+
 // Turns the string flags into the typed spec; kInvalidArgument names the bad flag.
 Status finish_agent_flags(AgentFlags& f) {
   f.worker.join_timeout = std::chrono::milliseconds(f.join_timeout_ms);
@@ -261,6 +286,7 @@ Status finish_agent_flags(AgentFlags& f) {
   f.worker.recovery_timeout = std::chrono::milliseconds(f.recovery_timeout_ms);
   f.worker.agreement = !f.no_agreement;
   f.train.compressed = f.worker.codec != "float32";
+  TRIB_RETURN_IF_ERROR(check_training_codec(f));
   if (!algorithms::parse_all_reduce_algorithm(f.algorithm, &f.worker.algorithm)) {
     return error(StatusCode::kInvalidArgument,
                  "--algorithm: unknown algorithm '" + f.algorithm + "'");

@@ -39,7 +39,7 @@ Result<TrainSummary> run_training(
   const Dataset& test = split.test;
 
   Mlp model(spec.seed);
-  Sgd sgd(model.params().size(), SgdOptions{spec.learning_rate, spec.momentum, 0.0f});
+  Sgd sgd = make_optimizer(spec.recipe, spec.codec, model.params().size());
   Progress progress;
   const std::size_t np = model.grads().size();
   std::vector<float> buffer(np + 1);          // gradients + loss: one all-reduce per step
@@ -67,7 +67,7 @@ Result<TrainSummary> run_training(
     }
     progress.batch = 0;
     ++progress.data_epoch;
-    if (progress.data_epoch >= spec.epochs) return true;
+    if (progress.data_epoch >= spec.recipe.epochs) return true;
     batcher->start_epoch(static_cast<std::uint64_t>(progress.data_epoch));
     return false;
   };
@@ -86,7 +86,7 @@ Result<TrainSummary> run_training(
   };
   workload.step = [&](agent::Worker& w,
                       const agent::BoundaryOutcome&) -> Result<agent::StepResult> {
-    if (progress.data_epoch >= spec.epochs) return agent::StepResult::kFinished;
+    if (progress.data_epoch >= spec.recipe.epochs) return agent::StepResult::kFinished;
     // An epoch ends with the step that completes it in the world that ran it: a view that
     // changed at this boundary (members that finished leaving, say) must not stretch it.
     if (end_of_training()) return agent::StepResult::kFinished;
@@ -97,10 +97,10 @@ Result<TrainSummary> run_training(
       const auto shards =
           shard_indices(train, static_cast<std::size_t>(n),
                         spec.label_sorted ? Sharding::kLabelSorted : Sharding::kIid, spec.seed);
-      batcher =
-          std::make_unique<Batcher>(shards[static_cast<std::size_t>(w.rank())], spec.batch_size,
-                                    spec.seed, static_cast<std::uint64_t>(w.rank()));
-      steps_per_epoch = Batcher::common_batches_per_epoch(shards, spec.batch_size);
+      batcher = std::make_unique<Batcher>(shards[static_cast<std::size_t>(w.rank())],
+                                          spec.recipe.batch_size, spec.seed,
+                                          static_cast<std::uint64_t>(w.rank()));
+      steps_per_epoch = Batcher::common_batches_per_epoch(shards, spec.recipe.batch_size);
       batcher->start_epoch(static_cast<std::uint64_t>(progress.data_epoch));
       shard_world = n;
       shard_rank = w.rank();
@@ -113,8 +113,11 @@ Result<TrainSummary> run_training(
       std::fprintf(out,
                    "training 64-64-10 MLP on %zu digits (%s shards), %d workers, batch %zu each, "
                    "%zu steps/epoch\n",
-                   train.size(), spec.label_sorted ? "label-sorted" : "IID", n, spec.batch_size,
-                   steps_per_epoch);
+                   train.size(), spec.label_sorted ? "label-sorted" : "IID", n,
+                   spec.recipe.batch_size, steps_per_epoch);
+      if (!spec.codec_warning.empty()) {
+        std::fprintf(out, "warning: %s\n", spec.codec_warning.c_str());
+      }
       std::fprintf(out, "%6s %5s %9s %9s %6s %6s %12s\n", "step", "epoch", "loss", "test_acc",
                    "world", "view", "busbw(GB/s)");
       std::fflush(out);
@@ -135,6 +138,7 @@ Result<TrainSummary> run_training(
     const float loss =
         model.forward_backward(train, batcher->batch(static_cast<std::size_t>(progress.batch)));
     std::copy(model.grads().begin(), model.grads().end(), buffer.begin());
+    clip_local_gradient(spec.recipe, spec.codec, std::span<float>(buffer.data(), np), n);
     buffer[np] = loss;
     const auto t0 = std::chrono::steady_clock::now();
     Result<agent::Outcome> outcome = error(StatusCode::kInternal, "not run");
@@ -158,7 +162,11 @@ Result<TrainSummary> run_training(
     allreduce_seconds += dt;
     window_seconds += dt;
     ++window_steps;
-    sgd.step(model.params(), std::span<const float>(buffer.data(), np));
+    // The rate for the point of training this batch belongs to (fractional epochs, so a
+    // world that changes size keeps the recipe's curve).
+    apply_update(spec.recipe, sgd, model.params(), std::span<const float>(buffer.data(), np),
+                 static_cast<double>(progress.data_epoch) +
+                     static_cast<double>(progress.batch) / static_cast<double>(steps_per_epoch));
     ++progress.step;
     ++progress.batch;
     ++summary.steps;

@@ -11,15 +11,17 @@
 #include <string>
 
 #include "agent/worker.h"
+#include "examples/training/recipe.h"
 
 namespace tributary::cli {
 
 struct TrainSpec {
-  int epochs = 30;              // passes over the training data
-  std::size_t batch_size = 16;  // per worker
-  float learning_rate = 0.1f;
-  float momentum = 0.9f;
-  bool label_sorted = false;  // non-IID shards (sorted by label) instead of IID
+  // Epochs, batch, rate schedule, momentum and clipping: the recipe that
+  // tests/compression/compressed_convergence_test.cc proves for every codec.
+  training::Recipe recipe;
+  training::GradientCodec codec;  // how WorkerConfig::codec meets the recipe
+  std::string codec_warning;      // printed with the header: the codec is known to lose accuracy
+  bool label_sorted = false;      // non-IID shards (sorted by label) instead of IID
   std::uint64_t seed = 1;
   std::string data_path;  // empty: the project's data/digits.csv.gz
   int print_every = 25;   // steps between progress lines (rank 0)

@@ -89,8 +89,8 @@ struct EncodeOptions {
   // compresses x + residual and leaves residual = (x + residual) - decode(payload).
   // Typically ErrorFeedback::residual(id, tensor_count).subspan(offset, count).
   std::span<float> residual = {};
-  // DGC momentum correction for top-k (empty, or a codec with momentum 0 = off):
-  // exactly `count` floats of velocity, updated u = m*u + g and masked where sent.
+  // Momentum correction for sign and top-k (empty, or a codec with momentum 0 = off):
+  // exactly `count` floats of velocity, updated u = m*u + g (top-k: zeroed where sent).
   std::span<float> momentum = {};
 };
 
@@ -127,8 +127,8 @@ class Codec {
   // True when the codec is biased or lossy enough that it should run with error feedback
   // (top-k, sign); the caller decides and passes EncodeOptions::residual.
   virtual bool wants_error_feedback() const { return false; }
-  // True when the codec applies DGC momentum correction (top-k with momentum > 0): the
-  // optimizer must then not apply momentum a second time.
+  // True when the codec applies momentum correction (sign or top-k with momentum > 0):
+  // the optimizer must then not apply momentum a second time.
   virtual bool wants_momentum() const { return false; }
 
  protected:

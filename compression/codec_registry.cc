@@ -16,14 +16,34 @@ Status bad(const std::string& what) {
   return error(StatusCode::kInvalidArgument, "codec spec: " + what);
 }
 
-// Shortest text that parses back to the same double.
-std::string format_double(double v) {
+// Shortest text that parses back to the same value (a float: "0.9", not 0.899999976...).
+template <typename T>
+std::string format_number(T v) {
   char buf[32];
   const auto r = std::to_chars(buf, buf + sizeof(buf), v);
   return std::string(buf, r.ptr);
 }
+std::string format_double(double v) { return format_number(v); }
+
+// Which keys a codec has (the zstd keys belong to every codec).
+bool codec_has_key(CodecId id, std::string_view key) {
+  const bool qint = id == CodecId::kQInt8 || id == CodecId::kQInt4;
+  if (key == "bucket") return qint || id == CodecId::kSign;
+  if (key == "stochastic") return qint;
+  if (key == "density" || key == "warmup" || key == "values") return id == CodecId::kTopK;
+  if (key == "momentum") return id == CodecId::kTopK || id == CodecId::kSign;
+  return true;
+}
 
 }  // namespace
+
+CodecConfig CodecConfig::defaults(CodecId codec) {
+  CodecConfig c;
+  c.codec = codec;
+  if (codec == CodecId::kSign) c.momentum = 0.9f;
+  if (codec == CodecId::kTopK) c.warmup_steps_per_stage = 50;
+  return c;
+}
 
 Result<CodecConfig> parse_codec_spec(std::string_view spec) {
   return parse_codec_spec(tokenize_spec(spec));
@@ -53,8 +73,13 @@ Result<CodecConfig> parse_codec_spec(const SpecTokens& spec) {
     found = true;
   }
   if (!found) return bad("unknown codec '" + std::string(name) + "'");
+  c = CodecConfig::defaults(c.codec);
   for (const auto& [key, value] : spec.items) {
     bool ok = false;
+    if (!codec_has_key(c.codec, key)) {
+      return bad("'" + std::string(key) + "' is not a parameter of " +
+                 std::string(to_string(c.codec)));
+    }
     if (key == "bucket") {
       ok = parse_spec_number(value, c.bucket_size);
     } else if (key == "stochastic") {
@@ -91,11 +116,14 @@ std::string to_spec(const CodecConfig& c) {
       kv.push_back("bucket=" + std::to_string(c.bucket_size));
       kv.push_back(std::string("stochastic=") + (c.stochastic ? "1" : "0"));
       break;
-    case CodecId::kSign: kv.push_back("bucket=" + std::to_string(c.bucket_size)); break;
+    case CodecId::kSign:
+      kv.push_back("bucket=" + std::to_string(c.bucket_size));
+      kv.push_back("momentum=" + format_number(c.momentum));
+      break;
     case CodecId::kTopK:
       kv.push_back("density=" + format_double(c.density));
       kv.push_back("warmup=" + std::to_string(c.warmup_steps_per_stage));
-      kv.push_back("momentum=" + format_double(c.momentum));
+      kv.push_back("momentum=" + format_number(c.momentum));
       kv.push_back(std::string("values=") + (c.values == DType::kFloat16 ? "f16" : "bf16"));
       break;
     default: break;
@@ -135,6 +163,7 @@ Result<std::unique_ptr<Codec>> make_codec(const CodecConfig& c) {
       if (c.bucket_size == 0 || c.bucket_size > (1u << 24) || c.bucket_size % 8 != 0) {
         return bad("sign bucket must be a multiple of 8 in [8, 2^24]");
       }
+      if (!(c.momentum >= 0.0f && c.momentum < 1.0f)) return bad("sign momentum must be in [0, 1)");
       codec = wire::make_sign_codec(c);
       break;
     case CodecId::kTopK:

@@ -1,4 +1,4 @@
-// Error-feedback state: one residual (and, for DGC momentum correction, one velocity)
+// Error-feedback state: one residual (and, for momentum correction, one velocity)
 // per tensor, keyed by a caller-chosen tensor id.
 //
 // The residual is this worker's own gradient mass that a lossy codec has not sent yet:
@@ -40,7 +40,7 @@ class ErrorFeedback {
   // The residual of `id`, sized `count`, zero-filled on first use or when the count
   // differs from the stored one (a shape change drops the residual, and the velocity).
   std::span<float> residual(std::uint64_t id, std::size_t count);
-  // The DGC velocity of `id`, sized `count`, same rules.
+  // The momentum-correction velocity of `id` (sign, top-k), sized `count`, same rules.
   std::span<float> momentum(std::uint64_t id, std::size_t count);
 
   bool contains(std::uint64_t id) const { return entries_.count(id) != 0; }

@@ -38,11 +38,6 @@ std::uint32_t amax_bits(const float* __restrict v, std::size_t n) {
   return m;
 }
 
-TRIB_CODEC_MULTIVERSION
-void add_residual(float* __restrict r, const float* __restrict x, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) r[i] = x[i] + r[i];
-}
-
 // floor() and round-to-nearest-even written with truncating conversions and a magic
 // constant, so that the baseline (SSE2, no roundps) clone vectorises too.
 inline float floor_small(float y) {

@@ -62,20 +62,6 @@ void gather_ge(const float* __restrict v, std::size_t n, std::uint32_t t,
   }
 }
 
-TRIB_CODEC_MULTIVERSION
-void accumulate_momentum(float* __restrict u, float* __restrict r, const float* __restrict x,
-                         std::size_t n, float m) {
-  for (std::size_t i = 0; i < n; ++i) {
-    u[i] = m * u[i] + x[i];
-    r[i] = r[i] + u[i];
-  }
-}
-
-TRIB_CODEC_MULTIVERSION
-void add_residual(float* __restrict r, const float* __restrict x, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) r[i] = x[i] + r[i];
-}
-
 std::size_t varint_len(std::uint32_t v) {
   return v < (1u << 7) ? 1 : v < (1u << 14) ? 2 : v < (1u << 21) ? 3 : v < (1u << 28) ? 4 : 5;
 }

@@ -87,6 +87,13 @@ std::unique_ptr<Codec> make_qint_codec(const CodecConfig& config);
 std::unique_ptr<Codec> make_topk_codec(const CodecConfig& config);
 std::unique_ptr<Codec> make_sign_codec(const CodecConfig& config);
 
+// Error feedback before quantizing (feedback_kernels.cc). add_residual: r = x + r, so the
+// residual span then holds what is compressed. accumulate_momentum (DGC momentum
+// correction): u = m*u + x, then r = r + u, so the residual holds the velocity plus what
+// earlier steps did not send.
+void add_residual(float* r, const float* x, std::size_t n);
+void accumulate_momentum(float* u, float* r, const float* x, std::size_t n, float m);
+
 // Codec::decode(_accumulate): decode through the dispatcher, requiring codec `id`.
 Status decode_as(CodecId id, std::span<const std::byte> payload, float* out, std::size_t count,
                  bool accumulate);

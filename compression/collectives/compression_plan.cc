@@ -75,11 +75,8 @@ Result<CompressionPlan> powersgd_plan(std::string_view spec, const PlanKeys& key
 Result<CompressionPlan> CompressionPlan::parse(std::string_view spec) {
   TRIB_ASSIGN_OR_RETURN(const PlanKeys keys, split_plan_keys(spec));
   if (keys.codec.name == "powersgd") return powersgd_plan(spec, keys);
-  TRIB_ASSIGN_OR_RETURN(const CodecConfig config, parse_codec_spec(keys.codec));
-  TRIB_ASSIGN_OR_RETURN(std::unique_ptr<Codec> codec, make_codec(config));
+  TRIB_ASSIGN_OR_RETURN(CodecConfig config, parse_codec_spec(keys.codec));
   CompressionPlan plan;
-  plan.codec_config = config;
-  plan.codec = std::shared_ptr<const Codec>(std::move(codec));
   switch (config.codec) {
     case CodecId::kFloat32: plan.kind = Kind::kDense; break;
     case CodecId::kTopK: plan.kind = Kind::kSparse; break;
@@ -87,6 +84,12 @@ Result<CompressionPlan> CompressionPlan::parse(std::string_view spec) {
   }
   const bool cast = config.codec == CodecId::kFloat16 || config.codec == CodecId::kBFloat16;
   plan.error_feedback = plan.kind != Kind::kDense && keys.ef.value_or(!cast);
+  // Momentum correction works through the residual: without error feedback the optimizer
+  // keeps its momentum instead.
+  if (!plan.error_feedback) config.momentum = 0.0f;
+  TRIB_ASSIGN_OR_RETURN(std::unique_ptr<Codec> codec, make_codec(config));
+  plan.codec_config = config;
+  plan.codec = std::shared_ptr<const Codec>(std::move(codec));
   if (plan.kind == Kind::kDense && keys.ef.value_or(false))
     return bad_spec(spec, "float32 has no error feedback");
   if (keys.dense_at && plan.kind != Kind::kSparse)

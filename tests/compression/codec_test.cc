@@ -93,22 +93,53 @@ TEST(Codec, TinyBucketsEncodeAsZeros) {
   }
 }
 
-TEST(Codec, SignSendsTheBucketMeanMagnitudeWithTheSign) {
+TEST(Codec, SignSendsTheBucketRootMeanSquareWithTheSign) {
   auto codec = must_make("sign:bucket=16");
   for (std::size_t n : kSizes) {
     const auto x = gaussian(n, 3);
     const auto y = decode(encode(*codec, x), n);
     for (std::size_t b = 0; b < n; b += 16) {
       const std::size_t e = std::min(n, b + 16);
-      double mean = 0;
-      for (std::size_t i = b; i < e; ++i) mean += std::fabs(x[i]);
-      mean /= static_cast<double>(e - b);
+      double squares = 0;
+      for (std::size_t i = b; i < e; ++i) squares += static_cast<double>(x[i]) * x[i];
+      const double rms = std::sqrt(squares / static_cast<double>(e - b));
       for (std::size_t i = b; i < e; ++i) {
-        ASSERT_NEAR(std::fabs(y[i]), mean, 1e-5);
+        ASSERT_NEAR(std::fabs(y[i]), rms, 1e-5);
         ASSERT_EQ(y[i] < 0, x[i] < 0);
       }
     }
   }
+}
+
+// Momentum correction: the codec compresses residual + velocity, u = m*u + x, and keeps
+// exactly what it did not send; every element is sent, so the velocity is never masked.
+TEST(Codec, SignMomentumCorrectionCompressesTheVelocity) {
+  auto codec = must_make("sign:bucket=64,momentum=0.9");
+  ASSERT_TRUE(codec->wants_momentum());
+  EXPECT_FALSE(must_make("sign:momentum=0")->wants_momentum());
+  const std::size_t n = 1000;
+  ErrorFeedback ef;
+  std::vector<float> u_expect(n, 0.0f), v_expect(n, 0.0f);
+  for (int step = 0; step < 4; ++step) {
+    const auto x = gaussian(n, 40 + static_cast<std::uint32_t>(step));
+    EncodeOptions o;
+    o.residual = ef.residual(3, n);
+    o.momentum = ef.momentum(3, n);
+    const auto y = decode(encode(*codec, x, o), n);
+    for (std::size_t i = 0; i < n; ++i) {
+      u_expect[i] = 0.9f * u_expect[i] + x[i];
+      v_expect[i] = v_expect[i] + u_expect[i];
+      ASSERT_EQ(o.momentum[i], u_expect[i]) << "step " << step << " i=" << i;
+      ASSERT_EQ(y[i] < 0, v_expect[i] < 0);
+      ASSERT_EQ(o.residual[i], v_expect[i] - y[i]) << "residual = v - decoded, exactly";
+      v_expect[i] = o.residual[i];
+    }
+  }
+  std::vector<std::byte> out(codec->max_encoded_bytes(n));
+  std::vector<float> m(n), x(n, 1.0f);
+  EXPECT_EQ(codec->encode(x.data(), DType::kFloat32, n, out, {.momentum = m}).status().code(),
+            StatusCode::kInvalidArgument)
+      << "momentum without a residual";
 }
 
 TEST(Codec, StochasticRoundingIsUnbiased) {
@@ -252,7 +283,7 @@ TEST(Codec, DecodeRejectsAnotherCodecsPayloadAndWrongCounts) {
 
 TEST(Registry, ParsesPrintsAndRejectsSpecs) {
   for (const char* spec : {"float32", "float16", "bfloat16", "qint8:bucket=512,stochastic=1",
-                           "qint4:bucket=256,stochastic=0", "sign:bucket=1024",
+                           "qint4:bucket=256,stochastic=0", "sign:bucket=1024,momentum=0.9",
                            "topk:density=0.01,warmup=200,momentum=0.5,values=f16",
                            "qint4:bucket=256,stochastic=1,zstd,zstd_level=3,zstd_min_gain=0.05"}) {
     auto c = parse_codec_spec(spec);
@@ -260,15 +291,20 @@ TEST(Registry, ParsesPrintsAndRejectsSpecs) {
     EXPECT_EQ(to_spec(*c), spec);
   }
   EXPECT_EQ(parse_codec_spec("bf16")->codec, CodecId::kBFloat16);
-  for (const char* spec :
-       {"qint9", "qint8:bucket=abc", "qint8:bukket=5", "topk:values=f32", "qint8:stochastic=2"}) {
+  for (const char* spec : {"qint9", "qint8:bucket=abc", "qint8:bukket=5", "topk:values=f32",
+                           "qint8:stochastic=2", "qint8:density=0.5", "sign:stochastic=0",
+                           "topk:bucket=64", "float16:momentum=0.9", "qint4:warmup=5"}) {
     EXPECT_FALSE(parse_codec_spec(spec).is_ok()) << spec;
   }
-  for (const char* spec : {"qint4:bucket=7", "sign:bucket=12", "qint8:bucket=0", "topk:density=0",
-                           "topk:density=1.5", "topk:momentum=1", "qint8:zstd,zstd_level=99"}) {
+  for (const char* spec :
+       {"qint4:bucket=7", "sign:bucket=12", "qint8:bucket=0", "topk:density=0", "topk:density=1.5",
+        "topk:momentum=1", "sign:momentum=1", "qint8:zstd,zstd_level=99"}) {
     EXPECT_EQ(make_codec(spec).status().code(), StatusCode::kInvalidArgument) << spec;
   }
-  EXPECT_EQ(must_make("sign")->spec(), "sign:bucket=512");
+  // The documented defaults (docs/compression.md): what "--codec NAME" means.
+  EXPECT_EQ(must_make("sign")->spec(), "sign:bucket=512,momentum=0.9");
+  EXPECT_EQ(must_make("topk")->spec(), "topk:density=0.01,warmup=50,momentum=0,values=bf16");
+  EXPECT_EQ(must_make("qint8")->spec(), "qint8:bucket=512,stochastic=1");
 }
 
 TEST(Zstd, StagePaysOnSkewedCodesAndStoresRawFloats) {

@@ -86,7 +86,7 @@ TEST(ResidualPolicy, AbortedAttemptRestoresAndRerunMatchesACleanRun) {
 TEST(ResidualPolicy, TopKDyingBetweenPiecesRestoresTheResidual) {
   const int n = 3;
   const std::size_t count = (std::size_t{1} << 21) + 99;
-  const CompressionPlan plan = must_plan("topk:density=0.01");
+  const CompressionPlan plan = must_plan("topk:density=0.01,warmup=0");
   std::vector<CompressionState> states(n);
   (void)run_group(plan, states, inputs_for(n, count, 60), ReduceOp::kAvg, 0);
   std::vector<TensorState> before;

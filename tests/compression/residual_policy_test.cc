@@ -50,61 +50,71 @@ TEST(ResidualPolicy, ViewChangeFoldsOwnerResidualIntoTheWorkerResidual) {
 
 // Mass conservation across a join (n = 3 -> 4) with kFold: everything that went in either
 // came out or is still held in some residual. kDrop loses exactly the owners' residuals.
+// With momentum correction (sign's default) what goes in is each worker's velocity
+// u = 0.9 u + x, which the test keeps alongside (a joiner starts from u = 0).
 TEST(ResidualPolicy, FoldConservesGradientMassAcrossAJoin) {
   const std::size_t count = 777;
-  const CompressionPlan plan = must_plan("sign:bucket=64");
-  for (OwnerResidualPolicy policy : {OwnerResidualPolicy::kFold, OwnerResidualPolicy::kDrop}) {
-    std::vector<CompressionState> states;
-    for (int r = 0; r < 4; ++r) states.emplace_back(policy);
-    std::vector<double> in_total(count, 0.0), out_total(count, 0.0);
-    auto step = [&](int n, std::uint64_t t) {
-      const auto in = inputs_for(n, count, static_cast<std::uint32_t>(t + 1));
-      for (const auto& v : in)
-        for (std::size_t i = 0; i < count; ++i) in_total[i] += v[i];
-      const int nn = n;
-      algorithms::MemoryFabric fabric(nn);
-      std::vector<std::vector<float>> out = in;
-      const auto st = run_ranks(nn, [&](int r) {
-        CompressionContext ctx;
-        ctx.plan = &plan;
-        ctx.state = &states[static_cast<std::size_t>(r)];
-        ctx.tensor_id = kTensor;
-        ctx.step = t;
-        return compressed_all_reduce(fabric.link(r), out[static_cast<std::size_t>(r)].data(), count,
-                                     ReduceOp::kSum, ctx, opts(t + 1));
-      });
-      for (const Status& s : st) EXPECT_TRUE(s.is_ok());
-      for (std::size_t i = 0; i < count; ++i) out_total[i] += out[0][i];
-    };
-    for (std::uint64_t t = 0; t < 5; ++t) step(3, t);
-    double dropped = 0;
-    for (int r = 0; r < 3; ++r)
-      dropped += states[static_cast<std::size_t>(r)].owner_residual_norm2(kTensor);
-    for (int r = 0; r < 4; ++r) states[static_cast<std::size_t>(r)].on_view_change(4, r);
-    for (std::uint64_t t = 5; t < 10; ++t) step(4, t);
-    // in = out + residuals still held.
-    std::vector<double> held(count, 0.0);
-    for (int r = 0; r < 4; ++r) {
-      auto& s = states[static_cast<std::size_t>(r)];
-      const auto w = worker_residual(s, count);
-      for (std::size_t i = 0; i < count; ++i) held[i] += w[i];
-      if (const OwnerResidual* owner = s.find_owner_residual(kTensor)) {
-        for (std::size_t i = 0; i < owner->residual.size(); ++i)
-          held[owner->offset + i] += owner->residual[i];
+  for (const char* spec : {"sign:bucket=64,momentum=0", "sign:bucket=64"})
+    for (OwnerResidualPolicy policy : {OwnerResidualPolicy::kFold, OwnerResidualPolicy::kDrop}) {
+      SCOPED_TRACE(spec);
+      const CompressionPlan plan = must_plan(spec);
+      const float m = plan.codec_config.momentum;
+      std::vector<CompressionState> states;
+      for (int r = 0; r < 4; ++r) states.emplace_back(policy);
+      std::vector<double> in_total(count, 0.0), out_total(count, 0.0);
+      std::vector<std::vector<float>> velocity(4, std::vector<float>(count, 0.0f));
+      auto step = [&](int n, std::uint64_t t) {
+        const auto in = inputs_for(n, count, static_cast<std::uint32_t>(t + 1));
+        for (std::size_t r = 0; r < in.size(); ++r) {
+          for (std::size_t i = 0; i < count; ++i) {
+            velocity[r][i] = m * velocity[r][i] + in[r][i];
+            in_total[i] += m > 0 ? velocity[r][i] : in[r][i];
+          }
+        }
+        const int nn = n;
+        algorithms::MemoryFabric fabric(nn);
+        std::vector<std::vector<float>> out = in;
+        const auto st = run_ranks(nn, [&](int r) {
+          CompressionContext ctx;
+          ctx.plan = &plan;
+          ctx.state = &states[static_cast<std::size_t>(r)];
+          ctx.tensor_id = kTensor;
+          ctx.step = t;
+          return compressed_all_reduce(fabric.link(r), out[static_cast<std::size_t>(r)].data(),
+                                       count, ReduceOp::kSum, ctx, opts(t + 1));
+        });
+        for (const Status& s : st) EXPECT_TRUE(s.is_ok());
+        for (std::size_t i = 0; i < count; ++i) out_total[i] += out[0][i];
+      };
+      for (std::uint64_t t = 0; t < 5; ++t) step(3, t);
+      double dropped = 0;
+      for (int r = 0; r < 3; ++r)
+        dropped += states[static_cast<std::size_t>(r)].owner_residual_norm2(kTensor);
+      for (int r = 0; r < 4; ++r) states[static_cast<std::size_t>(r)].on_view_change(4, r);
+      for (std::uint64_t t = 5; t < 10; ++t) step(4, t);
+      // in = out + residuals still held.
+      std::vector<double> held(count, 0.0);
+      for (int r = 0; r < 4; ++r) {
+        auto& s = states[static_cast<std::size_t>(r)];
+        const auto w = worker_residual(s, count);
+        for (std::size_t i = 0; i < count; ++i) held[i] += w[i];
+        if (const OwnerResidual* owner = s.find_owner_residual(kTensor)) {
+          for (std::size_t i = 0; i < owner->residual.size(); ++i)
+            held[owner->offset + i] += owner->residual[i];
+        }
+      }
+      double gap = 0, scale = 0;
+      for (std::size_t i = 0; i < count; ++i) {
+        gap = std::max(gap, std::fabs(in_total[i] - out_total[i] - held[i]));
+        scale = std::max(scale, std::fabs(in_total[i]));
+      }
+      if (policy == OwnerResidualPolicy::kFold) {
+        EXPECT_LT(gap, 1e-4 * std::max(1.0, scale)) << "fold lost or doubled mass";
+      } else {
+        EXPECT_GT(dropped, 0);
+        EXPECT_GT(gap, 1e-2) << "drop should lose the owners' residuals";
       }
     }
-    double gap = 0, scale = 0;
-    for (std::size_t i = 0; i < count; ++i) {
-      gap = std::max(gap, std::fabs(in_total[i] - out_total[i] - held[i]));
-      scale = std::max(scale, std::fabs(in_total[i]));
-    }
-    if (policy == OwnerResidualPolicy::kFold) {
-      EXPECT_LT(gap, 1e-4 * std::max(1.0, scale)) << "fold lost or doubled mass";
-    } else {
-      EXPECT_GT(dropped, 0);
-      EXPECT_GT(gap, 1e-2) << "drop should lose the owners' residuals";
-    }
-  }
 }
 
 TEST(ResidualPolicy, LazyFoldMatchesAnExplicitViewChange) {

@@ -34,7 +34,7 @@ Picked inspect(std::span<const float> x, std::span<const float> y) {
 
 TEST(TopK, PicksAboutKOfTheLargest) {
   for (double density : {0.001, 0.01, 0.1}) {
-    auto codec = must_make("topk:density=" + std::to_string(density));
+    auto codec = must_make("topk:density=" + std::to_string(density) + ",warmup=0");
     const std::size_t n = 200000;
     const auto x = gaussian(n, 21);
     const auto payload = encode(*codec, x, {.seed = 5});
@@ -49,7 +49,7 @@ TEST(TopK, PicksAboutKOfTheLargest) {
 }
 
 TEST(TopK, SmallTensorsAreExact) {
-  auto codec = must_make("topk:density=0.01");
+  auto codec = must_make("topk:density=0.01,warmup=0");
   const auto x = gaussian(1000, 22);
   const Picked p = inspect(x, decode(encode(*codec, x), 1000));
   EXPECT_EQ(p.nnz, 10u);
@@ -57,7 +57,7 @@ TEST(TopK, SmallTensorsAreExact) {
 }
 
 TEST(TopK, TiesAreCutToK) {
-  auto codec = must_make("topk:density=0.01");
+  auto codec = must_make("topk:density=0.01,warmup=0");
   std::vector<float> x(100000, 1.0f);
   const Picked p = inspect(x, decode(encode(*codec, x), x.size()));
   EXPECT_EQ(p.nnz, 1000u);
@@ -77,17 +77,17 @@ TEST(TopK, PicksTheSmallerIndexFormat) {
   const std::size_t n = 100000;
   const auto x = gaussian(n, 23);
   // 1%: ~1000 indices with gaps ~100 -> 1-2 varint bytes each, far below n/8 = 12500.
-  const auto sparse = encode(*must_make("topk:density=0.01"), x);
+  const auto sparse = encode(*must_make("topk:density=0.01,warmup=0"), x);
   EXPECT_EQ(read_header(sparse)->flags & 4u, 0u) << "varint";
   // 30%: gaps ~3 -> ~1 byte per index (30000) > bitmap (12500).
-  const auto dense = encode(*must_make("topk:density=0.3"), x);
+  const auto dense = encode(*must_make("topk:density=0.3,warmup=0"), x);
   EXPECT_EQ(read_header(dense)->flags & 4u, 4u) << "bitmap";
   // Both decode to their own selection.
   EXPECT_EQ(inspect(x, decode(dense, n)).nnz, read_header(dense)->param);
 }
 
 TEST(TopK, ValuesInFloat16) {
-  auto codec = must_make("topk:density=0.05,values=f16");
+  auto codec = must_make("topk:density=0.05,warmup=0,values=f16");
   const auto x = gaussian(5000, 24);
   const auto payload = encode(*codec, x);
   EXPECT_EQ(read_header(payload)->flags & 3u, 1u);
@@ -118,7 +118,7 @@ TEST(TopK, WarmupScheduleDividesByFourPerStage) {
 }
 
 TEST(TopK, ErrorFeedbackKeepsEverythingNotSent) {
-  auto codec = must_make("topk:density=0.01");
+  auto codec = must_make("topk:density=0.01,warmup=0");
   const auto x = gaussian(10000, 26);
   std::vector<float> r(10000, 0.0f);
   const auto y = decode(encode(*codec, x, {.residual = r}), 10000);
@@ -126,7 +126,7 @@ TEST(TopK, ErrorFeedbackKeepsEverythingNotSent) {
 }
 
 TEST(TopK, MomentumCorrectionAccumulatesVelocityAndMasksIt) {
-  auto codec = must_make("topk:density=0.01,momentum=0.9");
+  auto codec = must_make("topk:density=0.01,warmup=0,momentum=0.9");
   ASSERT_TRUE(codec->wants_momentum());
   const std::size_t n = 10000;
   ErrorFeedback ef;

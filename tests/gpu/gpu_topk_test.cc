@@ -78,13 +78,13 @@ TEST(GpuTopK, MatchesCpuAcrossSizesAndDensities) {
   TopKEncoder encoder;
   for (std::size_t n : {1000ull, 1001ull, 5003ull, 65537ull, 1'000'003ull, 10'000'019ull}) {
     const std::vector<float> x = testing::gradient(n, n);
-    for (const char* spec : {"topk:density=0.01", "topk:density=0.001,values=f16",
-                             "topk:density=0.3", "topk:density=0.05,warmup=10"}) {
+    for (const char* spec : {"topk:density=0.01,warmup=0", "topk:density=0.001,values=f16,warmup=0",
+                             "topk:density=0.3,warmup=0", "topk:density=0.05,warmup=10"}) {
       check_topk(x, spec, false, false, 0, encoder);
       check_topk(x, spec, true, false, 25, encoder);
       if (::testing::Test::HasFatalFailure()) return;
     }
-    check_topk(x, "topk:density=0.01,momentum=0.9", true, true, 3, encoder);
+    check_topk(x, "topk:density=0.01,momentum=0.9,warmup=0", true, true, 3, encoder);
     if (::testing::Test::HasFatalFailure()) return;
   }
 }
@@ -96,18 +96,20 @@ TEST(GpuTopK, TiesZerosAndSkewMatchCpu) {
   std::vector<float> ties(200'003);
   for (std::size_t i = 0; i < ties.size(); ++i)
     ties[i] = (i % 3 == 0 ? -1.0f : 1.0f) * static_cast<float>(1 + i % 4);
-  check_topk(ties, "topk:density=0.01", true, false, 0, encoder);
-  check_topk(std::vector<float>(100'000, 1.0f), "topk:density=0.01", false, false, 0, encoder);
+  check_topk(ties, "topk:density=0.01,warmup=0", true, false, 0, encoder);
+  check_topk(std::vector<float>(100'000, 1.0f), "topk:density=0.01,warmup=0", false, false, 0,
+             encoder);
   // All zeros, and a single non-zero.
-  check_topk(std::vector<float>(100'000, 0.0f), "topk:density=0.01", true, false, 0, encoder);
+  check_topk(std::vector<float>(100'000, 0.0f), "topk:density=0.01,warmup=0", true, false, 0,
+             encoder);
   std::vector<float> one(1000, 0.0f);
   one[10] = 2.0f;
-  check_topk(one, "topk:density=0.5", false, false, 0, encoder);
+  check_topk(one, "topk:density=0.5,warmup=0", false, false, 0, encoder);
   // Skewed: a few huge values, a sample that misses them, retried rounds.
   std::vector<float> skew = testing::gradient(3'000'017, 8);
   for (std::size_t i = 0; i < skew.size(); i += 997) skew[i] *= 1e6f;
-  check_topk(skew, "topk:density=0.02", true, false, 0, encoder);
-  check_topk(skew, "topk:density=0.0001", false, false, 0, encoder);
+  check_topk(skew, "topk:density=0.02,warmup=0", true, false, 0, encoder);
+  check_topk(skew, "topk:density=0.0001,warmup=0", false, false, 0, encoder);
 }
 
 TEST(GpuTopK, LargeTensorMatchesCpu) {
@@ -116,7 +118,7 @@ TEST(GpuTopK, LargeTensorMatchesCpu) {
   if (testing::device_free_bytes() < n * 24) GTEST_SKIP() << "not enough free device memory";
   TopKEncoder encoder;
   const std::vector<float> x = testing::gradient(n, 5);
-  check_topk(x, "topk:density=0.01", true, false, 0, encoder);
+  check_topk(x, "topk:density=0.01,warmup=0", true, false, 0, encoder);
 }
 
 // The sampled threshold keeps {|v| >= t}: a superset of the exact top-k when it keeps k
@@ -169,7 +171,7 @@ TEST(GpuTopK, SampledSelectionNestsWithExactTopK) {
 TEST(GpuTopK, RejectsBadArguments) {
   TRIB_REQUIRE_GPU();
   TopKEncoder encoder;
-  auto config = compression::parse_codec_spec("topk:density=0.01");
+  auto config = compression::parse_codec_spec("topk:density=0.01,warmup=0");
   ASSERT_TRUE(config);
   DeviceBuffer<float> d_x(1000);
   DeviceBuffer<std::byte> d_out(TopKEncoder::max_payload_bytes(*config, 1000));
@@ -179,7 +181,7 @@ TEST(GpuTopK, RejectsBadArguments) {
   EXPECT_EQ(
       encoder.encode(d_x.get(), 1000, *qint, {}, d_out.get(), 1 << 20, nullptr).status().code(),
       StatusCode::kInvalidArgument);
-  auto mom = compression::parse_codec_spec("topk:density=0.01,momentum=0.9");
+  auto mom = compression::parse_codec_spec("topk:density=0.01,momentum=0.9,warmup=0");
   DeviceEncodeOptions o;
   o.momentum = d_x.get();
   EXPECT_EQ(encoder.encode(d_x.get(), 1000, *mom, o, d_out.get(), 1 << 20, nullptr).status().code(),

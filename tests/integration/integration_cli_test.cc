@@ -66,6 +66,26 @@ TEST(Demo, TrainsThroughTopKCompression) {
   EXPECT_NE(r.out.find("hold bitwise-identical parameters"), std::string::npos) << r.dump;
 }
 
+// A codec the convergence evidence says loses accuracy trains, with a warning saying so
+// and what to change, in the header (docs/compression.md,
+// compression/collectives/convergence_advice.h).
+TEST(Demo, WarnsAboutACodecKnownToLoseAccuracy) {
+  const Ran r = run({"demo", "--workers", "2", "--epochs", "1", "--codec", "topk:density=0.0005",
+                     "--timeout-s", "120"},
+                    seconds(180));
+  ASSERT_EQ(r.code, 0) << r.dump;
+  EXPECT_TRUE(std::regex_search(
+      r.out,
+      std::regex(
+          R"(warning: --codec topk:density=0.0005: top-k below density 0.001 .*loses accuracy)")))
+      << r.dump;
+  const Ran fine =
+      run({"demo", "--workers", "2", "--epochs", "1", "--codec", "topk", "--timeout-s", "120"},
+          seconds(180));
+  ASSERT_EQ(fine.code, 0) << fine.dump;
+  EXPECT_EQ(fine.out.find("warning:"), std::string::npos) << fine.dump;
+}
+
 struct BadInvocation {
   std::string name;
   std::vector<std::string> args;
@@ -109,6 +129,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadInvocation{"agent_unknown_mismatch",
                       {"agent", "--secret", "s", "--mismatch", "size"},
                       "--mismatch"},
+        BadInvocation{"demo_codec_known_to_diverge",
+                      {"demo", "--codec", "sign:ef=0"},
+                      "--codec sign:ef=0: sign without error feedback \\(ef=0\\) diverges"},
+        BadInvocation{"demo_codec_key_it_does_not_have",
+                      {"demo", "--codec", "qint8:density=0.5"},
+                      "--codec: .*'density' is not a parameter of qint8"},
+        BadInvocation{"agent_codec_unknown",
+                      {"agent", "--secret", "s", "--codec", "int3"},
+                      "--codec: .*unknown codec 'int3'"},
         BadInvocation{"coordinator_unknown_log_format",
                       {"coordinator", "--secret", "s", "--log-format", "xml"},
                       "--log-format"},
