@@ -7,8 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "agent/drain_on_sigterm.h"
 #include "agent/elastic_loop.h"
-#include "cli/drain_on_sigterm.h"
 #include "core/hash.h"
 
 namespace tributary::cli {
@@ -138,7 +138,7 @@ Status run_soak(const std::function<Result<std::unique_ptr<agent::Worker>>()>& s
        .retry_first_join = true},
       log);
   // SIGTERM drains from the start: one that arrives while joining ends the run at once.
-  const DrainOnSigterm drain_on_sigterm(loop);
+  const agent::DrainOnSigterm drain_on_sigterm(loop);
   TRIB_ASSIGN_OR_RETURN(const agent::ElasticReport report, loop.run(workload));
   if (report.left) {
     std::fprintf(out, "soak left after step %lld\n", static_cast<long long>(progress.step));

@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
+#include "agent/drain_on_sigterm.h"
 #include "agent/elastic_loop.h"
-#include "cli/drain_on_sigterm.h"
 #include "core/hash.h"
 #include "examples/training/batcher.h"
 #include "examples/training/dataset.h"
@@ -194,7 +194,7 @@ Result<TrainSummary> run_training(
   agent::ElasticLoop loop({.rejoin_delay = rejoin_after, .retry_delay = rejoin_after},
                           Logger("train"));
   // SIGTERM drains from the start, also while the first join is still under way.
-  const DrainOnSigterm drain_on_sigterm(loop);
+  const agent::DrainOnSigterm drain_on_sigterm(loop);
   TRIB_ASSIGN_OR_RETURN(const agent::ElasticReport report, loop.run(workload));
   summary.drained = report.drained;
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

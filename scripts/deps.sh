@@ -12,6 +12,9 @@ packages=(
   # dashboards and plots: the console test's browser, Debian's python3 modules the test
   # and plot scripts import, a font for both to render text with
   chromium python3-yaml python3-matplotlib fonts-dejavu-core
+  # the Python package and the torch.distributed backend (Debian's torch 1.13, CPU) and
+  # their pytest suites
+  python3-dev pybind11-dev python3-numpy python3-torch libtorch-dev python3-pytest
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,19 +1,19 @@
-#include "cli/drain_on_sigterm.h"
+#include "agent/drain_on_sigterm.h"
 
 #include <atomic>
 
-namespace tributary::cli {
+namespace tributary::agent {
 namespace {
 
-std::atomic<agent::ElasticLoop*> g_loop{nullptr};
+std::atomic<ElasticLoop*> g_loop{nullptr};
 
 void on_sigterm(int) {
-  if (agent::ElasticLoop* loop = g_loop.load()) loop->request_drain();
+  if (ElasticLoop* loop = g_loop.load()) loop->request_drain();
 }
 
 }  // namespace
 
-DrainOnSigterm::DrainOnSigterm(agent::ElasticLoop& loop) {
+DrainOnSigterm::DrainOnSigterm(ElasticLoop& loop) {
   g_loop.store(&loop);
   struct sigaction sa {};
   sa.sa_handler = on_sigterm;
@@ -26,4 +26,4 @@ DrainOnSigterm::~DrainOnSigterm() {
   g_loop.store(nullptr);
 }
 
-}  // namespace tributary::cli
+}  // namespace tributary::agent

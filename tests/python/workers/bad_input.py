@@ -1,0 +1,114 @@
+"""Bad input through both APIs, on 2 ranks: arguments that disagree across ranks, tensors a
+collective cannot use. Every case must raise a Python exception with a clear message, on
+every rank, in bounded time, and leave the cluster usable. argv: api|dist rank init_file.
+
+Prints RESULT {"cases": {name: {"raised": type name or None, "message": str, "seconds": s}}}.
+"""
+
+import sys
+import time
+
+import numpy
+import torch
+
+import tributary
+from reference import report
+
+MISMATCHES = ("dtype_float32_vs_float64", "dtype_float32_vs_int32", "count_8_vs_9")
+
+
+def attempt(fn):
+    start = time.monotonic()
+    try:
+        fn()
+        raised, message = None, ""
+    except Exception as e:  # the test checks the type
+        raised, message = type(e).__name__, str(e)
+    return {"raised": raised, "message": message, "seconds": time.monotonic() - start}
+
+
+class FakeCudaTensor(torch.Tensor):
+    """A CPU tensor that reports a CUDA device: what a GPU tensor looks like to the checks,
+    on a torch built without CUDA (where no real one can be made)."""
+
+    @property
+    def device(self):
+        return torch.device("cuda", 0)
+
+
+def read_only(a):
+    a.flags.writeable = False
+    return a
+
+
+def mismatched(name, me):
+    """Rank 0 and rank 1 disagree about the collective named `name`."""
+    if name == "dtype_float32_vs_float64":
+        return numpy.ones(8, dtype=numpy.float32 if me == 0 else numpy.float64)
+    if name == "dtype_float32_vs_int32":
+        return numpy.ones(8, dtype=numpy.float32 if me == 0 else numpy.int32)
+    return numpy.ones(8 + me, dtype=numpy.float32)
+
+
+def api_cases(me):
+    w = tributary.Worker()
+    cases = {}
+    for name in MISMATCHES:
+        cases[name] = attempt(lambda: w.all_reduce(mismatched(name, me)))
+    local = {
+        "non_contiguous_numpy": lambda: w.all_reduce(numpy.ones((4, 4), numpy.float32)[:, ::2]),
+        "non_contiguous_torch": lambda: w.all_reduce(torch.ones(4, 3).t()),
+        "cuda_tensor": lambda: w.all_reduce(torch.ones(4).as_subclass(FakeCudaTensor)),
+        "meta_tensor": lambda: w.all_reduce(torch.empty(4, device="meta")),
+        "unsupported_dtype_torch": lambda: w.all_reduce(torch.ones(4, dtype=torch.bool)),
+        "unsupported_dtype_numpy": lambda: w.all_reduce(numpy.ones(4, numpy.complex64)),
+        "wrong_out_size": lambda: w.all_gather(numpy.ones(4, numpy.float32),
+                                               numpy.ones(7, numpy.float32)),
+        "read_only": lambda: w.all_reduce(read_only(numpy.ones(4, numpy.float32))),
+        "not_an_array": lambda: w.all_reduce([1.0, 2.0]),
+        "bad_op": lambda: w.all_reduce(numpy.ones(4, numpy.float32), op="xor"),
+    }
+    for name, fn in local.items():
+        cases[name] = attempt(fn)
+    x = numpy.ones(16, dtype=numpy.float32)
+    cases["usable_after"] = attempt(lambda: w.all_reduce(x))
+    cases["usable_after"]["value"] = float(x[0])
+    w.leave()
+    return cases
+
+
+def dist_cases(me, init_file):
+    import torch.distributed as dist
+    import tributary.torch  # noqa: F401  (registers the backend)
+    dist.init_process_group("tributary", init_method=f"file://{init_file}", rank=me,
+                            world_size=2)
+    cases = {}
+    for name in MISMATCHES:
+        cases[name] = attempt(lambda: dist.all_reduce(torch.from_numpy(mismatched(name, me))))
+    local = {
+        "non_contiguous_torch": lambda: dist.all_reduce(torch.ones(4, 3).t()),
+        "meta_tensor": lambda: dist.all_reduce(torch.empty(4, device="meta")),
+        "unsupported_dtype_torch": lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool)),
+        "unsupported_op": lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32),
+                                                  op=dist.ReduceOp.BAND),
+        "wrong_list_length": lambda: dist.all_gather([torch.ones(4)], torch.ones(4)),
+        "uneven_all_to_all": lambda: dist.all_to_all_single(
+            torch.zeros(4), torch.ones(4), output_split_sizes=[1, 3], input_split_sizes=[3, 1]),
+        "point_to_point": lambda: dist.send(torch.ones(4), dst=1 - me),
+    }
+    for name, fn in local.items():
+        cases[name] = attempt(fn)
+    x = torch.ones(16)
+    cases["usable_after"] = attempt(lambda: dist.all_reduce(x))
+    cases["usable_after"]["value"] = float(x[0])
+    dist.destroy_process_group()
+    return cases
+
+
+def main():
+    api, me = sys.argv[1], int(sys.argv[2])
+    report(api_cases(me) if api == "api" else dist_cases(me, sys.argv[3]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
