@@ -53,10 +53,10 @@ Result<Joined> CoordinatorClient::Impl::join(const ClientConfig& config, Deadlin
     const TimePoint now = std::chrono::steady_clock::now();
     if (deadline.passed(now)) break;
     zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, milliseconds(poll_timeout_ms(now, deadline.at)));
+    poll_items(&item, 1, milliseconds(poll_timeout_ms(now, deadline.at)));
     if ((item.revents & ZMQ_POLLIN) == 0) continue;
     zmq::message_t msg;
-    if (!dealer.recv(msg, zmq::recv_flags::dontwait)) continue;
+    if (!recv_now(dealer, msg)) continue;
     heard_back = true;
     auto decoded = control::decode_envelope(msg.to_string_view());
     if (!decoded) {

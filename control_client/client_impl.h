@@ -8,7 +8,9 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -30,6 +32,17 @@ namespace tributary::control_client {
 // Non-blocking: when the coordinator is gone the pipe fills and we drop, rather than
 // block the heartbeat thread.
 bool send_envelope(zmq::socket_t& socket, const control::Envelope& envelope);
+
+// The client's ZeroMQ calls, with EINTR retried or treated as an early wake-up. A process
+// that installs a signal handler (the agent drains on SIGTERM) can have the signal land on
+// any of its threads, and cppzmq throws zmq::error_t on EINTR: uncaught on the client's
+// thread, that would end the process.
+// zmq::poll for at most `timeout`; an interrupted poll returns 0 with no revents set.
+int poll_items(zmq::pollitem_t* items, std::size_t count, std::chrono::milliseconds timeout);
+// Non-blocking receive: false when nothing is queued.
+bool recv_now(zmq::socket_t& socket, zmq::message_t& message);
+// Send; with send_flags::dontwait, false when the pipe is full.
+bool send_bytes(zmq::socket_t& socket, zmq::const_buffer bytes, zmq::send_flags flags);
 
 // Milliseconds to poll until `until` (rounded up, at most 1000).
 long poll_timeout_ms(TimePoint now, TimePoint until);
@@ -92,7 +105,7 @@ struct CoordinatorClient::Impl {
 
   void wake(char command) {
     std::lock_guard lock(wake_mu);
-    wake_tx.send(zmq::buffer(&command, 1), zmq::send_flags::none);
+    send_bytes(wake_tx, zmq::buffer(&command, 1), zmq::send_flags::none);
   }
 
   // admission.cc

@@ -4,6 +4,7 @@
 #include <prometheus/gauge.h>
 
 #include <algorithm>
+#include <cerrno>
 
 #include "control_client/client_impl.h"
 
@@ -14,7 +15,37 @@ using std::chrono::milliseconds;
 
 bool send_envelope(zmq::socket_t& socket, const control::Envelope& envelope) {
   const std::string bytes = control::encode_envelope(envelope);
-  return socket.send(zmq::buffer(bytes), zmq::send_flags::dontwait).has_value();
+  return send_bytes(socket, zmq::buffer(bytes), zmq::send_flags::dontwait);
+}
+
+int poll_items(zmq::pollitem_t* items, std::size_t count, milliseconds timeout) {
+  try {
+    return zmq::poll(items, count, timeout);
+  } catch (const zmq::error_t& e) {
+    if (e.num() != EINTR) throw;
+    for (std::size_t i = 0; i < count; ++i) items[i].revents = 0;
+    return 0;  // the callers loop and recompute their deadlines
+  }
+}
+
+bool recv_now(zmq::socket_t& socket, zmq::message_t& message) {
+  for (;;) {
+    try {
+      return socket.recv(message, zmq::recv_flags::dontwait).has_value();
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) throw;
+    }
+  }
+}
+
+bool send_bytes(zmq::socket_t& socket, zmq::const_buffer bytes, zmq::send_flags flags) {
+  for (;;) {
+    try {
+      return socket.send(bytes, flags).has_value();
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) throw;
+    }
+  }
 }
 
 long poll_timeout_ms(TimePoint now, TimePoint until) {
@@ -72,11 +103,11 @@ void CoordinatorClient::Impl::run() {
     TimePoint now = std::chrono::steady_clock::now();
     zmq::pollitem_t items[] = {{wake_rx.handle(), 0, ZMQ_POLLIN, 0},
                                {dealer.handle(), 0, ZMQ_POLLIN, 0}};
-    zmq::poll(items, 2, milliseconds(poll_timeout_ms(now, next_heartbeat)));
+    poll_items(items, 2, milliseconds(poll_timeout_ms(now, next_heartbeat)));
     now = std::chrono::steady_clock::now();
     if (items[0].revents & ZMQ_POLLIN) {
       zmq::message_t cmd;
-      while (wake_rx.recv(cmd, zmq::recv_flags::dontwait)) {
+      while (recv_now(wake_rx, cmd)) {
         if (cmd.to_string_view() == "q") return;
         if (cmd.to_string_view() == "l") next_heartbeat = now;  // send the Leave right away, below
         if (cmd.to_string_view() == "r") next_heartbeat = now;  // send a new Ready right away
@@ -85,7 +116,7 @@ void CoordinatorClient::Impl::run() {
     }
     if (items[1].revents & ZMQ_POLLIN) {
       zmq::message_t msg;
-      while (dealer.recv(msg, zmq::recv_flags::dontwait)) {
+      while (recv_now(dealer, msg)) {
         auto decoded = control::decode_envelope(msg.to_string_view());
         if (!decoded) {
           log.warn("ignored malformed message from coordinator " + endpoint + ": " +
