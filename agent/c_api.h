@@ -29,7 +29,7 @@ typedef struct tributary_worker_config {
   const char* host;               /* host label; NULL: hostname */
   const char* bind_host;          /* data-plane address; NULL: 127.0.0.1 */
   uint32_t join_timeout_ms;       /* 0: 30000 */
-  uint32_t collective_timeout_ms; /* 0: 30000 */
+  uint32_t collective_timeout_ms; /* cap on each attempt of a collective; 0: 30000 */
   const char* metrics_bind;       /* NULL: no /metrics */
 } tributary_worker_config;
 

@@ -220,7 +220,8 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
     const membership::Epoch epoch = view.epoch;
     algorithms::CollectiveOptions options;
     options.seq = next_seq;
-    options.deadline = collective_deadline(bytes);
+    const AttemptDeadline deadline = collective_deadline(bytes);
+    options.deadline = deadline.deadline;
     options.chunk_bytes = config.chunk_bytes;
     options.algorithm = algorithm;
     const auto t0 = std::chrono::steady_clock::now();
@@ -232,8 +233,9 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
       agree.seq = algorithms::seq_in(algorithms::SeqSpace::kAgreement, options.seq);
       status = algorithms::agreement_round(*link, agree);
     }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto t1 = std::chrono::steady_clock::now();
+    status = attempt_status(status, deadline, t1, config.collective_timeout, op, options.seq);
+    const double seconds = std::chrono::duration<double>(t1 - t0).count();
     if (metrics) {
       metrics->record_collective(op,
                                  algorithm == algorithms::AllReduceAlgorithm::kAuto

@@ -41,6 +41,9 @@ struct WorkerConfig {
   std::uint16_t data_port = 0;                       // 0: ephemeral
   std::string advertise_host;                        // the address peers dial; default: bind_host
   std::chrono::milliseconds join_timeout{30000};
+  // Cap on each attempt of a collective (the data phase and its commit round): an attempt
+  // still running after it fails with kTimedOut and is recovered like any other failure
+  // (reported, new view, re-run). Zero: only the adaptive deadline below.
   std::chrono::milliseconds collective_timeout{30000};
   std::size_t chunk_bytes = 256 * 1024;
   algorithms::AllReduceAlgorithm algorithm = algorithms::AllReduceAlgorithm::kAuto;

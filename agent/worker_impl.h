@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "agent/agent_metrics.h"
+#include "agent/attempt_deadline.h"
 #include "agent/tcp_endpoint.h"
 #include "agent/worker.h"
 #include "algorithms/cost_model.h"
@@ -66,10 +67,10 @@ class Worker::Impl {
     }
   }
 
-  Deadline collective_deadline(std::size_t bytes) const {
-    const double seconds = static_cast<double>(bytes) / throughput * config.deadline_slack;
-    return Deadline::after(config.deadline_floor + std::chrono::duration_cast<Duration>(
-                                                       std::chrono::duration<double>(seconds)));
+  AttemptDeadline collective_deadline(std::size_t bytes) const {
+    return attempt_deadline(std::chrono::steady_clock::now(), bytes, throughput,
+                            config.deadline_floor, config.deadline_slack,
+                            config.collective_timeout);
   }
 
   algorithms::AllReduceAlgorithm pick(std::size_t bytes) const {

@@ -168,7 +168,8 @@ void add_worker_flags(CLI::App& cmd, AgentFlags& f) {
   cmd.add_option("--join-timeout-ms", f.join_timeout_ms, "deadline to join and connect")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd.add_option("--timeout-ms", f.timeout_ms, "deadline of each collective")
+  cmd.add_option("--timeout-ms", f.timeout_ms,
+                 "cap on each attempt of a collective (a late one is recovered and re-run)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd.add_option("--chunk-bytes", f.worker.chunk_bytes, "pipeline chunk size")
@@ -494,7 +495,8 @@ int main(int argc, char** argv) {
       ->transform(CLI::AsSizeValue(false));
   bench->add_option("--algorithm", bench_flags.algorithm,
                     "all-reduce algorithm (auto: cost model)");
-  bench->add_option("--timeout-ms", bench_flags.timeout_ms, "deadline of each collective");
+  bench->add_option("--timeout-ms", bench_flags.timeout_ms,
+                    "cap on each attempt of a collective (a late one is recovered and re-run)");
   bench->add_flag("--no-agreement", bench_flags.no_agreement,
                   "skip the commit round after each collective (measures the data phase alone)");
 

@@ -37,6 +37,7 @@ std::map<std::string, Default> code_defaults() {
   return {
       {"WorkerConfig::deadline_floor", ms(w.deadline_floor)},
       {"WorkerConfig::deadline_slack", number(w.deadline_slack)},
+      {"WorkerConfig::collective_timeout", ms(w.collective_timeout)},
       {"WorkerConfig::recovery_timeout", ms(w.recovery_timeout)},
       {"WorkerConfig::join_timeout", ms(w.join_timeout)},
       {"WorkerConfig::min_world_size", number(w.min_world_size)},

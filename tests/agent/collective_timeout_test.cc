@@ -1,0 +1,94 @@
+// WorkerConfig::collective_timeout with real Workers (loopback sockets, a real coordinator
+// in this process): a collective that a peer holds up fails its attempt at the timeout,
+// not at the adaptive deadline, and the recovery path re-runs it in a new view.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "agent/worker.h"
+#include "coordinator/coordinator.h"
+
+namespace tributary::agent {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr char kSecret[] = "timeout-secret";
+
+TEST(CollectiveTimeout, AttemptHeldUpByAPeerTimesOutAndIsReRunInTheNextView) {
+  coordinator::CoordinatorConfig config;
+  config.secret = kSecret;
+  config.initial_world_size = 2;
+  config.metrics_address = "";
+  config.heartbeat_interval = milliseconds(50);
+  // Both members keep heartbeating, so the failure report cannot be confirmed: the
+  // coordinator answers it after heartbeat_timeout with a view of the same members.
+  config.heartbeat_timeout = milliseconds(600);
+  config.straggler.enabled = false;
+  coordinator::Coordinator coord(config, Logger("coordinator", [](const LogRecord&) {}));
+  ASSERT_TRUE(coord.start().is_ok());
+
+  testing::internal::CaptureStderr();
+  std::atomic<membership::Epoch> first_epoch{0};
+  std::vector<Result<Outcome>> outcomes(2, error(StatusCode::kInternal, "not run"));
+  std::vector<float> results(2, 0.0f);
+  std::vector<double> seconds_taken(2, 0.0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      WorkerConfig wc;
+      wc.coordinator = coord.endpoint();
+      wc.secret = kSecret;
+      wc.join_timeout = seconds(20);
+      wc.recovery_timeout = seconds(20);
+      wc.deadline_floor = seconds(60);  // the adaptive deadline alone would wait a minute
+      wc.collective_timeout = milliseconds(300);
+      auto started = Worker::start(wc);
+      if (!started) {
+        ADD_FAILURE() << started.status().to_string();
+        return;
+      }
+      Worker& w = **started;
+      const int rank = w.rank();
+      if (rank == 0) {
+        first_epoch = w.epoch();
+      } else {
+        // Rank 1 holds the collective up: it calls only once the coordinator has moved on
+        // from the first view, which rank 0's failure report is the only thing to cause.
+        const Deadline limit = Deadline::after(seconds(20));
+        while ((first_epoch.load() == 0 || coord.current_view().epoch <= first_epoch.load()) &&
+               !limit.passed()) {
+          std::this_thread::sleep_for(milliseconds(5));
+        }
+      }
+      float value = static_cast<float>(rank + 1);
+      const auto t0 = std::chrono::steady_clock::now();
+      outcomes[rank] = w.all_reduce(&value, &value, 1, DType::kFloat32, ReduceOp::kSum);
+      seconds_taken[rank] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      results[rank] = value;
+      EXPECT_TRUE(w.leave().is_ok());
+    });
+  }
+  for (auto& th : threads) th.join();
+  const std::string log = testing::internal::GetCapturedStderr();
+  coord.stop();
+
+  ASSERT_TRUE(outcomes[0].is_ok()) << outcomes[0].status().to_string() << "\n" << log;
+  ASSERT_TRUE(outcomes[1].is_ok()) << outcomes[1].status().to_string() << "\n" << log;
+  EXPECT_EQ(outcomes[0]->attempts, 2) << "the first attempt timed out, the re-run committed";
+  EXPECT_GT(outcomes[0]->epoch, first_epoch.load());
+  EXPECT_EQ(outcomes[0]->epoch, outcomes[1]->epoch);
+  EXPECT_EQ(outcomes[0]->contributors, 2);
+  EXPECT_EQ(results[0], 3.0f);
+  EXPECT_EQ(results[1], 3.0f);
+  EXPECT_LT(seconds_taken[0], 20.0) << "waited for the adaptive deadline, not the timeout";
+  EXPECT_NE(log.find("all_reduce seq 1 did not complete within the collective timeout of 300 ms"),
+            std::string::npos)
+      << log;
+}
+
+}  // namespace
+}  // namespace tributary::agent
