@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "agent/recovery.h"
 #include "agent/worker_impl.h"
 #include "algorithms/agreement.h"
 #include "algorithms/seq_space.h"
@@ -21,18 +22,6 @@ std::string hostname() {
   char buf[256] = {};
   if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
   return buf;
-}
-
-bool retryable(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kPeerLost:
-    case StatusCode::kTimedOut:
-    case StatusCode::kAborted:
-    case StatusCode::kStaleEpoch:
-    case StatusCode::kBadFrame:
-    case StatusCode::kInternal: return true;
-    default: return false;
-  }
 }
 
 Deadline earlier(Deadline a, Deadline b) { return a.at < b.at ? a : b; }
@@ -263,20 +252,16 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
     log.logf(LogLevel::kWarn, "%.*s seq %llu in view %llu failed: %s; recovering",
              static_cast<int>(op.size()), op.data(), static_cast<unsigned long long>(seq),
              static_cast<unsigned long long>(epoch), status.to_string().c_str());
+    const AttemptFailure failure{seq, held, status, retry};
     std::vector<std::uint64_t> failed_view_ids = member_ids();  // transition() replaces the view
-    const Status moved = transition(held ? seq : 0, overall);
-    if (!moved.is_ok()) {
-      return error(moved.code(),
-                   "recovering from \"" + status.to_string() + "\": " + moved.message());
+    const Status moved = transition(failure.held_seq(), overall);
+    const RecoveryDecision decision =
+        decide_recovery(failure, moved.is_ok() ? Result<std::uint64_t>(commit_through) : moved);
+    switch (decision.verdict) {
+      case Verdict::kCommit: return committed(epoch, std::move(failed_view_ids), attempt);
+      case Verdict::kFail: return decision.status;
+      case Verdict::kReRun: break;
     }
-    if (commit_through >= seq) {
-      if (!held) {
-        return error(StatusCode::kInternal, "the coordinator committed seq " + std::to_string(seq) +
-                                                " but this member does not hold its result");
-      }
-      return committed(epoch, std::move(failed_view_ids), attempt);
-    }
-    if (!retry || !retryable(status)) return status;
     if (!input.empty()) std::memcpy(input.data(), stash.data(), input.size());
   }
 }
