@@ -13,6 +13,7 @@
 #include "agent/worker_impl.h"
 #include "algorithms/agreement.h"
 #include "algorithms/seq_space.h"
+#include "control_client/coordinator_client.h"
 #include "core/hash.h"
 
 namespace tributary::agent {
@@ -84,8 +85,10 @@ Status Worker::Impl::start() {
   ec.log = log.child("link");
   TRIB_ASSIGN_OR_RETURN(endpoint, TcpEndpoint::listen(ec));
 
-  client = std::make_unique<control_client::CoordinatorClient>(
-      log.child("control"), metrics ? &metrics->registry() : nullptr);
+  if (!client) {
+    client = std::make_unique<control_client::CoordinatorClient>(
+        log.child("control"), metrics ? &metrics->registry() : nullptr);
+  }
   control_client::ClientConfig cc;
   cc.endpoint = config.coordinator;
   cc.secret = config.secret;
@@ -378,7 +381,13 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
 }
 
 Result<std::unique_ptr<Worker>> Worker::start(const WorkerConfig& config) {
+  return start(config, nullptr);
+}
+
+Result<std::unique_ptr<Worker>> Worker::start(
+    const WorkerConfig& config, std::unique_ptr<control_client::ControlPlane> control) {
   auto impl = std::make_unique<Impl>(config);
+  impl->client = std::move(control);
   TRIB_RETURN_IF_ERROR(impl->start());
   return std::unique_ptr<Worker>(new Worker(std::move(impl)));
 }

@@ -30,6 +30,10 @@
 #include "core/dtype.h"
 #include "core/status.h"
 
+namespace tributary::control_client {
+class ControlPlane;
+}
+
 namespace tributary::agent {
 
 struct WorkerConfig {
@@ -94,6 +98,10 @@ class Worker {
  public:
   // Listens on the data port, joins, waits for the first view and connects its links.
   static Result<std::unique_ptr<Worker>> start(const WorkerConfig& config);
+  // The same over a given control plane instead of a CoordinatorClient to
+  // config.coordinator (tests: control_client::MemoryControlPlane). nullptr: the client.
+  static Result<std::unique_ptr<Worker>> start(
+      const WorkerConfig& config, std::unique_ptr<control_client::ControlPlane> control);
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;

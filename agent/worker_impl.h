@@ -22,7 +22,7 @@
 #include "agent/worker.h"
 #include "algorithms/cost_model.h"
 #include "compression/collectives/compressed_all_reduce.h"
-#include "control_client/coordinator_client.h"
+#include "control_client/control_plane.h"
 #include "core/log.h"
 
 namespace tributary::agent {
@@ -94,7 +94,8 @@ class Worker::Impl {
   Logger log{"agent"};
   std::unique_ptr<AgentMetrics> metrics;
   std::unique_ptr<TcpEndpoint> endpoint;
-  std::unique_ptr<control_client::CoordinatorClient> client;
+  // The coordinator, through a CoordinatorClient that start() creates unless one was given.
+  std::unique_ptr<control_client::ControlPlane> client;
 
   // Compression: the plan parsed once from config.codec, and the residuals of every
   // tensor, kept across views (a new Worker after an eviction starts without them).

@@ -1,4 +1,5 @@
-// The agent's side of the control plane: one ZeroMQ DEALER connection to the coordinator.
+// The agent's side of the control plane: one ZeroMQ DEALER connection to the coordinator,
+// the production implementation of ControlPlane (control_plane.h, its contract).
 //
 // join() runs the challenge-response handshake on the calling thread (the secret never
 // travels; the coordinator must prove it knows the secret too). Once joined, a background
@@ -28,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "control_client/control_plane.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/status.h"
@@ -40,39 +42,13 @@ class Registry;
 
 namespace tributary::control_client {
 
-struct ClientConfig {
-  std::string endpoint;      // "tcp://host:port" of the coordinator
-  std::string secret;        // cluster secret
-  std::string host;          // host label (defaults to nothing: required)
-  std::string zone;          // zone label, may be empty
-  std::string data_address;  // "host:port" of this agent's data-plane listener
-  std::vector<std::string> capabilities;
-  std::string name;                // empty: "<host>/<process name>:<pid>"
-  Duration heartbeat_interval{0};  // zero: the interval the coordinator advertises
-};
-
-struct Joined {
-  membership::MemberId member_id = 0;
-  // The view that admitted this member, or an empty view (epoch 0) while the coordinator
-  // is still gathering its initial world: then wait_for_view(1, deadline).
-  membership::View view;
-};
-
-// The coordinator's answer once every member of `epoch` is Ready.
-struct Go {
-  membership::Epoch epoch = 0;
-  std::uint64_t commit_through = 0;  // commit held results with seq <= this; next seq = this + 1
-  std::vector<membership::MemberId> joiners;  // members that need the training state
-  membership::MemberId state_source = 0;  // who sends it (lowest-rank member of the previous view)
-};
-
-class CoordinatorClient {
+class CoordinatorClient final : public ControlPlane {
  public:
   // `metrics`, when given, gets gauges tributary_membership_size and tributary_epoch for
   // the view this agent holds (one client per registry). It must outlive the client.
   explicit CoordinatorClient(Logger log = Logger("control"),
                              prometheus::Registry* metrics = nullptr);
-  ~CoordinatorClient();
+  ~CoordinatorClient() override;
   CoordinatorClient(const CoordinatorClient&) = delete;
   CoordinatorClient& operator=(const CoordinatorClient&) = delete;
 
@@ -81,41 +57,41 @@ class CoordinatorClient {
   //   join() was called twice). kUnavailable: no answer by the deadline (ZeroMQ connects
   //   lazily, so an unreachable coordinator shows up only as silence) or the coordinator
   //   is full. kTimedOut: the handshake started but did not finish by the deadline.
-  Result<Joined> join(const ClientConfig& config, Deadline deadline);
+  Result<Joined> join(const ClientConfig& config, Deadline deadline) override;
 
   // The first view with epoch >= min_epoch that includes this member. kEvicted when the
   // coordinator removed us, kAborted after leave(), kTimedOut at the deadline.
-  Result<membership::View> wait_for_view(membership::Epoch min_epoch, Deadline deadline);
+  Result<membership::View> wait_for_view(membership::Epoch min_epoch, Deadline deadline) override;
   // The latest view received (epoch 0 before the first).
   membership::View view() const;
-  membership::MemberId member_id() const;
+  membership::MemberId member_id() const override;
   // The training step reported in heartbeats (future straggler policy input).
-  void set_step(std::uint64_t step);
+  void set_step(std::uint64_t step) override;
   // ok while the coordinator answers heartbeats; kEvicted once removed; kUnavailable when
   // no heartbeat was acknowledged for more than 5 heartbeat intervals.
   Status health() const;
   // Stops heartbeats and tells the coordinator we go; waits for its acknowledgement.
   // ok also when we were already out (evicted). kTimedOut at the deadline (the
   // coordinator then removes us by heartbeat timeout anyway).
-  Status leave(Deadline deadline);
+  Status leave(Deadline deadline) override;
 
   // Sends Ready for `r.epoch` (what this member tells the coordinator when it adopts that
   // view: membership/commit_rule.h) and waits for the coordinator's Go for that epoch
   // (Ready is repeated every heartbeat interval until then). kAborted when a newer view
   // superseded r.epoch before Go (re-read view() and call ready() for the newer one) or
   // after leave(); kEvicted if removed; kTimedOut at the deadline.
-  Result<Go> ready(const membership::ReadyReport& r, Deadline deadline);
+  Result<Go> ready(const membership::ReadyReport& r, Deadline deadline) override;
   // Non-blocking: this member lost or timed out on `suspect` (0: unknown) in `epoch`.
   void report_failure(membership::Epoch epoch, membership::MemberId suspect,
-                      const std::string& detail);
+                      const std::string& detail) override;
   // Non-blocking: per-step compute time of this member (straggler policy input).
-  void report_step(std::uint64_t step, double compute_seconds);
+  void report_step(std::uint64_t step, double compute_seconds) override;
   // True when the coordinator announced (in heartbeat acks) joiners waiting for a step boundary.
-  bool joiners_pending() const;
+  bool joiners_pending() const override;
   // Non-blocking: this member reached a step boundary in `epoch` and asks for a boundary
   // view change. leaving=true: it drains and leaves with that change; the coordinator
   // answers LeaveAck, after which leave() returns ok at once.
-  void request_boundary(membership::Epoch epoch, bool leaving);
+  void request_boundary(membership::Epoch epoch, bool leaving) override;
   // True once the coordinator acknowledged our leave (boundary drain or leave()).
   bool left() const;
 

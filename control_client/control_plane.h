@@ -1,0 +1,85 @@
+// The control plane as the agent runtime sees it: the seam between a Worker and the
+// coordinator. Two implementations: CoordinatorClient (ZeroMQ, a real coordinator in
+// another process) and MemoryControlPlane (in-process, the real membership::Membership
+// on a clock the test drives), so the Worker's recovery can be tested with ranks as
+// threads.
+//
+// Contract (docs/fault-tolerance.md is the protocol it carries):
+//  - join() at most once, before anything else but member_id(); a second join() is
+//    kInvalidArgument.
+//  - Waits (join, wait_for_view, ready, leave) return by their deadline at the latest:
+//    kTimedOut (kUnavailable for a join nobody answered). kEvicted once this member was
+//    removed; kAborted after it left.
+//  - Views: wait_for_view(E) returns the newest view with epoch >= E that includes this
+//    member. Epochs only grow.
+//  - ready(r) tells the coordinator this member adopted view r.epoch (with its commit
+//    numbers about the epoch it leaves) and returns that epoch's Go; kAborted when a newer
+//    view superseded r.epoch first (adopt the newer one and call ready() again).
+//  - report_failure, report_step and request_boundary never block: fire and forget, repeated
+//    by the implementation where a loss would stall the protocol (a boundary request until
+//    a newer view arrives).
+//  - Liveness (heartbeats) is the implementation's business, not the caller's.
+//  - Thread-safety: every method may be called from any thread (the Worker's watcher
+//    waits for views while its collective thread reports failures).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/status.h"
+#include "membership/commit_rule.h"
+#include "membership/view.h"
+
+namespace tributary::control_client {
+
+struct ClientConfig {
+  std::string endpoint;      // "tcp://host:port" of the coordinator
+  std::string secret;        // cluster secret
+  std::string host;          // host label (defaults to nothing: required)
+  std::string zone;          // zone label, may be empty
+  std::string data_address;  // "host:port" of this agent's data-plane listener
+  std::vector<std::string> capabilities;
+  std::string name;                // empty: "<host>/<process name>:<pid>"
+  Duration heartbeat_interval{0};  // zero: the interval the coordinator advertises
+};
+
+struct Joined {
+  membership::MemberId member_id = 0;
+  // The view that admitted this member, or an empty view (epoch 0) while the coordinator
+  // is still gathering its initial world: then wait_for_view(1, deadline).
+  membership::View view;
+};
+
+// The coordinator's answer once every member of `epoch` is Ready.
+struct Go {
+  membership::Epoch epoch = 0;
+  std::uint64_t commit_through = 0;  // commit held results with seq <= this; next seq = this + 1
+  std::vector<membership::MemberId> joiners;  // members that need the training state
+  membership::MemberId state_source = 0;  // who sends it (lowest-rank member of the previous view)
+};
+
+class ControlPlane {
+ public:
+  virtual ~ControlPlane() = default;
+
+  virtual Result<Joined> join(const ClientConfig& config, Deadline deadline) = 0;
+  virtual membership::MemberId member_id() const = 0;  // 0 before join()
+  virtual Result<membership::View> wait_for_view(membership::Epoch min_epoch,
+                                                 Deadline deadline) = 0;
+  virtual Result<Go> ready(const membership::ReadyReport& report, Deadline deadline) = 0;
+  virtual void report_failure(membership::Epoch epoch, membership::MemberId suspect,
+                              const std::string& detail) = 0;
+  // The training step, carried by heartbeats (dashboards).
+  virtual void set_step(std::uint64_t step) = 0;
+  // Compute seconds of this member in `step` (the straggler policy's input).
+  virtual void report_step(std::uint64_t step, double compute_seconds) = 0;
+  // The coordinator has joiners waiting for a step boundary.
+  virtual bool joiners_pending() const = 0;
+  virtual void request_boundary(membership::Epoch epoch, bool leaving) = 0;
+  // Leaves for good; ok also when already out.
+  virtual Status leave(Deadline deadline) = 0;
+};
+
+}  // namespace tributary::control_client
