@@ -49,8 +49,11 @@ void Worker::Impl::start_watcher() {
       } else if (v.status().code() == StatusCode::kEvicted) {
         evicted = true;
         endpoint->cancel_connect(std::numeric_limits<std::uint64_t>::max());
+        // Abort with kAborted, not the eviction itself: the abort notice reaches the
+        // peers, and to them this member's removal is a failure to recover from (a new
+        // view), not their own eviction. This member's collective sees `evicted`.
         std::lock_guard lock(link_mu);
-        if (link) link->abort(v.status());
+        if (link) link->abort(error(StatusCode::kAborted, v.status().message()));
         return;
       } else if (v.status().code() != StatusCode::kTimedOut) {
         return;  // left, or the client is shutting down
