@@ -1,0 +1,184 @@
+#include "control_client/memory_control_plane.h"
+
+#include <algorithm>
+
+namespace tributary::control_client {
+
+using membership::Epoch;
+using membership::MemberId;
+using membership::View;
+
+class MemoryCoordinator::Plane final : public ControlPlane {
+ public:
+  explicit Plane(MemoryCoordinator& c) : c_(c) {}
+
+  Result<Joined> join(const ClientConfig& config, Deadline) override {
+    std::lock_guard lock(c_.mu_);
+    if (id_ != 0) return error(StatusCode::kInvalidArgument, "join() called twice");
+    membership::MemberLabels labels{config.name.empty() ? config.host : config.name, config.host,
+                                    config.zone, config.data_address, config.capabilities};
+    TRIB_ASSIGN_OR_RETURN(membership::JoinDecision d,
+                          c_.membership_.join(std::move(labels), c_.clock_.now()));
+    id_ = d.id;
+    c_.seats_[id_] = Seat{};
+    c_.apply(d.decisions);
+    return Joined{id_, c_.seats_[id_].view};
+  }
+
+  MemberId member_id() const override {
+    std::lock_guard lock(c_.mu_);
+    return id_;
+  }
+
+  Result<View> wait_for_view(Epoch min_epoch, Deadline deadline) override {
+    std::unique_lock lock(c_.mu_);
+    TRIB_RETURN_IF_ERROR(joined());
+    const Seat& seat = c_.seats_.at(id_);
+    if (!c_.wait(lock, deadline, [&] { return seat.view.epoch >= min_epoch || out(seat); })) {
+      return error(StatusCode::kTimedOut,
+                   "no view with epoch >= " + std::to_string(min_epoch) + " by the deadline");
+    }
+    TRIB_RETURN_IF_ERROR(out_status(seat));
+    return seat.view;
+  }
+
+  Result<Go> ready(const membership::ReadyReport& report, Deadline deadline) override {
+    std::unique_lock lock(c_.mu_);
+    TRIB_RETURN_IF_ERROR(joined());
+    const Seat& seat = c_.seats_.at(id_);
+    c_.apply(c_.membership_.ready(id_, report, c_.clock_.now()));
+    auto done = [&] {
+      return (seat.go && seat.go->epoch >= report.epoch) || seat.view.epoch > report.epoch ||
+             out(seat);
+    };
+    if (!c_.wait(lock, deadline, done)) {
+      return error(StatusCode::kTimedOut,
+                   "no Go for epoch " + std::to_string(report.epoch) + " by the deadline");
+    }
+    TRIB_RETURN_IF_ERROR(out_status(seat));
+    if (seat.go && seat.go->epoch == report.epoch) return *seat.go;
+    return error(StatusCode::kAborted,
+                 "epoch " + std::to_string(report.epoch) + " was superseded before its Go");
+  }
+
+  void report_failure(Epoch epoch, MemberId suspect, const std::string&) override {
+    std::lock_guard lock(c_.mu_);
+    if (joined().is_ok()) c_.apply(c_.membership_.failure_report(id_, epoch, suspect, now()));
+  }
+
+  void set_step(std::uint64_t step) override {
+    std::lock_guard lock(c_.mu_);
+    if (joined().is_ok()) c_.seats_.at(id_).step = step;
+  }
+
+  void report_step(std::uint64_t step, double compute_seconds) override {
+    std::lock_guard lock(c_.mu_);
+    if (joined().is_ok()) c_.apply(c_.membership_.step_timing(id_, step, compute_seconds, now()));
+  }
+
+  bool joiners_pending() const override {
+    std::lock_guard lock(c_.mu_);
+    return c_.membership_.joiners_pending();
+  }
+
+  void request_boundary(Epoch epoch, bool leaving) override {
+    std::lock_guard lock(c_.mu_);
+    if (joined().is_ok()) c_.apply(c_.membership_.boundary(id_, epoch, leaving, now()));
+  }
+
+  Status leave(Deadline) override {
+    std::lock_guard lock(c_.mu_);
+    if (id_ == 0) return error(StatusCode::kInvalidArgument, "leave() before join()");
+    Seat& seat = c_.seats_.at(id_);
+    if (out(seat)) return Status::ok();
+    c_.apply(c_.membership_.leave(id_, now()));
+    seat.left = true;  // also when the membership had removed it already
+    return Status::ok();
+  }
+
+ private:
+  // The caller holds c_.mu_ for these.
+  TimePoint now() const { return c_.clock_.now(); }
+  Status joined() const {
+    return id_ == 0 ? error(StatusCode::kInvalidArgument, "not joined") : Status::ok();
+  }
+  static bool out(const Seat& seat) { return seat.evicted || seat.left; }
+  static Status out_status(const Seat& seat) {
+    if (seat.evicted)
+      return error(StatusCode::kEvicted, "removed by the coordinator: " + seat.evicted_reason);
+    if (seat.left) return error(StatusCode::kAborted, "this member left");
+    return Status::ok();
+  }
+
+  MemoryCoordinator& c_;
+  MemberId id_ = 0;  // guarded by c_.mu_
+};
+
+MemoryCoordinator::MemoryCoordinator(membership::MembershipConfig config)
+    : membership_(std::move(config)) {}
+
+std::unique_ptr<ControlPlane> MemoryCoordinator::connect() {
+  return std::make_unique<Plane>(*this);
+}
+
+void MemoryCoordinator::advance(Duration d) {
+  std::lock_guard lock(mu_);
+  clock_.advance(d);
+  const TimePoint now = clock_.now();
+  for (const auto& [id, seat] : seats_) {
+    if (!seat.silenced && !seat.evicted && !seat.left) {
+      membership_.heartbeat(id, seat.view.epoch, seat.step, now);
+    }
+  }
+  apply(membership_.tick(now));
+}
+
+void MemoryCoordinator::silence(MemberId id) {
+  std::lock_guard lock(mu_);
+  if (auto it = seats_.find(id); it != seats_.end()) it->second.silenced = true;
+}
+
+View MemoryCoordinator::view() const {
+  std::lock_guard lock(mu_);
+  return membership_.view();
+}
+
+std::size_t MemoryCoordinator::member_count() const {
+  std::lock_guard lock(mu_);
+  return membership_.size();
+}
+
+int MemoryCoordinator::views_issued() const {
+  std::lock_guard lock(mu_);
+  return views_issued_;
+}
+
+void MemoryCoordinator::apply(const membership::Decisions& d) {
+  for (const auto& removal : d.removed) {
+    Seat& seat = seats_[removal.id];
+    if (removal.reason == membership::RemovalReason::kLeft) {
+      seat.left = true;
+    } else {
+      seat.evicted = true;
+      seat.evicted_reason = std::string(membership::to_string(removal.reason));
+    }
+  }
+  if (d.new_view) {
+    ++views_issued_;
+    for (const auto& m : d.new_view->members) seats_[m.id].view = *d.new_view;
+  }
+  if (d.go) {
+    Go go{d.go->epoch, d.go->commit_through, d.go->joiners, d.go->state_source};
+    for (MemberId id : d.go->recipients) seats_[id].go = go;
+  }
+  cv_.notify_all();
+}
+
+template <typename Done>
+bool MemoryCoordinator::wait(std::unique_lock<std::mutex>& lock, Deadline deadline, Done done) {
+  if (deadline.at != TimePoint::max()) return cv_.wait_until(lock, deadline.at, done);
+  cv_.wait(lock, done);  // no deadline: wait_until's arithmetic would overflow
+  return true;
+}
+
+}  // namespace tributary::control_client

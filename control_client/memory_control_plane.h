@@ -1,0 +1,82 @@
+// An in-process control plane for tests of the agent runtime: the coordinator's real
+// decisions (membership::Membership) without sockets, on a clock the test drives.
+//
+// A MemoryCoordinator owns a Membership and a FakeClock and carries out every Decisions
+// the way the coordinator service does: removed members learn it (kEvicted, or left),
+// every member of a new view receives it, Go reaches its recipients. Each member talks to
+// it through the ControlPlane that connect() returns (control_plane.h is the contract).
+// Nothing is lost or reordered: the protocol's repeats (Ready, boundary requests) are not
+// needed here, and are harmless.
+//
+// Time: the membership sees only the fake clock. advance(d) moves it and counts a
+// heartbeat from every member that was not silenced, then ticks the membership (heartbeat,
+// ready, boundary timeouts, failure confirmations). silence(id) models a process that
+// stops heartbeating (kill -9, SIGSTOP): the next advance() past heartbeat_timeout removes
+// it. Waits take real deadlines only as a bound on a test that went wrong.
+//
+// Thread-safety: every method, of the coordinator and of each member's plane, may be
+// called from any thread. The coordinator must outlive the planes it connected.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "control_client/control_plane.h"
+#include "core/clock.h"
+#include "membership/membership.h"
+
+namespace tributary::control_client {
+
+class MemoryCoordinator {
+ public:
+  explicit MemoryCoordinator(membership::MembershipConfig config);
+  MemoryCoordinator(const MemoryCoordinator&) = delete;
+  MemoryCoordinator& operator=(const MemoryCoordinator&) = delete;
+
+  // A member's control plane, not joined yet.
+  std::unique_ptr<ControlPlane> connect();
+
+  // Time passes: every member that is not silenced heartbeats at the new time, then the
+  // membership ticks.
+  void advance(Duration d);
+  // `id` stops heartbeating from now on.
+  void silence(membership::MemberId id);
+
+  membership::View view() const;
+  std::size_t member_count() const;
+  // How many views were issued so far (the first one included).
+  int views_issued() const;
+
+  class Plane;
+
+ private:
+  // What one member has received.
+  struct Seat {
+    membership::View view;
+    std::optional<Go> go;
+    bool evicted = false;
+    std::string evicted_reason;
+    bool left = false;
+    bool silenced = false;
+    std::uint64_t step = 0;
+  };
+
+  // Carries out `d` (caller holds mu_) and wakes every waiting member.
+  void apply(const membership::Decisions& d);
+  // Waits (caller holds `lock`) until `done` or the deadline; false at the deadline.
+  template <typename Done>
+  bool wait(std::unique_lock<std::mutex>& lock, Deadline deadline, Done done);
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  FakeClock clock_;
+  membership::Membership membership_;
+  std::map<membership::MemberId, Seat> seats_;
+  int views_issued_ = 0;
+};
+
+}  // namespace tributary::control_client

@@ -1,0 +1,220 @@
+// The Worker's recovery with ranks as threads: real Workers (loopback TCP links) over the
+// in-process control plane (control_client/memory_control_plane.h), which runs the
+// coordinator's real membership decisions on a fake clock. A member "freezes" when the
+// test silences its heartbeats and moves the clock past the heartbeat timeout: no test
+// waits a timeout out.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "agent/worker.h"
+#include "control_client/memory_control_plane.h"
+
+namespace tributary::agent {
+namespace {
+
+using control_client::MemoryCoordinator;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr Duration kHeartbeatTimeout = seconds(1);
+
+membership::MembershipConfig membership_config(int n) {
+  membership::MembershipConfig c;
+  c.initial_world_size = static_cast<std::size_t>(n);
+  c.heartbeat_timeout = kHeartbeatTimeout;
+  c.straggler.enabled = false;
+  return c;
+}
+
+WorkerConfig worker_config() {
+  WorkerConfig c;
+  c.secret = "in-process";
+  c.host = "test";
+  c.join_timeout = seconds(20);
+  c.recovery_timeout = seconds(20);
+  // Far beyond the test's run time: a member blocked on a frozen peer must be freed by
+  // the new view, not by its data-plane deadline.
+  c.deadline_floor = seconds(60);
+  return c;
+}
+
+// Polls `done` (bounded) while the ranks' threads make it true.
+bool eventually(const std::function<bool()>& done) {
+  const Deadline limit = Deadline::after(seconds(20));
+  while (!done()) {
+    if (limit.passed()) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+// n Workers joined concurrently into the first view, indexed by rank.
+std::vector<std::unique_ptr<Worker>> start_world(MemoryCoordinator& coordinator, int n) {
+  std::vector<std::unique_ptr<Worker>> started(static_cast<std::size_t>(n));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < n; ++t) {
+    threads.emplace_back([&, t] {
+      auto w = Worker::start(worker_config(), coordinator.connect());
+      if (!w) {
+        ADD_FAILURE() << w.status().to_string();
+        return;
+      }
+      started[static_cast<std::size_t>(t)] = std::move(*w);
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::vector<std::unique_ptr<Worker>> by_rank(static_cast<std::size_t>(n));
+  for (auto& w : started) {
+    if (!w) return {};
+    by_rank.at(static_cast<std::size_t>(w->rank())) = std::move(w);
+  }
+  return by_rank;
+}
+
+// Each rank's input of step `step`: distinct per rank and step, exact in float sums.
+float input(int rank, int step) { return static_cast<float>((rank + 1) * 100 + step); }
+
+struct StepResult {
+  Result<Outcome> outcome = error(StatusCode::kInternal, "not run");
+  std::vector<float> data;
+};
+
+// Runs an all-reduce of `count` floats on every rank in `ranks` (one thread each).
+// `entered` counts the ranks that are about to call it.
+std::vector<StepResult> all_reduce_on(std::vector<std::unique_ptr<Worker>>& workers,
+                                      const std::vector<int>& ranks, int step, std::size_t count,
+                                      std::atomic<int>* entered = nullptr) {
+  std::vector<StepResult> results(workers.size());
+  std::vector<std::thread> threads;
+  for (int r : ranks) {
+    threads.emplace_back([&, r] {
+      StepResult& out = results[static_cast<std::size_t>(r)];
+      out.data.assign(count, input(r, step));
+      if (entered != nullptr) ++*entered;
+      out.outcome = workers[static_cast<std::size_t>(r)]->all_reduce(
+          out.data.data(), out.data.data(), count, DType::kFloat32, ReduceOp::kSum);
+    });
+  }
+  for (auto& th : threads) th.join();
+  return results;
+}
+
+TEST(WorkerRecovery, AllMembersCommitTogetherInTheFirstView) {
+  MemoryCoordinator coordinator(membership_config(3));
+  auto workers = start_world(coordinator, 3);
+  ASSERT_EQ(workers.size(), 3u);
+  const auto results = all_reduce_on(workers, {0, 1, 2}, 1, 1000);
+  for (int r = 0; r < 3; ++r) {
+    const StepResult& s = results[static_cast<std::size_t>(r)];
+    ASSERT_TRUE(s.outcome.is_ok()) << s.outcome.status().to_string();
+    EXPECT_EQ(s.outcome->epoch, 1u);
+    EXPECT_EQ(s.outcome->contributors, 3);
+    EXPECT_EQ(s.outcome->attempts, 1);
+    for (float v : s.data) ASSERT_EQ(v, input(0, 1) + input(1, 1) + input(2, 1));
+  }
+  EXPECT_EQ(coordinator.views_issued(), 1);
+}
+
+// A member freezes (stops heartbeating and never calls the collective) while the others
+// are in it: the coordinator removes it once the clock passes the heartbeat timeout, the
+// others' links of the old view are aborted, and they re-run the collective in the new
+// view with their original inputs: same bits on every survivor, the victim's input out.
+// Every world size 2..5, every rank as the victim.
+TEST(WorkerRecovery, FrozenMemberIsRemovedAndTheOthersReRunWithoutIt) {
+  for (int n = 2; n <= 5; ++n) {
+    for (int victim = 0; victim < n; ++victim) {
+      SCOPED_TRACE("n=" + std::to_string(n) + " victim rank " + std::to_string(victim));
+      MemoryCoordinator coordinator(membership_config(n));
+      auto workers = start_world(coordinator, n);
+      ASSERT_EQ(workers.size(), static_cast<std::size_t>(n));
+      std::vector<int> everyone(static_cast<std::size_t>(n));
+      for (int r = 0; r < n; ++r) everyone[static_cast<std::size_t>(r)] = r;
+      for (const StepResult& s : all_reduce_on(workers, everyone, 1, 4096)) {
+        ASSERT_TRUE(s.outcome.is_ok()) << s.outcome.status().to_string();
+      }
+      std::vector<int> survivors;
+      for (int r = 0; r < n; ++r) {
+        if (r != victim) survivors.push_back(r);
+      }
+      const std::uint64_t victim_id = workers[static_cast<std::size_t>(victim)]->member_id();
+      std::atomic<int> entered{0};
+      std::vector<StepResult> results;
+      std::thread step([&] { results = all_reduce_on(workers, survivors, 2, 4096, &entered); });
+      ASSERT_TRUE(eventually([&] { return entered.load() == n - 1; }));
+      coordinator.silence(victim_id);
+      coordinator.advance(kHeartbeatTimeout + milliseconds(1));
+      step.join();
+
+      const membership::View after = coordinator.view();
+      EXPECT_EQ(after.size(), static_cast<std::size_t>(n - 1));
+      EXPECT_EQ(after.find(victim_id), nullptr);
+      float expected = 0;
+      for (int r : survivors) expected += input(r, 2);
+      for (int r : survivors) {
+        const StepResult& s = results[static_cast<std::size_t>(r)];
+        ASSERT_TRUE(s.outcome.is_ok()) << "rank " << r << ": " << s.outcome.status().to_string();
+        EXPECT_EQ(s.outcome->epoch, after.epoch) << "rank " << r;
+        EXPECT_EQ(s.outcome->contributors, n - 1) << "rank " << r;
+        EXPECT_LE(s.outcome->attempts, 2) << "rank " << r;
+        for (float v : s.data) ASSERT_EQ(v, expected) << "rank " << r;
+        ASSERT_EQ(
+            std::memcmp(s.data.data(), results[static_cast<std::size_t>(survivors[0])].data.data(),
+                        s.data.size() * sizeof(float)),
+            0);
+      }
+      // The frozen member learns it was removed: its next collective says so.
+      float x = 1;
+      auto late = workers[static_cast<std::size_t>(victim)]->all_reduce(&x, &x, 1, DType::kFloat32,
+                                                                        ReduceOp::kSum);
+      ASSERT_FALSE(late.is_ok());
+      EXPECT_EQ(late.status().code(), StatusCode::kEvicted) << late.status().to_string();
+    }
+  }
+}
+
+// A drain: the leaving member and the others meet at a step boundary, the coordinator
+// issues one view without it, the leaver is told it left, and nobody sees a failure.
+TEST(WorkerRecovery, DrainedMemberLeavesAtTheBoundaryWithoutAFailure) {
+  constexpr int kN = 3;
+  MemoryCoordinator coordinator(membership_config(kN));
+  auto workers = start_world(coordinator, kN);
+  ASSERT_EQ(workers.size(), static_cast<std::size_t>(kN));
+  workers[1]->drain();
+  std::vector<Result<BoundaryOutcome>> boundaries(kN, error(StatusCode::kInternal, "not run"));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kN; ++r) {
+    threads.emplace_back([&, r] {
+      boundaries[static_cast<std::size_t>(r)] =
+          workers[static_cast<std::size_t>(r)]->step_boundary();
+    });
+  }
+  for (auto& th : threads) th.join();
+  ASSERT_TRUE(boundaries[1].is_ok()) << boundaries[1].status().to_string();
+  EXPECT_TRUE(boundaries[1]->left);
+  for (int r : {0, 2}) {
+    const auto& b = boundaries[static_cast<std::size_t>(r)];
+    ASSERT_TRUE(b.is_ok()) << b.status().to_string();
+    EXPECT_FALSE(b->left);
+    EXPECT_TRUE(b->view_changed);
+    EXPECT_EQ(b->world_size, kN - 1);
+  }
+  EXPECT_EQ(coordinator.views_issued(), 2) << "one view for the boundary, none for a failure";
+  // The two that stayed hold ranks 0 and 1 of the new view now.
+  std::vector<std::unique_ptr<Worker>> stayed(2);
+  stayed[static_cast<std::size_t>(workers[0]->rank())] = std::move(workers[0]);
+  stayed[static_cast<std::size_t>(workers[2]->rank())] = std::move(workers[2]);
+  for (const StepResult& s : all_reduce_on(stayed, {0, 1}, 3, 10)) {
+    ASSERT_TRUE(s.outcome.is_ok()) << s.outcome.status().to_string();
+    EXPECT_EQ(s.outcome->contributors, 2);
+    EXPECT_EQ(s.outcome->attempts, 1) << "no failure to recover from";
+    EXPECT_EQ(s.data[0], input(0, 3) + input(1, 3));
+  }
+}
+
+}  // namespace
+}  // namespace tributary::agent

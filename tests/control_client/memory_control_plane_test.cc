@@ -1,0 +1,97 @@
+// The in-process control plane against the ControlPlane contract (control_plane.h): the
+// real membership decisions, carried out to each member's plane, on the test's clock.
+#include "control_client/memory_control_plane.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace tributary::control_client {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+Deadline soon() { return Deadline::after(seconds(10)); }
+
+membership::MembershipConfig config(std::size_t initial) {
+  membership::MembershipConfig c;
+  c.initial_world_size = initial;
+  c.heartbeat_timeout = seconds(1);
+  c.straggler.enabled = false;
+  return c;
+}
+
+ClientConfig labels(const std::string& name) {
+  ClientConfig c;
+  c.endpoint = "memory";
+  c.secret = "unused";
+  c.host = "h-" + name;
+  c.data_address = "127.0.0.1:7000";
+  c.name = name;
+  return c;
+}
+
+TEST(MemoryControlPlane, JoinWaitsForTheInitialWorldThenReadyGetsGo) {
+  MemoryCoordinator coordinator(config(2));
+  auto a = coordinator.connect();
+  auto b = coordinator.connect();
+  EXPECT_EQ(a->member_id(), 0u);
+  auto ja = a->join(labels("a"), soon());
+  ASSERT_TRUE(ja.is_ok());
+  EXPECT_EQ(ja->view.epoch, 0u) << "no view before the initial world is complete";
+  EXPECT_EQ(a->join(labels("a"), soon()).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(a->wait_for_view(1, Deadline::after(milliseconds(1))).status().code(),
+            StatusCode::kTimedOut);
+  auto jb = b->join(labels("b"), soon());
+  ASSERT_TRUE(jb.is_ok());
+  EXPECT_EQ(jb->view.epoch, 1u);
+  auto va = a->wait_for_view(1, soon());
+  ASSERT_TRUE(va.is_ok());
+  EXPECT_EQ(va->size(), 2u);
+  Result<Go> go_a = error(StatusCode::kInternal, "not run");
+  std::thread ready_a([&] { go_a = a->ready({1, 0, 0, 0}, soon()); });
+  auto go_b = b->ready({1, 0, 0, 0}, soon());
+  ready_a.join();
+  ASSERT_TRUE(go_a.is_ok()) << go_a.status().to_string();
+  ASSERT_TRUE(go_b.is_ok()) << go_b.status().to_string();
+  EXPECT_EQ(go_a->epoch, 1u);
+  EXPECT_EQ(go_b->commit_through, 0u);
+  EXPECT_EQ(coordinator.views_issued(), 1);
+}
+
+TEST(MemoryControlPlane, SilencedMemberIsRemovedWhenTheClockPassesTheHeartbeatTimeout) {
+  MemoryCoordinator coordinator(config(2));
+  auto a = coordinator.connect();
+  auto b = coordinator.connect();
+  ASSERT_TRUE(a->join(labels("a"), soon()).is_ok());
+  ASSERT_TRUE(b->join(labels("b"), soon()).is_ok());
+  coordinator.advance(milliseconds(900));
+  EXPECT_EQ(coordinator.member_count(), 2u) << "both heartbeat while time passes";
+  coordinator.silence(b->member_id());
+  coordinator.advance(milliseconds(900));
+  EXPECT_EQ(coordinator.member_count(), 2u) << "silent for 900 ms only";
+  coordinator.advance(milliseconds(200));
+  EXPECT_EQ(coordinator.member_count(), 1u);
+  EXPECT_EQ(b->wait_for_view(2, soon()).status().code(), StatusCode::kEvicted);
+  auto va = a->wait_for_view(2, soon());
+  ASSERT_TRUE(va.is_ok());
+  EXPECT_EQ(va->size(), 1u);
+  EXPECT_TRUE(b->leave(soon()).is_ok()) << "leaving when already out is ok";
+}
+
+TEST(MemoryControlPlane, LeaveIssuesAViewWithoutTheMemberAndEndsItsWaits) {
+  MemoryCoordinator coordinator(config(2));
+  auto a = coordinator.connect();
+  auto b = coordinator.connect();
+  ASSERT_TRUE(a->join(labels("a"), soon()).is_ok());
+  ASSERT_TRUE(b->join(labels("b"), soon()).is_ok());
+  ASSERT_TRUE(b->leave(soon()).is_ok());
+  EXPECT_EQ(b->wait_for_view(2, soon()).status().code(), StatusCode::kAborted);
+  auto va = a->wait_for_view(2, soon());
+  ASSERT_TRUE(va.is_ok());
+  EXPECT_EQ(va->size(), 1u);
+}
+
+}  // namespace
+}  // namespace tributary::control_client
