@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cstring>
 #include <functional>
+#include <random>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -31,8 +33,9 @@ membership::MembershipConfig membership_config(int n) {
   return c;
 }
 
-WorkerConfig worker_config() {
+WorkerConfig worker_config(std::size_t chunk_bytes = 256 * 1024) {
   WorkerConfig c;
+  c.chunk_bytes = chunk_bytes;
   c.secret = "in-process";
   c.host = "test";
   c.join_timeout = seconds(20);
@@ -54,12 +57,13 @@ bool eventually(const std::function<bool()>& done) {
 }
 
 // n Workers joined concurrently into the first view, indexed by rank.
-std::vector<std::unique_ptr<Worker>> start_world(MemoryCoordinator& coordinator, int n) {
+std::vector<std::unique_ptr<Worker>> start_world(MemoryCoordinator& coordinator, int n,
+                                                 std::size_t chunk_bytes = 256 * 1024) {
   std::vector<std::unique_ptr<Worker>> started(static_cast<std::size_t>(n));
   std::vector<std::thread> threads;
   for (int t = 0; t < n; ++t) {
     threads.emplace_back([&, t] {
-      auto w = Worker::start(worker_config(), coordinator.connect());
+      auto w = Worker::start(worker_config(chunk_bytes), coordinator.connect());
       if (!w) {
         ADD_FAILURE() << w.status().to_string();
         return;
@@ -74,6 +78,13 @@ std::vector<std::unique_ptr<Worker>> start_world(MemoryCoordinator& coordinator,
     by_rank.at(static_cast<std::size_t>(w->rank())) = std::move(w);
   }
   return by_rank;
+}
+
+// Destroys the Workers concurrently: each one's leave waits out its watcher's poll.
+void leave_all(std::vector<std::unique_ptr<Worker>>& workers) {
+  std::vector<std::thread> threads;
+  for (auto& w : workers) threads.emplace_back([&w] { w.reset(); });
+  for (auto& th : threads) th.join();
 }
 
 // Each rank's input of step `step`: distinct per rank and step, exact in float sums.
@@ -118,62 +129,86 @@ TEST(WorkerRecovery, AllMembersCommitTogetherInTheFirstView) {
     for (float v : s.data) ASSERT_EQ(v, input(0, 1) + input(1, 1) + input(2, 1));
   }
   EXPECT_EQ(coordinator.views_issued(), 1);
+  leave_all(workers);
 }
 
-// A member freezes (stops heartbeating and never calls the collective) while the others
-// are in it: the coordinator removes it once the clock passes the heartbeat timeout, the
+// One freeze: n members run `steps_before` all-reduces of `count` floats together, then
+// the victim freezes (stops heartbeating, never calls again) while the others are in the
+// next one: the coordinator removes it once the clock passes the heartbeat timeout, the
 // others' links of the old view are aborted, and they re-run the collective in the new
 // view with their original inputs: same bits on every survivor, the victim's input out.
+void freeze_scenario(int n, int victim, int steps_before, std::size_t count,
+                     std::size_t chunk_bytes) {
+  SCOPED_TRACE("n=" + std::to_string(n) + " victim rank " + std::to_string(victim) + " after " +
+               std::to_string(steps_before) + " steps, " + std::to_string(count) + " floats");
+  MemoryCoordinator coordinator(membership_config(n));
+  auto workers = start_world(coordinator, n, chunk_bytes);
+  ASSERT_EQ(workers.size(), static_cast<std::size_t>(n));
+  std::vector<int> everyone(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) everyone[static_cast<std::size_t>(r)] = r;
+  for (int step = 1; step <= steps_before; ++step) {
+    for (const StepResult& s : all_reduce_on(workers, everyone, step, count)) {
+      ASSERT_TRUE(s.outcome.is_ok()) << s.outcome.status().to_string();
+    }
+  }
+  std::vector<int> survivors;
+  for (int r = 0; r < n; ++r) {
+    if (r != victim) survivors.push_back(r);
+  }
+  const std::uint64_t victim_id = workers[static_cast<std::size_t>(victim)]->member_id();
+  const int step = steps_before + 1;
+  std::atomic<int> entered{0};
+  std::vector<StepResult> results;
+  std::thread run([&] { results = all_reduce_on(workers, survivors, step, count, &entered); });
+  ASSERT_TRUE(eventually([&] { return entered.load() == n - 1; }));
+  coordinator.silence(victim_id);
+  coordinator.advance(kHeartbeatTimeout + milliseconds(1));
+  run.join();
+
+  const membership::View after = coordinator.view();
+  EXPECT_EQ(after.size(), static_cast<std::size_t>(n - 1));
+  EXPECT_EQ(after.find(victim_id), nullptr);
+  float expected = 0;
+  for (int r : survivors) expected += input(r, step);
+  const std::vector<float>& first = results[static_cast<std::size_t>(survivors[0])].data;
+  for (int r : survivors) {
+    const StepResult& s = results[static_cast<std::size_t>(r)];
+    ASSERT_TRUE(s.outcome.is_ok()) << "rank " << r << ": " << s.outcome.status().to_string();
+    EXPECT_EQ(s.outcome->epoch, after.epoch) << "rank " << r;
+    EXPECT_EQ(s.outcome->contributors, n - 1) << "rank " << r;
+    EXPECT_LE(s.outcome->attempts, 2) << "rank " << r;
+    for (float v : s.data) ASSERT_EQ(v, expected) << "rank " << r;
+    ASSERT_EQ(std::memcmp(s.data.data(), first.data(), s.data.size() * sizeof(float)), 0);
+  }
+  // The frozen member learns it was removed: its next collective says so.
+  float x = 1;
+  auto late = workers[static_cast<std::size_t>(victim)]->all_reduce(&x, &x, 1, DType::kFloat32,
+                                                                    ReduceOp::kSum);
+  ASSERT_FALSE(late.is_ok());
+  EXPECT_EQ(late.status().code(), StatusCode::kEvicted) << late.status().to_string();
+  leave_all(workers);
+}
+
 // Every world size 2..5, every rank as the victim.
 TEST(WorkerRecovery, FrozenMemberIsRemovedAndTheOthersReRunWithoutIt) {
   for (int n = 2; n <= 5; ++n) {
-    for (int victim = 0; victim < n; ++victim) {
-      SCOPED_TRACE("n=" + std::to_string(n) + " victim rank " + std::to_string(victim));
-      MemoryCoordinator coordinator(membership_config(n));
-      auto workers = start_world(coordinator, n);
-      ASSERT_EQ(workers.size(), static_cast<std::size_t>(n));
-      std::vector<int> everyone(static_cast<std::size_t>(n));
-      for (int r = 0; r < n; ++r) everyone[static_cast<std::size_t>(r)] = r;
-      for (const StepResult& s : all_reduce_on(workers, everyone, 1, 4096)) {
-        ASSERT_TRUE(s.outcome.is_ok()) << s.outcome.status().to_string();
-      }
-      std::vector<int> survivors;
-      for (int r = 0; r < n; ++r) {
-        if (r != victim) survivors.push_back(r);
-      }
-      const std::uint64_t victim_id = workers[static_cast<std::size_t>(victim)]->member_id();
-      std::atomic<int> entered{0};
-      std::vector<StepResult> results;
-      std::thread step([&] { results = all_reduce_on(workers, survivors, 2, 4096, &entered); });
-      ASSERT_TRUE(eventually([&] { return entered.load() == n - 1; }));
-      coordinator.silence(victim_id);
-      coordinator.advance(kHeartbeatTimeout + milliseconds(1));
-      step.join();
+    for (int victim = 0; victim < n; ++victim) freeze_scenario(n, victim, 1, 4096, 256 * 1024);
+  }
+}
 
-      const membership::View after = coordinator.view();
-      EXPECT_EQ(after.size(), static_cast<std::size_t>(n - 1));
-      EXPECT_EQ(after.find(victim_id), nullptr);
-      float expected = 0;
-      for (int r : survivors) expected += input(r, 2);
-      for (int r : survivors) {
-        const StepResult& s = results[static_cast<std::size_t>(r)];
-        ASSERT_TRUE(s.outcome.is_ok()) << "rank " << r << ": " << s.outcome.status().to_string();
-        EXPECT_EQ(s.outcome->epoch, after.epoch) << "rank " << r;
-        EXPECT_EQ(s.outcome->contributors, n - 1) << "rank " << r;
-        EXPECT_LE(s.outcome->attempts, 2) << "rank " << r;
-        for (float v : s.data) ASSERT_EQ(v, expected) << "rank " << r;
-        ASSERT_EQ(
-            std::memcmp(s.data.data(), results[static_cast<std::size_t>(survivors[0])].data.data(),
-                        s.data.size() * sizeof(float)),
-            0);
-      }
-      // The frozen member learns it was removed: its next collective says so.
-      float x = 1;
-      auto late = workers[static_cast<std::size_t>(victim)]->all_reduce(&x, &x, 1, DType::kFloat32,
-                                                                        ReduceOp::kSum);
-      ASSERT_FALSE(late.is_ok());
-      EXPECT_EQ(late.status().code(), StatusCode::kEvicted) << late.status().to_string();
-    }
+// Seeded: world size, victim, how many steps went well before, and the size (one float,
+// an odd count, many 16 KiB chunks).
+TEST(WorkerRecovery, FreezesAtRandomPointsOfRandomWorlds) {
+  const std::size_t counts[] = {1, 777, 50000};
+  for (std::uint32_t seed = 1; seed <= 12; ++seed) {
+    std::mt19937 rng(seed);
+    const int n = std::uniform_int_distribution<int>(2, 6)(rng);
+    const int victim = std::uniform_int_distribution<int>(0, n - 1)(rng);
+    const int steps_before = std::uniform_int_distribution<int>(0, 3)(rng);
+    const std::size_t count = counts[std::uniform_int_distribution<int>(0, 2)(rng)];
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    freeze_scenario(n, victim, steps_before, count, 16 * 1024);
+    if (::testing::Test::HasFatalFailure()) return;
   }
 }
 
@@ -214,6 +249,65 @@ TEST(WorkerRecovery, DrainedMemberLeavesAtTheBoundaryWithoutAFailure) {
     EXPECT_EQ(s.outcome->attempts, 1) << "no failure to recover from";
     EXPECT_EQ(s.data[0], input(0, 3) + input(1, 3));
   }
+}
+
+// A join: the newcomer waits (pending) until the members reach a step boundary, is admitted
+// by one view, receives the registered state from a member (SHA-256 verified), and then
+// contributes.
+TEST(WorkerRecovery, JoinerIsAdmittedAtABoundaryAndReceivesTheState) {
+  constexpr int kN = 2;
+  MemoryCoordinator coordinator(membership_config(kN));
+  auto workers = start_world(coordinator, kN);
+  ASSERT_EQ(workers.size(), static_cast<std::size_t>(kN));
+  std::vector<std::vector<float>> params(kN + 1, std::vector<float>(1000, 0.0f));
+  for (int r = 0; r < kN; ++r) {
+    for (std::size_t i = 0; i < params[r].size(); ++i) params[r][i] = 0.5f * static_cast<float>(i);
+    workers[static_cast<std::size_t>(r)]->register_state(
+        "params", std::as_writable_bytes(std::span(params[static_cast<std::size_t>(r)])));
+  }
+  std::unique_ptr<Worker> joiner;
+  Result<BoundaryOutcome> joined_boundary = error(StatusCode::kInternal, "not run");
+  std::thread newcomer([&] {
+    auto w = Worker::start(worker_config(), coordinator.connect());
+    if (!w) {
+      joined_boundary = w.status();
+      return;
+    }
+    joiner = std::move(*w);
+    joiner->register_state("params", std::as_writable_bytes(std::span(params[kN])));
+    joined_boundary = joiner->step_boundary();
+  });
+  ASSERT_TRUE(eventually([&] { return coordinator.member_count() == kN + 1; }));
+  EXPECT_EQ(coordinator.views_issued(), 1) << "a joiner waits for a step boundary";
+  std::vector<Result<BoundaryOutcome>> boundaries(kN, error(StatusCode::kInternal, "not run"));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kN; ++r) {
+    threads.emplace_back([&, r] {
+      boundaries[static_cast<std::size_t>(r)] =
+          workers[static_cast<std::size_t>(r)]->step_boundary();
+    });
+  }
+  for (auto& th : threads) th.join();
+  newcomer.join();
+  ASSERT_TRUE(joined_boundary.is_ok()) << joined_boundary.status().to_string();
+  EXPECT_TRUE(joined_boundary->received_state);
+  EXPECT_EQ(joined_boundary->world_size, kN + 1);
+  for (const auto& b : boundaries) {
+    ASSERT_TRUE(b.is_ok()) << b.status().to_string();
+    EXPECT_TRUE(b->view_changed);
+    EXPECT_FALSE(b->received_state);
+  }
+  EXPECT_EQ(params[kN], params[0]) << "the joiner holds the members' state";
+  EXPECT_EQ(coordinator.views_issued(), 2) << "one view admitted the joiner";
+  workers.push_back(std::move(joiner));
+  std::vector<std::unique_ptr<Worker>> by_rank(kN + 1);
+  for (auto& w : workers) by_rank.at(static_cast<std::size_t>(w->rank())) = std::move(w);
+  for (const StepResult& s : all_reduce_on(by_rank, {0, 1, 2}, 5, 3)) {
+    ASSERT_TRUE(s.outcome.is_ok()) << s.outcome.status().to_string();
+    EXPECT_EQ(s.outcome->contributors, kN + 1);
+    EXPECT_EQ(s.data[0], input(0, 5) + input(1, 5) + input(2, 5));
+  }
+  leave_all(by_rank);
 }
 
 }  // namespace
