@@ -138,6 +138,33 @@ void MemoryCoordinator::silence(MemberId id) {
   if (auto it = seats_.find(id); it != seats_.end()) it->second.silenced = true;
 }
 
+void MemoryCoordinator::restart() {
+  std::lock_guard lock(mu_);
+  const TimePoint now = clock_.now();
+  membership::MembershipConfig config = membership_.config();
+  config.last_epoch = membership_.epoch();  // what the journal holds
+  config.last_member_id = membership_.last_member_id();
+  std::vector<std::pair<MemberId, membership::MemberLabels>> journaled;
+  for (const auto& m : membership_.view().members) {
+    journaled.emplace_back(m.id, membership_.find(m.id)->labels);
+  }
+  membership_ = membership::Membership(config);
+  membership_.restore(journaled, now);
+  for (auto& [id, seat] : seats_) {
+    if (seat.evicted || seat.left || seat.silenced) continue;
+    const auto it = std::find_if(journaled.begin(), journaled.end(),
+                                 [id = id](const auto& j) { return j.first == id; });
+    if (it == journaled.end()) {
+      seat.evicted = true;
+      seat.evicted_reason = "unknown to the restarted coordinator";
+      continue;
+    }
+    auto resumed = membership_.resume(id, it->second, now);
+    if (resumed) apply(resumed->decisions);
+  }
+  cv_.notify_all();
+}
+
 View MemoryCoordinator::view() const {
   std::lock_guard lock(mu_);
   return membership_.view();

@@ -12,7 +12,8 @@
 // heartbeat from every member that was not silenced, then ticks the membership (heartbeat,
 // ready, boundary timeouts, failure confirmations). silence(id) models a process that
 // stops heartbeating (kill -9, SIGSTOP): the next advance() past heartbeat_timeout removes
-// it. Waits take real deadlines only as a bound on a test that went wrong.
+// it. restart() replaces the coordinator's state as a kill -9 and a restart with its
+// journal do. Waits take real deadlines only as a bound on a test that went wrong.
 //
 // Thread-safety: every method, of the coordinator and of each member's plane, may be
 // called from any thread. The coordinator must outlive the planes it connected.
@@ -45,6 +46,12 @@ class MemoryCoordinator {
   void advance(Duration d);
   // `id` stops heartbeating from now on.
   void silence(membership::MemberId id);
+  // The coordinator is killed and restarts from its journal: a fresh Membership that
+  // continues the epoch and member-id counters and waits for the members of the last view
+  // to resume. Members that are not silenced resume at once (the ZeroMQ client does so
+  // transparently); the silenced are removed once the clock passes resume_timeout.
+  // Members outside the last view (pending joiners) are unknown to it: evicted.
+  void restart();
 
   membership::View view() const;
   std::size_t member_count() const;

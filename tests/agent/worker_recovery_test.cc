@@ -1,7 +1,8 @@
 // The Worker's recovery with ranks as threads: real Workers (loopback TCP links) over the
 // in-process control plane (control_client/memory_control_plane.h), which runs the
 // coordinator's real membership decisions on a fake clock. A member "freezes" when the
-// test silences its heartbeats and moves the clock past the heartbeat timeout: no test
+// test silences its heartbeats and moves the clock past the heartbeat timeout; the
+// coordinator "restarts" when the test replaces its state as a journal replay does. No test
 // waits a timeout out.
 #include <gtest/gtest.h>
 
@@ -308,6 +309,45 @@ TEST(WorkerRecovery, JoinerIsAdmittedAtABoundaryAndReceivesTheState) {
     EXPECT_EQ(s.data[0], input(0, 5) + input(1, 5) + input(2, 5));
   }
   leave_all(by_rank);
+}
+
+// The coordinator restarts (kill -9, back with its journal), once between steps and once
+// while a member is frozen mid-step: the members resume with their ids, epochs continue
+// above the journaled one, the frozen member does not resume and is removed at the resume
+// deadline, and the others' step commits without it.
+TEST(WorkerRecovery, CoordinatorRestartsBetweenStepsAndDuringAFreeze) {
+  constexpr int kN = 3;
+  MemoryCoordinator coordinator(membership_config(kN));
+  auto workers = start_world(coordinator, kN);
+  ASSERT_EQ(workers.size(), static_cast<std::size_t>(kN));
+  std::vector<std::uint64_t> ids;
+  for (const auto& w : workers) ids.push_back(w->member_id());
+  const membership::Epoch first = coordinator.view().epoch;
+  coordinator.restart();
+  for (const StepResult& s : all_reduce_on(workers, {0, 1, 2}, 1, 100)) {
+    ASSERT_TRUE(s.outcome.is_ok()) << s.outcome.status().to_string();
+    EXPECT_GT(s.outcome->epoch, first);
+    EXPECT_EQ(s.outcome->contributors, kN);
+    EXPECT_EQ(s.outcome->contributor_ids, ids) << "resumed members keep their ids";
+  }
+  const membership::Epoch resumed = coordinator.view().epoch;
+  std::atomic<int> entered{0};
+  std::vector<StepResult> results;
+  std::thread run([&] { results = all_reduce_on(workers, {0, 2}, 2, 100, &entered); });
+  ASSERT_TRUE(eventually([&] { return entered.load() == 2; }));
+  coordinator.silence(ids[1]);
+  coordinator.restart();
+  coordinator.advance(membership::MembershipConfig{}.resume_timeout + milliseconds(1));
+  run.join();
+  for (int r : {0, 2}) {
+    const StepResult& s = results[static_cast<std::size_t>(r)];
+    ASSERT_TRUE(s.outcome.is_ok()) << s.outcome.status().to_string();
+    EXPECT_GT(s.outcome->epoch, resumed);
+    EXPECT_EQ(s.outcome->contributors, 2);
+    EXPECT_EQ(s.data[0], input(0, 2) + input(2, 2));
+  }
+  EXPECT_EQ(std::memcmp(results[0].data.data(), results[2].data.data(), 100 * sizeof(float)), 0);
+  leave_all(workers);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <thread>
+#include <vector>
 
 namespace tributary::control_client {
 namespace {
@@ -91,6 +92,32 @@ TEST(MemoryControlPlane, LeaveIssuesAViewWithoutTheMemberAndEndsItsWaits) {
   auto va = a->wait_for_view(2, soon());
   ASSERT_TRUE(va.is_ok());
   EXPECT_EQ(va->size(), 1u);
+}
+
+TEST(MemoryControlPlane, RestartContinuesEpochsAndRemovesWhoDoesNotResume) {
+  MemoryCoordinator coordinator(config(3));
+  std::vector<std::unique_ptr<ControlPlane>> planes;
+  for (const char* name : {"a", "b", "c"}) {
+    planes.push_back(coordinator.connect());
+    ASSERT_TRUE(planes.back()->join(labels(name), soon()).is_ok());
+  }
+  auto late = coordinator.connect();
+  ASSERT_TRUE(late->join(labels("late"), soon()).is_ok());  // pending: after the first view
+  const membership::Epoch before = coordinator.view().epoch;
+  const int views_before = coordinator.views_issued();
+  coordinator.silence(planes[2]->member_id());
+  coordinator.restart();
+  EXPECT_EQ(coordinator.views_issued(), views_before)
+      << "no view until the journaled members resumed";
+  EXPECT_EQ(late->wait_for_view(1, soon()).status().code(), StatusCode::kEvicted);
+  coordinator.advance(membership::MembershipConfig{}.resume_timeout + milliseconds(1));
+  const membership::View after = coordinator.view();
+  EXPECT_GT(after.epoch, before) << "epochs never go backwards across a restart";
+  EXPECT_EQ(after.size(), 2u);
+  auto va = planes[0]->wait_for_view(after.epoch, soon());
+  ASSERT_TRUE(va.is_ok());
+  EXPECT_NE(va->find(planes[0]->member_id()), nullptr) << "a resumed member keeps its id";
+  EXPECT_EQ(planes[2]->wait_for_view(after.epoch, soon()).status().code(), StatusCode::kEvicted);
 }
 
 }  // namespace
