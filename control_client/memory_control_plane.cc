@@ -46,7 +46,7 @@ class MemoryCoordinator::Plane final : public ControlPlane {
     std::unique_lock lock(c_.mu_);
     TRIB_RETURN_IF_ERROR(joined());
     const Seat& seat = c_.seats_.at(id_);
-    c_.apply(c_.membership_.ready(id_, report, c_.clock_.now()));
+    if (!seat.silenced) c_.apply(c_.membership_.ready(id_, report, c_.clock_.now()));
     auto done = [&] {
       return (seat.go && seat.go->epoch >= report.epoch) || seat.view.epoch > report.epoch ||
              out(seat);
@@ -63,7 +63,9 @@ class MemoryCoordinator::Plane final : public ControlPlane {
 
   void report_failure(Epoch epoch, MemberId suspect, const std::string&) override {
     std::lock_guard lock(c_.mu_);
-    if (joined().is_ok()) c_.apply(c_.membership_.failure_report(id_, epoch, suspect, now()));
+    if (!speaks()) return;
+    ++c_.failure_reports_;
+    c_.apply(c_.membership_.failure_report(id_, epoch, suspect, now()));
   }
 
   void set_step(std::uint64_t step) override {
@@ -73,7 +75,7 @@ class MemoryCoordinator::Plane final : public ControlPlane {
 
   void report_step(std::uint64_t step, double compute_seconds) override {
     std::lock_guard lock(c_.mu_);
-    if (joined().is_ok()) c_.apply(c_.membership_.step_timing(id_, step, compute_seconds, now()));
+    if (speaks()) c_.apply(c_.membership_.step_timing(id_, step, compute_seconds, now()));
   }
 
   bool joiners_pending() const override {
@@ -83,7 +85,7 @@ class MemoryCoordinator::Plane final : public ControlPlane {
 
   void request_boundary(Epoch epoch, bool leaving) override {
     std::lock_guard lock(c_.mu_);
-    if (joined().is_ok()) c_.apply(c_.membership_.boundary(id_, epoch, leaving, now()));
+    if (speaks()) c_.apply(c_.membership_.boundary(id_, epoch, leaving, now()));
   }
 
   Status leave(Deadline) override {
@@ -91,7 +93,7 @@ class MemoryCoordinator::Plane final : public ControlPlane {
     if (id_ == 0) return error(StatusCode::kInvalidArgument, "leave() before join()");
     Seat& seat = c_.seats_.at(id_);
     if (out(seat)) return Status::ok();
-    c_.apply(c_.membership_.leave(id_, now()));
+    if (!seat.silenced) c_.apply(c_.membership_.leave(id_, now()));
     seat.left = true;  // also when the membership had removed it already
     return Status::ok();
   }
@@ -103,6 +105,9 @@ class MemoryCoordinator::Plane final : public ControlPlane {
     return id_ == 0 ? error(StatusCode::kInvalidArgument, "not joined") : Status::ok();
   }
   static bool out(const Seat& seat) { return seat.evicted || seat.left; }
+  // Whether this member's messages reach the coordinator: a silenced one (dead, frozen)
+  // sends nothing.
+  bool speaks() const { return id_ != 0 && !c_.seats_.at(id_).silenced; }
   static Status out_status(const Seat& seat) {
     if (seat.evicted)
       return error(StatusCode::kEvicted, "removed by the coordinator: " + seat.evicted_reason);
@@ -173,6 +178,11 @@ View MemoryCoordinator::view() const {
 std::size_t MemoryCoordinator::member_count() const {
   std::lock_guard lock(mu_);
   return membership_.size();
+}
+
+int MemoryCoordinator::failure_reports() const {
+  std::lock_guard lock(mu_);
+  return failure_reports_;
 }
 
 int MemoryCoordinator::views_issued() const {

@@ -44,7 +44,8 @@ class MemoryCoordinator {
   // Time passes: every member that is not silenced heartbeats at the new time, then the
   // membership ticks.
   void advance(Duration d);
-  // `id` stops heartbeating from now on.
+  // `id` stops heartbeating from now on, and nothing it sends reaches the coordinator (a
+  // killed or frozen process): not its Ready, reports, boundary requests, nor its Leave.
   void silence(membership::MemberId id);
   // The coordinator is killed and restarts from its journal: a fresh Membership that
   // continues the epoch and member-id counters and waits for the members of the last view
@@ -57,6 +58,8 @@ class MemoryCoordinator {
   std::size_t member_count() const;
   // How many views were issued so far (the first one included).
   int views_issued() const;
+  // How many failure reports members sent.
+  int failure_reports() const;
 
   class Plane;
 
@@ -84,6 +87,7 @@ class MemoryCoordinator {
   membership::Membership membership_;
   std::map<membership::MemberId, Seat> seats_;
   int views_issued_ = 0;
+  int failure_reports_ = 0;
 };
 
 }  // namespace tributary::control_client

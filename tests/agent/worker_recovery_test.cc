@@ -84,7 +84,7 @@ std::vector<std::unique_ptr<Worker>> start_world(MemoryCoordinator& coordinator,
 // Destroys the Workers concurrently: each one's leave waits out its watcher's poll.
 void leave_all(std::vector<std::unique_ptr<Worker>>& workers) {
   std::vector<std::thread> threads;
-  for (auto& w : workers) threads.emplace_back([&w] { w.reset(); });
+  for (auto& w : workers) threads.emplace_back([&w] { w.reset(); });  // null ones too
   for (auto& th : threads) th.join();
 }
 
@@ -194,6 +194,47 @@ void freeze_scenario(int n, int victim, int steps_before, std::size_t count,
 TEST(WorkerRecovery, FrozenMemberIsRemovedAndTheOthersReRunWithoutIt) {
   for (int n = 2; n <= 5; ++n) {
     for (int victim = 0; victim < n; ++victim) freeze_scenario(n, victim, 1, 4096, 256 * 1024);
+  }
+}
+
+// A kill: the victim's process dies while the others are in a collective. Its links go
+// down (its Worker is destroyed: the others see it at once, not at a deadline), it says
+// nothing more to the coordinator, and the others' failure reports are confirmed by its silence,
+// well before the heartbeat timeout. Every world size 2..4, every rank as the victim.
+TEST(WorkerRecovery, KilledMemberIsConfirmedByReportsAndTheOthersReRunWithoutIt) {
+  const Duration confirm = membership::MembershipConfig{}.confirm_silence;
+  ASSERT_LT(confirm, kHeartbeatTimeout) << "the removal must come from the reports";
+  for (int n = 2; n <= 4; ++n) {
+    for (int victim = 0; victim < n; ++victim) {
+      SCOPED_TRACE("n=" + std::to_string(n) + " victim rank " + std::to_string(victim));
+      MemoryCoordinator coordinator(membership_config(n));
+      auto workers = start_world(coordinator, n);
+      ASSERT_EQ(workers.size(), static_cast<std::size_t>(n));
+      std::vector<int> survivors;
+      for (int r = 0; r < n; ++r) {
+        if (r != victim) survivors.push_back(r);
+      }
+      const membership::Epoch before = coordinator.view().epoch;
+      std::atomic<int> entered{0};
+      std::vector<StepResult> results;
+      std::thread run([&] { results = all_reduce_on(workers, survivors, 1, 3000, &entered); });
+      ASSERT_TRUE(eventually([&] { return entered.load() == n - 1; }));
+      coordinator.silence(workers[static_cast<std::size_t>(victim)]->member_id());
+      workers[static_cast<std::size_t>(victim)].reset();  // its links go down
+      ASSERT_TRUE(eventually([&] { return coordinator.failure_reports() > 0; }));
+      coordinator.advance(confirm + milliseconds(1));
+      run.join();
+      ASSERT_GT(coordinator.view().epoch, before);
+      float expected = 0;
+      for (int r : survivors) expected += input(r, 1);
+      for (int r : survivors) {
+        const StepResult& s = results[static_cast<std::size_t>(r)];
+        ASSERT_TRUE(s.outcome.is_ok()) << "rank " << r << ": " << s.outcome.status().to_string();
+        EXPECT_EQ(s.outcome->contributors, n - 1);
+        for (float v : s.data) ASSERT_EQ(v, expected) << "rank " << r;
+      }
+      leave_all(workers);
+    }
   }
 }
 
