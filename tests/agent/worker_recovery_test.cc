@@ -116,6 +116,18 @@ std::vector<StepResult> all_reduce_on(std::vector<std::unique_ptr<Worker>>& work
   return results;
 }
 
+// Runs step_boundary() on every Worker, one thread each.
+std::vector<Result<BoundaryOutcome>> step_boundary_on(
+    std::vector<std::unique_ptr<Worker>>& workers) {
+  std::vector<Result<BoundaryOutcome>> out(workers.size(), error(StatusCode::kInternal, "not run"));
+  std::vector<std::thread> threads;
+  for (std::size_t r = 0; r < workers.size(); ++r) {
+    threads.emplace_back([&, r] { out[r] = workers[r]->step_boundary(); });
+  }
+  for (auto& th : threads) th.join();
+  return out;
+}
+
 TEST(WorkerRecovery, AllMembersCommitTogetherInTheFirstView) {
   MemoryCoordinator coordinator(membership_config(3));
   auto workers = start_world(coordinator, 3);
@@ -262,15 +274,7 @@ TEST(WorkerRecovery, DrainedMemberLeavesAtTheBoundaryWithoutAFailure) {
   auto workers = start_world(coordinator, kN);
   ASSERT_EQ(workers.size(), static_cast<std::size_t>(kN));
   workers[1]->drain();
-  std::vector<Result<BoundaryOutcome>> boundaries(kN, error(StatusCode::kInternal, "not run"));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kN; ++r) {
-    threads.emplace_back([&, r] {
-      boundaries[static_cast<std::size_t>(r)] =
-          workers[static_cast<std::size_t>(r)]->step_boundary();
-    });
-  }
-  for (auto& th : threads) th.join();
+  const std::vector<Result<BoundaryOutcome>> boundaries = step_boundary_on(workers);
   ASSERT_TRUE(boundaries[1].is_ok()) << boundaries[1].status().to_string();
   EXPECT_TRUE(boundaries[1]->left);
   for (int r : {0, 2}) {
@@ -321,15 +325,7 @@ TEST(WorkerRecovery, JoinerIsAdmittedAtABoundaryAndReceivesTheState) {
   });
   ASSERT_TRUE(eventually([&] { return coordinator.member_count() == kN + 1; }));
   EXPECT_EQ(coordinator.views_issued(), 1) << "a joiner waits for a step boundary";
-  std::vector<Result<BoundaryOutcome>> boundaries(kN, error(StatusCode::kInternal, "not run"));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kN; ++r) {
-    threads.emplace_back([&, r] {
-      boundaries[static_cast<std::size_t>(r)] =
-          workers[static_cast<std::size_t>(r)]->step_boundary();
-    });
-  }
-  for (auto& th : threads) th.join();
+  const std::vector<Result<BoundaryOutcome>> boundaries = step_boundary_on(workers);
   newcomer.join();
   ASSERT_TRUE(joined_boundary.is_ok()) << joined_boundary.status().to_string();
   EXPECT_TRUE(joined_boundary->received_state);
