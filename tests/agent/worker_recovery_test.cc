@@ -1,9 +1,9 @@
 // The Worker's recovery with ranks as threads: real Workers (loopback TCP links) over the
 // in-process control plane (control_client/memory_control_plane.h), which runs the
 // coordinator's real membership decisions on a fake clock. A member "freezes" when the
-// test silences its heartbeats and moves the clock past the heartbeat timeout; the
-// coordinator "restarts" when the test replaces its state as a journal replay does. No test
-// waits a timeout out.
+// test silences it and moves the clock past the heartbeat timeout; it is "killed" when its
+// Worker goes away too and the others' reports are confirmed; the coordinator "restarts"
+// when the test replaces its state as a journal replay does. No test waits a timeout out.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -145,15 +145,27 @@ TEST(WorkerRecovery, AllMembersCommitTogetherInTheFirstView) {
   leave_all(workers);
 }
 
-// One freeze: n members run `steps_before` all-reduces of `count` floats together, then
-// the victim freezes (stops heartbeating, never calls again) while the others are in the
-// next one: the coordinator removes it once the clock passes the heartbeat timeout, the
-// others' links of the old view are aborted, and they re-run the collective in the new
-// view with their original inputs: same bits on every survivor, the victim's input out.
-void freeze_scenario(int n, int victim, int steps_before, std::size_t count,
-                     std::size_t chunk_bytes) {
-  SCOPED_TRACE("n=" + std::to_string(n) + " victim rank " + std::to_string(victim) + " after " +
+enum class Failure {
+  // The victim stops heartbeating and never calls again (SIGSTOP, a frozen VM): the
+  // coordinator removes it once the clock passes the heartbeat timeout.
+  kFreeze,
+  // The victim's process dies: its links go down (its Worker is destroyed: the others see
+  // it at once, not at a deadline), it says nothing more, and the others' failure reports
+  // are confirmed by its silence after confirm_silence, well before the heartbeat timeout.
+  kKill,
+};
+
+// n members run `steps_before` all-reduces of `count` floats together, then the victim
+// fails (`how`) while the others are in the next one. Their links of the old view are
+// aborted and they re-run the collective in the new view with their original inputs:
+// same bits on every survivor, the victim's input out.
+void failure_scenario(Failure how, int n, int victim, int steps_before, std::size_t count,
+                      std::size_t chunk_bytes) {
+  SCOPED_TRACE(std::string(how == Failure::kFreeze ? "freeze" : "kill") +
+               " n=" + std::to_string(n) + " victim rank " + std::to_string(victim) + " after " +
                std::to_string(steps_before) + " steps, " + std::to_string(count) + " floats");
+  const Duration confirm = membership::MembershipConfig{}.confirm_silence;
+  ASSERT_LT(confirm, kHeartbeatTimeout) << "a kill's removal must come from the reports";
   MemoryCoordinator coordinator(membership_config(n));
   auto workers = start_world(coordinator, n, chunk_bytes);
   ASSERT_EQ(workers.size(), static_cast<std::size_t>(n));
@@ -175,7 +187,13 @@ void freeze_scenario(int n, int victim, int steps_before, std::size_t count,
   std::thread run([&] { results = all_reduce_on(workers, survivors, step, count, &entered); });
   ASSERT_TRUE(eventually([&] { return entered.load() == n - 1; }));
   coordinator.silence(victim_id);
-  coordinator.advance(kHeartbeatTimeout + milliseconds(1));
+  if (how == Failure::kFreeze) {
+    coordinator.advance(kHeartbeatTimeout + milliseconds(1));
+  } else {
+    workers[static_cast<std::size_t>(victim)].reset();
+    ASSERT_TRUE(eventually([&] { return coordinator.failure_reports() > 0; }));
+    coordinator.advance(confirm + milliseconds(1));
+  }
   run.join();
 
   const membership::View after = coordinator.view();
@@ -193,75 +211,43 @@ void freeze_scenario(int n, int victim, int steps_before, std::size_t count,
     for (float v : s.data) ASSERT_EQ(v, expected) << "rank " << r;
     ASSERT_EQ(std::memcmp(s.data.data(), first.data(), s.data.size() * sizeof(float)), 0);
   }
-  // The frozen member learns it was removed: its next collective says so.
-  float x = 1;
-  auto late = workers[static_cast<std::size_t>(victim)]->all_reduce(&x, &x, 1, DType::kFloat32,
-                                                                    ReduceOp::kSum);
-  ASSERT_FALSE(late.is_ok());
-  EXPECT_EQ(late.status().code(), StatusCode::kEvicted) << late.status().to_string();
+  if (how == Failure::kFreeze) {
+    // The frozen member learns it was removed: its next collective says so.
+    float x = 1;
+    auto late = workers[static_cast<std::size_t>(victim)]->all_reduce(&x, &x, 1, DType::kFloat32,
+                                                                      ReduceOp::kSum);
+    ASSERT_FALSE(late.is_ok());
+    EXPECT_EQ(late.status().code(), StatusCode::kEvicted) << late.status().to_string();
+  }
   leave_all(workers);
 }
 
-// Every world size 2..5, every rank as the victim.
-TEST(WorkerRecovery, FrozenMemberIsRemovedAndTheOthersReRunWithoutIt) {
-  for (int n = 2; n <= 5; ++n) {
-    for (int victim = 0; victim < n; ++victim) freeze_scenario(n, victim, 1, 4096, 256 * 1024);
-  }
-}
-
-// A kill: the victim's process dies while the others are in a collective. Its links go
-// down (its Worker is destroyed: the others see it at once, not at a deadline), it says
-// nothing more to the coordinator, and the others' failure reports are confirmed by its silence,
-// well before the heartbeat timeout. Every world size 2..4, every rank as the victim.
-TEST(WorkerRecovery, KilledMemberIsConfirmedByReportsAndTheOthersReRunWithoutIt) {
-  const Duration confirm = membership::MembershipConfig{}.confirm_silence;
-  ASSERT_LT(confirm, kHeartbeatTimeout) << "the removal must come from the reports";
-  for (int n = 2; n <= 4; ++n) {
-    for (int victim = 0; victim < n; ++victim) {
-      SCOPED_TRACE("n=" + std::to_string(n) + " victim rank " + std::to_string(victim));
-      MemoryCoordinator coordinator(membership_config(n));
-      auto workers = start_world(coordinator, n);
-      ASSERT_EQ(workers.size(), static_cast<std::size_t>(n));
-      std::vector<int> survivors;
-      for (int r = 0; r < n; ++r) {
-        if (r != victim) survivors.push_back(r);
+// Every world size 2..5, every rank as the victim, both kinds of failure.
+TEST(WorkerRecovery, FailedMemberIsRemovedAndTheOthersReRunWithoutIt) {
+  for (Failure how : {Failure::kFreeze, Failure::kKill}) {
+    for (int n = 2; n <= 5; ++n) {
+      for (int victim = 0; victim < n; ++victim) {
+        failure_scenario(how, n, victim, 1, 4096, 256 * 1024);
+        if (::testing::Test::HasFatalFailure()) return;
       }
-      const membership::Epoch before = coordinator.view().epoch;
-      std::atomic<int> entered{0};
-      std::vector<StepResult> results;
-      std::thread run([&] { results = all_reduce_on(workers, survivors, 1, 3000, &entered); });
-      ASSERT_TRUE(eventually([&] { return entered.load() == n - 1; }));
-      coordinator.silence(workers[static_cast<std::size_t>(victim)]->member_id());
-      workers[static_cast<std::size_t>(victim)].reset();  // its links go down
-      ASSERT_TRUE(eventually([&] { return coordinator.failure_reports() > 0; }));
-      coordinator.advance(confirm + milliseconds(1));
-      run.join();
-      ASSERT_GT(coordinator.view().epoch, before);
-      float expected = 0;
-      for (int r : survivors) expected += input(r, 1);
-      for (int r : survivors) {
-        const StepResult& s = results[static_cast<std::size_t>(r)];
-        ASSERT_TRUE(s.outcome.is_ok()) << "rank " << r << ": " << s.outcome.status().to_string();
-        EXPECT_EQ(s.outcome->contributors, n - 1);
-        for (float v : s.data) ASSERT_EQ(v, expected) << "rank " << r;
-      }
-      leave_all(workers);
     }
   }
 }
 
-// Seeded: world size, victim, how many steps went well before, and the size (one float,
-// an odd count, many 16 KiB chunks).
-TEST(WorkerRecovery, FreezesAtRandomPointsOfRandomWorlds) {
+// Seeded: the kind of failure, world size, victim, how many steps went well before, and
+// the size (one float, an odd count, many 16 KiB chunks).
+TEST(WorkerRecovery, FailuresAtRandomPointsOfRandomWorlds) {
   const std::size_t counts[] = {1, 777, 50000};
-  for (std::uint32_t seed = 1; seed <= 12; ++seed) {
+  for (std::uint32_t seed = 1; seed <= 16; ++seed) {
     std::mt19937 rng(seed);
+    const Failure how =
+        std::uniform_int_distribution<int>(0, 1)(rng) == 0 ? Failure::kFreeze : Failure::kKill;
     const int n = std::uniform_int_distribution<int>(2, 6)(rng);
     const int victim = std::uniform_int_distribution<int>(0, n - 1)(rng);
     const int steps_before = std::uniform_int_distribution<int>(0, 3)(rng);
     const std::size_t count = counts[std::uniform_int_distribution<int>(0, 2)(rng)];
     SCOPED_TRACE("seed " + std::to_string(seed));
-    freeze_scenario(n, victim, steps_before, count, 16 * 1024);
+    failure_scenario(how, n, victim, steps_before, count, 16 * 1024);
     if (::testing::Test::HasFatalFailure()) return;
   }
 }
