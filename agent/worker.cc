@@ -47,6 +47,7 @@ void Worker::Impl::start_watcher() {
                                                       std::to_string(v->epoch)));
         }
       } else if (v.status().code() == StatusCode::kEvicted) {
+        eviction = v.status().message();  // before the flag that publishes it
         evicted = true;
         endpoint->cancel_connect(std::numeric_limits<std::uint64_t>::max());
         // Abort with kAborted, not the eviction itself: the abort notice reaches the
@@ -119,7 +120,7 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
   const membership::Epoch previous = view.epoch;
   const std::uint64_t committed = next_seq - 1;
   for (;;) {
-    if (evicted) return error(StatusCode::kEvicted, "the coordinator removed this member");
+    if (evicted) return evicted_status();
     auto v = client->wait_for_view(std::max<membership::Epoch>(view.epoch + 1, 1),
                                    earlier(deadline, Deadline::after(kViewNudgeInterval)));
     if (!v && v.status().code() == StatusCode::kTimedOut && !deadline.passed()) {
@@ -189,7 +190,7 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
   const Deadline overall = Deadline::after(config.recovery_timeout);
   // The outcome of a committed attempt: epoch `epoch`'s members contributed.
   auto committed = [&](membership::Epoch epoch, std::vector<std::uint64_t> ids, int attempt) {
-    last_collective_end = std::chrono::steady_clock::now();
+    last_collective_end = clock->now();
     Outcome outcome;
     outcome.algorithm = algorithm;
     outcome.epoch = epoch;
@@ -198,12 +199,9 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
     outcome.contributor_ids = std::move(ids);
     return outcome;
   };
-  step_compute_seconds =
-      std::max(step_compute_seconds,
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - last_collective_end)
-                   .count());
+  step_compute_seconds = std::max(step_compute_seconds, seconds_since_last_collective());
   for (int attempt = 1;; ++attempt) {
-    if (evicted) return error(StatusCode::kEvicted, "the coordinator removed this member");
+    if (evicted) return evicted_status();
     if (!link || newest_epoch.load() > view.epoch) {
       TRIB_RETURN_IF_ERROR(transition(0, overall));
     }
@@ -250,7 +248,7 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
     // The epoch's links are done for (link.h). Ask the coordinator for the next view.
     drop_link(status);
     const std::uint64_t seq = next_seq;
-    if (evicted) return error(StatusCode::kEvicted, "the coordinator removed this member");
+    if (evicted) return evicted_status();
     if (newest_epoch.load() <= epoch) {  // not just overtaken by a newer view
       client->report_failure(
           epoch, 0, std::string(op) + " seq " + std::to_string(seq) + ": " + status.to_string());
@@ -323,10 +321,7 @@ Status Worker::Impl::sync_state() {
 
 Result<BoundaryOutcome> Worker::Impl::step_boundary() {
   BoundaryOutcome out;
-  const double compute =
-      std::max(step_compute_seconds,
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - last_collective_end)
-                   .count());
+  const double compute = std::max(step_compute_seconds, seconds_since_last_collective());
   step_compute_seconds = 0;
   // Keyed by the collective sequence number, which every member (a rejoiner too, after
   // its Go) has in common at a boundary; a local step count would not line up.
@@ -384,13 +379,15 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
 }
 
 Result<std::unique_ptr<Worker>> Worker::start(const WorkerConfig& config) {
-  return start(config, nullptr);
+  return start(config, WorkerEnvironment{});
 }
 
-Result<std::unique_ptr<Worker>> Worker::start(
-    const WorkerConfig& config, std::unique_ptr<control_client::ControlPlane> control) {
+Result<std::unique_ptr<Worker>> Worker::start(const WorkerConfig& config,
+                                              WorkerEnvironment environment) {
   auto impl = std::make_unique<Impl>(config);
-  impl->client = std::move(control);
+  impl->client = std::move(environment.control);
+  if (environment.clock != nullptr) impl->clock = environment.clock;
+  impl->last_collective_end = impl->clock->now();
   TRIB_RETURN_IF_ERROR(impl->start());
   return std::unique_ptr<Worker>(new Worker(std::move(impl)));
 }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "algorithms/collectives.h"
+#include "core/clock.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -75,6 +76,16 @@ struct TensorMatrix {
   std::size_t cols = 0;
 };
 
+// What a Worker runs on besides its config. Every part is optional: tests replace them.
+struct WorkerEnvironment {
+  // The coordinator (control_client/control_plane.h); nullptr: a CoordinatorClient to
+  // WorkerConfig::coordinator. Tests: control_client::MemoryCoordinator::connect().
+  std::unique_ptr<control_client::ControlPlane> control;
+  // The clock of the step timing reported to the straggler policy (the time a step spends
+  // outside collectives); nullptr: the steady clock. It must outlive the Worker.
+  const Clock* clock = nullptr;
+};
+
 // What step_boundary() did.
 struct BoundaryOutcome {
   bool left = false;  // this worker drained and left the cluster
@@ -98,10 +109,9 @@ class Worker {
  public:
   // Listens on the data port, joins, waits for the first view and connects its links.
   static Result<std::unique_ptr<Worker>> start(const WorkerConfig& config);
-  // The same over a given control plane instead of a CoordinatorClient to
-  // config.coordinator (tests: control_client::MemoryControlPlane). nullptr: the client.
-  static Result<std::unique_ptr<Worker>> start(
-      const WorkerConfig& config, std::unique_ptr<control_client::ControlPlane> control);
+  // The same on a given environment (tests: an in-process control plane, a fake clock).
+  static Result<std::unique_ptr<Worker>> start(const WorkerConfig& config,
+                                               WorkerEnvironment environment);
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;

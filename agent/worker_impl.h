@@ -118,10 +118,14 @@ class Worker::Impl {
   bool needs_state = false;  // joined after the first view; no state received yet
   std::atomic<bool> drain_requested{false};
   std::uint64_t step = 0;
-  TimePoint last_collective_end = std::chrono::steady_clock::now();
+  const Clock* clock = &SteadyClock::instance();  // step timing only (WorkerEnvironment)
+  TimePoint last_collective_end{};                // on `clock`; set by start()
   // The longest stretch this step spent outside collectives (computing): the straggler
   // policy's input, reported at the next step boundary.
   double step_compute_seconds = 0;
+  double seconds_since_last_collective() const {
+    return std::chrono::duration<double>(clock->now() - last_collective_end).count();
+  }
 
   // The watcher thread follows the coordinator's views and aborts the current links
   // when a newer view (or an eviction) makes them obsolete.
@@ -129,6 +133,11 @@ class Worker::Impl {
   std::atomic<bool> watcher_stop{false};
   std::atomic<std::uint64_t> newest_epoch{0};
   std::atomic<bool> evicted{false};
+  std::string eviction;  // why (the coordinator's reason); written by the watcher before `evicted`
+  Status evicted_status() const {
+    return error(StatusCode::kEvicted,
+                 eviction.empty() ? "the coordinator removed this member" : eviction);
+  }
   bool left = false;
 };
 

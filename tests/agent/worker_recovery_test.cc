@@ -47,6 +47,14 @@ WorkerConfig worker_config(std::size_t chunk_bytes = 256 * 1024) {
   return c;
 }
 
+// A Worker's environment over `coordinator`, its step timing on `clock` (nullptr: steady).
+WorkerEnvironment environment(MemoryCoordinator& coordinator, const Clock* clock = nullptr) {
+  WorkerEnvironment e;
+  e.control = coordinator.connect();
+  e.clock = clock;
+  return e;
+}
+
 // Polls `done` (bounded) while the ranks' threads make it true.
 bool eventually(const std::function<bool()>& done) {
   const Deadline limit = Deadline::after(seconds(20));
@@ -64,7 +72,7 @@ std::vector<std::unique_ptr<Worker>> start_world(MemoryCoordinator& coordinator,
   std::vector<std::thread> threads;
   for (int t = 0; t < n; ++t) {
     threads.emplace_back([&, t] {
-      auto w = Worker::start(worker_config(chunk_bytes), coordinator.connect());
+      auto w = Worker::start(worker_config(chunk_bytes), environment(coordinator));
       if (!w) {
         ADD_FAILURE() << w.status().to_string();
         return;
@@ -300,7 +308,7 @@ TEST(WorkerRecovery, JoinerIsAdmittedAtABoundaryAndReceivesTheState) {
   std::unique_ptr<Worker> joiner;
   Result<BoundaryOutcome> joined_boundary = error(StatusCode::kInternal, "not run");
   std::thread newcomer([&] {
-    auto w = Worker::start(worker_config(), coordinator.connect());
+    auto w = Worker::start(worker_config(), environment(coordinator));
     if (!w) {
       joined_boundary = w.status();
       return;
@@ -370,6 +378,56 @@ TEST(WorkerRecovery, CoordinatorRestartsBetweenStepsAndDuringAFreeze) {
     EXPECT_EQ(s.data[0], input(0, 2) + input(2, 2));
   }
   EXPECT_EQ(std::memcmp(results[0].data.data(), results[2].data.data(), 100 * sizeof(float)), 0);
+  leave_all(workers);
+}
+
+// A straggler: each member's step timing runs on a clock of its own, and one member's
+// steps take 1 s against the others' 100 ms. The straggler policy (k = 2, 3 of 5 steps)
+// evicts it, it learns so, and the others carry on without it: in milliseconds.
+TEST(WorkerRecovery, StragglerIsEvictedByThePolicyOnItsReportedStepTimes) {
+  constexpr int kN = 3;
+  constexpr int kSteps = 8;
+  membership::MembershipConfig config = membership_config(kN);
+  config.straggler = membership::StragglerConfig{};  // enabled, k = 2, 3 of the last 5
+  MemoryCoordinator coordinator(config);
+  std::vector<FakeClock> clocks(kN);
+  std::vector<std::unique_ptr<Worker>> workers(kN);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kN; ++t) {
+    threads.emplace_back([&, t] {
+      auto w = Worker::start(worker_config(), environment(coordinator, &clocks[t]));
+      if (w) workers[static_cast<std::size_t>(t)] = std::move(*w);
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (const auto& w : workers) ASSERT_NE(w, nullptr);
+  const int straggler = workers[2]->rank();
+  const std::uint64_t straggler_id = workers[2]->member_id();
+  std::vector<Status> ends(kN);
+  std::vector<int> last_contributors(kN, 0);
+  threads.clear();
+  for (int t = 0; t < kN; ++t) {
+    threads.emplace_back([&, t] {
+      Worker& w = *workers[static_cast<std::size_t>(t)];
+      for (int step = 1; step <= kSteps; ++step) {
+        auto b = w.step_boundary();
+        if (!b) return void(ends[t] = b.status());
+        float x = 1;
+        auto o = w.all_reduce(&x, &x, 1, DType::kFloat32, ReduceOp::kSum);
+        if (!o) return void(ends[t] = o.status());
+        last_contributors[t] = o->contributors;
+        clocks[t].advance(t == 2 ? seconds(1) : milliseconds(100));  // this step's compute
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(ends[2].code(), StatusCode::kEvicted) << ends[2].to_string();
+  EXPECT_NE(ends[2].message().find("straggler"), std::string::npos) << ends[2].to_string();
+  for (int t : {0, 1}) {
+    EXPECT_TRUE(ends[t].is_ok()) << ends[t].to_string();
+    EXPECT_EQ(last_contributors[t], kN - 1);
+  }
+  EXPECT_EQ(coordinator.view().find(straggler_id), nullptr) << "rank " << straggler;
   leave_all(workers);
 }
 
