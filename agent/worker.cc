@@ -38,7 +38,7 @@ void Worker::Impl::start_watcher() {
       auto v = client->wait_for_view(newest_epoch.load() + 1,
                                      Deadline::after(std::chrono::milliseconds(100)));
       if (v) {
-        newest_epoch = v->epoch;
+        note_newest_epoch(v->epoch);
         endpoint->cancel_connect(v->epoch);  // links being built for an older view are moot
         std::lock_guard lock(link_mu);
         if (link && link_epoch < v->epoch) {
@@ -150,7 +150,7 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
     commit_through = std::max(commit_through, go->commit_through);
     view = *v;
     log.context()->set_epoch(view.epoch);
-    newest_epoch = std::max(newest_epoch.load(), view.epoch);
+    note_newest_epoch(view.epoch);
     const membership::ViewMember* me = view.find(client->member_id());
     if (me == nullptr)
       return error(StatusCode::kEvicted, "not a member of view " + std::to_string(view.epoch));
@@ -322,7 +322,10 @@ Status Worker::Impl::sync_state() {
 Result<BoundaryOutcome> Worker::Impl::step_boundary() {
   BoundaryOutcome out;
   const double compute = std::max(step_compute_seconds, seconds_since_last_collective());
+  // That stretch is reported now: the boundary's own collectives must not count it again
+  // towards the next step (a member slow in one step would look slow in two).
   step_compute_seconds = 0;
+  last_collective_end = clock->now();
   // Keyed by the collective sequence number, which every member (a rejoiner too, after
   // its Go) has in common at a boundary; a local step count would not line up.
   client->report_step(next_seq, compute);
@@ -330,13 +333,26 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
   ++step;
   const Deadline deadline = Deadline::after(config.recovery_timeout);
   for (;;) {
-    // [leave, joiners waiting, newer view, state needed], max over members.
-    std::int32_t flags[4] = {drain_requested.load() ? 1 : 0, client->joiners_pending() ? 1 : 0,
-                             newest_epoch.load() > view.epoch ? 1 : 0, needs_state ? 1 : 0};
+    // The watcher learns of views on its own schedule; a boundary asks the control plane
+    // itself, so that a view (or this member's eviction) issued before the boundary is
+    // acted on at this boundary.
+    auto latest =
+        client->wait_for_view(newest_epoch.load() + 1, Deadline{std::chrono::steady_clock::now()});
+    if (latest) {
+      note_newest_epoch(latest->epoch);
+    } else if (latest.status().code() == StatusCode::kEvicted) {
+      return latest.status();
+    }
+    // [leave, joiners waiting, newest epoch seen, state needed], max over members. The
+    // newest epoch, not a "newer view" bit: when the all-reduce fails and run() re-runs it
+    // in the view it moved to, a bit computed before would still ask every member to move
+    // on, to a view nobody has asked for.
+    std::int64_t flags[4] = {drain_requested.load() ? 1 : 0, client->joiners_pending() ? 1 : 0,
+                             static_cast<std::int64_t>(newest_epoch.load()), needs_state ? 1 : 0};
     TRIB_RETURN_IF_ERROR(run("step_boundary", algorithms::AllReduceAlgorithm::kAuto, sizeof(flags),
                              std::as_writable_bytes(std::span(flags)),
                              [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
-                               return algorithms::all_reduce(l, flags, flags, 4, DType::kInt32,
+                               return algorithms::all_reduce(l, flags, flags, 4, DType::kInt64,
                                                              ReduceOp::kMax, o);
                              })
                              .status());
@@ -367,7 +383,7 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
       out.view_changed = true;
       continue;
     }
-    if (flags[2]) {
+    if (static_cast<membership::Epoch>(flags[2]) > view.epoch) {
       TRIB_RETURN_IF_ERROR(transition(0, deadline));
       out.view_changed = true;
       continue;

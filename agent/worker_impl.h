@@ -131,7 +131,12 @@ class Worker::Impl {
   // when a newer view (or an eviction) makes them obsolete.
   std::thread watcher;
   std::atomic<bool> watcher_stop{false};
-  std::atomic<std::uint64_t> newest_epoch{0};
+  std::atomic<std::uint64_t> newest_epoch{0};  // only grows: note_newest_epoch()
+  void note_newest_epoch(std::uint64_t epoch) {
+    std::uint64_t seen = newest_epoch.load();
+    while (seen < epoch && !newest_epoch.compare_exchange_weak(seen, epoch)) {
+    }
+  }
   std::atomic<bool> evicted{false};
   std::string eviction;  // why (the coordinator's reason); written by the watcher before `evicted`
   Status evicted_status() const {
