@@ -112,12 +112,19 @@ std::string change_text(const ViewChange& c) {
 }
 
 std::string header_text(const ClusterStatus& s, const std::string& endpoint) {
-  std::size_t in_view = 0;
-  for (const auto& m : s.members) in_view += m.in_view;
+  std::size_t in_view = 0, suspects = 0, joiners = 0;
+  for (const auto& m : s.members) {
+    in_view += m.in_view;
+    suspects += m.state == "suspect";
+    joiners += is_joiner(m);
+  }
   std::string out = "coordinator " + escape_log_text(endpoint) + "  instance " +
                     hex64(s.instance_id) + "  up " + fixed(s.uptime_ms / 1e3, 1) + " s\n";
   out += "epoch " + std::to_string(s.epoch) + "  " + s.phase + "  " + std::to_string(in_view) +
-         " in view (world size " + std::to_string(s.world_size) + ")\n";
+         " in view";
+  if (suspects) out += ", " + std::to_string(suspects) + " suspect";
+  if (joiners) out += ", " + std::to_string(joiners) + " waiting to join";
+  out += " (world size " + std::to_string(s.world_size) + ")\n";
   out += "heartbeats every " + std::to_string(s.heartbeat_interval_ms) + " ms; suspect after " +
          std::to_string(s.suspect_after_ms) + " ms of silence, removed after " +
          std::to_string(s.heartbeat_timeout_ms) + " ms; stragglers: compute above " +

@@ -71,7 +71,7 @@ ClusterStatus sample() {
 TEST(StatusFormat, TableGolden) {
   const std::string expected =
       "coordinator tcp://127.0.0.1:7070  instance 003e42be9dd61558  up 7.3 s\n"
-      "epoch 3  steady  2 in view (world size 2)\n"
+      "epoch 3  steady  2 in view, 1 suspect, 1 waiting to join (world size 2)\n"
       "heartbeats every 100 ms; suspect after 300 ms of silence, removed after 1000 ms; "
       "stragglers: compute above 2.0 x median in 3 of 5 steps\n"
       "\n"
