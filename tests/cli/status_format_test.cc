@@ -6,67 +6,14 @@
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
+#include "tests/support/cluster_status_sample.h"
+
 namespace tributary::cli {
 namespace {
 
 using membership::ClusterStatus;
 using membership::MemberStatus;
-
-MemberStatus member(membership::MemberId id, std::string name, std::string state, bool in_view,
-                    std::uint32_t rank) {
-  MemberStatus m;
-  m.id = id;
-  m.name = std::move(name);
-  m.host = "vm";
-  m.data_address = "127.0.0.1:" + std::to_string(40000 + id);
-  m.state = std::move(state);
-  m.in_view = in_view;
-  m.rank = rank;
-  m.known_epoch = 3;
-  m.step = 120;
-  m.heartbeat_age_ms = 40;
-  return m;
-}
-
-ClusterStatus sample() {
-  ClusterStatus s;
-  s.instance_id = 0x3e42be9dd61558;
-  s.unix_ms = 1'795'424'338'925;  // 2026-11-23T08:58:58.925Z
-  s.uptime_ms = 7347;
-  s.phase = "steady";
-  s.epoch = 3;
-  s.world_size = 2;
-  s.heartbeat_interval_ms = 100;
-  s.heartbeat_timeout_ms = 1000;
-  s.suspect_after_ms = 300;
-  s.straggler_k = 2;
-  s.straggler_m = 3;
-  s.straggler_window = 5;
-  MemberStatus a = member(1, "w1", "in_view", true, 0);
-  a.timed_steps = 7;
-  a.step_seconds = 0.0489;
-  a.compute_seconds = 0.0219;
-  a.collective_seconds = 0.027;
-  a.straggler_score = 1.11;
-  a.links = {{2, "tcp", "127.0.0.1:40002", "view"}};
-  MemberStatus b = member(2, "w2", "suspect", true, 1);
-  b.heartbeat_age_ms = 450;
-  b.straggling_steps = 1;
-  b.links = {{1, "tcp", "127.0.0.1:40001", "view"}};
-  s.members = {a, b, member(5, "w5", "pending", false, 0)};
-  s.links_scope = "all_peers";
-  s.history = {
-      {1,
-       "initial",
-       1'795'424'330'000,
-       3,
-       {{1, "w1", ""}, {2, "w2", ""}, {3, "w3", ""}},
-       {},
-       0,
-       true},
-      {2, "failure", 1'795'424'335'500, 2, {}, {{3, "w3", "heartbeat_timeout"}}, 0, false}};
-  return s;
-}
+using testing_support::sample_cluster_status;
 
 TEST(StatusFormat, TableGolden) {
   const std::string expected =
@@ -80,22 +27,24 @@ TEST(StatusFormat, TableGolden) {
       "COLLECTIVE MS  STRAGGLER\n"
       "  0     1   w1    vm    -     in_view  40 ms      120   48.9     21.9        27.0           "
       "1.11 (0/5)\n"
-      "  1     2   w2    vm    -     suspect  450 ms     120   -        -           -              "
+      "  1     2   w2    vm    eu    suspect  450 ms     120   -        -           -              "
       "- (1/5)\n"
+      "  ... and 2 more (not listed)\n"
       "\n"
       "links (every peer; source view: inferred from the view, agent: reported):\n"
       "  1 w1 -> 2 tcp 127.0.0.1:40002 (view)\n"
-      "  2 w2 -> 1 tcp 127.0.0.1:40001 (view)\n"
+      "  2 w2 -> 1 shm /dev/shm/trib-1 (agent)\n"
       "\n"
       "joiners waiting:\n"
       "  ID  NAME  HOST  ZONE  STATE    HEARTBEAT  DATA\n"
       "  5   w5    vm    -     pending  40 ms      127.0.0.1:40005\n"
+      "  1 join handshakes in progress\n"
       "\n"
       "recent view changes (oldest first; * from the journal of an earlier process):\n"
       "  EPOCH  WHEN (UTC)     AGO    CAUSE    SIZE  CHANGES\n"
       "  1*     08:58:50.000Z  8.9 s  initial  3     +1 w1, +2 w2, +3 w3\n"
-      "  2      08:58:55.500Z  3.4 s  failure  2     -3 w3 (heartbeat_timeout)\n";
-  EXPECT_EQ(format_status_table(sample(), "tcp://127.0.0.1:7070"), expected);
+      "  2      08:58:55.500Z  3.4 s  failure  2     -3 w3 (heartbeat_timeout), 4 more\n";
+  EXPECT_EQ(format_status_table(sample_cluster_status(), "tcp://127.0.0.1:7070"), expected);
 }
 
 TEST(StatusFormat, EmptySectionsSayNone) {
@@ -124,7 +73,7 @@ TEST(StatusFormat, JsonParsesBackWithMembersAndJoinersApart) {
   GTEST_SKIP() << "google.protobuf.Struct is unusable in a TSan build against a non-TSan "
                   "libprotobuf";
 #endif
-  const std::string json = format_status_json(sample(), "tcp://127.0.0.1:7070");
+  const std::string json = format_status_json(sample_cluster_status(), "tcp://127.0.0.1:7070");
   ASSERT_EQ(json.back(), '\n');
   EXPECT_EQ(json.find('\n'), json.size() - 1) << "one line";
   const auto root = parse(json);
@@ -143,8 +92,8 @@ TEST(StatusFormat, JsonParsesBackWithMembersAndJoinersApart) {
   EXPECT_EQ(w2.at("heartbeat_age_ms").number_value(), 450);
   const auto& link = w2.at("links").list_value().values(0).struct_value().fields();
   EXPECT_EQ(link.at("peer").number_value(), 1);
-  EXPECT_EQ(link.at("transport").string_value(), "tcp");
-  EXPECT_EQ(link.at("source").string_value(), "view");
+  EXPECT_EQ(link.at("transport").string_value(), "shm");
+  EXPECT_EQ(link.at("source").string_value(), "agent");
   EXPECT_NEAR(members[0].struct_value().fields().at("step_seconds").number_value(), 0.0489, 1e-12);
   const auto& joiners = f.at("joiners").list_value().values();
   ASSERT_EQ(joiners.size(), 1);
@@ -171,7 +120,7 @@ TEST(StatusFormat, HostileNamesAreEscapedInBothFormats) {
   GTEST_SKIP() << "google.protobuf.Struct is unusable in a TSan build against a non-TSan "
                   "libprotobuf";
 #endif
-  ClusterStatus s = sample();
+  ClusterStatus s = sample_cluster_status();
   const std::string evil = "x\n  9   forged  \"q\" \\ \x01\x7f end";
   s.members[0].name = evil;
   s.history[1].removed[0].reason = evil;

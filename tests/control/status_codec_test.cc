@@ -9,111 +9,81 @@
 
 #include "control/codec.h"
 #include "control/join_auth.h"
+#include "tests/support/cluster_status_sample.h"
 
 namespace tributary::control {
 namespace {
 
-membership::ClusterStatus sample_status() {
-  membership::ClusterStatus s;
-  s.instance_id = 0xfeedfacecafebeef;
-  s.unix_ms = 1'795'000'000'123;
-  s.uptime_ms = 4567;
-  s.phase = "steady";
-  s.epoch = 9;
-  s.world_size = 3;
-  s.heartbeat_interval_ms = 100;
-  s.heartbeat_timeout_ms = 1000;
-  s.suspect_after_ms = 300;
-  s.straggler_k = 2.5;
-  s.straggler_m = 3;
-  s.straggler_window = 5;
-  membership::MemberStatus m;
-  m.id = 4;
-  m.name = "w4";
-  m.host = "host-a";
-  m.zone = "eu";
-  m.data_address = "10.0.0.4:7000";
-  m.state = "suspect";
-  m.in_view = true;
-  m.rank = 1;
-  m.known_epoch = 9;
-  m.step = 1234;
-  m.heartbeat_age_ms = 450;
-  m.timed_steps = 7;
-  m.step_seconds = 0.05;
-  m.compute_seconds = 0.02;
-  m.collective_seconds = 0.03;
-  m.straggler_score = 1.75;
-  m.straggling_steps = 2;
-  m.links = {{5, "tcp", "10.0.0.5:7000", "view"}, {6, "shm", "/dev/shm/x", "agent"}};
-  s.members = {m};
-  s.members_omitted = 2;
-  s.links_scope = "all_peers";
-  s.handshakes_open = 1;
-  s.history = {{9, "failure", 1'795'000'000'000, 2, {{7, "w7", ""}}, {{3, "w3", "left"}}, 1, true}};
-  return s;
-}
+using testing_support::sample_cluster_status;
 
 TEST(StatusCodec, RoundTripKeepsEveryField) {
   StatusReport p;
-  status_to_proto(sample_status(), &p);
+  status_to_proto(sample_cluster_status(), &p);
   StatusReport parsed;
   ASSERT_TRUE(parsed.ParseFromString(p.SerializeAsString()));
   auto back = status_from_proto(parsed);
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
-  EXPECT_EQ(*back, sample_status());
+  EXPECT_EQ(*back, sample_cluster_status());
 }
 
 TEST(StatusCodec, RejectsReportsBeyondTheBounds) {
-  auto rejects = [](auto&& mutate, const std::string& what) {
+  // `what` describes the mutation; `field`, what the error must name.
+  auto rejects = [](auto&& mutate, const std::string& what, const std::string& field) {
     StatusReport p;
-    status_to_proto(sample_status(), &p);
+    status_to_proto(sample_cluster_status(), &p);
     mutate(p);
     auto r = status_from_proto(p);
     ASSERT_FALSE(r.is_ok()) << what;
     EXPECT_EQ(r.status().code(), StatusCode::kBadFrame) << what;
-    EXPECT_NE(r.status().message().find("status report"), std::string::npos) << what;
+    EXPECT_NE(r.status().message().find("status report: " + field), std::string::npos)
+        << what << ": " << r.status().message();
   };
+  // Each list one entry beyond its bound, whatever the sample holds.
   rejects(
       [](StatusReport& p) {
-        for (std::size_t i = 0; i < membership::kMaxStatusMembers; ++i) p.add_members();
+        p.clear_members();
+        for (std::size_t i = 0; i <= membership::kMaxStatusMembers; ++i) p.add_members();
       },
-      "too many members");
+      "too many members", "members:");
   rejects([](StatusReport& p) { p.mutable_members(0)->set_name(std::string(257, 'x')); },
-          "a long name");
+          "a long name", "member label");
   rejects(
       [](StatusReport& p) {
         p.mutable_members(0)->set_step_seconds(std::numeric_limits<double>::quiet_NaN());
       },
-      "a NaN time");
+      "a NaN time", "step_seconds");
   rejects([](StatusReport& p) { p.mutable_members(0)->set_straggler_score(-1); },
-          "a negative score");
+          "a negative score", "straggler_score");
   rejects(
       [](StatusReport& p) {
-        for (std::size_t i = 0; i + 2 < membership::kMaxFullLinkMembers; ++i)
+        p.mutable_members(0)->clear_links();
+        for (std::size_t i = 0; i < membership::kMaxFullLinkMembers; ++i)
           p.mutable_members(0)->add_links();
       },
-      "too many links of one member");
+      "too many links of one member", "links of member");
   rejects(
       [](StatusReport& p) {
-        // Members within their bound, links in all beyond theirs.
-        for (std::size_t i = 1; i < membership::kMaxStatusMembers; ++i) {
+        // Members within their bound, each within its own, links in all beyond theirs.
+        p.clear_members();
+        for (std::size_t i = 0; i < membership::kMaxStatusMembers; ++i) {
           auto* m = p.add_members();
           for (int l = 0; l < 3; ++l) m->add_links();
         }
       },
-      "too many links in all");
+      "too many links in all", "links:");
   rejects(
       [](StatusReport& p) {
-        for (std::size_t i = 0; i < membership::kMaxStatusHistory; ++i) p.add_history();
+        p.clear_history();
+        for (std::size_t i = 0; i <= membership::kMaxStatusHistory; ++i) p.add_history();
       },
-      "too long a history");
+      "too long a history", "history");
   rejects(
       [](StatusReport& p) {
-        for (std::size_t i = 0; i < membership::kMaxChangeMembers; ++i)
+        p.mutable_history(0)->clear_removed();
+        for (std::size_t i = 0; i <= membership::kMaxChangeMembers; ++i)
           p.mutable_history(0)->add_removed();
       },
-      "too many removals in one change");
+      "too many removals in one change", "view change members");
 }
 
 // The largest report a coordinator can build (every list full, every label at its
@@ -121,7 +91,7 @@ TEST(StatusCodec, RejectsReportsBeyondTheBounds) {
 // fits the reply a client accepts.
 TEST(StatusCodec, TheWorstCaseReportFitsTheReplyBound) {
   const std::string big(kMaxLabelBytes, 'x');
-  membership::ClusterStatus s = sample_status();
+  membership::ClusterStatus s = sample_cluster_status();
   s.phase = s.links_scope = big;
   membership::MemberStatus m = s.members[0];
   m.name = m.host = m.zone = m.data_address = m.state = big;
