@@ -18,7 +18,7 @@
 #include <poll.h>
 
 #include "agent/frame.h"
-#include "agent/payload_pool.h"
+#include "transport/payload_pool.h"
 #include "agent/tcp_link.h"
 #include "core/check.h"
 
@@ -62,7 +62,7 @@ class TcpLink final : public algorithms::Link {
     algorithms::Tag tag;
     std::uint32_t check = 0;
     std::uint64_t length = 0;
-    PayloadPool::Buffer bytes;
+    transport::PayloadPool::Buffer bytes;
     bool complete = false;
   };
 
@@ -156,7 +156,7 @@ class TcpLink final : public algorithms::Link {
   // Owner thread only (guarded additionally by io_mu_ where abort() can race).
   std::vector<Op> ops_;
   std::vector<std::uint32_t> free_ops_;
-  PayloadPool pool_;
+  transport::PayloadPool pool_;
   std::vector<ReceivedNotice> received_notices_;
   std::vector<pollfd> pollfds_;
   std::vector<Peer*> poll_peers_;

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "agent/agent_metrics.h"
-#include "agent/tcp_endpoint.h"
+#include "agent/data_plane.h"
 #include "agent/worker.h"
 #include "algorithms/cost_model.h"
 #include "compression/collectives/compressed_all_reduce.h"
@@ -92,7 +92,7 @@ class Worker::Impl {
   // ("control").
   Logger log{"agent"};
   std::unique_ptr<AgentMetrics> metrics;
-  std::unique_ptr<TcpEndpoint> endpoint;
+  std::unique_ptr<DataPlane> data_plane;
   std::unique_ptr<control_client::CoordinatorClient> client;
 
   // Compression: the plan parsed once from config.codec, and the residuals of every
