@@ -197,6 +197,9 @@ void TcpEndpoint::Impl::finish(const std::shared_ptr<Group>& g, Status st) {
   std::error_code ec;
   for (auto& s : g->dialing) s->close(ec);
   g->dialing.clear();
+  for (Slot& slot : g->slots) {
+    if (slot.attempt_timer) slot.attempt_timer->cancel();  // its handler holds the group
+  }
   std::vector<PeerSocket> sockets;
   for (int r = 0; r < g->size; ++r) {
     Slot& slot = g->slots[r];

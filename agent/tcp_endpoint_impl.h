@@ -53,6 +53,10 @@ class TcpEndpoint::Impl {
     // Dialing side: the address tried next, and why each one failed last.
     std::size_t next = 0;
     std::vector<std::string> address_errors;
+    // Bounds the current attempt, connect and handshake together: an address that drops
+    // packets, or a listener that never answers, gives way to the next address.
+    std::shared_ptr<asio::steady_timer> attempt_timer;
+    bool attempt_expired = false;
   };
 
   // One connect_group call, shared between the caller and the I/O thread.

@@ -217,25 +217,19 @@ void TcpEndpoint::Impl::dial(const std::shared_ptr<Group>& g, int peer) {
   auto sock = std::make_shared<tcp::socket>(io_);
   g->dialing.push_back(sock);
   // An address that drops packets would hold the attempt for the kernel's SYN retries
-  // (minutes): the next address gets its turn after connect_attempt_timeout instead.
-  auto timer = std::make_shared<asio::steady_timer>(io_, config_.connect_attempt_timeout);
-  auto expired = std::make_shared<bool>(false);
-  timer->async_wait([sock, expired](std::error_code ec) {
-    if (ec) return;
-    *expired = true;
+  // (minutes), one that accepts and stays silent until the group's deadline: the next
+  // address gets its turn after connect_attempt_timeout instead.
+  Slot& slot = g->slots[peer];
+  slot.attempt_expired = false;
+  slot.attempt_timer = std::make_shared<asio::steady_timer>(io_, config_.connect_attempt_timeout);
+  slot.attempt_timer->async_wait([g, peer, sock](std::error_code ec) {
+    if (ec || g->finished) return;
+    g->slots[peer].attempt_expired = true;
     sock->close(ec);
   });
-  sock->async_connect(g->dial[peer][index], [this, g, peer, sock, timer, expired,
-                                             index](std::error_code ec) {
-    timer->cancel();
+  sock->async_connect(g->dial[peer][index], [this, g, peer, sock, index](std::error_code ec) {
     if (g->finished) return;
-    if (ec) {
-      const auto ms =
-          std::chrono::duration_cast<std::chrono::milliseconds>(config_.connect_attempt_timeout);
-      return redial(g, peer, sock,
-                    *expired ? "no connection within " + std::to_string(ms.count()) + " ms"
-                             : "cannot connect: " + ec.message());
-    }
+    if (ec) return redial(g, peer, sock, "cannot connect: " + ec.message());
     g->slots[peer].address = g->addresses[peer][index];
     on_connected(g, peer, sock);
   });
@@ -309,6 +303,7 @@ void TcpEndpoint::Impl::on_challenge(const std::shared_ptr<Group>& g, int peer,
               }
               std::erase(g->dialing, sock);
               Slot& slot = g->slots[peer];
+              slot.attempt_timer->cancel();
               if (slot.next > 0) {
                 config_.log.info("epoch " + std::to_string(g->epoch) + ": rank " +
                                  std::to_string(peer) + " reached on " + slot.address +
@@ -343,6 +338,12 @@ void TcpEndpoint::Impl::redial(const std::shared_ptr<Group>& g, int peer,
   sock->close(ec);
   std::erase(g->dialing, sock);
   Slot& slot = g->slots[peer];
+  if (slot.attempt_timer) slot.attempt_timer->cancel();
+  if (slot.attempt_expired) {
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(config_.connect_attempt_timeout);
+    why = "no authenticated connection within " + std::to_string(ms.count()) + " ms";
+  }
   const std::vector<std::string>& addresses = g->addresses[peer];
   slot.address_errors[slot.next] = addresses[slot.next] + ": " + why;
   slot.last_error.clear();

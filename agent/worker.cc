@@ -117,6 +117,7 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
   drop_link(error(StatusCode::kAborted, "moving to a new view"));
   const membership::Epoch previous = view.epoch;
   const std::uint64_t committed = next_seq - 1;
+  Status connect_failure;  // the latest, for the error if no view ever connects
   for (;;) {
     if (evicted) return error(StatusCode::kEvicted, "the coordinator removed this member");
     auto v = client->wait_for_view(std::max<membership::Epoch>(view.epoch + 1, 1),
@@ -135,7 +136,10 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
       if (v.status().code() == StatusCode::kTimedOut) {
         return error(StatusCode::kUnavailable,
                      "no new view from the coordinator before the recovery deadline (" +
-                         v.status().message() + ")");
+                         v.status().message() + ")" +
+                         (connect_failure.is_ok()
+                              ? std::string()
+                              : "; connecting the last one failed: " + connect_failure.to_string()));
       }
       return v.status();
     }
@@ -165,6 +169,9 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
       // A member vanished between Go and connecting (or a newer view superseded this one):
       // report it unless a newer view is already here, and wait for the next view.
       if (l.status().code() != StatusCode::kAborted) {
+        connect_failure = l.status();
+        log.warn("cannot connect the links of view " + std::to_string(view.epoch) + ": " +
+                 l.status().to_string());
         client->report_failure(view.epoch, 0, l.status().to_string());
       }
       continue;
