@@ -106,8 +106,8 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::connect(const transport::Gr
             std::to_string(spec.members[r].member) + ") over " + group.paths[r];
   }
   log_.info("epoch " + std::to_string(spec.epoch) + ": member " +
-            std::to_string(spec.members[spec.rank].member) + " (rank " +
-            std::to_string(spec.rank) + ") data paths: " + (line.empty() ? "none" : line));
+            std::to_string(spec.members[spec.rank].member) + " (rank " + std::to_string(spec.rank) +
+            ") data paths: " + (line.empty() ? "none" : line));
   std::lock_guard lock(mu_);
   group_transport_ = group.transport;
   group_members_.clear();

@@ -268,9 +268,9 @@ Result<std::vector<PeerSocket>> TcpEndpoint::Impl::connect_sockets(
         std::error_code ec;
         auto results = resolver.resolve(host, port, tcp::resolver::numeric_service, ec);
         if (ec || results.empty()) {
-          return error(StatusCode::kInvalidArgument, "cannot resolve '" + address +
-                                                         "' for rank " + std::to_string(peer) +
-                                                         ": " + ec.message());
+          return error(StatusCode::kInvalidArgument, "cannot resolve '" + address + "' for rank " +
+                                                         std::to_string(peer) + ": " +
+                                                         ec.message());
         }
         g->dial[peer].push_back(results.begin()->endpoint());
       }

@@ -152,7 +152,7 @@ class TcpEndpoint::Impl {
   std::atomic<std::uint64_t> handshakes_rejected_{0};
   std::atomic<std::uint64_t> parked_count_{0};
   mutable std::mutex stats_mu_;
-  std::shared_ptr<LinkCounters> counters_;  // the latest group's
+  std::shared_ptr<LinkCounters> counters_;    // the latest group's
   std::vector<std::string> stats_addresses_;  // by rank: the address each peer connected on
   int stats_rank_ = -1;
   std::uint64_t stats_epoch_ = 0;

@@ -365,8 +365,8 @@ void TcpEndpoint::Impl::fail_dial(const std::shared_ptr<Group>& g, int peer,
   std::error_code ec;
   sock->close(ec);
   std::erase(g->dialing, sock);
-  const std::string line = "rank " + std::to_string(peer) + " at " +
-                           g->slots[peer].address + " " + why;
+  const std::string line =
+      "rank " + std::to_string(peer) + " at " + g->slots[peer].address + " " + why;
   config_.log.warn("epoch " + std::to_string(g->epoch) + ": " + line);
   finish(g, error(code, line));
 }

@@ -18,9 +18,9 @@
 #include <poll.h>
 
 #include "agent/frame.h"
-#include "transport/payload_pool.h"
 #include "agent/tcp_link.h"
 #include "core/check.h"
+#include "transport/payload_pool.h"
 
 namespace tributary::agent {
 

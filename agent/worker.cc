@@ -137,9 +137,9 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
         return error(StatusCode::kUnavailable,
                      "no new view from the coordinator before the recovery deadline (" +
                          v.status().message() + ")" +
-                         (connect_failure.is_ok()
-                              ? std::string()
-                              : "; connecting the last one failed: " + connect_failure.to_string()));
+                         (connect_failure.is_ok() ? std::string()
+                                                  : "; connecting the last one failed: " +
+                                                        connect_failure.to_string()));
       }
       return v.status();
     }

@@ -558,8 +558,8 @@ int main(int argc, char** argv) {
     if (Status s = finish_agent_flags(bench_flags); !s) return report(s, "bench");
     return run_local_cluster(*bench, bench_local, log_flags, "bench", [] {
       auto names = kBenchFlagNames;
-      names.insert(names.end(),
-                   {"--chunk-bytes", "--algorithm", "--timeout-ms", "--no-agreement", "--transport"});
+      names.insert(names.end(), {"--chunk-bytes", "--algorithm", "--timeout-ms", "--no-agreement",
+                                 "--transport"});
       return names;
     }());
   }

@@ -21,7 +21,9 @@ constexpr auto kPulseInterval = std::chrono::milliseconds(1);
 }  // namespace
 
 ShmLink::ShmLink(ShmLinkParams params, std::vector<ShmPeer> peers, int wake_fd)
-    : params_(std::move(params)), peers_(static_cast<std::size_t>(params_.size)), wake_fd_(wake_fd) {
+    : params_(std::move(params)),
+      peers_(static_cast<std::size_t>(params_.size)),
+      wake_fd_(wake_fd) {
   TRIB_CHECK(params_.counters != nullptr);
   TRIB_CHECK(params_.rank >= 0 && params_.rank < params_.size);
   for (int r = 0; r < params_.size; ++r) {

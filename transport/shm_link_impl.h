@@ -118,8 +118,7 @@ class ShmLink final : public algorithms::Link {
   std::string peer_name(const Peer& p) const {
     return "rank " + std::to_string(p.rank) + " (shm, " + p.address + ")";
   }
-  Status length_check(const Peer& p, const Op& op, std::uint64_t length,
-                      std::uint32_t check) const;
+  Status length_check(const Peer& p, const Op& op, std::uint64_t length, std::uint32_t check) const;
   Status time_out(std::uint32_t i);
 
   // ---- progress (shm_link_progress.cc; caller's thread, io_mu_ held) ----

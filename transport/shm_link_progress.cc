@@ -12,7 +12,7 @@
 namespace tributary::transport {
 namespace {
 
-constexpr std::byte kDoorbell{0x44};                // 'D'
+constexpr std::byte kDoorbell{0x44};               // 'D'
 constexpr std::size_t kMaxNoticeBytes = 8 + 1024;  // code, origin, reason
 
 timespec to_timespec(Duration d) {
@@ -72,8 +72,8 @@ bool ShmLink::pull(Peer& p) {
       p.header_got += n;
     } else {
       std::byte* dst = p.dst == nullptr ? nullptr : p.dst + (p.length - p.remaining);
-      n = p.in.read_some(dst, static_cast<std::size_t>(std::min<std::uint64_t>(p.remaining,
-                                                                               kPieceBytes)));
+      n = p.in.read_some(
+          dst, static_cast<std::size_t>(std::min<std::uint64_t>(p.remaining, kPieceBytes)));
       p.remaining -= n;
     }
     if (n == 0) break;
@@ -152,7 +152,8 @@ void ShmLink::end_payload(Peer& p) {
                        true);
     }
     std::string reason(reinterpret_cast<const char*>(p.notice.data() + 8), p.notice.size() - 8);
-    Status st(static_cast<StatusCode>(code), "rank " + std::to_string(origin) + " aborted: " + reason);
+    Status st(static_cast<StatusCode>(code),
+              "rank " + std::to_string(origin) + " aborted: " + reason);
     received_.push_back(ReceivedNotice{st, origin, std::move(reason)});
     fail_peer(p, std::move(st), false);
   }
@@ -220,12 +221,12 @@ void ShmLink::drain_connection(Peer& p) {
     // What the peer put in the ring before it went is still delivered.
     pull(p);
     if (p.fd < 0 || !p.failed.is_ok()) return;
-    return fail_peer(p,
-                     error(StatusCode::kPeerLost,
-                           peer_name(p) + (err == 0 ? " closed the connection"
-                                                    : " connection failed: " +
-                                                          std::string(std::strerror(err)))),
-                     false);
+    return fail_peer(
+        p,
+        error(StatusCode::kPeerLost,
+              peer_name(p) + (err == 0 ? " closed the connection"
+                                       : " connection failed: " + std::string(std::strerror(err)))),
+        false);
   }
 }
 

@@ -126,9 +126,9 @@ Result<std::string> ShmSegment::random_name() {
 Result<ShmSegment> ShmSegment::create(const std::string& name, std::uint64_t epoch, int low_rank,
                                       int high_rank, std::uint64_t ring_bytes) {
   if (ring_bytes < 4096 || (ring_bytes & (ring_bytes - 1)) != 0) {
-    return error(StatusCode::kInvalidArgument,
-                 "shared-memory ring of " + std::to_string(ring_bytes) +
-                     " bytes: want a power of two of at least 4096");
+    return error(StatusCode::kInvalidArgument, "shared-memory ring of " +
+                                                   std::to_string(ring_bytes) +
+                                                   " bytes: want a power of two of at least 4096");
   }
   const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return os_error("shm_open " + name, errno);
@@ -138,7 +138,7 @@ Result<ShmSegment> ShmSegment::create(const std::string& name, std::uint64_t epo
   if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     err = errno;
   } else {
-    base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (base == MAP_FAILED) err = errno;
   }
   ::close(fd);
@@ -169,7 +169,7 @@ Result<ShmSegment> ShmSegment::open(const std::string& name, std::uint64_t epoch
     return error(StatusCode::kMismatch, name + " is not a tributary segment (too small)");
   }
   const auto bytes = static_cast<std::size_t>(st.st_size);
-  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   const int err = errno;
   ::close(fd);
   if (base == MAP_FAILED) return os_error("mapping " + name, err);
@@ -183,10 +183,9 @@ Result<ShmSegment> ShmSegment::open(const std::string& name, std::uint64_t epoch
                     h->ring_bytes >= 4096 && (h->ring_bytes & (h->ring_bytes - 1)) == 0 &&
                     segment_bytes(h->ring_bytes) == bytes;
   if (!ours) {
-    return error(StatusCode::kMismatch, name + " is not the segment of ranks " +
-                                            std::to_string(low_rank) + " and " +
-                                            std::to_string(high_rank) + " in epoch " +
-                                            std::to_string(epoch));
+    return error(StatusCode::kMismatch,
+                 name + " is not the segment of ranks " + std::to_string(low_rank) + " and " +
+                     std::to_string(high_rank) + " in epoch " + std::to_string(epoch));
   }
   s.ring_bytes_ = h->ring_bytes;
   return s;

@@ -37,8 +37,9 @@ Status exchange(int fd, std::byte* buf, std::size_t n, bool out, Deadline deadli
     if (k > 0) {
       done += static_cast<std::size_t>(k);
     } else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-      return error(StatusCode::kPeerLost, peer + " closed the connection during the "
-                                                 "shared-memory setup");
+      return error(StatusCode::kPeerLost, peer +
+                                              " closed the connection during the "
+                                              "shared-memory setup");
     }
   }
   return Status();
@@ -78,8 +79,8 @@ Result<ShmSegment> accept_offer(const PeerChannel& c, const GroupSpec& spec, Dea
     return error(StatusCode::kBadFrame, peer + " sent no shared-memory offer");
   }
   std::string name(length, '\0');
-  TRIB_RETURN_IF_ERROR(exchange(c.fd, reinterpret_cast<std::byte*>(name.data()), length, false,
-                                deadline, peer));
+  TRIB_RETURN_IF_ERROR(
+      exchange(c.fd, reinterpret_cast<std::byte*>(name.data()), length, false, deadline, peer));
   Result<ShmSegment> segment = ShmSegment::open(name, spec.epoch, c.rank, spec.rank);
   auto answer = static_cast<std::byte>(segment.is_ok() ? kMapped : kRefused);
   TRIB_RETURN_IF_ERROR(exchange(c.fd, &answer, 1, true, deadline, peer));

@@ -53,7 +53,7 @@ class Transport {
   virtual std::vector<std::string> advertise() const = 0;
   virtual bool can_connect(const MemberAdvert& self, const MemberAdvert& peer) const = 0;
   virtual Result<std::unique_ptr<algorithms::Link>> connect_group(const GroupSpec& spec,
-                                                                   Deadline deadline) = 0;
+                                                                  Deadline deadline) = 0;
   virtual void cancel_connect(std::uint64_t newer_epoch) = 0;
 };
 

@@ -118,6 +118,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", required=True, type=Path)
     ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--shm", action="store_true",
+                    help="a compare.sh --shm run: Open MPI vader, Tributary shm and TCP")
     args = ap.parse_args()
 
     samples, notes = read_logs(args.runs)
@@ -154,7 +156,11 @@ def main():
 
     out = []
     w = out.append
-    w("# All-reduce comparison: Tributary vs Open MPI vs Gloo (loopback TCP)\n")
+    if args.shm:
+        w("# Same-host all-reduce: Tributary shared memory vs Open MPI vader vs "
+          "Tributary TCP\n")
+    else:
+        w("# All-reduce comparison: Tributary vs Open MPI vs Gloo (loopback TCP)\n")
     w("float32 sum, nccl-tests method: time = mean over timed iterations after "
       "warm-up, max over ranks; algbw = bytes/time; busbw = algbw·2(n−1)/n; "
       "#wrong from a separate check pass (exact small-integer sums, every "
@@ -175,6 +181,10 @@ def main():
             w("> **Warning: measured on a contended machine** (other work was "
               "competing for the CPUs); absolute numbers are pessimistic and "
               "noisy. Compare systems only within this run.\n")
+    if args.shm:
+        shm_summary(w, nps, sizes, best)
+        all_medians(w, stats, None, None)
+        return finish(w, out, stats, notes, args.out)
     if "tributary" not in systems:
         w("> **Tributary not included in this run** (its bench binary was "
           "missing); the Tributary columns and ratios are empty.\n")
@@ -226,6 +236,48 @@ def main():
           f"{fmt(ratio(trib and trib['time_us'], gloo and gloo['time_us']), '.2f')} |")
     w("")
 
+    all_medians(w, stats, iperf_one, iperf_bidir)
+    return finish(w, out, stats, notes, args.out)
+
+
+def shm_summary(w, nps, sizes, best):
+    w("## Summary per (N, size)\n")
+    w("shm/vader and shm/TCP are busbw ratios (>1: Tributary's shared memory faster); "
+      "Tributary's best algorithm at each point is its automatic choice.\n")
+    w("| N | size | Open MPI vader busbw | Tributary shm busbw (algo) | Tributary TCP busbw "
+      "(algo) | shm/vader | shm/TCP |")
+    w("|---:|---:|---:|---|---|---:|---:|")
+    for np_ in nps:
+        for size in sizes:
+            _, mpi = best("openmpi", np_, size, "busbw")
+            salgo, shm = best("tributaryshm", np_, size, "busbw")
+            talgo, tcp = best("tributarytcp", np_, size, "busbw")
+            if not (mpi or shm or tcp):
+                continue
+            s = f"{fmt(shm['busbw'])} ({salgo})" if shm else "–"
+            t = f"{fmt(tcp['busbw'])} ({talgo})" if tcp else "–"
+            w(f"| {np_} | {human(size)} | {fmt(mpi and mpi['busbw'])} | {s} | {t} | "
+              f"{fmt(ratio(shm and shm['busbw'], mpi and mpi['busbw']), '.2f')} | "
+              f"{fmt(ratio(shm and shm['busbw'], tcp and tcp['busbw']), '.2f')} |")
+    w("")
+    w(f"## Latency at {human(SMALL)}\n")
+    w("shm/vader is a time ratio (<1: Tributary faster; the goal is <= 1.2).\n")
+    w("| N | Open MPI vader µs | Tributary shm µs (algo) | Tributary TCP µs (algo) | shm/vader |")
+    w("|---:|---:|---|---|---:|")
+    for np_ in nps:
+        _, mpi = best("openmpi", np_, SMALL, "time")
+        salgo, shm = best("tributaryshm", np_, SMALL, "time")
+        talgo, tcp = best("tributarytcp", np_, SMALL, "time")
+        if not (mpi or shm or tcp):
+            continue
+        s = f"{fmt(shm['time_us'], '.1f')} ({salgo})" if shm else "–"
+        t = f"{fmt(tcp['time_us'], '.1f')} ({talgo})" if tcp else "–"
+        w(f"| {np_} | {fmt(mpi and mpi['time_us'], '.1f')} | {s} | {t} | "
+          f"{fmt(ratio(shm and shm['time_us'], mpi and mpi['time_us']), '.2f')} |")
+    w("")
+
+
+def all_medians(w, stats, iperf_one, iperf_bidir):
     w("## All medians\n")
     w("busbw/iperf1 = busbw ÷ iperf3 one-way; busbw/iperf⇄ = busbw ÷ iperf3 "
       "--bidir per-direction rate. busbw range = min–max over repetitions.\n")
@@ -242,6 +294,8 @@ def main():
           f"{fmt(ratio(s['busbw'], iperf_bidir), '.2f')} | {s['wrong']} | {s['n']} |")
     w("")
 
+
+def finish(w, out, stats, notes, path):
     wrong = [k for k, s in stats.items() if s["wrong"]]
     if wrong or notes:
         w("## Problems\n")
@@ -250,8 +304,7 @@ def main():
         for n in notes:
             w(f"- {n}")
         w("")
-
-    args.out.write_text("\n".join(out))
+    path.write_text("\n".join(out))
     return 1 if wrong else 0
 
 

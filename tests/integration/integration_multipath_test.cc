@@ -75,8 +75,8 @@ AgentsRun run_agents(const std::vector<std::string>& extra, std::chrono::seconds
 }
 
 TEST(Multipath, RefusedPreferredAddressFallsToTheNextOne) {
-  const AgentsRun run = run_agents({"--data-address", "127.0.0.1:1", "--data-address", "127.0.0.1"},
-                             seconds(120));
+  const AgentsRun run =
+      run_agents({"--data-address", "127.0.0.1:1", "--data-address", "127.0.0.1"}, seconds(120));
   ASSERT_EQ(run.codes, std::vector<int>(kAgents, 0)) << run.dump;
   EXPECT_NE(run.err.find("after its preferred address(es) failed: 127.0.0.1:1: cannot connect"),
             std::string::npos)
@@ -88,9 +88,9 @@ TEST(Multipath, SilentPreferredAddressGivesWayAfterTheAttemptDeadline) {
   SilentListener silent;
   ASSERT_GT(silent.port(), 0);
   const std::string preferred = "127.0.0.1:" + std::to_string(silent.port());
-  const AgentsRun run = run_agents({"--data-address", preferred, "--data-address", "127.0.0.1",
-                              "--connect-attempt-ms", "300"},
-                             seconds(120));
+  const AgentsRun run = run_agents(
+      {"--data-address", preferred, "--data-address", "127.0.0.1", "--connect-attempt-ms", "300"},
+      seconds(120));
   ASSERT_EQ(run.codes, std::vector<int>(kAgents, 0)) << run.dump;
   EXPECT_NE(run.err.find(preferred + ": no authenticated connection within 300 ms"),
             std::string::npos)
@@ -98,8 +98,8 @@ TEST(Multipath, SilentPreferredAddressGivesWayAfterTheAttemptDeadline) {
 }
 
 TEST(Multipath, NoAddressConnectsIsAClearError) {
-  const AgentsRun run = run_agents({"--data-address", "127.0.0.1:1", "--join-timeout-ms", "3000"},
-                             seconds(60));
+  const AgentsRun run =
+      run_agents({"--data-address", "127.0.0.1:1", "--join-timeout-ms", "3000"}, seconds(60));
   ASSERT_EQ(run.codes.size(), static_cast<std::size_t>(kAgents)) << run.dump;
   for (int code : run.codes) {
     EXPECT_NE(code, 0) << run.dump;

@@ -64,8 +64,8 @@ TEST_P(ShmAllReduce, EveryAlgorithmAndDtypeMatchesTheMemoryFabricBitForBit) {
               n, [&](int r) -> algorithms::Link& { return *shm.links[r]; }, algorithm, dtype, op,
               count, seq);
           const auto want = all_reduce_on(
-              n, [&](int r) -> algorithms::Link& { return fabric.link(r); }, algorithm, dtype,
-              op, count, seq);
+              n, [&](int r) -> algorithms::Link& { return fabric.link(r); }, algorithm, dtype, op,
+              count, seq);
           ++seq;
           for (int r = 0; r < n; ++r) ASSERT_EQ(got[r], want[r]) << "rank " << r;
         }

@@ -14,7 +14,8 @@ using transport::MemberAdvert;
 // Connects members whose "<name>:<key>" adverts carry the same key ("" matches any).
 class KeyedTransport final : public transport::Transport {
  public:
-  KeyedTransport(std::string name, std::string key) : name_(std::move(name)), key_(std::move(key)) {}
+  KeyedTransport(std::string name, std::string key)
+      : name_(std::move(name)), key_(std::move(key)) {}
   std::string_view name() const override { return name_; }
   std::vector<std::string> advertise() const override { return {name_ + ":" + key_}; }
   bool can_connect(const MemberAdvert& self, const MemberAdvert& peer) const override {
