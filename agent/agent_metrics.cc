@@ -55,14 +55,13 @@ Result<std::unique_ptr<AgentMetrics>> AgentMetrics::serve(const std::string& bin
                               .Name("tributary_link_bytes_received_total")
                               .Help("Data-plane payload bytes received, by peer address")
                               .Register(r);
-  impl->transport_sent = &prometheus::BuildCounter()
-                              .Name("tributary_transport_bytes_sent_total")
-                              .Help("Data-plane bytes sent, by transport (shm, tcp)")
-                              .Register(r);
-  impl->transport_received = &prometheus::BuildCounter()
-                                  .Name("tributary_transport_bytes_received_total")
-                                  .Help("Data-plane bytes received, by transport (shm, tcp)")
-                                  .Register(r);
+  for (auto [family, direction] : {std::pair{&impl->transport_sent, "sent"},
+                                   std::pair{&impl->transport_received, "received"}}) {
+    *family = &prometheus::BuildCounter()
+                   .Name(std::string("tributary_transport_bytes_") + direction + "_total")
+                   .Help(std::string("Data-plane bytes ") + direction + ", by transport (shm, tcp)")
+                   .Register(r);
+  }
   impl->peer_transport =
       &prometheus::BuildGauge()
            .Name("tributary_peer_transport")

@@ -31,18 +31,31 @@
 
 #include "algorithms/link.h"
 #include "core/log.h"
+#include "transport/link_ops.h"
 #include "transport/shm_segment.h"
 
 namespace tributary::transport {
 
-// Bytes moved, per peer rank; relaxed atomics bumped by the link's thread.
-struct TrafficCounters {
-  struct Peer {
-    std::atomic<std::uint64_t> bytes_sent{0};
-    std::atomic<std::uint64_t> bytes_received{0};
-  };
-  explicit TrafficCounters(int size) : peers(static_cast<std::size_t>(size)) {}
-  std::vector<Peer> peers;
+// Bytes moved per peer rank: bumped by the link's thread (relaxed), read by anyone.
+class TrafficCounters {
+ public:
+  explicit TrafficCounters(int size) : bytes_(2 * static_cast<std::size_t>(size)) {}
+  void add_sent(int rank, std::uint64_t n) { at(rank, 0).fetch_add(n, std::memory_order_relaxed); }
+  void add_received(int rank, std::uint64_t n) {
+    at(rank, 1).fetch_add(n, std::memory_order_relaxed);
+  }
+  std::uint64_t sent(int rank) const { return at(rank, 0).load(std::memory_order_relaxed); }
+  std::uint64_t received(int rank) const { return at(rank, 1).load(std::memory_order_relaxed); }
+  int size() const { return static_cast<int>(bytes_.size() / 2); }
+
+ private:
+  std::atomic<std::uint64_t>& at(int rank, int which) {
+    return bytes_[2 * static_cast<std::size_t>(rank) + static_cast<std::size_t>(which)];
+  }
+  const std::atomic<std::uint64_t>& at(int rank, int which) const {
+    return bytes_[2 * static_cast<std::size_t>(rank) + static_cast<std::size_t>(which)];
+  }
+  std::vector<std::atomic<std::uint64_t>> bytes_;
 };
 
 struct ShmPeer {
@@ -52,13 +65,7 @@ struct ShmPeer {
   ShmSegment segment;
 };
 
-struct ShmLinkParams {
-  std::uint64_t epoch = 0;
-  int rank = 0;
-  int size = 1;
-  std::uint64_t max_frame_bytes = 1ull << 30;
-  Duration busy_poll = std::chrono::microseconds(50);
-  Logger log{"link"};
+struct ShmLinkParams : StreamLinkParams {
   std::shared_ptr<TrafficCounters> counters;  // required
 };
 

@@ -15,7 +15,7 @@
 #include <mutex>
 
 #include "core/check.h"
-#include "transport/payload_pool.h"
+#include "transport/link_ops.h"
 #include "transport/shm_link.h"
 
 namespace tributary::transport {
@@ -34,39 +34,22 @@ static_assert(sizeof(RingHeader) == 32);
 
 class ShmLink final : public algorithms::Link {
  public:
+  // Takes ownership of the peers' connections and of `wake_fd` (AbortState's eventfd).
   ShmLink(ShmLinkParams params, std::vector<ShmPeer> peers, int wake_fd);
   ~ShmLink() override;
 
-  int rank() const override { return params_.rank; }
-  int size() const override { return params_.size; }
   Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override;
   Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override;
   Status wait(Handle handle, Deadline deadline) override;
   void abort(const Status& reason) override;
+  int rank() const override { return params_.rank; }
+  int size() const override { return params_.size; }
 
  private:
   enum class Inbound : std::uint8_t { kHeader, kDirect, kUnexpected, kDiscard, kNotice };
 
-  struct Op {
-    std::uint32_t generation = 0;
-    bool in_use = false;
-    bool is_send = false;
-    bool done = false;
-    bool orphan = false;  // its wait() gave up mid-message: finish from `owned`, then free
-    int peer = -1;
-    algorithms::Tag tag;
-    std::byte* data = nullptr;
-    std::size_t size = 0;
-    Status status;
+  struct Op : PendingOp {
     RingHeader header;
-    std::unique_ptr<std::byte[]> owned;
-  };
-
-  struct Arrived {
-    algorithms::Tag tag;
-    std::uint64_t length = 0;
-    PayloadPool::Buffer bytes;
-    bool complete = false;
   };
 
   // An abort notice as this link reported it, so that aborting with that very status
@@ -85,11 +68,10 @@ class ShmLink final : public algorithms::Link {
     ShmRing out;
     ShmRing in;
     Status failed;
-    TrafficCounters::Peer* counters = nullptr;
     std::deque<std::uint32_t> sendq;  // wire order; the head may be partly written
     std::size_t head_written = 0;     // of the head's header + payload
     std::vector<std::uint32_t> posted;
-    std::deque<Arrived> arrived;  // back() may still be arriving
+    std::deque<EarlyMessage> arrived;  // back() may still be arriving
     Inbound state = Inbound::kHeader;
     RingHeader header;
     std::size_t header_got = 0;
@@ -102,24 +84,9 @@ class ShmLink final : public algorithms::Link {
   };
 
   // ---- operations (shm_link.cc) ----
-  std::uint32_t alloc_op(bool is_send, int peer, algorithms::Tag tag, std::byte* data,
-                         std::size_t size);
-  Handle handle_of(std::uint32_t i) const {
-    return (static_cast<Handle>(ops_[i].generation) << 32) | (static_cast<Handle>(i) + 1);
-  }
-  std::uint32_t index_of(Handle h) const;
-  Status release(std::uint32_t i);
-  void free_op(std::uint32_t i);
-  static void finish(Op& op, Status st) {
-    op.done = true;
-    op.status = std::move(st);
-  }
-  Status abort_status();
   std::string peer_name(const Peer& p) const {
     return "rank " + std::to_string(p.rank) + " (shm, " + p.address + ")";
   }
-  Status length_check(const Peer& p, const Op& op, std::uint64_t length, std::uint32_t check) const;
-  Status time_out(std::uint32_t i);
 
   // ---- progress (shm_link_progress.cc; caller's thread, io_mu_ held) ----
   // One pass over every peer: copies sends in, arrivals out. True when bytes moved.
@@ -128,6 +95,8 @@ class ShmLink final : public algorithms::Link {
   bool pull(Peer& p);
   void begin_payload(Peer& p);
   void end_payload(Peer& p);
+  // An abort notice arrived whole: the peer's operations fail with its status.
+  void take_notice(Peer& p);
   void doorbell(Peer& p);
   // Raises the sleeping flags, re-checks, and sleeps in poll(2) until a doorbell, a
   // connection event, abort() or `until`. Takes io_mu_ itself.
@@ -139,18 +108,15 @@ class ShmLink final : public algorithms::Link {
 
   ShmLinkParams params_;
   std::vector<Peer> peers_;  // by rank
-  int wake_fd_ = -1;
-  std::vector<Op> ops_;
-  std::vector<std::uint32_t> free_ops_;
+  AbortState abort_;
+  OpTable<Op> ops_;
   PayloadPool pool_;
   std::vector<pollfd> pollfds_;
   std::vector<Peer*> poll_peers_;
   std::vector<ReceivedNotice> received_;
 
+  // Held around every touch of a ring or caller buffer, so abort() can wait them out.
   std::mutex io_mu_;
-  std::mutex abort_mu_;
-  std::atomic<bool> aborted_{false};
-  Status abort_status_;  // guarded by abort_mu_
 };
 
 }  // namespace tributary::transport

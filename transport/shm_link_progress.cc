@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
+#include <utility>
 
 #include "transport/shm_link_impl.h"
 
@@ -48,15 +50,15 @@ bool ShmLink::push(Peer& p) {
     if (n == 0) break;
     moved = true;
     p.head_written += n;
-    p.counters->bytes_sent.fetch_add(n, std::memory_order_relaxed);
+    params_.counters->add_sent(p.rank, n);
     if (p.out.consumer_needs_wake()) doorbell(p);
     if (p.head_written < sizeof(RingHeader) + op.size) continue;
     p.sendq.pop_front();
     p.head_written = 0;
     if (op.orphan) {
-      free_op(i);
+      ops_.free(i);
     } else {
-      finish(op, Status());
+      op.finish(Status());
     }
   }
   return moved;
@@ -78,7 +80,7 @@ bool ShmLink::pull(Peer& p) {
     }
     if (n == 0) break;
     moved = true;
-    p.counters->bytes_received.fetch_add(n, std::memory_order_relaxed);
+    params_.counters->add_received(p.rank, n);
     if (p.in.producer_needs_wake()) doorbell(p);
     if (p.state == Inbound::kHeader) {
       if (p.header_got < sizeof(RingHeader)) continue;
@@ -103,60 +105,57 @@ void ShmLink::begin_payload(Peer& p) {
                      true);
   }
   p.length = p.remaining = h.length;
-  p.dst = nullptr;
+  const algorithms::Tag tag{h.seq, h.slot, h.check};
+  const std::optional<std::uint32_t> posted =
+      h.kind == 1 ? std::nullopt : ops_.take_posted(p.posted, tag);
   if (h.kind == 1) {
     p.notice.resize(h.length);
     p.state = Inbound::kNotice;
     p.dst = p.notice.data();
+  } else if (!posted) {  // early: buffered until its receive is posted
+    EarlyMessage& a = p.arrived.emplace_back();
+    a.tag = tag;
+    a.length = h.length;
+    a.bytes = pool_.take(h.length);
+    p.state = Inbound::kUnexpected;
+    p.dst = a.bytes.get();
   } else {
-    const algorithms::Tag tag{h.seq, h.slot, h.check};
-    auto it = std::find_if(p.posted.begin(), p.posted.end(),
-                           [&](std::uint32_t i) { return ops_[i].tag == tag; });
-    if (it == p.posted.end()) {
-      Arrived& a = p.arrived.emplace_back();
-      a.tag = tag;
-      a.length = h.length;
-      a.bytes = pool_.take(h.length);
-      p.state = Inbound::kUnexpected;
-      p.dst = a.bytes.get();
-    } else {
-      const std::uint32_t i = *it;
-      p.posted.erase(it);
-      Status st = length_check(p, ops_[i], h.length, h.check);
-      p.state = st.is_ok() ? Inbound::kDirect : Inbound::kDiscard;
-      p.dst = st.is_ok() ? ops_[i].data : nullptr;
-      p.direct_op = i;
-      if (!st.is_ok()) finish(ops_[i], std::move(st));
-    }
+    Status st = match_status(peer_name(p), ops_[*posted], h.length, h.check);
+    p.state = st.is_ok() ? Inbound::kDirect : Inbound::kDiscard;
+    p.dst = st.is_ok() ? ops_[*posted].data : nullptr;
+    p.direct_op = *posted;
+    if (!st.is_ok()) ops_[*posted].finish(std::move(st));
   }
   if (p.remaining == 0) end_payload(p);
 }
 
 void ShmLink::end_payload(Peer& p) {
-  const Inbound state = p.state;
-  p.state = Inbound::kHeader;
+  const Inbound finished = std::exchange(p.state, Inbound::kHeader);
   p.dst = nullptr;
-  if (state == Inbound::kDirect) {
-    finish(ops_[p.direct_op], Status());
-  } else if (state == Inbound::kUnexpected) {
-    p.arrived.back().complete = true;
-  } else if (state == Inbound::kNotice) {
-    std::uint32_t code = 0;
-    std::uint32_t origin = 0;
-    if (p.notice.size() >= 8) {
-      std::memcpy(&code, p.notice.data(), 4);
-      std::memcpy(&origin, p.notice.data() + 4, 4);
-    }
-    if (code == 0 || code > static_cast<std::uint32_t>(StatusCode::kInternal)) {
-      return fail_peer(p, error(StatusCode::kBadFrame, "bad abort notice from " + peer_name(p)),
-                       true);
-    }
-    std::string reason(reinterpret_cast<const char*>(p.notice.data() + 8), p.notice.size() - 8);
-    Status st(static_cast<StatusCode>(code),
-              "rank " + std::to_string(origin) + " aborted: " + reason);
-    received_.push_back(ReceivedNotice{st, origin, std::move(reason)});
-    fail_peer(p, std::move(st), false);
+  switch (finished) {
+    case Inbound::kDirect: ops_[p.direct_op].finish(Status()); return;
+    case Inbound::kUnexpected: p.arrived.back().complete = true; return;
+    case Inbound::kNotice: return take_notice(p);
+    default: return;
   }
+}
+
+void ShmLink::take_notice(Peer& p) {
+  std::uint32_t code = 0;
+  std::uint32_t origin = 0;
+  if (p.notice.size() >= 8) {
+    std::memcpy(&code, p.notice.data(), 4);
+    std::memcpy(&origin, p.notice.data() + 4, 4);
+  }
+  if (code == 0 || code > static_cast<std::uint32_t>(StatusCode::kInternal)) {
+    return fail_peer(p, error(StatusCode::kBadFrame, "bad abort notice from " + peer_name(p)),
+                     true);
+  }
+  std::string reason(reinterpret_cast<const char*>(p.notice.data() + 8), p.notice.size() - 8);
+  Status st(static_cast<StatusCode>(code),
+            "rank " + std::to_string(origin) + " aborted: " + reason);
+  received_.push_back(ReceivedNotice{st, origin, std::move(reason)});
+  fail_peer(p, std::move(st), false);
 }
 
 void ShmLink::doorbell(Peer& p) {
@@ -169,7 +168,7 @@ void ShmLink::sleep(TimePoint until) {
   const bool block = until > now;
   {
     std::lock_guard io(io_mu_);
-    if (aborted_.load(std::memory_order_acquire)) return;
+    if (abort_.raised()) return;
     if (block) {
       for (Peer& p : peers_) {
         if (p.fd < 0 || !p.failed.is_ok()) continue;
@@ -189,7 +188,7 @@ void ShmLink::sleep(TimePoint until) {
     }
     pollfds_.clear();
     poll_peers_.clear();
-    pollfds_.push_back(pollfd{wake_fd_, POLLIN, 0});
+    pollfds_.push_back(pollfd{abort_.wake_fd(), POLLIN, 0});
     for (Peer& p : peers_) {
       if (p.fd < 0) continue;
       pollfds_.push_back(pollfd{p.fd, static_cast<short>(POLLIN | POLLRDHUP), 0});
@@ -204,7 +203,7 @@ void ShmLink::sleep(TimePoint until) {
     p->in.set_consumer_sleeping(false);
     p->out.set_producer_sleeping(false);
   }
-  if (n <= 0 || aborted_.load(std::memory_order_acquire)) return;
+  if (n <= 0 || abort_.raised()) return;
   for (std::size_t k = 0; k < poll_peers_.size(); ++k) {
     if (pollfds_[k + 1].revents != 0 && poll_peers_[k]->fd >= 0) drain_connection(*poll_peers_[k]);
   }
@@ -265,30 +264,21 @@ void ShmLink::notify_peers(const Status& reason) {
 }
 
 void ShmLink::fail_peer(Peer& p, Status st, bool always_log) {
-  const bool pending = !p.posted.empty() || !p.sendq.empty() || p.state == Inbound::kDirect;
-  if (always_log || (pending && !aborted_.load(std::memory_order_relaxed))) {
+  const bool receiving = p.state == Inbound::kDirect;
+  if (always_log || (!abort_.raised() && (receiving || !p.posted.empty() || !p.sendq.empty()))) {
     params_.log.warn("dropping shared-memory link to " + peer_name(p) + ": " + st.message());
   }
-  p.failed = st;
-  ::close(p.fd);
-  p.fd = -1;
-  if (p.state == Inbound::kDirect) finish(ops_[p.direct_op], st);
+  if (receiving) p.posted.push_back(p.direct_op);  // half-received: fails with the rest
   if (p.state == Inbound::kUnexpected) {
     pool_.give_back(std::move(p.arrived.back().bytes));
     p.arrived.pop_back();
   }
+  ops_.fail_queued(p.posted, p.sendq, st);
+  ::close(p.fd);
+  p.fd = -1;
+  p.failed = std::move(st);
   p.state = Inbound::kHeader;
   p.dst = nullptr;
-  for (std::uint32_t i : p.posted) finish(ops_[i], st);
-  p.posted.clear();
-  for (std::uint32_t i : p.sendq) {
-    if (ops_[i].orphan) {
-      free_op(i);
-    } else {
-      finish(ops_[i], st);
-    }
-  }
-  p.sendq.clear();
   p.head_written = 0;
 }
 

@@ -167,10 +167,8 @@ std::vector<PeerTraffic> ShmTransport::traffic() const {
   std::lock_guard lock(mu_);
   std::vector<PeerTraffic> out;
   if (!counters_) return out;
-  for (int r = 0; r < static_cast<int>(counters_->peers.size()); ++r) {
-    if (r == rank_) continue;
-    const auto& c = counters_->peers[static_cast<std::size_t>(r)];
-    out.push_back(PeerTraffic{r, addresses_[r], c.bytes_sent.load(), c.bytes_received.load()});
+  for (int r = 0; r < counters_->size(); ++r) {
+    if (r != rank_) out.push_back({r, addresses_[r], counters_->sent(r), counters_->received(r)});
   }
   return out;
 }

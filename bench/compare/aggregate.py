@@ -240,41 +240,44 @@ def main():
     return finish(w, out, stats, notes, args.out)
 
 
+SHM_SYSTEMS = (("openmpi", "Open MPI vader"), ("tributaryshm", "Tributary shm"),
+               ("tributarytcp", "Tributary TCP"))
+
+
 def shm_summary(w, nps, sizes, best):
-    w("## Summary per (N, size)\n")
-    w("shm/vader and shm/TCP are busbw ratios (>1: Tributary's shared memory faster); "
-      "Tributary's best algorithm at each point is its automatic choice.\n")
-    w("| N | size | Open MPI vader busbw | Tributary shm busbw (algo) | Tributary TCP busbw "
-      "(algo) | shm/vader | shm/TCP |")
-    w("|---:|---:|---:|---|---|---:|---:|")
-    for np_ in nps:
-        for size in sizes:
-            _, mpi = best("openmpi", np_, size, "busbw")
-            salgo, shm = best("tributaryshm", np_, size, "busbw")
-            talgo, tcp = best("tributarytcp", np_, size, "busbw")
-            if not (mpi or shm or tcp):
-                continue
-            s = f"{fmt(shm['busbw'])} ({salgo})" if shm else "–"
-            t = f"{fmt(tcp['busbw'])} ({talgo})" if tcp else "–"
-            w(f"| {np_} | {human(size)} | {fmt(mpi and mpi['busbw'])} | {s} | {t} | "
-              f"{fmt(ratio(shm and shm['busbw'], mpi and mpi['busbw']), '.2f')} | "
-              f"{fmt(ratio(shm and shm['busbw'], tcp and tcp['busbw']), '.2f')} |")
-    w("")
-    w(f"## Latency at {human(SMALL)}\n")
-    w("shm/vader is a time ratio (<1: Tributary faster; the goal is <= 1.2).\n")
-    w("| N | Open MPI vader µs | Tributary shm µs (algo) | Tributary TCP µs (algo) | shm/vader |")
-    w("|---:|---:|---|---|---:|")
-    for np_ in nps:
-        _, mpi = best("openmpi", np_, SMALL, "time")
-        salgo, shm = best("tributaryshm", np_, SMALL, "time")
-        talgo, tcp = best("tributarytcp", np_, SMALL, "time")
-        if not (mpi or shm or tcp):
-            continue
-        s = f"{fmt(shm['time_us'], '.1f')} ({salgo})" if shm else "–"
-        t = f"{fmt(tcp['time_us'], '.1f')} ({talgo})" if tcp else "–"
-        w(f"| {np_} | {fmt(mpi and mpi['time_us'], '.1f')} | {s} | {t} | "
-          f"{fmt(ratio(shm and shm['time_us'], mpi and mpi['time_us']), '.2f')} |")
-    w("")
+    """The --shm tables: busbw per (N, size), then 4 KiB latency; shm against the others."""
+    def cell(entry, key, spec):
+        algo, s = entry
+        if s is None:
+            return "–"
+        value = fmt(s[key], spec)
+        return value if algo == "default" else f"{value} ({algo})"
+
+    for by, key, spec, sizes_here, title, explain in (
+            ("busbw", "busbw", ".3f", sizes, "## Summary per (N, size)\n",
+             "Ratios of busbw (>1: Tributary's shared memory faster); Tributary's "
+             "algorithm is its automatic choice.\n"),
+            ("time", "time_us", ".1f", [SMALL], f"## Latency at {human(SMALL)}\n",
+             "Ratios of time (<1: Tributary's shared memory faster; the goal against "
+             "vader is <= 1.2).\n")):
+        w(title)
+        w(explain)
+        unit = "busbw GB/s" if by == "busbw" else "µs"
+        w("| N | size | " + " | ".join(f"{label} {unit}" for _, label in SHM_SYSTEMS) +
+          " | shm/vader | shm/TCP |")
+        w("|---:|---:|" + "---:|" * (len(SHM_SYSTEMS) + 2))
+        for np_ in nps:
+            for size in sizes_here:
+                got = {system: best(system, np_, size, by) for system, _ in SHM_SYSTEMS}
+                if not any(s for _, s in got.values()):
+                    continue
+                shm = got["tributaryshm"][1]
+                ratios = [ratio(shm and shm[key], other and other[key])
+                          for other in (got["openmpi"][1], got["tributarytcp"][1])]
+                w(f"| {np_} | {human(size)} | " +
+                  " | ".join(cell(got[system], key, spec) for system, _ in SHM_SYSTEMS) +
+                  " | " + " | ".join(fmt(r, ".2f") for r in ratios) + " |")
+        w("")
 
 
 def all_medians(w, stats, iperf_one, iperf_bidir):
