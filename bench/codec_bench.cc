@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_flags.h"
 #include "compression/codec.h"
 #include "compression/codec_registry.h"
 #include "compression/counter_rng.h"
@@ -73,19 +74,10 @@ int main(int argc, char** argv) {
   std::size_t n = 16u << 20;
   std::size_t topk_n = 100'000'000;
   int iters = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a == "--elements")
-      n = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (a == "--topk-elements")
-      topk_n = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (a == "--iters")
-      iters = std::atoi(argv[i + 1]);
-    else {
-      std::fprintf(stderr, "usage: codec_bench [--elements N] [--topk-elements N] [--iters N]\n");
-      return 2;
-    }
-  }
+  if (!tributary::bench::parse_flags(
+          argc, argv, {{"--elements", &n}, {"--topk-elements", &topk_n}, {"--iters", &iters}},
+          "codec_bench [--elements N] [--topk-elements N] [--iters N]"))
+    return 2;
   utsname u{};
   uname(&u);
   __builtin_cpu_init();

@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_flags.h"
 #include "compression/codec_registry.h"
 #include "compression/counter_rng.h"
 #include "gpu/device_codec.h"
@@ -131,22 +132,15 @@ int main(int argc, char** argv) {
   std::size_t chunk = std::size_t{4} << 20;
   double net_gbps = 25.0;
   int iters = 20;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a == "--elements")
-      n = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (a == "--topk-elements")
-      topk_n = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (a == "--iters")
-      iters = std::atoi(argv[i + 1]);
-    else if (a == "--chunk")
-      chunk = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (a == "--net-gbps")
-      net_gbps = std::atof(argv[i + 1]);
-    else
-      die("usage",
-          "gpu_bench [--elements N] [--topk-elements N] [--iters N] [--chunk N] [--net-gbps G]");
-  }
+  if (!tributary::bench::parse_flags(argc, argv,
+                                     {{"--elements", &n},
+                                      {"--topk-elements", &topk_n},
+                                      {"--iters", &iters},
+                                      {"--chunk", &chunk},
+                                      {"--net-gbps", &net_gbps}},
+                                     "gpu_bench [--elements N] [--topk-elements N] [--iters N] "
+                                     "[--chunk N] [--net-gbps G]"))
+    return 2;
   const GpuInfo info = query_gpu();
   if (!info.usable()) die("no usable GPU", info.reason);
 

@@ -265,19 +265,39 @@ __device__ std::uint32_t block_max(std::uint32_t m) {
   return m;  // valid in thread 0
 }
 
-// Large buckets, pass 1: items (bucket, slice of kItem elements) over buckets [b0, b1).
+// Large buckets: block items are (bucket, slice of kItem elements) over buckets [b0, b1);
+// item `it` covers elements [begin, begin + len) of bucket b.
+struct BucketItem {
+  std::uint64_t bucket;
+  std::uint64_t begin;
+  std::uint32_t len;
+  bool first;  // the bucket's first slice
+};
+
+__host__ __device__ __forceinline__ std::uint64_t items_per_bucket(const EncodeArgs& a) {
+  return (a.bucket + kItem - 1) / kItem;
+}
+
+__device__ __forceinline__ BucketItem bucket_item(const EncodeArgs& a, std::uint64_t b0,
+                                                  std::uint64_t per_bucket, std::uint64_t it) {
+  const std::uint64_t b = b0 + it / per_bucket;
+  const std::uint64_t begin = b * a.bucket + (it % per_bucket) * kItem;
+  const std::uint64_t end = min(b * a.bucket + a.bucket, a.n);
+  return {b, begin, static_cast<std::uint32_t>(min(std::uint64_t{kItem}, end - begin)),
+          it % per_bucket == 0};
+}
+
+// Large buckets, pass 1.
 template <int kVec>
 __global__ void __launch_bounds__(kThreads)
     amax_items_kernel(EncodeArgs a, std::uint64_t b0, std::uint64_t b1) {
-  const std::uint64_t per_bucket = (a.bucket + kItem - 1) / kItem;
+  const std::uint64_t per_bucket = items_per_bucket(a);
   const std::uint64_t items = (b1 - b0) * per_bucket;
   for (std::uint64_t it = blockIdx.x; it < items; it += gridDim.x) {
-    const std::uint64_t b = b0 + it / per_bucket;
-    const std::uint64_t begin = b * a.bucket + (it % per_bucket) * kItem;
-    const std::uint64_t end = min(b * a.bucket + a.bucket, a.n);
-    const auto len = static_cast<std::uint32_t>(min(std::uint64_t{kItem}, end - begin));
-    const std::uint32_t m = block_max(amax_span<kVec>(a, begin, len, threadIdx.x, kThreads));
-    if (threadIdx.x == 0 && m != 0) atomicMax(a.amax + b, m);
+    const BucketItem item = bucket_item(a, b0, per_bucket, it);
+    const std::uint32_t m =
+        block_max(amax_span<kVec>(a, item.begin, item.len, threadIdx.x, kThreads));
+    if (threadIdx.x == 0 && m != 0) atomicMax(a.amax + item.bucket, m);
   }
 }
 
@@ -286,18 +306,15 @@ template <int kBits, int kVec>
 __global__ void __launch_bounds__(kThreads)
     quant_items_kernel(EncodeArgs a, std::uint64_t b0, std::uint64_t b1) {
   write_header(a);
-  const std::uint64_t per_bucket = (a.bucket + kItem - 1) / kItem;
+  const std::uint64_t per_bucket = items_per_bucket(a);
   const std::uint64_t items = (b1 - b0) * per_bucket;
   for (std::uint64_t it = blockIdx.x; it < items; it += gridDim.x) {
-    const std::uint64_t b = b0 + it / per_bucket;
-    const std::uint64_t begin = b * a.bucket + (it % per_bucket) * kItem;
-    const std::uint64_t end = min(b * a.bucket + a.bucket, a.n);
-    const auto len = static_cast<std::uint32_t>(min(std::uint64_t{kItem}, end - begin));
-    const std::uint32_t m = a.amax[b];
+    const BucketItem item = bucket_item(a, b0, per_bucket, it);
+    const std::uint32_t m = a.amax[item.bucket];
     float scale, inv;
     scale_of(m, levels<kBits>(), scale, inv);
-    if (threadIdx.x == 0 && it % per_bucket == 0) publish_scale(a, b, m, scale);
-    quant_span<kBits, kVec>(a, begin, len, scale, inv, threadIdx.x, kThreads);
+    if (threadIdx.x == 0 && item.first) publish_scale(a, item.bucket, m, scale);
+    quant_span<kBits, kVec>(a, item.begin, item.len, scale, inv, threadIdx.x, kThreads);
   }
 }
 
@@ -308,7 +325,7 @@ Status launch_large(const EncodeArgs& a, cudaStream_t stream) {
   TRIB_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(a.amax, 0, a.nb * sizeof(std::uint32_t), stream),
                             "qint encode: memset");
   const std::uint64_t per_batch = std::max<std::uint64_t>(1, kBatchBytes / (4ull * a.bucket));
-  const std::uint64_t per_bucket = (a.bucket + kItem - 1) / kItem;
+  const std::uint64_t per_bucket = items_per_bucket(a);
   for (std::uint64_t b0 = 0; b0 < a.nb; b0 += per_batch) {
     const std::uint64_t b1 = std::min(a.nb, b0 + per_batch);
     const unsigned grid = detail::grid_for((b1 - b0) * per_bucket, 1);
