@@ -133,14 +133,17 @@ Result<ShmSegment> ShmSegment::create(const std::string& name, std::uint64_t epo
   const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return os_error("shm_open " + name, errno);
   const std::size_t bytes = segment_bytes(ring_bytes);
-  void* base = MAP_FAILED;
-  int err = 0;
-  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    err = errno;
-  } else {
-    base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-    if (base == MAP_FAILED) err = errno;
+  // Allocated now, not on first touch: a /dev/shm too small for the rings (a container's
+  // default 64 MiB) is an error here instead of a SIGBUS in the middle of a collective.
+  if (const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); rc != 0) {
+    ::close(fd);
+    ::shm_unlink(name.c_str());
+    return os_error("allocating " + std::to_string(bytes) + " bytes of shared memory for " + name +
+                        " (a smaller --shm-ring-bytes, or --transport tcp, needs less)",
+                    rc);
   }
+  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  const int err = errno;
   ::close(fd);
   if (base == MAP_FAILED) {
     ::shm_unlink(name.c_str());

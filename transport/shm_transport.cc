@@ -48,18 +48,24 @@ Status exchange(int fd, std::byte* buf, std::size_t n, bool out, Deadline deadli
 // The lower rank's half: create, offer, wait for the peer to map it, unlink.
 Result<ShmSegment> offer(const PeerChannel& c, const GroupSpec& spec, std::uint64_t ring_bytes,
                          Deadline deadline, const std::string& peer) {
-  TRIB_ASSIGN_OR_RETURN(std::string name, ShmSegment::random_name());
-  TRIB_ASSIGN_OR_RETURN(ShmSegment segment,
-                        ShmSegment::create(name, spec.epoch, spec.rank, c.rank, ring_bytes));
+  Result<std::string> name = ShmSegment::random_name();
+  Result<ShmSegment> segment = name.is_ok() ? ShmSegment::create(*name, spec.epoch, spec.rank,
+                                                                 c.rank, ring_bytes)
+                                            : Result<ShmSegment>(name.status());
   std::byte msg[8 + kMaxNameBytes] = {};
-  const auto length = static_cast<std::uint32_t>(name.size());
   std::memcpy(msg, &kOfferMagic, 4);
+  if (!segment.is_ok()) {
+    // An empty offer: the peer fails at once instead of at the deadline.
+    (void)exchange(c.fd, msg, 8, true, deadline, peer);
+    return segment.status();
+  }
+  const auto length = static_cast<std::uint32_t>(name->size());
   std::memcpy(msg + 4, &length, 4);
-  std::memcpy(msg + 8, name.data(), name.size());
+  std::memcpy(msg + 8, name->data(), name->size());
   std::byte answer{};
-  Status st = exchange(c.fd, msg, 8 + name.size(), true, deadline, peer);
+  Status st = exchange(c.fd, msg, 8 + name->size(), true, deadline, peer);
   if (st.is_ok()) st = exchange(c.fd, &answer, 1, false, deadline, peer);
-  ShmSegment::unlink(name);  // mapped on both sides now, or never will be
+  ShmSegment::unlink(*name);  // mapped on both sides now, or never will be
   TRIB_RETURN_IF_ERROR(st);
   if (answer != std::byte{kMapped}) {
     return error(StatusCode::kUnavailable, peer + " could not map the shared-memory segment");
@@ -75,7 +81,10 @@ Result<ShmSegment> accept_offer(const PeerChannel& c, const GroupSpec& spec, Dea
   std::uint32_t magic = 0, length = 0;
   std::memcpy(&magic, head, 4);
   std::memcpy(&length, head + 4, 4);
-  if (magic != kOfferMagic || length == 0 || length > kMaxNameBytes) {
+  if (magic == kOfferMagic && length == 0) {
+    return error(StatusCode::kUnavailable, peer + " could not create the shared-memory segment");
+  }
+  if (magic != kOfferMagic || length > kMaxNameBytes) {
     return error(StatusCode::kBadFrame, peer + " sent no shared-memory offer");
   }
   std::string name(length, '\0');

@@ -101,6 +101,22 @@ TEST(ShmTransport, BuildsAWorkingGroupOverTheChannels) {
   EXPECT_EQ(out[0], out[2]);
 }
 
+TEST(ShmTransport, ASegmentTheLowerRankCannotCreateFailsBothEndsAtOnce) {
+  FakeChannels channels(2);
+  GroupSpec spec{1, 0, std::vector<MemberAdvert>(2, member({"shm:k"}))};
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto results = run_ranks(2, [&](int r) -> Status {
+    // Rank 0 creates the pair's segment; a ring that is no power of two is refused.
+    transport::ShmTransport t({.ring_bytes = r == 0 ? 5000u : 8192u, .host_key = "k"}, channels);
+    GroupSpec mine = spec;
+    mine.rank = r;
+    return t.connect_group(mine, Deadline::after(20s)).status();
+  });
+  EXPECT_EQ(results[0].code(), StatusCode::kInvalidArgument) << results[0].to_string();
+  EXPECT_EQ(results[1].code(), StatusCode::kUnavailable) << results[1].to_string();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+}
+
 TEST(ShmTransport, AGarbageOfferIsRefused) {
   FakeChannels channels(2);
   const int fd = channels.steal(0, 1);
