@@ -78,7 +78,9 @@ void Coordinator::Service::admit(const Peer& peer, const JoinGate::Admitted& adm
     metrics_->joined();
     if (journal_) {
       // The id counter, so that a restart never hands this id out again.
-      if (Status st = journal_->append({id, 0, {}}); !st)
+      membership::JournalEntry counter;
+      counter.last_member_id = id;
+      if (Status st = journal_->append(counter); !st)
         log_.error("JOURNAL WRITE FAILED: " + st.to_string());
     }
     log_.info("member " + std::to_string(id) + " joined from " + peer.name() + ": name '" + l.name +
@@ -92,8 +94,8 @@ void Coordinator::Service::admit(const Peer& peer, const JoinGate::Admitted& adm
   control::Envelope out;
   auto* acc = out.mutable_join_accepted();
   acc->set_member_id(id);
+  record_view(joined->decisions);
   if (joined->decisions.new_view) {
-    journal_view(*joined->decisions.new_view);
     control::view_to_proto(*joined->decisions.new_view, acc->mutable_view());
   }
   acc->set_heartbeat_interval_ms(static_cast<std::uint32_t>(

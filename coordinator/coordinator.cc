@@ -57,6 +57,7 @@ Coordinator::Service::Service(CoordinatorConfig config, Logger log, const Clock&
       log_(std::move(log)),
       clock_(clock),
       gate_(config_.secret, config_.join_timeout, config_.max_pending_joins),
+      status_gate_(config_.secret, config_.join_timeout, config_.max_pending_joins),
       blocked_(kMaxBlocked) {
   const Nonce r = random_nonce();
   for (int i = 0; i < 8; ++i) instance_id_ = (instance_id_ << 8) | r[static_cast<std::size_t>(i)];
@@ -68,6 +69,7 @@ Status Coordinator::Service::bind() {
     return error(StatusCode::kInvalidArgument, "coordinator already bound to " + endpoint());
   TRIB_RETURN_IF_ERROR(validate(config_));
   TRIB_RETURN_IF_ERROR(open_journal());
+  started_at_ = clock_.now();
   std::string bound;
   try {
     router_ = zmq::socket_t(context_, zmq::socket_type::router);
@@ -143,6 +145,7 @@ Status Coordinator::Service::open_journal() {
               " members to resume");
     mc.last_epoch = std::max(mc.last_epoch, state.last_epoch);
     mc.last_member_id = std::max(mc.last_member_id, state.last_member_id);
+    status_.restore(state.recent_views);
   }
   membership_.emplace(mc);
   if (!state.members.empty()) {
@@ -155,10 +158,14 @@ Status Coordinator::Service::open_journal() {
 
 // Written and fsync'ed before the view reaches anyone: a restarted coordinator never
 // reissues an epoch somebody saw.
-void Coordinator::Service::journal_view(const membership::View& view) {
+void Coordinator::Service::journal_view(const membership::View& view,
+                                        const membership::ViewChange& change) {
   if (!journal_) return;
   membership::JournalEntry entry;
   entry.epoch = view.epoch;
+  entry.cause = change.cause;
+  entry.unix_ms = change.unix_ms;
+  for (const auto& r : change.removed) entry.removed.push_back({r.id, r.name, r.reason});
   entry.last_member_id = membership_->last_member_id();
   for (const auto& m : view.members) {
     const auto* p = membership_->find(m.id);

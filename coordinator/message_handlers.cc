@@ -39,10 +39,13 @@ void Coordinator::Service::handle(const Peer& peer, const control::Envelope& env
     case E::kStepTiming: {
       const auto& t = env.step_timing();
       if (const auto id = sender(peer, t.member_id(), "step timing")) {
+        status_.step_reported(*id, t.step(), t.compute_seconds(), t.arrival_unix_ns());
         apply(membership_->step_timing(*id, t.step(), t.compute_seconds(), clock_.now()));
       }
       return;
     }
+    case E::kStatusRequest: return on_status_request(peer, env.status_request());
+    case E::kStatusProof: return on_status_proof(peer, env.status_proof());
     default:
       return drop_malformed(peer, std::string("agent sent coordinator-only message '") +
                                       std::string(control::body_name(env.body_case())) + "'");
@@ -121,10 +124,8 @@ void Coordinator::Service::apply(const membership::Decisions& decisions, MemberI
   publish_snapshot();  // before any message goes out, so a peer that reacts sees it
   for (const auto& line : decisions.log) log_.info(line);
   for (const auto& removal : decisions.removed) apply_removal(removal);
-  if (decisions.new_view) {
-    if (!journaled) journal_view(*decisions.new_view);
-    broadcast_view(*decisions.new_view, decisions.cause, skip);
-  }
+  if (!journaled) record_view(decisions);
+  if (decisions.new_view) broadcast_view(*decisions.new_view, decisions.cause, skip);
   if (decisions.go) send_go(*decisions.go);
 }
 

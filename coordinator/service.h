@@ -3,6 +3,7 @@
 //                        polls and ticks, snapshots, and the public Coordinator
 //   admission.cc         the join / resume handshake: requests, proofs, admission
 //   message_handlers.cc  the other messages, and carrying out membership decisions
+//   status_requests.cc   `tributary status`: challenge, proof, the report (read-only)
 //
 // Methods run on the coordinator thread only, except the snapshot accessors, which take
 // snapshot_mu_.
@@ -22,6 +23,8 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/join_gate.h"
+#include "coordinator/status_gate.h"
+#include "coordinator/status_report.h"
 #include "core/hash.h"
 #include "membership/journal.h"
 #include "membership/membership.h"
@@ -89,7 +92,7 @@ class Coordinator::Service {
 
   // coordinator.cc
   Status open_journal();
-  void journal_view(const membership::View& view);
+  void journal_view(const membership::View& view, const membership::ViewChange& change);
   void drain_router();
   void drain_monitor();
   void publish_snapshot();
@@ -107,6 +110,14 @@ class Coordinator::Service {
   // A verified proof: the membership decides; JoinAccepted (or JoinRejected) answers.
   void admit(const Peer& peer, const JoinGate::Admitted& admitted, TimePoint now);
   void reject(const Peer& peer, control::JoinRejected::Kind kind, const std::string& reason);
+
+  // status_requests.cc
+  void on_status_request(const Peer& peer, const control::StatusRequest& request);
+  void on_status_proof(const Peer& peer, const control::StatusProof& proof);
+  void deny_status(const Peer& peer, const std::string& reason);
+  std::int64_t unix_ms() const;  // the wall clock, for the history of view changes
+  // Records the decisions for the status history and journals the view they issue.
+  void record_view(const membership::Decisions& decisions);
 
   // message_handlers.cc
   void handle(const Peer& peer, const control::Envelope& env);
@@ -140,6 +151,9 @@ class Coordinator::Service {
   std::optional<membership::Membership> membership_;  // built by bind(), after the journal replay
   std::unique_ptr<membership::Journal> journal_;
   JoinGate gate_;
+  StatusGate status_gate_;
+  StatusTracker status_;
+  TimePoint started_at_{};
   std::unordered_map<std::string, MemberId> member_of_;  // routing id -> member
   std::unordered_map<MemberId, std::string> route_of_;   // member -> routing id
   BoundedSet blocked_;
