@@ -2,6 +2,7 @@
 
 #include <prometheus/counter.h>
 #include <prometheus/exposer.h>
+#include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
@@ -17,8 +18,13 @@ class AgentMetrics::Impl {
   prometheus::Family<prometheus::Histogram>* latency = nullptr;
   prometheus::Family<prometheus::Counter>* bytes_sent = nullptr;
   prometheus::Family<prometheus::Counter>* bytes_received = nullptr;
-  // Last cumulative values seen per peer address, to turn snapshots into increments.
-  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> seen;
+  prometheus::Family<prometheus::Counter>* transport_sent = nullptr;
+  prometheus::Family<prometheus::Counter>* transport_received = nullptr;
+  prometheus::Family<prometheus::Gauge>* peer_transport = nullptr;
+  // Last cumulative values seen per (transport, peer address), to turn snapshots into
+  // increments.
+  std::map<std::pair<std::string, std::string>, std::pair<std::uint64_t, std::uint64_t>> seen;
+  std::vector<prometheus::Gauge*> path_gauges;  // the latest sync's, set to 1
   std::uint16_t port = 0;
 };
 
@@ -49,6 +55,18 @@ Result<std::unique_ptr<AgentMetrics>> AgentMetrics::serve(const std::string& bin
                               .Name("tributary_link_bytes_received_total")
                               .Help("Data-plane payload bytes received, by peer address")
                               .Register(r);
+  for (auto [family, direction] : {std::pair{&impl->transport_sent, "sent"},
+                                   std::pair{&impl->transport_received, "received"}}) {
+    *family = &prometheus::BuildCounter()
+                   .Name(std::string("tributary_transport_bytes_") + direction + "_total")
+                   .Help(std::string("Data-plane bytes ") + direction + ", by transport (shm, tcp)")
+                   .Register(r);
+  }
+  impl->peer_transport =
+      &prometheus::BuildGauge()
+           .Name("tributary_peer_transport")
+           .Help("1 for the transport that carries each peer of the current group, else 0")
+           .Register(r);
   impl->exposer->RegisterCollectable(impl->registry);
   return std::unique_ptr<AgentMetrics>(new AgentMetrics(std::move(impl)));
 }
@@ -72,17 +90,25 @@ void AgentMetrics::record_collective(std::string_view op, std::string_view algor
   impl_->latency->Add({{"op", std::string(op)}}, kBuckets).Observe(seconds);
 }
 
-void AgentMetrics::sync_links(const TcpEndpointStats& stats) {
-  for (const auto& p : stats.peers) {
-    auto& [sent, received] = impl_->seen[p.address];
+void AgentMetrics::sync_links(const std::vector<PeerPath>& paths) {
+  for (prometheus::Gauge* g : impl_->path_gauges) g->Set(0);
+  impl_->path_gauges.clear();
+  for (const auto& p : paths) {
+    auto& [sent, received] = impl_->seen[{p.transport, p.address}];
     // A new epoch's link restarts its counters from zero.
     if (p.bytes_sent < sent || p.bytes_received < received) sent = received = 0;
-    impl_->bytes_sent->Add({{"peer", p.address}})
-        .Increment(static_cast<double>(p.bytes_sent - sent));
-    impl_->bytes_received->Add({{"peer", p.address}})
-        .Increment(static_cast<double>(p.bytes_received - received));
+    const auto more_sent = static_cast<double>(p.bytes_sent - sent);
+    const auto more_received = static_cast<double>(p.bytes_received - received);
+    impl_->bytes_sent->Add({{"peer", p.address}}).Increment(more_sent);
+    impl_->bytes_received->Add({{"peer", p.address}}).Increment(more_received);
+    impl_->transport_sent->Add({{"transport", p.transport}}).Increment(more_sent);
+    impl_->transport_received->Add({{"transport", p.transport}}).Increment(more_received);
     sent = p.bytes_sent;
     received = p.bytes_received;
+    prometheus::Gauge& g = impl_->peer_transport->Add(
+        {{"peer", p.address}, {"member", std::to_string(p.member)}, {"transport", p.transport}});
+    g.Set(1);
+    impl_->path_gauges.push_back(&g);
   }
 }
 

@@ -2,6 +2,8 @@
 //   tributary_collectives_total{op,algorithm,result}   collectives run, by outcome
 //   tributary_collective_seconds{op}                     latency histogram
 //   tributary_link_bytes_sent_total{peer}, _received_total{peer}   data-plane bytes by peer
+//   tributary_transport_bytes_sent_total{transport}, _received_total{transport}   by transport
+//   tributary_peer_transport{peer,member,transport}      1 for the path carrying each peer
 //   tributary_membership_size, tributary_epoch           from the coordinator client
 // Updated only from the collective thread; the exposer thread only reads.
 #pragma once
@@ -10,7 +12,9 @@
 #include <memory>
 #include <string>
 
-#include "agent/tcp_endpoint.h"
+#include <vector>
+
+#include "agent/data_plane.h"
 #include "core/status.h"
 
 namespace prometheus {
@@ -30,8 +34,9 @@ class AgentMetrics {
 
   void record_collective(std::string_view op, std::string_view algorithm, const Status& result,
                          double seconds);
-  // Folds the endpoint's cumulative per-peer byte counts into the counters.
-  void sync_links(const TcpEndpointStats& stats);
+  // Folds the current group's cumulative per-peer byte counts into the counters and
+  // points each peer's path gauge at the transport carrying it.
+  void sync_links(const std::vector<PeerPath>& paths);
 
   class Impl;
 

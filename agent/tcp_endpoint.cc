@@ -27,6 +27,12 @@ bool split_address(const std::string& address, std::string* host, std::string* p
   return true;
 }
 
+std::string joined(const std::vector<std::string>& addresses) {
+  std::string out;
+  for (const std::string& a : addresses) out += (out.empty() ? "" : " / ") + a;
+  return out;
+}
+
 }  // namespace
 
 TcpEndpoint::Impl::~Impl() {
@@ -145,7 +151,7 @@ void TcpEndpoint::Impl::on_deadline(const std::shared_ptr<Group>& g) {
     const Slot& s = g->slots[r];
     if (r == g->rank || s.sock) continue;
     if (!missing.empty()) missing += "; ";
-    missing += "rank " + std::to_string(r) + " at " + g->addresses[r];
+    missing += "rank " + std::to_string(r) + " at " + joined(g->addresses[r]);
     missing += r < g->rank ? " never connected to us" : " not connected";
     if (auto it = auth_failures_.find({g->epoch, r}); it != auth_failures_.end()) {
       missing += " (" + it->second + ")";
@@ -191,6 +197,9 @@ void TcpEndpoint::Impl::finish(const std::shared_ptr<Group>& g, Status st) {
   std::error_code ec;
   for (auto& s : g->dialing) s->close(ec);
   g->dialing.clear();
+  for (Slot& slot : g->slots) {
+    if (slot.attempt_timer) slot.attempt_timer->cancel();  // its handler holds the group
+  }
   std::vector<PeerSocket> sockets;
   for (int r = 0; r < g->size; ++r) {
     Slot& slot = g->slots[r];
@@ -202,7 +211,7 @@ void TcpEndpoint::Impl::finish(const std::shared_ptr<Group>& g, Status st) {
         st = error(StatusCode::kInternal, "cannot take over the socket of rank " +
                                               std::to_string(r) + ": " + ec.message());
       } else {
-        sockets.push_back(PeerSocket{r, fd, g->addresses[r]});
+        sockets.push_back(PeerSocket{r, fd, slot.address});
         continue;
       }
     }
@@ -219,8 +228,9 @@ void TcpEndpoint::Impl::finish(const std::shared_ptr<Group>& g, Status st) {
   g->cv.notify_all();
 }
 
-Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::Impl::connect_group(
-    std::uint64_t epoch, int rank, const std::vector<std::string>& addresses, Deadline deadline) {
+Result<std::vector<PeerSocket>> TcpEndpoint::Impl::connect_sockets(
+    std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
+    Deadline deadline) {
   const int size = static_cast<int>(addresses.size());
   if (size < 1 || rank < 0 || rank >= size) {
     return error(StatusCode::kInvalidArgument,
@@ -245,27 +255,40 @@ Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::Impl::connect_group(
     asio::io_context resolve_io;
     tcp::resolver resolver(resolve_io);
     for (int peer = rank + 1; peer < size; ++peer) {
-      std::string host, port;
-      if (!split_address(addresses[peer], &host, &port)) {
-        return error(StatusCode::kInvalidArgument, "bad address '" + addresses[peer] +
-                                                       "' for rank " + std::to_string(peer) +
-                                                       " (want host:port)");
+      if (addresses[peer].empty()) {
+        return error(StatusCode::kInvalidArgument, "no address for rank " + std::to_string(peer));
       }
-      std::error_code ec;
-      auto results = resolver.resolve(host, port, tcp::resolver::numeric_service, ec);
-      if (ec || results.empty()) {
-        return error(StatusCode::kInvalidArgument, "cannot resolve '" + addresses[peer] +
-                                                       "' for rank " + std::to_string(peer) + ": " +
-                                                       ec.message());
+      for (const std::string& address : addresses[peer]) {
+        std::string host, port;
+        if (!split_address(address, &host, &port)) {
+          return error(StatusCode::kInvalidArgument, "bad address '" + address + "' for rank " +
+                                                         std::to_string(peer) +
+                                                         " (want host:port)");
+        }
+        std::error_code ec;
+        auto results = resolver.resolve(host, port, tcp::resolver::numeric_service, ec);
+        if (ec || results.empty()) {
+          return error(StatusCode::kInvalidArgument, "cannot resolve '" + address + "' for rank " +
+                                                         std::to_string(peer) + ": " +
+                                                         ec.message());
+        }
+        g->dial[peer].push_back(results.begin()->endpoint());
       }
-      g->dial[peer] = results.begin()->endpoint();
+      g->slots[peer].address_errors.resize(addresses[peer].size());
     }
   }
   asio::post(io_, [this, g] { begin(g); });
   std::unique_lock lock(g->mu);
   g->cv.wait(lock, [&] { return g->done; });
   if (!g->result.is_ok()) return g->result;
+  return std::move(g->sockets);
+}
 
+Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::Impl::make_link(
+    std::uint64_t epoch, int rank, std::vector<PeerSocket> sockets) {
+  const int size = static_cast<int>(sockets.size()) + 1;
+  std::vector<std::string> addresses(static_cast<std::size_t>(size));
+  for (const PeerSocket& s : sockets) addresses[s.rank] = s.address;
   auto counters = std::make_shared<LinkCounters>(size);
   {
     std::lock_guard stats_lock(stats_mu_);
@@ -275,15 +298,15 @@ Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::Impl::connect_group(
       retired_copied_ += counters_->bytes_copied_unexpected.load();
     }
     counters_ = counters;
-    stats_addresses_ = addresses;
+    stats_addresses_ = std::move(addresses);
     stats_rank_ = rank;
     stats_epoch_ = epoch;
   }
-  for (const PeerSocket& s : g->sockets) {
+  for (const PeerSocket& s : sockets) {
     const int flags = ::fcntl(s.fd, F_GETFL);
     if (flags < 0 || ::fcntl(s.fd, F_SETFL, flags | O_NONBLOCK) < 0) {
       const int err = errno;
-      for (const PeerSocket& p : g->sockets) ::close(p.fd);
+      for (const PeerSocket& p : sockets) ::close(p.fd);
       return error(StatusCode::kInternal, "cannot make the socket of rank " +
                                               std::to_string(s.rank) +
                                               " non-blocking: " + std::strerror(err));
@@ -297,7 +320,7 @@ Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::Impl::connect_group(
   params.busy_poll = config_.busy_poll;
   params.log = config_.log;
   params.counters = std::move(counters);
-  return make_tcp_link(std::move(params), std::move(g->sockets));
+  return make_tcp_link(std::move(params), std::move(sockets));
 }
 
 TcpEndpoint::TcpEndpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -319,8 +342,25 @@ std::uint16_t TcpEndpoint::port() const { return impl_->port(); }
 std::string TcpEndpoint::address() const { return impl_->address(); }
 
 Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::connect_group(
+    std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
+    Deadline deadline) {
+  TRIB_ASSIGN_OR_RETURN(std::vector<PeerSocket> sockets,
+                        impl_->connect_sockets(epoch, rank, addresses, deadline));
+  return impl_->make_link(epoch, rank, std::move(sockets));
+}
+
+Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::connect_group(
     std::uint64_t epoch, int rank, const std::vector<std::string>& addresses, Deadline deadline) {
-  return impl_->connect_group(epoch, rank, addresses, deadline);
+  std::vector<std::vector<std::string>> paths;
+  paths.reserve(addresses.size());
+  for (const std::string& a : addresses) paths.push_back({a});
+  return connect_group(epoch, rank, paths, deadline);
+}
+
+Result<std::vector<PeerSocket>> TcpEndpoint::connect_sockets(
+    std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
+    Deadline deadline) {
+  return impl_->connect_sockets(epoch, rank, addresses, deadline);
 }
 
 void TcpEndpoint::cancel_connect(std::uint64_t newer_epoch) { impl_->cancel_connect(newer_epoch); }

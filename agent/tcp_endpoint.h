@@ -34,6 +34,9 @@ struct TcpEndpointConfig {
   std::string secret;      // the cluster secret; must not be empty
   std::size_t max_frame_bytes = std::size_t{1} << 30;
   Duration handshake_timeout = std::chrono::seconds(5);
+  // How long one connection attempt to one of a peer's addresses may take before the
+  // next address is tried (an address that drops packets never answers).
+  Duration connect_attempt_timeout = std::chrono::seconds(1);
   // Spin before sleeping in poll(2) inside Link::wait (see TcpLinkParams::busy_poll).
   Duration busy_poll = std::chrono::microseconds(50);
   // 0 keeps Linux's buffer autotuning, which on loopback beats any fixed size we could
@@ -75,15 +78,27 @@ class TcpEndpoint {
   std::uint16_t port() const;
   std::string address() const;  // "host:port" as peers should dial it
 
-  // Builds epoch `epoch`'s links: addresses[r] is rank r's "host:port" ("[v6]:port" for
-  // IPv6). Returns a Link with rank() == rank and size() == addresses.size(), or:
-  // kAuthFailed (a peer refused our secret or failed its challenge), kStaleEpoch (epoch
-  // older than one already built here, or a peer has moved past it), kMismatch (a peer
-  // disagrees on ranks or group size), kTimedOut (someone missing at the deadline,
-  // named), kInvalidArgument. One call at a time per endpoint.
+  // Builds epoch `epoch`'s links: addresses[r] lists rank r's "host:port" addresses
+  // ("[v6]:port" for IPv6) in order of preference; the lower rank of each pair dials
+  // them in that order, each attempt bounded by connect_attempt_timeout, and keeps the
+  // first that connects (then the list starts over, until the deadline). Returns a Link
+  // with rank() == rank and size() == addresses.size(), or: kAuthFailed (a peer refused
+  // our secret or failed its challenge), kStaleEpoch (epoch older than one already built
+  // here, or a peer has moved past it), kMismatch (a peer disagrees on ranks or group
+  // size), kTimedOut (someone missing at the deadline, named, with why each of its
+  // addresses failed), kInvalidArgument. One call at a time per endpoint.
+  Result<std::unique_ptr<algorithms::Link>> connect_group(
+      std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
+      Deadline deadline);
+  // The same with one address per rank.
   Result<std::unique_ptr<algorithms::Link>> connect_group(std::uint64_t epoch, int rank,
                                                           const std::vector<std::string>& addresses,
                                                           Deadline deadline);
+  // The authenticated connections alone (blocking sockets, the caller owns them), for a
+  // transport that builds its own link over them; same rules and errors.
+  Result<std::vector<PeerSocket>> connect_sockets(
+      std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
+      Deadline deadline);
 
   // From any thread: a connect_group in progress for an epoch older than `newer_epoch`
   // returns kAborted promptly (a newer view superseded it). No effect otherwise.

@@ -47,8 +47,16 @@ class TcpEndpoint::Impl {
 
   struct Slot {
     std::optional<tcp::socket> sock;  // set once authenticated both ways
+    std::string address;              // the one it connected on (dialed, or the remote end)
     bool busy = false;                // a claim is writing ACCEPT
     std::string last_error;
+    // Dialing side: the address tried next, and why each one failed last.
+    std::size_t next = 0;
+    std::vector<std::string> address_errors;
+    // Bounds the current attempt, connect and handshake together: an address that drops
+    // packets, or a listener that never answers, gives way to the next address.
+    std::shared_ptr<asio::steady_timer> attempt_timer;
+    bool attempt_expired = false;
   };
 
   // One connect_group call, shared between the caller and the I/O thread.
@@ -56,9 +64,9 @@ class TcpEndpoint::Impl {
     std::uint64_t epoch = 0;
     int rank = 0;
     int size = 0;
-    std::vector<std::string> addresses;
+    std::vector<std::vector<std::string>> addresses;  // by rank, in order of preference
     Deadline deadline;
-    std::vector<tcp::endpoint> dial;  // by rank; meaningful for ranks above ours
+    std::vector<std::vector<tcp::endpoint>> dial;  // by rank; meaningful for ranks above ours
     std::vector<Slot> slots;
     std::vector<std::shared_ptr<tcp::socket>> dialing;
     std::optional<asio::steady_timer> deadline_timer;
@@ -77,9 +85,11 @@ class TcpEndpoint::Impl {
   Status start();
   std::uint16_t port() const { return port_; }
   std::string address() const { return address_; }
-  Result<std::unique_ptr<algorithms::Link>> connect_group(std::uint64_t epoch, int rank,
-                                                          const std::vector<std::string>& addresses,
-                                                          Deadline deadline);
+  Result<std::vector<PeerSocket>> connect_sockets(
+      std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
+      Deadline deadline);
+  Result<std::unique_ptr<algorithms::Link>> make_link(std::uint64_t epoch, int rank,
+                                                      std::vector<PeerSocket> sockets);
   void cancel_connect(std::uint64_t newer);
   TcpEndpointStats stats() const;
 
@@ -107,8 +117,11 @@ class TcpEndpoint::Impl {
                     const std::shared_ptr<HandshakeBytes>& buf, const HandshakeMessage& hello);
   void on_reject(const std::shared_ptr<Group>& g, int peer,
                  const std::shared_ptr<tcp::socket>& sock, const HandshakeMessage& m);
+  // Tries the peer's next address (after a pause once every address has failed).
   void redial(const std::shared_ptr<Group>& g, int peer, const std::shared_ptr<tcp::socket>& sock,
               std::string why);
+  void on_connected(const std::shared_ptr<Group>& g, int peer,
+                    const std::shared_ptr<tcp::socket>& sock);
   void fail_dial(const std::shared_ptr<Group>& g, int peer,
                  const std::shared_ptr<tcp::socket>& sock, StatusCode code, const std::string& why);
 
@@ -139,8 +152,8 @@ class TcpEndpoint::Impl {
   std::atomic<std::uint64_t> handshakes_rejected_{0};
   std::atomic<std::uint64_t> parked_count_{0};
   mutable std::mutex stats_mu_;
-  std::shared_ptr<LinkCounters> counters_;  // the latest group's
-  std::vector<std::string> stats_addresses_;
+  std::shared_ptr<LinkCounters> counters_;    // the latest group's
+  std::vector<std::string> stats_addresses_;  // by rank: the address each peer connected on
   int stats_rank_ = -1;
   std::uint64_t stats_epoch_ = 0;
   std::uint64_t retired_stale_ = 0;

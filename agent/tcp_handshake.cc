@@ -204,6 +204,8 @@ void TcpEndpoint::Impl::claim(const std::shared_ptr<Group>& g,
                         s.last_error = "connection from " + in->peer + " failed: " + ec.message();
                         return drop(in);
                       }
+                      // Named as the peer advertises itself (its ephemeral port means nothing).
+                      s.address = g->addresses[from].empty() ? in->peer : g->addresses[from][0];
                       s.sock.emplace(std::move(in->sock));
                       maybe_complete(g);
                     });
@@ -211,34 +213,52 @@ void TcpEndpoint::Impl::claim(const std::shared_ptr<Group>& g,
 
 void TcpEndpoint::Impl::dial(const std::shared_ptr<Group>& g, int peer) {
   if (g->finished) return;
+  const std::size_t index = g->slots[peer].next;
   auto sock = std::make_shared<tcp::socket>(io_);
   g->dialing.push_back(sock);
-  sock->async_connect(g->dial[peer], [this, g, peer, sock](std::error_code ec) {
+  // An address that drops packets would hold the attempt for the kernel's SYN retries
+  // (minutes), one that accepts and stays silent until the group's deadline: the next
+  // address gets its turn after connect_attempt_timeout instead.
+  Slot& slot = g->slots[peer];
+  slot.attempt_expired = false;
+  slot.attempt_timer = std::make_shared<asio::steady_timer>(io_, config_.connect_attempt_timeout);
+  slot.attempt_timer->async_wait([g, peer, sock](std::error_code ec) {
+    if (ec || g->finished) return;
+    g->slots[peer].attempt_expired = true;
+    sock->close(ec);
+  });
+  sock->async_connect(g->dial[peer][index], [this, g, peer, sock, index](std::error_code ec) {
     if (g->finished) return;
     if (ec) return redial(g, peer, sock, "cannot connect: " + ec.message());
-    configure(*sock);
-    HandshakeMessage hello;
-    hello.type = HandshakeType::kHello;
-    hello.epoch = g->epoch;
-    hello.from_rank = static_cast<std::uint32_t>(g->rank);
-    hello.to_rank = static_cast<std::uint32_t>(peer);
-    hello.group_size = static_cast<std::uint32_t>(g->size);
-    hello.nonce = random_nonce();
-    auto buf = std::make_shared<HandshakeBytes>(encode_handshake(hello));
-    asio::async_write(*sock, asio::buffer(*buf),
-                      [this, g, peer, sock, buf, hello](std::error_code ec2, std::size_t) {
-                        if (g->finished) return;
-                        if (ec2) return redial(g, peer, sock, "handshake failed: " + ec2.message());
-                        asio::async_read(
-                            *sock, asio::buffer(*buf),
-                            [this, g, peer, sock, buf, hello](std::error_code ec3, std::size_t) {
-                              if (g->finished) return;
-                              if (ec3)
-                                return redial(g, peer, sock, "handshake failed: " + ec3.message());
-                              on_challenge(g, peer, sock, buf, hello);
-                            });
-                      });
+    g->slots[peer].address = g->addresses[peer][index];
+    on_connected(g, peer, sock);
   });
+}
+
+void TcpEndpoint::Impl::on_connected(const std::shared_ptr<Group>& g, int peer,
+                                     const std::shared_ptr<tcp::socket>& sock) {
+  configure(*sock);
+  HandshakeMessage hello;
+  hello.type = HandshakeType::kHello;
+  hello.epoch = g->epoch;
+  hello.from_rank = static_cast<std::uint32_t>(g->rank);
+  hello.to_rank = static_cast<std::uint32_t>(peer);
+  hello.group_size = static_cast<std::uint32_t>(g->size);
+  hello.nonce = random_nonce();
+  auto buf = std::make_shared<HandshakeBytes>(encode_handshake(hello));
+  asio::async_write(*sock, asio::buffer(*buf),
+                    [this, g, peer, sock, buf, hello](std::error_code ec2, std::size_t) {
+                      if (g->finished) return;
+                      if (ec2) return redial(g, peer, sock, "handshake failed: " + ec2.message());
+                      asio::async_read(
+                          *sock, asio::buffer(*buf),
+                          [this, g, peer, sock, buf, hello](std::error_code ec3, std::size_t) {
+                            if (g->finished) return;
+                            if (ec3)
+                              return redial(g, peer, sock, "handshake failed: " + ec3.message());
+                            on_challenge(g, peer, sock, buf, hello);
+                          });
+                    });
 }
 
 void TcpEndpoint::Impl::on_challenge(const std::shared_ptr<Group>& g, int peer,
@@ -282,7 +302,14 @@ void TcpEndpoint::Impl::on_challenge(const std::shared_ptr<Group>& g, int peer,
                                  "failed the cluster-secret challenge");
               }
               std::erase(g->dialing, sock);
-              g->slots[peer].sock.emplace(std::move(*sock));
+              Slot& slot = g->slots[peer];
+              slot.attempt_timer->cancel();
+              if (slot.next > 0) {
+                config_.log.info("epoch " + std::to_string(g->epoch) + ": rank " +
+                                 std::to_string(peer) + " reached on " + slot.address +
+                                 " after its preferred address(es) failed: " + slot.last_error);
+              }
+              slot.sock.emplace(std::move(*sock));
               maybe_complete(g);
             });
       });
@@ -310,7 +337,24 @@ void TcpEndpoint::Impl::redial(const std::shared_ptr<Group>& g, int peer,
   std::error_code ec;
   sock->close(ec);
   std::erase(g->dialing, sock);
-  g->slots[peer].last_error = std::move(why);
+  Slot& slot = g->slots[peer];
+  if (slot.attempt_timer) slot.attempt_timer->cancel();
+  if (slot.attempt_expired) {
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(config_.connect_attempt_timeout);
+    why = "no authenticated connection within " + std::to_string(ms.count()) + " ms";
+  }
+  const std::vector<std::string>& addresses = g->addresses[peer];
+  slot.address_errors[slot.next] = addresses[slot.next] + ": " + why;
+  slot.last_error.clear();
+  for (const std::string& e : slot.address_errors) {
+    if (!e.empty()) slot.last_error += (slot.last_error.empty() ? "" : "; ") + e;
+  }
+  slot.next = (slot.next + 1) % addresses.size();
+  if (slot.next != 0) {
+    asio::post(io_, [this, g, peer] { dial(g, peer); });
+    return;
+  }
   auto timer = std::make_shared<asio::steady_timer>(io_, kRetryInterval);
   timer->async_wait([this, g, peer, timer](std::error_code) { dial(g, peer); });
 }
@@ -321,7 +365,8 @@ void TcpEndpoint::Impl::fail_dial(const std::shared_ptr<Group>& g, int peer,
   std::error_code ec;
   sock->close(ec);
   std::erase(g->dialing, sock);
-  const std::string line = "rank " + std::to_string(peer) + " at " + g->addresses[peer] + " " + why;
+  const std::string line =
+      "rank " + std::to_string(peer) + " at " + g->slots[peer].address + " " + why;
   config_.log.warn("epoch " + std::to_string(g->epoch) + ": " + line);
   finish(g, error(code, line));
 }

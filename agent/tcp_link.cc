@@ -2,7 +2,6 @@
 // table of operations in flight. The bytes move in tcp_link_progress.cc.
 #include "agent/tcp_link.h"
 
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,9 +14,7 @@
 namespace tributary::agent {
 
 TcpLink::TcpLink(TcpLinkParams params, std::vector<PeerSocket> sockets, int wake_fd)
-    : params_(std::move(params)),
-      peers_(static_cast<std::size_t>(params_.size)),
-      wake_fd_(wake_fd) {
+    : params_(std::move(params)), peers_(static_cast<std::size_t>(params_.size)), abort_(wake_fd) {
   TRIB_CHECK(params_.counters != nullptr);
   TRIB_CHECK(params_.rank >= 0 && params_.rank < params_.size);
   for (int r = 0; r < params_.size; ++r) {
@@ -42,52 +39,43 @@ TcpLink::~TcpLink() {
   for (Peer& p : peers_) {
     if (p.fd >= 0) ::close(p.fd);
   }
-  ::close(wake_fd_);
 }
 
 algorithms::Link::Handle TcpLink::send(int peer, algorithms::Tag tag,
                                        std::span<const std::byte> data) {
   check_peer(peer);
   const std::uint32_t i =
-      alloc_op(true, peer, tag, const_cast<std::byte*>(data.data()), data.size());
+      ops_.alloc(true, peer, tag, const_cast<std::byte*>(data.data()), data.size());
   Op& op = ops_[i];
   op.header =
       encode_frame_header(FrameHeader{params_.epoch, tag.seq, tag.slot, tag.check, data.size()});
   std::lock_guard io(io_mu_);
-  Peer& p = peers_[peer];
-  if (aborted_.load(std::memory_order_acquire)) {
-    finish(op, abort_status());
-  } else if (!p.failed.is_ok()) {
-    finish(op, p.failed);
-  } else {
-    p.sendq.push_back(i);
-    if (p.sendq.size() == 1) flush(p);
-  }
-  return handle_of(i);
+  if (Peer& p = peers_[peer]; ops_.queue_send(i, p, abort_)) flush(p);
+  return ops_.handle_of(i);
 }
 
 algorithms::Link::Handle TcpLink::recv(int peer, algorithms::Tag tag, std::span<std::byte> data) {
   check_peer(peer);
-  const std::uint32_t i = alloc_op(false, peer, tag, data.data(), data.size());
+  const std::uint32_t i = ops_.alloc(false, peer, tag, data.data(), data.size());
   Op& op = ops_[i];
   std::lock_guard io(io_mu_);
   Peer& p = peers_[peer];
-  if (aborted_.load(std::memory_order_acquire)) {
-    finish(op, abort_status());
-    return handle_of(i);
+  if (abort_.raised()) {
+    op.finish(abort_.status());
+    return ops_.handle_of(i);
   }
   auto u = std::find_if(p.unexpected.begin(), p.unexpected.end(),
-                        [&](const Unexpected& m) { return m.tag == tag; });
+                        [&](const transport::EarlyMessage& m) { return m.tag == tag; });
   if (u == p.unexpected.end()) {
     if (p.failed.is_ok()) {
       p.posted.push_back(i);
     } else {
-      finish(op, p.failed);
+      op.finish(p.failed);
     }
-    return handle_of(i);
+    return ops_.handle_of(i);
   }
   const bool in_flight = !u->complete;
-  Status st = match_status(p, op, u->length, u->check);
+  Status st = transport::match_status(peer_name(p), op, u->length, u->tag.check);
   if (st.is_ok() && in_flight) {
     // The rest of this payload goes straight into the caller's buffer.
     const std::uint64_t have = u->length - p.remaining;
@@ -105,23 +93,23 @@ algorithms::Link::Handle TcpLink::recv(int peer, algorithms::Tag tag, std::span<
       p.state = RecvState::kDiscard;
       p.dst = nullptr;
     }
-    finish(op, std::move(st));
+    op.finish(std::move(st));
   }
   pool_.give_back(std::move(u->bytes));
   p.unexpected.erase(u);
-  return handle_of(i);
+  return ops_.handle_of(i);
 }
 
 Status TcpLink::wait(Handle handle, Deadline deadline) {
-  const std::uint32_t i = index_of(handle);
+  const std::uint32_t i = ops_.index_of(handle);
   bool spinning = true;
   const TimePoint spin_until = std::chrono::steady_clock::now() + params_.busy_poll;
   for (;;) {
     Op& op = ops_[i];
-    if (op.done) return release(i);
-    if (aborted_.load(std::memory_order_acquire)) {
-      free_op(i);
-      return abort_status();
+    if (op.done) return ops_.release(i);
+    if (abort_.raised()) {
+      ops_.free(i);
+      return abort_.status();
     }
     const TimePoint now = std::chrono::steady_clock::now();
     if (deadline.passed(now)) return time_out(i);
@@ -131,128 +119,20 @@ Status TcpLink::wait(Handle handle, Deadline deadline) {
 }
 
 void TcpLink::abort(const Status& reason) {
-  bool first = false;
-  {
-    std::lock_guard lock(abort_mu_);
-    if (!aborted_.load(std::memory_order_relaxed)) {
-      abort_status_ = reason.is_ok() ? error(StatusCode::kAborted, "aborted") : reason;
-      aborted_.store(true, std::memory_order_release);
-      first = true;
-    }
-  }
-  const std::uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof(one));
-  // Taking io_mu_ waits out any read or write into a caller buffer in flight; later
-  // ones see aborted_ first.
-  std::lock_guard io(io_mu_);
-  // A deliberate abort (kAborted: leave, new view) is not news for the peers: they see
-  // the connection close. An error is, and they should fail with it, not "peer lost".
-  if (first && !reason.is_ok() && reason.code() != StatusCode::kAborted) notify_peers(reason);
-  for (Peer& p : peers_) {
-    if (p.fd >= 0) ::shutdown(p.fd, SHUT_RDWR);
-  }
-}
-
-std::uint32_t TcpLink::alloc_op(bool is_send, int peer, algorithms::Tag tag, std::byte* data,
-                                std::size_t size) {
-  std::uint32_t i;
-  if (!free_ops_.empty()) {
-    i = free_ops_.back();
-    free_ops_.pop_back();
-  } else {
-    i = static_cast<std::uint32_t>(ops_.size());
-    ops_.emplace_back();
-  }
-  Op& op = ops_[i];
-  op.in_use = true;
-  op.is_send = is_send;
-  op.done = false;
-  op.orphan = false;
-  op.peer = peer;
-  op.tag = tag;
-  op.data = data;
-  op.size = size;
-  op.status = Status();
-  return i;
-}
-
-std::uint32_t TcpLink::index_of(Handle h) const {
-  const auto low = static_cast<std::uint32_t>(h & 0xffffffffu);
-  TRIB_CHECK(low >= 1 && low <= ops_.size()) << "unknown handle " << h;
-  const std::uint32_t i = low - 1;
-  TRIB_CHECK(ops_[i].in_use && !ops_[i].orphan && ops_[i].generation == (h >> 32))
-      << "unknown or already waited handle " << h;
-  return i;
-}
-
-Status TcpLink::release(std::uint32_t i) {
-  Op& op = ops_[i];
-  Status st = std::move(op.status);
-  free_op(i);
-  return st;
-}
-
-void TcpLink::free_op(std::uint32_t i) {
-  Op& op = ops_[i];
-  op.in_use = false;
-  op.owned.reset();
-  ++op.generation;
-  free_ops_.push_back(i);
-}
-
-Status TcpLink::match_status(const Peer& p, const Op& op, std::uint64_t length,
-                             std::uint32_t check) const {
-  if (length == op.size && check == op.tag.check) return Status();
-  return error(StatusCode::kMismatch,
-               "rank " + std::to_string(p.rank) + " sent " + std::to_string(length) +
-                   " bytes (check " + std::to_string(check) + ") for seq " +
-                   std::to_string(op.tag.seq) + " slot " + std::to_string(op.tag.slot) +
-                   ", expected " + std::to_string(op.size) + " (check " +
-                   std::to_string(op.tag.check) + ")");
+  transport::abort_stream_link(abort_, io_mu_, peers_, reason,
+                               [this](const Status& r) { notify_peers(r); });
 }
 
 Status TcpLink::time_out(std::uint32_t i) {
   std::lock_guard io(io_mu_);
-  Op& op = ops_[i];
-  Peer& p = peers_[op.peer];
-  if (op.done) return release(i);
-  if (op.is_send) {
-    auto it = std::find(p.sendq.begin(), p.sendq.end(), i);
-    if (it == p.sendq.begin() && p.head_sent > 0) {
-      // Half on the wire: finish from a private copy or the stream would desync.
-      op.owned.reset(new std::byte[op.size]);
-      if (op.size > 0) std::memcpy(op.owned.get(), op.data, op.size);
-      op.data = op.owned.get();
-      op.orphan = true;
-    } else if (it != p.sendq.end()) {
-      p.sendq.erase(it);
-      free_op(i);
-    }
-    return error(StatusCode::kTimedOut, peer_name(p) + " did not take " + std::to_string(op.size) +
-                                            " bytes before the deadline");
-  }
-  std::erase(p.posted, i);
-  if (p.state == RecvState::kDirect && p.direct_op == i) {
-    p.state = RecvState::kDiscard;
-    p.dst = nullptr;
-  }
-  const algorithms::Tag tag = op.tag;
-  free_op(i);
-  return error(StatusCode::kTimedOut, "no message from " + peer_name(p) + " for seq " +
-                                          std::to_string(tag.seq) + " slot " +
-                                          std::to_string(tag.slot) + " before the deadline");
+  Peer& p = peers_[ops_[i].peer];
+  return ops_.time_out(i, p, p.head_sent > 0, RecvState::kDirect, RecvState::kDiscard,
+                       peer_name(p));
 }
 
 Result<std::unique_ptr<algorithms::Link>> make_tcp_link(TcpLinkParams params,
                                                         std::vector<PeerSocket> peers) {
-  const int wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake_fd < 0) {
-    const int err = errno;
-    for (const PeerSocket& p : peers) ::close(p.fd);
-    return error(StatusCode::kInternal, std::string("eventfd: ") + std::strerror(err));
-  }
-  return std::unique_ptr<algorithms::Link>(
-      std::make_unique<TcpLink>(std::move(params), std::move(peers), wake_fd));
+  return transport::make_stream_link<TcpLink>(Status(), std::move(params), std::move(peers));
 }
 
 }  // namespace tributary::agent

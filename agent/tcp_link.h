@@ -32,6 +32,7 @@
 
 #include "algorithms/link.h"
 #include "core/log.h"
+#include "transport/link_ops.h"
 
 namespace tributary::agent {
 
@@ -58,15 +59,7 @@ struct PeerSocket {
   std::string address;
 };
 
-struct TcpLinkParams {
-  std::uint64_t epoch = 0;
-  int rank = 0;
-  int size = 1;
-  std::uint64_t max_frame_bytes = 1ull << 30;
-  // How long wait() polls without blocking before it sleeps in poll(2): trading a little
-  // CPU for not paying a scheduler wake-up on every small message.
-  Duration busy_poll = std::chrono::microseconds(50);
-  Logger log{"link"};                      // dropped connections, stale frames
+struct TcpLinkParams : transport::StreamLinkParams {
   std::shared_ptr<LinkCounters> counters;  // required
 };
 

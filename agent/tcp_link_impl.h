@@ -18,9 +18,9 @@
 #include <poll.h>
 
 #include "agent/frame.h"
-#include "agent/payload_pool.h"
 #include "agent/tcp_link.h"
 #include "core/check.h"
+#include "transport/link_ops.h"
 
 namespace tributary::agent {
 
@@ -43,27 +43,8 @@ class TcpLink final : public algorithms::Link {
  private:
   enum class RecvState : std::uint8_t { kHeader, kDirect, kUnexpected, kDiscard, kAbortNotice };
 
-  struct Op {
-    std::uint32_t generation = 0;
-    bool in_use = false;
-    bool is_send = false;
-    bool done = false;
-    bool orphan = false;  // its wait() gave up; finish sending from `owned`, then free
-    int peer = -1;
-    algorithms::Tag tag;
-    std::byte* data = nullptr;
-    std::size_t size = 0;
-    Status status;
+  struct Op : transport::PendingOp {
     FrameHeaderBytes header{};
-    std::unique_ptr<std::byte[]> owned;
-  };
-
-  struct Unexpected {
-    algorithms::Tag tag;
-    std::uint32_t check = 0;
-    std::uint64_t length = 0;
-    PayloadPool::Buffer bytes;
-    bool complete = false;
   };
 
   struct Peer {
@@ -77,7 +58,7 @@ class TcpLink final : public algorithms::Link {
     std::size_t head_sent = 0;
     // Receive side.
     std::vector<std::uint32_t> posted;  // recvs in post order, none with a buffered match
-    std::deque<Unexpected> unexpected;  // arrival order; back() may still be arriving
+    std::deque<transport::EarlyMessage> unexpected;  // arrival order; back() may still be arriving
     RecvState state = RecvState::kHeader;
     std::byte* dst = nullptr;     // payload destination (nullptr: discard)
     std::uint64_t length = 0;     // current payload length
@@ -102,26 +83,9 @@ class TcpLink final : public algorithms::Link {
   void check_peer(int peer) const {
     TRIB_CHECK(peer >= 0 && peer < params_.size && peer != params_.rank) << "bad peer " << peer;
   }
-  std::uint32_t alloc_op(bool is_send, int peer, algorithms::Tag tag, std::byte* data,
-                         std::size_t size);
-  Handle handle_of(std::uint32_t i) const {
-    return (static_cast<Handle>(ops_[i].generation) << 32) | (static_cast<Handle>(i) + 1);
-  }
-  std::uint32_t index_of(Handle h) const;
-  Status release(std::uint32_t i);
-  void free_op(std::uint32_t i);
-  void finish(Op& op, Status st) {
-    op.done = true;
-    op.status = std::move(st);
-  }
-  Status abort_status() {
-    std::lock_guard lock(abort_mu_);
-    return abort_status_;
-  }
   std::string peer_name(const Peer& p) const {
     return "rank " + std::to_string(p.rank) + " at " + p.address;
   }
-  Status match_status(const Peer& p, const Op& op, std::uint64_t length, std::uint32_t check) const;
   // The caller's wait ran out: detach the op so its buffer is never touched again.
   Status time_out(std::uint32_t i);
 
@@ -151,21 +115,17 @@ class TcpLink final : public algorithms::Link {
 
   TcpLinkParams params_;
   std::vector<Peer> peers_;  // by rank; peers_[rank()] unused
-  int wake_fd_ = -1;
+  transport::AbortState abort_;
 
   // Owner thread only (guarded additionally by io_mu_ where abort() can race).
-  std::vector<Op> ops_;
-  std::vector<std::uint32_t> free_ops_;
-  PayloadPool pool_;
+  transport::OpTable<Op> ops_;
+  transport::PayloadPool pool_;
   std::vector<ReceivedNotice> received_notices_;
   std::vector<pollfd> pollfds_;
   std::vector<Peer*> poll_peers_;
 
   // Held around every touch of a socket or caller buffer, so abort() can wait them out.
   std::mutex io_mu_;
-  std::mutex abort_mu_;
-  std::atomic<bool> aborted_{false};
-  Status abort_status_;  // guarded by abort_mu_
 };
 
 }  // namespace tributary::agent

@@ -32,7 +32,7 @@ timespec to_timespec(Duration d) {
 void TcpLink::progress(Duration timeout, Deadline deadline) {
   pollfds_.clear();
   poll_peers_.clear();
-  pollfds_.push_back(pollfd{wake_fd_, POLLIN, 0});
+  pollfds_.push_back(pollfd{abort_.wake_fd(), POLLIN, 0});
   for (Peer& p : peers_) {
     if (p.fd < 0) continue;
     const short events = static_cast<short>(POLLIN | (p.sendq.empty() ? 0 : POLLOUT));
@@ -52,7 +52,7 @@ void TcpLink::progress(Duration timeout, Deadline deadline) {
   }
   if (n <= 0) return;  // timeout or EINTR: the caller re-checks its op and deadline
   std::lock_guard io(io_mu_);
-  if (aborted_.load(std::memory_order_acquire)) return;
+  if (abort_.raised()) return;
   for (std::size_t k = 0; k < poll_peers_.size(); ++k) {
     const short re = pollfds_[k + 1].revents;
     Peer& p = *poll_peers_[k];
@@ -105,9 +105,9 @@ void TcpLink::flush(Peer& p) {
       p.sendq.pop_front();
       p.counters->frames_sent.fetch_add(1, std::memory_order_relaxed);
       if (op.orphan) {
-        free_op(i);
+        ops_.free(i);
       } else {
-        finish(op, Status());
+        op.finish(Status());
       }
     }
     if (static_cast<std::size_t>(n) < requested) return;  // the socket buffer is full
@@ -231,19 +231,18 @@ void TcpLink::begin_payload(Peer& p, const FrameHeader& h) {
       const std::uint32_t i = *it;
       p.posted.erase(it);
       Op& op = ops_[i];
-      Status st = match_status(p, op, h.length, h.check);
+      Status st = transport::match_status(peer_name(p), op, h.length, h.check);
       if (st.is_ok()) {
         p.state = RecvState::kDirect;
         p.dst = op.data;
         p.direct_op = i;
       } else {
-        finish(op, std::move(st));
+        op.finish(std::move(st));
         p.state = RecvState::kDiscard;
       }
     } else {
-      Unexpected& u = p.unexpected.emplace_back();
+      transport::EarlyMessage& u = p.unexpected.emplace_back();
       u.tag = tag;
-      u.check = h.check;
       u.length = h.length;
       u.bytes = pool_.take(h.length);
       p.state = RecvState::kUnexpected;
@@ -258,7 +257,7 @@ void TcpLink::end_payload(Peer& p) {
   p.state = RecvState::kHeader;
   p.dst = nullptr;
   if (state == RecvState::kDirect) {
-    finish(ops_[p.direct_op], Status());
+    ops_[p.direct_op].finish(Status());
   } else if (state == RecvState::kUnexpected) {
     p.unexpected.back().complete = true;
   } else if (state == RecvState::kAbortNotice) {
@@ -324,29 +323,20 @@ void TcpLink::fail_peer_os(Peer& p, int err) {
 
 void TcpLink::fail_peer(Peer& p, Status st, bool always_log) {
   const bool pending = !p.posted.empty() || !p.sendq.empty() || p.state == RecvState::kDirect;
-  if (always_log || (pending && !aborted_.load(std::memory_order_relaxed))) {
+  if (always_log || (pending && !abort_.raised())) {
     params_.log.warn("dropping connection to " + peer_name(p) + ": " + st.message());
   }
   p.failed = st;
   ::close(p.fd);
   p.fd = -1;
-  if (p.state == RecvState::kDirect) finish(ops_[p.direct_op], st);
+  if (p.state == RecvState::kDirect) ops_[p.direct_op].finish(st);
   if (p.state == RecvState::kUnexpected) {
     pool_.give_back(std::move(p.unexpected.back().bytes));
     p.unexpected.pop_back();
   }
   p.state = RecvState::kHeader;
   p.dst = nullptr;
-  for (std::uint32_t i : p.posted) finish(ops_[i], st);
-  p.posted.clear();
-  for (std::uint32_t i : p.sendq) {
-    if (ops_[i].orphan) {
-      free_op(i);
-    } else {
-      finish(ops_[i], st);
-    }
-  }
-  p.sendq.clear();
+  ops_.fail_queued(p.posted, p.sendq, st);
   p.head_sent = 0;
 }
 

@@ -39,7 +39,7 @@ void Worker::Impl::start_watcher() {
                                      Deadline::after(std::chrono::milliseconds(100)));
       if (v) {
         note_newest_epoch(v->epoch);
-        endpoint->cancel_connect(v->epoch);  // links being built for an older view are moot
+        data_plane->cancel_connect(v->epoch);  // links being built for an older view are moot
         std::lock_guard lock(link_mu);
         if (link && link_epoch < v->epoch) {
           link->abort(error(StatusCode::kAborted, "view " + std::to_string(link_epoch) +
@@ -49,7 +49,7 @@ void Worker::Impl::start_watcher() {
       } else if (v.status().code() == StatusCode::kEvicted) {
         eviction = v.status().message();  // before the flag that publishes it
         evicted = true;
-        endpoint->cancel_connect(std::numeric_limits<std::uint64_t>::max());
+        data_plane->cancel_connect(std::numeric_limits<std::uint64_t>::max());
         // Abort with kAborted, not the eviction itself: the abort notice reaches the
         // peers, and to them this member's removal is a failure to recover from (a new
         // view), not their own eviction. This member's collective sees `evicted`.
@@ -82,12 +82,7 @@ Status Worker::Impl::start() {
   if (!config.metrics_bind.empty()) {
     TRIB_ASSIGN_OR_RETURN(metrics, AgentMetrics::serve(config.metrics_bind));
   }
-  TcpEndpointConfig ec;
-  ec.bind_host = config.bind_host;
-  ec.port = config.data_port;
-  ec.secret = config.secret;
-  ec.log = log.child("link");
-  TRIB_ASSIGN_OR_RETURN(endpoint, TcpEndpoint::listen(ec));
+  TRIB_ASSIGN_OR_RETURN(data_plane, DataPlane::start(config, log.child("link")));
 
   if (!client) {
     client = std::make_unique<control_client::CoordinatorClient>(
@@ -98,10 +93,8 @@ Status Worker::Impl::start() {
   cc.secret = config.secret;
   cc.host = config.host.empty() ? hostname() : config.host;
   cc.zone = config.zone;
-  cc.data_address = config.advertise_host.empty()
-                        ? endpoint->address()
-                        : config.advertise_host + ":" + std::to_string(endpoint->port());
-  cc.capabilities = {"tcp"};
+  cc.data_address = data_plane->addresses().front();
+  cc.capabilities = data_plane->capabilities();
   TRIB_RETURN_IF_ERROR(client->join(cc, deadline).status());
   log.context()->set_member(std::to_string(client->member_id()));
   // The watcher runs from the first view on, so that even this first connect is cancelled
@@ -110,7 +103,8 @@ Status Worker::Impl::start() {
   TRIB_RETURN_IF_ERROR(transition(0, deadline));
   // One line for operators and the integration tests: where this agent can be reached.
   log.logf(LogLevel::kInfo, "member %llu rank %d data %s metrics %u",
-           static_cast<unsigned long long>(client->member_id()), rank, endpoint->address().c_str(),
+           static_cast<unsigned long long>(client->member_id()), rank,
+           data_plane->addresses().front().c_str(),
            metrics ? static_cast<unsigned>(metrics->port()) : 0u);
   return Status::ok();
 }
@@ -119,6 +113,7 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
   drop_link(error(StatusCode::kAborted, "moving to a new view"));
   const membership::Epoch previous = view.epoch;
   const std::uint64_t committed = next_seq - 1;
+  Status connect_failure;  // the latest, for the error if no view ever connects
   for (;;) {
     if (evicted) return evicted_status();
     auto v = client->wait_for_view(std::max<membership::Epoch>(view.epoch + 1, 1),
@@ -137,7 +132,10 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
       if (v.status().code() == StatusCode::kTimedOut) {
         return error(StatusCode::kUnavailable,
                      "no new view from the coordinator before the recovery deadline (" +
-                         v.status().message() + ")");
+                         v.status().message() + ")" +
+                         (connect_failure.is_ok() ? std::string()
+                                                  : "; connecting the last one failed: " +
+                                                        connect_failure.to_string()));
       }
       return v.status();
     }
@@ -158,14 +156,18 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
     for (membership::MemberId j : go->joiners) {
       if (j == client->member_id() && go->state_source != 0) needs_state = true;
     }
-    std::vector<std::string> addresses(view.size());
-    for (const auto& m : view.members) addresses.at(m.rank) = m.data_address;
-    auto l = endpoint->connect_group(view.epoch, rank, addresses,
-                                     earlier(deadline, Deadline::after(config.join_timeout)));
+    transport::GroupSpec spec{view.epoch, rank, std::vector<transport::MemberAdvert>(view.size())};
+    for (const auto& m : view.members) {
+      spec.members.at(m.rank) = {m.id, m.data_address, m.capabilities};
+    }
+    auto l = data_plane->connect(spec, earlier(deadline, Deadline::after(config.join_timeout)));
     if (!l) {
       // A member vanished between Go and connecting (or a newer view superseded this one):
       // report it unless a newer view is already here, and wait for the next view.
       if (l.status().code() != StatusCode::kAborted) {
+        connect_failure = l.status();
+        log.warn("cannot connect the links of view " + std::to_string(view.epoch) + ": " +
+                 l.status().to_string());
         client->report_failure(view.epoch, 0, l.status().to_string());
       }
       continue;
@@ -236,7 +238,7 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
                                      : to_string(algorithm),
                                  status, seconds);
       if (++collectives_since_sync >= 64 || !status.is_ok()) {
-        metrics->sync_links(endpoint->stats());
+        metrics->sync_links(data_plane->paths());
         collectives_since_sync = 0;
       }
     }
@@ -418,7 +420,7 @@ int Worker::rank() const { return impl_->rank; }
 int Worker::size() const { return static_cast<int>(impl_->view.size()); }
 std::uint64_t Worker::epoch() const { return impl_->view.epoch; }
 std::uint64_t Worker::member_id() const { return impl_->client->member_id(); }
-std::uint16_t Worker::data_port() const { return impl_->endpoint->port(); }
+std::uint16_t Worker::data_port() const { return impl_->data_plane->port(); }
 std::uint16_t Worker::metrics_port() const { return impl_->metrics ? impl_->metrics->port() : 0; }
 
 void Worker::register_state(const std::string& name, std::span<std::byte> bytes) {

@@ -45,6 +45,14 @@ struct WorkerConfig {
   std::string bind_host = "127.0.0.1";               // data-plane listen address
   std::uint16_t data_port = 0;                       // 0: ephemeral
   std::string advertise_host;                        // the address peers dial; default: bind_host
+  // Data addresses peers dial, "host[:port]" in order of preference (port: the
+  // listener's); each pair uses the first that connects. Empty: advertise_host/bind_host.
+  std::vector<std::string> data_addresses;
+  // "auto" (shared memory with members on this host, TCP otherwise), "shm" or "tcp".
+  std::string transport = "auto";
+  std::uint64_t shm_ring_bytes = std::uint64_t{4} << 20;  // per pair and direction
+  // One connection attempt to one address of a peer, before the next address is tried.
+  std::chrono::milliseconds connect_attempt_timeout{1000};
   std::chrono::milliseconds join_timeout{30000};
   // Cap on each attempt of a collective (the data phase and its commit round): an attempt
   // still running after it fails with kTimedOut and is recovered like any other failure

@@ -18,7 +18,7 @@
 
 #include "agent/agent_metrics.h"
 #include "agent/attempt_deadline.h"
-#include "agent/tcp_endpoint.h"
+#include "agent/data_plane.h"
 #include "agent/worker.h"
 #include "algorithms/cost_model.h"
 #include "compression/collectives/compressed_all_reduce.h"
@@ -93,7 +93,7 @@ class Worker::Impl {
   // ("control").
   Logger log{"agent"};
   std::unique_ptr<AgentMetrics> metrics;
-  std::unique_ptr<TcpEndpoint> endpoint;
+  std::unique_ptr<DataPlane> data_plane;
   // The coordinator, through a CoordinatorClient that start() creates unless one was given.
   std::unique_ptr<control_client::ControlPlane> client;
 

@@ -6,6 +6,8 @@
 #   bench/compare.sh                 # R=3, N in 2 4 8, 4 KiB .. 256 MiB
 #   bench/compare.sh --quick         # R=1, 4 KiB .. 16 MiB (smoke check)
 #   bench/compare.sh --np "4" -e 1M  # restrict
+#   bench/compare.sh --shm           # same host, shared memory: Tributary shm vs
+#                                    # Open MPI vader vs Tributary TCP
 #
 # Each repetition runs, interleaved: iperf3 (one way, --bidir), then for each N
 # and each size band: Open MPI, Gloo (all its algorithms), Tributary (if
@@ -42,6 +44,7 @@ IPERF_SECS=3
 TIMEOUT_SMALL=120
 TIMEOUT_LARGE=900
 QUICK=0
+SHM=0
 OUT=""
 BUILD=1
 
@@ -50,6 +53,8 @@ usage() {
   cat <<EOF
 Options:
   --quick              R=1, sizes up to 16 MiB, iperf3 2 s
+  --shm                shared-memory comparison: Open MPI with --mca btl vader,self,
+                       Tributary --transport shm and --transport tcp; no Gloo, no iperf3
   -r, --reps R         repetitions (default $REPS)
   --np "LIST"          world sizes (default "$NPS")
   -b, -e, -f           min bytes, max bytes, factor (K/M/G suffixes; default 4K 256M 16)
@@ -79,6 +84,7 @@ SIZE_FLAGS_SET=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --quick) QUICK=1; shift ;;
+    --shm) SHM=1; shift ;;
     -r|--reps) REPS=$2; shift 2 ;;
     --np) NPS=$2; shift 2 ;;
     -b) MIN_BYTES=$(to_bytes "$2"); SIZE_FLAGS_SET=1; shift 2 ;;
@@ -107,7 +113,8 @@ fi
 STAMP=$(date +%Y%m%d_%H%M%S)
 DATE=$(date +%Y-%m-%d)
 if [[ -z $OUT ]]; then
-  if [[ $QUICK == 1 ]]; then OUT="$ROOT/bench/results/compare_quick_$DATE.md"
+  if [[ $SHM == 1 ]]; then OUT="$ROOT/bench/results/compare_shm_$DATE.md"
+  elif [[ $QUICK == 1 ]]; then OUT="$ROOT/bench/results/compare_quick_$DATE.md"
   else OUT="$ROOT/bench/results/compare_$DATE.md"; fi
 fi
 RUN_DIR="$BUILD_DIR/runs/$STAMP"
@@ -135,10 +142,16 @@ done
 
 MPI_ARGS=(--allow-run-as-root --oversubscribe --mca pml ob1 --mca btl tcp,self
           --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
+MPI_BTL=tcp
+if [[ $SHM == 1 ]]; then
+  MPI_ARGS=(--allow-run-as-root --oversubscribe --mca pml ob1 --mca btl vader,self
+            --mca oob_tcp_if_include lo)
+  MPI_BTL=vader
+fi
 
 {
   echo "command: bench/compare.sh $ORIG_ARGS"
-  echo "mode: $([[ $QUICK == 1 ]] && echo quick || echo full), repetitions=$REPS, np=[$NPS]"
+  echo "mode: $([[ $QUICK == 1 ]] && echo quick || echo full)$([[ $SHM == 1 ]] && echo ", shared memory"), repetitions=$REPS, np=[$NPS]"
   echo "sizes: $MIN_BYTES..$MAX_BYTES x$FACTOR; <=1 MiB: iters=$ITERS warmup=$WARMUP; >1 MiB: iters=$LARGE_ITERS warmup=$LARGE_WARMUP"
   echo "host: $(nproc) cores, $(uname -r), $(free -g | awk '/Mem:/{print $2}') GiB RAM"
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); cpu pressure: $(head -1 /proc/pressure/cpu 2>/dev/null || echo n/a)"
@@ -147,14 +160,15 @@ MPI_ARGS=(--allow-run-as-root --oversubscribe --mca pml ob1 --mca btl tcp,self
   echo "raw logs: ${RUN_DIR#"$ROOT"/}"
 } >"$META"
 
-# ---- check that Open MPI really takes the TCP path (no vader/sm) ----
+# ---- check that Open MPI really takes the intended path (tcp, or vader with --shm) ----
 verify_mpi_transport() {
-  local log="$RUN_DIR/mpi_transport_check.txt"
+  local log="$RUN_DIR/mpi_transport_check.txt" other='component (vader|sm|smcuda)( |$)'
+  [[ $MPI_BTL == vader ]] && other='component tcp( |$)'
   if timeout -k 5 60 mpirun "${MPI_ARGS[@]}" --mca btl_base_verbose 30 -np 2 \
        "$MPI_BENCH" -b 4K -e 4K -n 2 -w 1 >"$log" 2>&1 \
-     && grep -q 'select: init of component tcp returned success' "$log" \
-     && ! grep -qE 'component (vader|sm|smcuda)( |$)' "$log"; then
-    echo "openmpi transport check: btl tcp selected, vader/sm not loaded (btl_base_verbose)" >>"$META"
+     && grep -q "select: init of component $MPI_BTL returned success" "$log" \
+     && ! grep -qE "$other" "$log"; then
+    echo "openmpi transport check: btl $MPI_BTL selected, the other not loaded (btl_base_verbose)" >>"$META"
   else
     note "openmpi transport check FAILED, see ${log#"$ROOT"/}"
   fi
@@ -221,15 +235,23 @@ run_gloo() {  # log np min max iters warmup timeout
   else record_failure "$log" "$rc" "gloo np=$np $3..$4"; fi
 }
 
-run_tributary() {  # log np min max iters warmup timeout
-  local log=$1 np=$2 rc=0
+run_tributary() {  # log np min max iters warmup timeout [transport]
+  local log=$1 np=$2 rc=0 transport=()
+  [[ -n ${8:-} ]] && transport=(--transport "$8")
   timeout -k 5 "$7" "$TRIBUTARY_BIN" bench --np "$np" -b "$3" -e "$4" -f "$FACTOR" \
-    --iters "$5" --warmup "$6" --op all_reduce --dtype float32 >"$log" 2>&1 || rc=$?
-  ((rc == 0)) || record_failure "$log" "$rc" "tributary np=$np $3..$4"
+    --iters "$5" --warmup "$6" --op all_reduce --dtype float32 "${transport[@]}" >"$log" 2>&1 || rc=$?
+  ((rc == 0)) || record_failure "$log" "$rc" "tributary ${8:-} np=$np $3..$4"
 }
 
+# --shm: "tributary" is shared memory, "tributarytcp" the same processes' TCP path.
+run_tributaryshm() { run_tributary "$@" shm; }
+run_tributarytcp() { run_tributary "$@" tcp; }
+
 SYSTEMS=(openmpi gloo)
-if [[ -x $TRIBUTARY_BIN ]]; then
+[[ $SHM == 1 ]] && SYSTEMS=(openmpi)
+if [[ -x $TRIBUTARY_BIN && $SHM == 1 ]]; then
+  SYSTEMS+=(tributaryshm tributarytcp)
+elif [[ -x $TRIBUTARY_BIN ]]; then
   SYSTEMS+=(tributary)
 else
   note "tributary skipped: no executable at ${TRIBUTARY_BIN#"$ROOT"/} (build it, or set TRIBUTARY_BIN)"
@@ -237,9 +259,11 @@ fi
 
 # ---- the interleaved runs ----
 for ((rep = 1; rep <= REPS; rep++)); do
-  echo "compare.sh: repetition $rep/$REPS: iperf3" >&2
-  sample_load "r${rep}_iperf3"
-  run_iperf "$rep"
+  if [[ $SHM == 0 ]]; then
+    echo "compare.sh: repetition $rep/$REPS: iperf3" >&2
+    sample_load "r${rep}_iperf3"
+    run_iperf "$rep"
+  fi
   for np in $NPS; do
     for band in "${BANDS[@]}"; do
       read -r bmin bmax iters warmup tmo <<<"$band"
@@ -255,6 +279,8 @@ for ((rep = 1; rep <= REPS; rep++)); do
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$META"
 
-python3 "$ROOT/bench/compare/aggregate.py" --runs "$RUN_DIR" --out "$OUT"
+AGGREGATE_MODE=()
+[[ $SHM == 1 ]] && AGGREGATE_MODE=(--shm)
+python3 "$ROOT/bench/compare/aggregate.py" --runs "$RUN_DIR" --out "$OUT" "${AGGREGATE_MODE[@]}"
 echo "compare.sh: wrote ${OUT#"$ROOT"/} (raw logs in ${RUN_DIR#"$ROOT"/})" >&2
 "$ROOT/bench/plots/plot_results.py" compare "$OUT"

@@ -15,6 +15,7 @@
 #include "cli/soak_workload.h"
 #include "cli/status_command.h"
 #include "cli/train_workload.h"
+#include "cli/transport_flags.h"
 #include "cli/workloads.h"
 #include "compression/collectives/compression_plan.h"
 #include "compression/collectives/convergence_advice.h"
@@ -166,6 +167,7 @@ void add_worker_flags(CLI::App& cmd, AgentFlags& f) {
   cmd.add_option("--data-port", f.worker.data_port, "data-plane port (0: ephemeral)");
   cmd.add_option("--advertise-host", f.worker.advertise_host,
                  "data-plane address peers dial (default: --bind-host)");
+  add_data_path_flags(cmd, f.worker);
   cmd.add_option("--join-timeout-ms", f.join_timeout_ms, "deadline to join and connect")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -500,6 +502,7 @@ int main(int argc, char** argv) {
                     "cap on each attempt of a collective (a late one is recovered and re-run)");
   bench->add_flag("--no-agreement", bench_flags.no_agreement,
                   "skip the commit round after each collective (measures the data phase alone)");
+  add_transport_flag(*bench, bench_flags.worker);
 
   AgentFlags check_flags;
   LocalFlags check_local;
@@ -514,6 +517,7 @@ int main(int argc, char** argv) {
       ->transform(CLI::AsSizeValue(false));
   check->add_option("--algorithm", check_flags.algorithm,
                     "all-reduce algorithm (auto: cost model)");
+  add_transport_flag(*check, check_flags.worker);
 
   AgentFlags demo_flags;
   DemoSpec demo_spec;
@@ -543,6 +547,7 @@ int main(int argc, char** argv) {
   demo->add_option("--drain-at", demo_spec.drain_at, "SIGTERM (drain) one worker at this step");
   demo->add_option("--straggler-ms", demo_spec.straggler_ms,
                    "one worker computes this many ms slower per step");
+  add_transport_flag(*demo, demo_flags.worker);
 
   StatusFlags status_flags;
   auto* status = app.add_subcommand("status", "show what a running coordinator knows");
@@ -562,14 +567,15 @@ int main(int argc, char** argv) {
     if (Status s = finish_agent_flags(bench_flags); !s) return report(s, "bench");
     return run_local_cluster(*bench, bench_local, log_flags, "bench", [] {
       auto names = kBenchFlagNames;
-      names.insert(names.end(), {"--chunk-bytes", "--algorithm", "--timeout-ms", "--no-agreement"});
+      names.insert(names.end(), {"--chunk-bytes", "--algorithm", "--timeout-ms", "--no-agreement",
+                                 "--transport"});
       return names;
     }());
   }
   if (check->parsed()) {
     if (Status s = finish_agent_flags(check_flags); !s) return report(s, "check");
     return run_local_cluster(*check, check_local, log_flags, "check",
-                             {"--chunk-bytes", "--algorithm"});
+                             {"--chunk-bytes", "--algorithm", "--transport"});
   }
   if (demo->parsed()) {
     if (Status st = finish_agent_flags(demo_flags); !st) return report(st, "demo");
@@ -577,7 +583,8 @@ int main(int argc, char** argv) {
                 demo_spec.workers);
     std::fflush(stdout);
     auto names = kTrainFlagNames;
-    names.insert(names.end(), {"--algorithm", "--metrics", "--step-delay-ms", "--codec"});
+    names.insert(names.end(),
+                 {"--algorithm", "--metrics", "--step-delay-ms", "--codec", "--transport"});
     demo_spec.agent_args = forwarded_args(*demo, names);
     for (const auto& a : log_args(log_flags)) {
       demo_spec.coordinator_args.push_back(a);

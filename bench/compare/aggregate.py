@@ -118,6 +118,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", required=True, type=Path)
     ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--shm", action="store_true",
+                    help="a compare.sh --shm run: Open MPI vader, Tributary shm and TCP")
     args = ap.parse_args()
 
     samples, notes = read_logs(args.runs)
@@ -154,7 +156,11 @@ def main():
 
     out = []
     w = out.append
-    w("# All-reduce comparison: Tributary vs Open MPI vs Gloo (loopback TCP)\n")
+    if args.shm:
+        w("# Same-host all-reduce: Tributary shared memory vs Open MPI vader vs "
+          "Tributary TCP\n")
+    else:
+        w("# All-reduce comparison: Tributary vs Open MPI vs Gloo (loopback TCP)\n")
     w("float32 sum, nccl-tests method: time = mean over timed iterations after "
       "warm-up, max over ranks; algbw = bytes/time; busbw = algbw·2(n−1)/n; "
       "#wrong from a separate check pass (exact small-integer sums, every "
@@ -175,6 +181,10 @@ def main():
             w("> **Warning: measured on a contended machine** (other work was "
               "competing for the CPUs); absolute numbers are pessimistic and "
               "noisy. Compare systems only within this run.\n")
+    if args.shm:
+        shm_summary(w, nps, sizes, best)
+        all_medians(w, stats, None, None)
+        return finish(w, out, stats, notes, args.out)
     if "tributary" not in systems:
         w("> **Tributary not included in this run** (its bench binary was "
           "missing); the Tributary columns and ratios are empty.\n")
@@ -226,6 +236,51 @@ def main():
           f"{fmt(ratio(trib and trib['time_us'], gloo and gloo['time_us']), '.2f')} |")
     w("")
 
+    all_medians(w, stats, iperf_one, iperf_bidir)
+    return finish(w, out, stats, notes, args.out)
+
+
+SHM_SYSTEMS = (("openmpi", "Open MPI vader"), ("tributaryshm", "Tributary shm"),
+               ("tributarytcp", "Tributary TCP"))
+
+
+def shm_summary(w, nps, sizes, best):
+    """The --shm tables: busbw per (N, size), then 4 KiB latency; shm against the others."""
+    def cell(entry, key, spec):
+        algo, s = entry
+        if s is None:
+            return "–"
+        value = fmt(s[key], spec)
+        return value if algo == "default" else f"{value} ({algo})"
+
+    for by, key, spec, sizes_here, title, explain in (
+            ("busbw", "busbw", ".3f", sizes, "## Summary per (N, size)\n",
+             "Ratios of busbw (>1: Tributary's shared memory faster); Tributary's "
+             "algorithm is its automatic choice.\n"),
+            ("time", "time_us", ".1f", [SMALL], f"## Latency at {human(SMALL)}\n",
+             "Ratios of time (<1: Tributary's shared memory faster; the goal against "
+             "vader is <= 1.2).\n")):
+        w(title)
+        w(explain)
+        unit = "busbw GB/s" if by == "busbw" else "µs"
+        w("| N | size | " + " | ".join(f"{label} {unit}" for _, label in SHM_SYSTEMS) +
+          " | shm/vader | shm/TCP |")
+        w("|---:|---:|" + "---:|" * (len(SHM_SYSTEMS) + 2))
+        for np_ in nps:
+            for size in sizes_here:
+                got = {system: best(system, np_, size, by) for system, _ in SHM_SYSTEMS}
+                if not any(s for _, s in got.values()):
+                    continue
+                shm = got["tributaryshm"][1]
+                ratios = [ratio(shm and shm[key], other and other[key])
+                          for other in (got["openmpi"][1], got["tributarytcp"][1])]
+                w(f"| {np_} | {human(size)} | " +
+                  " | ".join(cell(got[system], key, spec) for system, _ in SHM_SYSTEMS) +
+                  " | " + " | ".join(fmt(r, ".2f") for r in ratios) + " |")
+        w("")
+
+
+def all_medians(w, stats, iperf_one, iperf_bidir):
     w("## All medians\n")
     w("busbw/iperf1 = busbw ÷ iperf3 one-way; busbw/iperf⇄ = busbw ÷ iperf3 "
       "--bidir per-direction rate. busbw range = min–max over repetitions.\n")
@@ -242,6 +297,8 @@ def main():
           f"{fmt(ratio(s['busbw'], iperf_bidir), '.2f')} | {s['wrong']} | {s['n']} |")
     w("")
 
+
+def finish(w, out, stats, notes, path):
     wrong = [k for k, s in stats.items() if s["wrong"]]
     if wrong or notes:
         w("## Problems\n")
@@ -250,8 +307,7 @@ def main():
         for n in notes:
             w(f"- {n}")
         w("")
-
-    args.out.write_text("\n".join(out))
+    path.write_text("\n".join(out))
     return 1 if wrong else 0
 
 

@@ -1,8 +1,13 @@
 // Every collective x every dtype across real processes on loopback: `tributary check
 // --np N` starts a coordinator and N agent processes that run all 9 collectives x 8 dtypes
 // x {sum, max, avg} x counts {0, 1, 7, 1000, 70001} against locally computed references
-// and exit 0 only if every rank got every result right.
+// and exit 0 only if every rank got every result right. The transport is a test axis:
+// every world size runs over shared memory and over TCP, and the agents' own log lines
+// say which one carried every pair.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <tuple>
 
 #include "tests/integration/process.h"
 
@@ -25,14 +30,30 @@ void run_check(int np, const std::vector<std::string>& extra) {
   const std::string summary = "check: " + std::to_string(kCheckCases) +
                               " collective cases correct on " + std::to_string(np) + " ranks";
   EXPECT_NE(check.out().find(summary), std::string::npos) << check.dump();
+  if (np > 1) {
+    // Every agent logs its paths; a forced transport (or auto's shared memory on one
+    // host) must be the one in use, and no other.
+    const bool tcp = std::find(extra.begin(), extra.end(), "tcp") != extra.end();
+    const std::string used = tcp ? ") over tcp" : ") over shm";
+    const std::string other = tcp ? ") over shm" : ") over tcp";
+    EXPECT_NE(check.err().find(used), std::string::npos) << check.dump();
+    EXPECT_EQ(check.err().find(other), std::string::npos) << check.dump();
+  }
 }
 
-class CheckWorldSize : public ::testing::TestWithParam<int> {};
+class CheckWorldSize : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
 
-TEST_P(CheckWorldSize, EveryCollectiveAndDtypeIsCorrect) { run_check(GetParam(), {}); }
+TEST_P(CheckWorldSize, EveryCollectiveAndDtypeIsCorrect) {
+  run_check(std::get<0>(GetParam()), {"--transport", std::get<1>(GetParam())});
+}
 
-INSTANTIATE_TEST_SUITE_P(Loopback, CheckWorldSize, ::testing::Values(1, 2, 3, 5, 8),
-                         [](const auto& info) { return "np" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Loopback, CheckWorldSize,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 5, 8),
+                                            ::testing::Values("shm", "tcp")),
+                         [](const auto& info) {
+                           return std::get<1>(info.param) + "_np" +
+                                  std::to_string(std::get<0>(info.param));
+                         });
 
 // Forced all-reduce algorithms, with the default pipeline chunk and with a tiny one so the
 // 70001-element cases run through many chunks.

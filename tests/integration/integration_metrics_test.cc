@@ -2,7 +2,7 @@
 // real agents (all on ephemeral ports) while they run an all-reduce benchmark, and the
 // test asks Prometheus's HTTP API for the series the dashboards use: membership size and
 // epoch (coordinator and agents), collectives by op and algorithm, bytes by peer link,
-// and the latency histogram (through histogram_quantile, as a dashboard would).
+// the transport carrying each peer and bytes by transport, and the latency histogram (through histogram_quantile, as a dashboard would).
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -229,6 +229,18 @@ TEST(Prometheus, ScrapesCoordinatorAndAgentsWhileTheyWork) {
           return instances.size() == kAgents;
         });
   }
+  // The path of every peer (local agents: shared memory), and bytes by transport.
+  expect_eventually(R"(tributary_peer_transport{job="agents"} == 1)",
+                    [&](const std::vector<Sample>& v) {
+                      std::set<std::string> instances;
+                      for (const auto& s : v) {
+                        if (s.labels.at("transport") != "shm") return false;
+                        instances.insert(s.labels.at("instance"));
+                      }
+                      return v.size() == kAgents * (kAgents - 1) && instances.size() == kAgents;
+                    });
+  expect_eventually(R"(tributary_transport_bytes_sent_total{job="agents",transport="shm"} > 0)",
+                    every(kAgents, [](const Sample&) { return true; }));
   // The latency histogram, read the way a dashboard reads it.
   expect_eventually(
       R"(sum by (instance) (tributary_collective_seconds_bucket{job="agents",op="all_reduce",le="+Inf"}))",

@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-namespace tributary::agent {
+namespace tributary::transport {
 
 class PayloadPool {
  public:
@@ -32,4 +32,4 @@ class PayloadPool {
   std::size_t spare_bytes_ = 0;
 };
 
-}  // namespace tributary::agent
+}  // namespace tributary::transport

@@ -1,6 +1,6 @@
-#include "agent/payload_pool.h"
+#include "transport/payload_pool.h"
 
-namespace tributary::agent {
+namespace tributary::transport {
 
 PayloadPool::Buffer PayloadPool::take(std::size_t length) {
   auto best = spare_.end();
@@ -27,4 +27,4 @@ void PayloadPool::give_back(Buffer b) {
   spare_.push_back(std::move(b));
 }
 
-}  // namespace tributary::agent
+}  // namespace tributary::transport

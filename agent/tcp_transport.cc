@@ -1,0 +1,58 @@
+#include "agent/tcp_transport.h"
+
+#include "core/check.h"
+
+namespace tributary::agent {
+
+TcpTransport::TcpTransport(TcpEndpoint& endpoint, std::vector<std::string> addresses)
+    : endpoint_(endpoint), addresses_(std::move(addresses)) {
+  TRIB_CHECK(!addresses_.empty()) << "a TCP transport needs an address to advertise";
+}
+
+std::vector<std::string> TcpTransport::advertise() const {
+  std::vector<std::string> out{"tcp"};
+  for (const std::string& a : addresses_) out.push_back("tcp:" + a);
+  return out;
+}
+
+std::vector<std::string> TcpTransport::addresses_of(const transport::MemberAdvert& member) {
+  std::vector<std::string> out;
+  for (std::string& a : transport::capability_parameters(member.capabilities, "tcp")) {
+    if (!a.empty()) out.push_back(std::move(a));
+  }
+  if (out.empty() && !member.data_address.empty()) out.push_back(member.data_address);
+  return out;
+}
+
+bool TcpTransport::can_connect(const transport::MemberAdvert& self,
+                               const transport::MemberAdvert& peer) const {
+  return !addresses_of(self).empty() && !addresses_of(peer).empty();
+}
+
+std::vector<std::vector<std::string>> TcpTransport::paths(const transport::GroupSpec& spec) const {
+  std::vector<std::vector<std::string>> out;
+  out.reserve(spec.members.size());
+  for (const transport::MemberAdvert& m : spec.members) out.push_back(addresses_of(m));
+  return out;
+}
+
+Result<std::unique_ptr<algorithms::Link>> TcpTransport::connect_group(
+    const transport::GroupSpec& spec, Deadline deadline) {
+  return endpoint_.connect_group(spec.epoch, spec.rank, paths(spec), deadline);
+}
+
+void TcpTransport::cancel_connect(std::uint64_t newer_epoch) {
+  endpoint_.cancel_connect(newer_epoch);
+}
+
+Result<std::vector<transport::PeerChannel>> TcpTransport::connect_channels(
+    const transport::GroupSpec& spec, Deadline deadline) {
+  TRIB_ASSIGN_OR_RETURN(std::vector<PeerSocket> sockets,
+                        endpoint_.connect_sockets(spec.epoch, spec.rank, paths(spec), deadline));
+  std::vector<transport::PeerChannel> out;
+  out.reserve(sockets.size());
+  for (PeerSocket& s : sockets) out.push_back({s.rank, s.fd, std::move(s.address)});
+  return out;
+}
+
+}  // namespace tributary::agent

@@ -1,0 +1,45 @@
+// TCP as an entry of the transport table (transport/transport_table.h), over the
+// agent's TcpEndpoint: the transport every member can fall back on, and the source of
+// the authenticated connections that shared memory sets itself up over.
+//
+// A member advertises "tcp" and one "tcp:<host:port>" per data address, in order of
+// preference (--data-address, repeated); a peer that advertises no address entry is
+// dialed at its view data_address. For each pair the lower rank dials the higher one's
+// addresses in order and keeps the first that connects (TcpEndpoint::connect_group).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "agent/tcp_endpoint.h"
+#include "transport/transport.h"
+
+namespace tributary::agent {
+
+class TcpTransport final : public transport::Transport, public transport::ChannelSource {
+ public:
+  // `endpoint` must outlive this transport; `addresses` (not empty) is what this member
+  // advertises, most preferred first.
+  TcpTransport(TcpEndpoint& endpoint, std::vector<std::string> addresses);
+
+  std::string_view name() const override { return "tcp"; }
+  std::vector<std::string> advertise() const override;
+  bool can_connect(const transport::MemberAdvert& self,
+                   const transport::MemberAdvert& peer) const override;
+  Result<std::unique_ptr<algorithms::Link>> connect_group(const transport::GroupSpec& spec,
+                                                          Deadline deadline) override;
+  void cancel_connect(std::uint64_t newer_epoch) override;
+  Result<std::vector<transport::PeerChannel>> connect_channels(const transport::GroupSpec& spec,
+                                                               Deadline deadline) override;
+
+  // A member's addresses in order of preference, from its advert.
+  static std::vector<std::string> addresses_of(const transport::MemberAdvert& member);
+
+ private:
+  std::vector<std::vector<std::string>> paths(const transport::GroupSpec& spec) const;
+
+  TcpEndpoint& endpoint_;
+  std::vector<std::string> addresses_;
+};
+
+}  // namespace tributary::agent

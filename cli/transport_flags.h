@@ -1,0 +1,35 @@
+// The data-plane path flags of `tributary agent` and of the local launchers (bench,
+// check, demo), which forward --transport to their agents.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "agent/worker.h"
+
+namespace tributary::cli {
+
+inline void add_transport_flag(CLI::App& cmd, agent::WorkerConfig& w) {
+  cmd.add_option("--transport", w.transport,
+                 "data-plane transport: auto (shared memory with members on this host, TCP "
+                 "otherwise), shm, tcp (docs/transports.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "shm", "tcp"}));
+}
+
+inline void add_data_path_flags(CLI::App& cmd, agent::WorkerConfig& w) {
+  add_transport_flag(cmd, w);
+  cmd.add_option("--data-address", w.data_addresses,
+                 "address peers dial, host[:port] (port: the listener's); repeat it for more "
+                 "paths, most preferred first (default: --advertise-host or --bind-host)");
+  cmd.add_option("--shm-ring-bytes", w.shm_ring_bytes,
+                 "shared-memory ring per pair and direction (a power of two)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  cmd.add_option_function<long>(
+         "--connect-attempt-ms",
+         [&w](long ms) { w.connect_attempt_timeout = std::chrono::milliseconds(ms); },
+         "one connection attempt to one data address, before the next is tried (default 1000)")
+      ->check(CLI::PositiveNumber);
+}
+
+}  // namespace tributary::cli

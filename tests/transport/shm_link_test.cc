@@ -1,0 +1,212 @@
+// The shared-memory link (transport/shm_link.h): every all-reduce algorithm x dtype over
+// rings far smaller than the messages, bit for bit against the in-memory fabric; message
+// matching across the ring's stream; and what it guarantees when a peer goes away, goes
+// silent, aborts, or its segment is corrupted.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "algorithms/collectives.h"
+#include "algorithms/memory_link.h"
+#include "tests/algorithms/test_values.h"
+#include "tests/collectives/sweep.h"
+#include "tests/support/rank_threads.h"
+#include "tests/transport/shm_test_util.h"
+
+namespace tributary::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using algorithms::AllReduceAlgorithm;
+using algorithms::Tag;
+
+Deadline soon() { return Deadline::after(10s); }
+
+// The all-reduce of every rank over `link_of`, inputs from make_input.
+std::vector<Bytes> all_reduce_on(int n, const std::function<algorithms::Link&(int)>& link_of,
+                                 AllReduceAlgorithm algorithm, DType dtype, ReduceOp op,
+                                 std::size_t count, std::uint64_t seq) {
+  std::vector<Bytes> out(static_cast<std::size_t>(n));
+  const auto results = run_ranks(n, [&](int r) {
+    const Bytes in = make_input(dtype, op, r, count);
+    out[r].resize(in.size());
+    algorithms::CollectiveOptions o;
+    o.seq = seq;
+    o.algorithm = algorithm;
+    o.deadline = soon();
+    return algorithms::all_reduce(link_of(r), in.data(), out[r].data(), count, dtype, op, o);
+  });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(results[r].is_ok()) << "rank " << r << ": " << results[r].to_string();
+  }
+  return out;
+}
+
+class ShmAllReduce : public ::testing::TestWithParam<int> {};
+
+TEST_P(ShmAllReduce, EveryAlgorithmAndDtypeMatchesTheMemoryFabricBitForBit) {
+  const int n = GetParam();
+  // 4 KiB rings: a 70001-element float64 message streams through one ~140 times.
+  ShmGroup shm = make_shm_group(n, 4096);
+  ASSERT_EQ(shm.links.size(), static_cast<std::size_t>(n));
+  algorithms::MemoryFabric fabric(n);
+  std::uint64_t seq = 1;
+  for (int a = 1; a < algorithms::kNumAllReduceAlgorithms; ++a) {
+    const auto algorithm = static_cast<AllReduceAlgorithm>(a);
+    for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16,
+                        DType::kInt32, DType::kInt64, DType::kUInt8, DType::kInt8}) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+        for (std::size_t count : {0, 1, 7, 1000, 70001}) {
+          SCOPED_TRACE(std::string(to_string(algorithm)) + " " + std::string(to_string(dtype)) +
+                       " count " + std::to_string(count));
+          const auto got = all_reduce_on(
+              n, [&](int r) -> algorithms::Link& { return *shm.links[r]; }, algorithm, dtype, op,
+              count, seq);
+          const auto want = all_reduce_on(
+              n, [&](int r) -> algorithms::Link& { return fabric.link(r); }, algorithm, dtype, op,
+              count, seq);
+          ++seq;
+          for (int r = 0; r < n; ++r) ASSERT_EQ(got[r], want[r]) << "rank " << r;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, ShmAllReduce, ::testing::Values(2, 3, 5),
+                         [](const auto& info) { return "np" + std::to_string(info.param); });
+
+TEST(ShmLink, MessagesLargerThanTheRingMatchByTagInAnyOrder) {
+  ShmGroup g = make_shm_group(2, 4096);
+  ASSERT_EQ(g.links.size(), 2u);
+  const Bytes big = pattern(1, 1 << 20), small = pattern(2, 100);
+  const auto results = run_ranks(2, [&](int r) -> Status {
+    auto& link = *g.links[r];
+    if (r == 0) {
+      // The big one first: it cannot fit, and the receiver asks for the small one first.
+      auto a = link.send(1, Tag{1, 0, 0}, big);
+      auto b = link.send(1, Tag{1, 1, 0}, small);
+      TRIB_RETURN_IF_ERROR(link.wait(a, soon()));
+      return link.wait(b, soon());
+    }
+    Bytes got_small(small.size()), got_big(big.size());
+    auto b = link.recv(0, Tag{1, 1, 0}, got_small);
+    TRIB_RETURN_IF_ERROR(link.wait(b, soon()));
+    auto a = link.recv(0, Tag{1, 0, 0}, got_big);
+    TRIB_RETURN_IF_ERROR(link.wait(a, soon()));
+    if (got_small != small || got_big != big) return error(StatusCode::kInternal, "wrong bytes");
+    return Status();
+  });
+  for (const Status& s : results) EXPECT_TRUE(s.is_ok()) << s.to_string();
+}
+
+TEST(ShmLink, ALengthMismatchFailsTheReceive) {
+  ShmGroup g = make_shm_group(2, 1 << 16);
+  const Bytes data = pattern(3, 64);
+  auto s = g.links[0]->send(1, Tag{1, 0, 0}, data);
+  Bytes wrong(32);
+  auto r = g.links[1]->recv(0, Tag{1, 0, 0}, wrong);
+  EXPECT_TRUE(g.links[0]->wait(s, soon()).is_ok());
+  const Status st = g.links[1]->wait(r, soon());
+  EXPECT_EQ(st.code(), StatusCode::kMismatch) << st.to_string();
+}
+
+TEST(ShmLink, ADeadPeerFailsTheWaiterAtOnceNotAtItsDeadline) {
+  ShmGroup g = make_shm_group(3, 1 << 16);
+  Bytes buf(1 << 20);
+  auto r = g.links[0]->recv(2, Tag{1, 0, 0}, buf);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread killer([&] {
+    std::this_thread::sleep_for(50ms);  // let the waiter fall asleep first
+    g.links[2].reset();  // what the kernel does to a killed process's sockets and mapping
+  });
+  const Status st = g.links[0]->wait(r, Deadline::after(20s));
+  killer.join();
+  EXPECT_EQ(st.code(), StatusCode::kPeerLost) << st.to_string();
+  EXPECT_NE(st.message().find("rank 2"), std::string::npos) << st.to_string();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+}
+
+TEST(ShmLink, WhatArrivedBeforeThePeerDiedIsStillDelivered) {
+  ShmGroup g = make_shm_group(2, 1 << 16);
+  const Bytes data = pattern(4, 1000);
+  auto s = g.links[1]->send(0, Tag{1, 0, 0}, data);
+  ASSERT_TRUE(g.links[1]->wait(s, soon()).is_ok());
+  g.links[1].reset();
+  Bytes got(data.size());
+  auto r = g.links[0]->recv(1, Tag{1, 0, 0}, got);
+  ASSERT_TRUE(g.links[0]->wait(r, soon()).is_ok());
+  EXPECT_EQ(got, data);
+  Bytes more(8);
+  auto r2 = g.links[0]->recv(1, Tag{2, 0, 0}, more);
+  EXPECT_EQ(g.links[0]->wait(r2, soon()).code(), StatusCode::kPeerLost);
+}
+
+TEST(ShmLink, ASilentPeerRunsIntoTheDeadline) {
+  ShmGroup g = make_shm_group(2, 1 << 16);
+  Bytes buf(8);
+  auto r = g.links[0]->recv(1, Tag{1, 0, 0}, buf);
+  const Status st = g.links[0]->wait(r, Deadline::after(200ms));
+  EXPECT_EQ(st.code(), StatusCode::kTimedOut) << st.to_string();
+}
+
+TEST(ShmLink, AnAbortWithAnErrorReachesThePeerWithItsReason) {
+  ShmGroup g = make_shm_group(3, 1 << 16);
+  Bytes buf(8);
+  auto r = g.links[1]->recv(0, Tag{1, 0, 0}, buf);
+  g.links[0]->abort(error(StatusCode::kMismatch, "count differs"));
+  const Status st = g.links[1]->wait(r, soon());
+  EXPECT_EQ(st.code(), StatusCode::kMismatch) << st.to_string();
+  EXPECT_NE(st.message().find("rank 0 aborted: count differs"), std::string::npos)
+      << st.to_string();
+  // Relayed onwards, it keeps the origin's words.
+  g.links[1]->abort(st);
+  auto r2 = g.links[2]->recv(1, Tag{1, 0, 0}, buf);
+  const Status relayed = g.links[2]->wait(r2, soon());
+  EXPECT_EQ(relayed.message(), "rank 0 aborted: count differs") << relayed.to_string();
+}
+
+TEST(ShmLink, ALocalAbortWakesTheWaiter) {
+  ShmGroup g = make_shm_group(2, 1 << 16);
+  Bytes buf(8);
+  auto r = g.links[0]->recv(1, Tag{1, 0, 0}, buf);
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(50ms);
+    g.links[0]->abort(Status());
+  });
+  const Status st = g.links[0]->wait(r, Deadline::after(20s));
+  aborter.join();
+  EXPECT_EQ(st.code(), StatusCode::kAborted) << st.to_string();
+}
+
+TEST(ShmLink, APoisonedSegmentFailsThatPeerWithBadFrame) {
+  ShmGroup g = make_shm_group(2, 1 << 16);
+  transport::ShmSegment& seg = g.spare[0][1];
+  // Garbage where rank 1 reads rank 0's next header, published as if rank 0 wrote it.
+  std::memset(seg.base() + 4096, 0xab, 64);
+  auto* control = reinterpret_cast<transport::RingControl*>(seg.base() + 128);
+  control->head.store(32);
+  Bytes buf(8);
+  auto r = g.links[1]->recv(0, Tag{1, 0, 0}, buf);
+  const Status st = g.links[1]->wait(r, soon());
+  EXPECT_EQ(st.code(), StatusCode::kBadFrame) << st.to_string();
+}
+
+TEST(ShmSegment, OnlyThePairAndEpochItWasMadeForMayOpenIt) {
+  const std::string name = *transport::ShmSegment::random_name();
+  auto created = transport::ShmSegment::create(name, 7, 0, 1, 4096);
+  ASSERT_TRUE(created.is_ok()) << created.status().to_string();
+  EXPECT_EQ(transport::ShmSegment::open(name, 8, 0, 1).status().code(), StatusCode::kMismatch);
+  EXPECT_EQ(transport::ShmSegment::open(name, 7, 0, 2).status().code(), StatusCode::kMismatch);
+  EXPECT_TRUE(transport::ShmSegment::open(name, 7, 0, 1).is_ok());
+  EXPECT_EQ(transport::ShmSegment::create(name, 7, 0, 1, 4096).status().code(),
+            StatusCode::kUnavailable);  // O_EXCL: a name is never reused
+  transport::ShmSegment::unlink(name);
+  EXPECT_EQ(transport::ShmSegment::open(name, 7, 0, 1).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(transport::ShmSegment::create(name, 7, 0, 1, 5000).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tributary::testing

@@ -1,0 +1,148 @@
+// The ShmLink's operations: posting sends and receives, waiting, aborting, and the table
+// of operations in flight. The bytes move in shm_link_progress.cc.
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "transport/shm_link_impl.h"
+
+namespace tributary::transport {
+namespace {
+
+// How often a waiter that keeps making progress still looks at the peers' connections,
+// so that a dead peer is noticed even while others keep it busy.
+constexpr auto kPulseInterval = std::chrono::milliseconds(1);
+
+}  // namespace
+
+ShmLink::ShmLink(ShmLinkParams params, std::vector<ShmPeer> peers, int wake_fd)
+    : params_(std::move(params)), peers_(static_cast<std::size_t>(params_.size)), abort_(wake_fd) {
+  TRIB_CHECK(params_.counters != nullptr && params_.counters->size() == params_.size);
+  TRIB_CHECK(params_.rank >= 0 && params_.rank < params_.size);
+  TRIB_CHECK(peers.size() + 1 == peers_.size()) << "one segment per peer, not " << peers.size();
+  for (ShmPeer& s : peers) {
+    TRIB_CHECK(s.rank >= 0 && s.rank < params_.size && s.rank != params_.rank && s.fd >= 0 &&
+               peers_[s.rank].fd < 0)
+        << "bad or repeated shared-memory peer " << s.rank;
+    Peer& p = peers_[s.rank];
+    p.rank = s.rank;
+    p.fd = s.fd;
+    p.address = std::move(s.address);
+    p.self_is_low = params_.rank < s.rank;
+    p.segment = std::move(s.segment);
+    p.out = p.segment.outgoing(p.self_is_low);
+    p.in = p.segment.incoming(p.self_is_low);
+  }
+  peers_[params_.rank].rank = params_.rank;
+}
+
+ShmLink::~ShmLink() {
+  for (Peer& p : peers_) {
+    if (p.fd >= 0) ::close(p.fd);
+  }
+}
+
+algorithms::Link::Handle ShmLink::send(int peer, algorithms::Tag tag,
+                                       std::span<const std::byte> data) {
+  TRIB_CHECK(peer >= 0 && peer < params_.size && peer != params_.rank) << "no peer " << peer;
+  const std::uint32_t i =
+      ops_.alloc(true, peer, tag, const_cast<std::byte*>(data.data()), data.size());
+  Op& op = ops_[i];
+  op.header = RingHeader{tag.seq, tag.slot, tag.check, data.size(), 0, RingHeader::kMagic};
+  std::lock_guard io(io_mu_);
+  if (Peer& p = peers_[peer]; ops_.queue_send(i, p, abort_)) push(p);
+  return ops_.handle_of(i);
+}
+
+algorithms::Link::Handle ShmLink::recv(int peer, algorithms::Tag tag, std::span<std::byte> data) {
+  TRIB_CHECK(peer >= 0 && peer < params_.size && peer != params_.rank) << "bad peer " << peer;
+  const std::uint32_t i = ops_.alloc(false, peer, tag, data.data(), data.size());
+  Op& op = ops_[i];
+  std::lock_guard io(io_mu_);
+  Peer& p = peers_[peer];
+  auto match = std::find_if(p.arrived.begin(), p.arrived.end(),
+                            [&](const EarlyMessage& a) { return a.tag == tag; });
+  if (abort_.raised() || match == p.arrived.end()) {
+    if (abort_.raised() || !p.failed.is_ok()) {
+      op.finish(abort_.raised() ? abort_.status() : p.failed);
+    } else {
+      p.posted.push_back(i);
+    }
+    return ops_.handle_of(i);
+  }
+  Status st = match_status(peer_name(p), op, match->length, match->tag.check);
+  const std::uint64_t have = match->complete ? match->length : match->length - p.remaining;
+  if (st.is_ok() && have > 0) std::memcpy(op.data, match->bytes.get(), have);
+  if (!match->complete) {
+    // The rest of it is still in the ring: it goes to the caller's buffer (or nowhere).
+    p.state = st.is_ok() ? Inbound::kDirect : Inbound::kDiscard;
+    p.dst = st.is_ok() ? op.data : nullptr;
+    p.direct_op = i;
+  }
+  if (match->complete || !st.is_ok()) op.finish(std::move(st));
+  pool_.give_back(std::move(match->bytes));
+  p.arrived.erase(match);
+  return ops_.handle_of(i);
+}
+
+Status ShmLink::wait(Handle handle, Deadline deadline) {
+  const std::uint32_t i = ops_.index_of(handle);
+  TimePoint spin_until = std::chrono::steady_clock::now() + params_.busy_poll;
+  TimePoint pulse_at = spin_until + kPulseInterval;
+  for (;;) {
+    bool moved;
+    {
+      std::lock_guard io(io_mu_);
+      moved = !abort_.raised() && progress();
+    }
+    if (ops_[i].done) return ops_.release(i);
+    if (abort_.raised()) {
+      ops_.free(i);
+      return abort_.status();
+    }
+    const TimePoint now = std::chrono::steady_clock::now();
+    if (deadline.passed(now)) {
+      // Detach the op, so that its buffer is never touched again.
+      std::lock_guard io(io_mu_);
+      Peer& peer = peers_[ops_[i].peer];
+      return ops_.time_out(i, peer, peer.head_written > 0, Inbound::kDirect, Inbound::kDiscard,
+                           peer_name(peer));
+    }
+    if (moved) {
+      spin_until = now + params_.busy_poll;
+      if (now >= pulse_at) {
+        sleep(now);  // no sleep: a look at the connections
+        pulse_at = now + kPulseInterval;
+      }
+    } else if (now < spin_until) {
+      sched_yield();  // when ranks outnumber cores the peer may need this very core
+    } else {
+      sleep(deadline.at);
+      pulse_at = std::chrono::steady_clock::now() + kPulseInterval;
+    }
+  }
+}
+
+void ShmLink::abort(const Status& reason) {
+  abort_stream_link(abort_, io_mu_, peers_, reason, [this](const Status& r) { notify_peers(r); });
+}
+
+Result<std::unique_ptr<algorithms::Link>> make_shm_link(ShmLinkParams params,
+                                                        std::vector<ShmPeer> peers) {
+  Status st;
+  for (const ShmPeer& p : peers) {
+    const int flags = ::fcntl(p.fd, F_GETFL);
+    if (st.is_ok() && (flags < 0 || ::fcntl(p.fd, F_SETFL, flags | O_NONBLOCK) < 0)) {
+      st = error(StatusCode::kInternal, "cannot make the connection to rank " +
+                                            std::to_string(p.rank) +
+                                            " non-blocking: " + std::strerror(errno));
+    }
+  }
+  return make_stream_link<ShmLink>(st, std::move(params), std::move(peers));
+}
+
+}  // namespace tributary::transport

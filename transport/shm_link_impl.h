@@ -1,0 +1,122 @@
+// ShmLink, the Link behind make_shm_link (shm_link.h), shared by its two halves: the
+// Link operations and their bookkeeping (shm_link.cc) and the progress engine that moves
+// bytes between rings and buffers and sleeps (shm_link_progress.cc). Internal.
+//
+// Threading: one thread issues operations and drives the rings inside wait(); abort()
+// may come from any thread. io_mu_ is held around every touch of a ring or of a caller
+// buffer, so abort() can wait them out.
+#pragma once
+
+#include <poll.h>
+
+#include <array>
+#include <cstring>
+#include <deque>
+#include <mutex>
+
+#include "core/check.h"
+#include "transport/link_ops.h"
+#include "transport/shm_link.h"
+
+namespace tributary::transport {
+
+// What precedes every payload in a ring. Same host, so native byte order.
+struct RingHeader {
+  static constexpr std::uint32_t kMagic = 0x4d485354;  // "TSHM"
+  std::uint64_t seq = 0;
+  std::uint32_t slot = 0;
+  std::uint32_t check = 0;
+  std::uint64_t length = 0;
+  std::uint32_t kind = 0;  // 0: data; 1: abort notice (payload: code, origin, reason)
+  std::uint32_t magic = kMagic;
+};
+static_assert(sizeof(RingHeader) == 32);
+
+class ShmLink final : public algorithms::Link {
+ public:
+  // Takes ownership of the peers' connections and of `wake_fd` (AbortState's eventfd).
+  ShmLink(ShmLinkParams params, std::vector<ShmPeer> peers, int wake_fd);
+  ~ShmLink() override;
+
+  Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override;
+  Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override;
+  Status wait(Handle handle, Deadline deadline) override;
+  void abort(const Status& reason) override;
+  int rank() const override { return params_.rank; }
+  int size() const override { return params_.size; }
+
+ private:
+  enum class Inbound : std::uint8_t { kHeader, kDirect, kUnexpected, kDiscard, kNotice };
+
+  struct Op : PendingOp {
+    RingHeader header;
+  };
+
+  // An abort notice as this link reported it, so that aborting with that very status
+  // relays the origin's words instead of wrapping them again.
+  struct ReceivedNotice {
+    Status status;
+    std::uint32_t origin = 0;
+    std::string reason;
+  };
+
+  struct Peer {
+    int rank = -1;
+    int fd = -1;
+    std::string address;
+    ShmSegment segment;
+    ShmRing out;
+    ShmRing in;
+    Status failed;
+    std::deque<std::uint32_t> sendq;  // wire order; the head may be partly written
+    std::size_t head_written = 0;     // of the head's header + payload
+    std::vector<std::uint32_t> posted;
+    std::deque<EarlyMessage> arrived;  // back() may still be arriving
+    Inbound state = Inbound::kHeader;
+    RingHeader header;
+    std::size_t header_got = 0;
+    std::byte* dst = nullptr;
+    std::uint64_t length = 0;
+    std::uint64_t remaining = 0;
+    std::uint32_t direct_op = 0;
+    std::vector<std::byte> notice;
+    bool self_is_low = false;
+  };
+
+  // ---- operations (shm_link.cc) ----
+  std::string peer_name(const Peer& p) const {
+    return "rank " + std::to_string(p.rank) + " (shm, " + p.address + ")";
+  }
+
+  // ---- progress (shm_link_progress.cc; caller's thread, io_mu_ held) ----
+  // One pass over every peer: copies sends in, arrivals out. True when bytes moved.
+  bool progress();
+  bool push(Peer& p);
+  bool pull(Peer& p);
+  void begin_payload(Peer& p);
+  void end_payload(Peer& p);
+  // An abort notice arrived whole: the peer's operations fail with its status.
+  void take_notice(Peer& p);
+  void doorbell(Peer& p);
+  // Raises the sleeping flags, re-checks, and sleeps in poll(2) until a doorbell, a
+  // connection event, abort() or `until`. Takes io_mu_ itself.
+  void sleep(TimePoint until);
+  // Reads doorbell bytes; EOF or an error means the peer is gone.
+  void drain_connection(Peer& p);
+  void notify_peers(const Status& reason);
+  void fail_peer(Peer& p, Status st, bool always_log);
+
+  ShmLinkParams params_;
+  std::vector<Peer> peers_;  // by rank
+  AbortState abort_;
+  OpTable<Op> ops_;
+  PayloadPool pool_;
+  std::vector<pollfd> pollfds_;
+  std::vector<Peer*> poll_peers_;
+  std::vector<ReceivedNotice> received_;
+
+  // Held around every touch of a ring or caller buffer, so abort() can wait them out.
+  std::mutex io_mu_;
+};
+
+}  // namespace tributary::transport

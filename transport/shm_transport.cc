@@ -1,0 +1,185 @@
+#include "transport/shm_transport.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+namespace tributary::transport {
+namespace {
+
+constexpr std::uint32_t kOfferMagic = 0x4f4d4853;  // "SHMO"
+constexpr std::size_t kMaxNameBytes = 64;
+constexpr char kMapped = 'K';
+constexpr char kRefused = 'N';
+
+// Moves exactly n bytes over a blocking connection, bounded by `deadline`.
+Status exchange(int fd, std::byte* buf, std::size_t n, bool out, Deadline deadline,
+                const std::string& peer) {
+  std::size_t done = 0;
+  while (done < n) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline.at - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      return error(StatusCode::kTimedOut,
+                   "shared-memory setup with " + peer + " not done by the deadline");
+    }
+    pollfd p{fd, static_cast<short>(out ? POLLOUT : POLLIN), 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1 << 30)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) continue;
+    const ssize_t k = out ? ::send(fd, buf + done, n - done, MSG_NOSIGNAL | MSG_DONTWAIT)
+                          : ::recv(fd, buf + done, n - done, MSG_DONTWAIT);
+    if (k > 0) {
+      done += static_cast<std::size_t>(k);
+    } else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      return error(StatusCode::kPeerLost, peer +
+                                              " closed the connection during the "
+                                              "shared-memory setup");
+    }
+  }
+  return Status();
+}
+
+// The lower rank's half: create, offer, wait for the peer to map it, unlink.
+Result<ShmSegment> offer(const PeerChannel& c, const GroupSpec& spec, std::uint64_t ring_bytes,
+                         Deadline deadline, const std::string& peer) {
+  Result<std::string> name = ShmSegment::random_name();
+  Result<ShmSegment> segment = name.is_ok() ? ShmSegment::create(*name, spec.epoch, spec.rank,
+                                                                 c.rank, ring_bytes)
+                                            : Result<ShmSegment>(name.status());
+  std::byte msg[8 + kMaxNameBytes] = {};
+  std::memcpy(msg, &kOfferMagic, 4);
+  if (!segment.is_ok()) {
+    // An empty offer: the peer fails at once instead of at the deadline.
+    (void)exchange(c.fd, msg, 8, true, deadline, peer);
+    return segment.status();
+  }
+  const auto length = static_cast<std::uint32_t>(name->size());
+  std::memcpy(msg + 4, &length, 4);
+  std::memcpy(msg + 8, name->data(), name->size());
+  std::byte answer{};
+  Status st = exchange(c.fd, msg, 8 + name->size(), true, deadline, peer);
+  if (st.is_ok()) st = exchange(c.fd, &answer, 1, false, deadline, peer);
+  ShmSegment::unlink(*name);  // mapped on both sides now, or never will be
+  TRIB_RETURN_IF_ERROR(st);
+  if (answer != std::byte{kMapped}) {
+    return error(StatusCode::kUnavailable, peer + " could not map the shared-memory segment");
+  }
+  return segment;
+}
+
+// The higher rank's half: read the name, map it, answer.
+Result<ShmSegment> accept_offer(const PeerChannel& c, const GroupSpec& spec, Deadline deadline,
+                                const std::string& peer) {
+  std::byte head[8];
+  TRIB_RETURN_IF_ERROR(exchange(c.fd, head, 8, false, deadline, peer));
+  std::uint32_t magic = 0, length = 0;
+  std::memcpy(&magic, head, 4);
+  std::memcpy(&length, head + 4, 4);
+  if (magic == kOfferMagic && length == 0) {
+    return error(StatusCode::kUnavailable, peer + " could not create the shared-memory segment");
+  }
+  if (magic != kOfferMagic || length > kMaxNameBytes) {
+    return error(StatusCode::kBadFrame, peer + " sent no shared-memory offer");
+  }
+  std::string name(length, '\0');
+  TRIB_RETURN_IF_ERROR(
+      exchange(c.fd, reinterpret_cast<std::byte*>(name.data()), length, false, deadline, peer));
+  Result<ShmSegment> segment = ShmSegment::open(name, spec.epoch, c.rank, spec.rank);
+  auto answer = static_cast<std::byte>(segment.is_ok() ? kMapped : kRefused);
+  TRIB_RETURN_IF_ERROR(exchange(c.fd, &answer, 1, true, deadline, peer));
+  return segment;
+}
+
+}  // namespace
+
+std::string host_key() {
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  struct stat st {};
+  const bool have_shm = ::stat("/dev/shm", &st) == 0;
+  return (boot.empty() ? "unknown-boot" : boot) + "/" +
+         (have_shm ? std::to_string(st.st_dev) + "." + std::to_string(st.st_ino) : "no-dev-shm");
+}
+
+ShmTransport::ShmTransport(ShmTransportConfig config, ChannelSource& channels)
+    : config_(std::move(config)), channels_(channels) {
+  if (config_.host_key.empty()) config_.host_key = host_key();
+}
+
+std::vector<std::string> ShmTransport::advertise() const { return {"shm:" + config_.host_key}; }
+
+bool ShmTransport::can_connect(const MemberAdvert& self, const MemberAdvert& peer) const {
+  const std::vector<std::string> mine = capability_parameters(self.capabilities, "shm");
+  const std::vector<std::string> theirs = capability_parameters(peer.capabilities, "shm");
+  return !mine.empty() && !theirs.empty() && !mine.front().empty() &&
+         mine.front() == theirs.front();
+}
+
+Result<std::unique_ptr<algorithms::Link>> ShmTransport::connect_group(const GroupSpec& spec,
+                                                                      Deadline deadline) {
+  TRIB_ASSIGN_OR_RETURN(std::vector<PeerChannel> channels,
+                        channels_.connect_channels(spec, deadline));
+  std::vector<ShmPeer> peers;
+  Status failed;
+  // Pairs in rank order on every member, so the two ends of each pair meet: the lowest
+  // pair not yet set up is always next for both of its members.
+  std::sort(channels.begin(), channels.end(),
+            [](const PeerChannel& a, const PeerChannel& b) { return a.rank < b.rank; });
+  for (PeerChannel& c : channels) {
+    if (!failed.is_ok()) {
+      ::close(c.fd);
+      continue;
+    }
+    const std::string peer = "rank " + std::to_string(c.rank) + " at " + c.address;
+    Result<ShmSegment> segment = spec.rank < c.rank
+                                     ? offer(c, spec, config_.ring_bytes, deadline, peer)
+                                     : accept_offer(c, spec, deadline, peer);
+    if (!segment.is_ok()) {
+      failed = segment.status();
+      ::close(c.fd);
+      continue;
+    }
+    peers.push_back(ShmPeer{c.rank, c.fd, std::move(c.address), std::move(*segment)});
+  }
+  if (!failed.is_ok()) {
+    for (const ShmPeer& p : peers) ::close(p.fd);
+    config_.log.warn("epoch " + std::to_string(spec.epoch) +
+                     ": shared memory not set up: " + failed.message());
+    return failed;
+  }
+  auto counters = std::make_shared<TrafficCounters>(spec.size());
+  {
+    std::lock_guard lock(mu_);
+    counters_ = counters;
+    addresses_.assign(spec.members.size(), "");
+    for (const ShmPeer& p : peers) addresses_[p.rank] = p.address;
+    rank_ = spec.rank;
+  }
+  ShmLinkParams params;
+  params.epoch = spec.epoch;
+  params.rank = spec.rank;
+  params.size = spec.size();
+  params.max_frame_bytes = config_.max_frame_bytes;
+  params.busy_poll = config_.busy_poll;
+  params.log = config_.log;
+  params.counters = std::move(counters);
+  return make_shm_link(std::move(params), std::move(peers));
+}
+
+std::vector<PeerTraffic> ShmTransport::traffic() const {
+  std::lock_guard lock(mu_);
+  std::vector<PeerTraffic> out;
+  if (!counters_) return out;
+  for (int r = 0; r < counters_->size(); ++r) {
+    if (r != rank_) out.push_back({r, addresses_[r], counters_->sent(r), counters_->received(r)});
+  }
+  return out;
+}
+
+}  // namespace tributary::transport

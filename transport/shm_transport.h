@@ -1,0 +1,71 @@
+// Shared memory between members on the same host: one segment per pair (shm_segment.h)
+// and a ShmLink (shm_link.h) over it.
+//
+// Advertises "shm:<host key>", where the key names this kernel boot and this /dev/shm
+// mount: two members can map each other's segments exactly when their keys are equal,
+// so can_connect() compares keys and nothing else.
+//
+// Connecting a group borrows the authenticated connections of a ChannelSource (TCP):
+// on each, the lower rank creates the pair's segment under a random name, sends the
+// name, and unlinks it once the higher rank has mapped it and answered. A process that
+// does not hold the cluster secret never gets a connection, so it never learns a name;
+// the segment is mode 0600 besides. The connection then stays open as the pair's
+// doorbell and pulse (shm_link.h).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/log.h"
+#include "transport/shm_link.h"
+#include "transport/transport.h"
+
+namespace tributary::transport {
+
+struct ShmTransportConfig {
+  // Per direction and pair; a power of two. Larger rings wake the peers less often.
+  std::uint64_t ring_bytes = std::uint64_t{4} << 20;
+  Duration busy_poll = std::chrono::microseconds(50);
+  std::uint64_t max_frame_bytes = std::uint64_t{1} << 30;
+  // Empty: this machine's (host_key()). Tests set distinct keys to play two hosts.
+  std::string host_key;
+  Logger log{"link"};
+};
+
+// The key of this kernel boot and /dev/shm mount.
+std::string host_key();
+
+struct PeerTraffic {
+  int rank = -1;
+  std::string address;
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;
+};
+
+class ShmTransport final : public Transport {
+ public:
+  // `channels` must outlive this transport.
+  ShmTransport(ShmTransportConfig config, ChannelSource& channels);
+
+  std::string_view name() const override { return "shm"; }
+  std::vector<std::string> advertise() const override;
+  bool can_connect(const MemberAdvert& self, const MemberAdvert& peer) const override;
+  Result<std::unique_ptr<algorithms::Link>> connect_group(const GroupSpec& spec,
+                                                          Deadline deadline) override;
+  void cancel_connect(std::uint64_t) override {}  // the channel source is cancelled itself
+
+  // The latest group's bytes per peer (own rank omitted); empty before the first group.
+  std::vector<PeerTraffic> traffic() const;
+
+ private:
+  ShmTransportConfig config_;
+  ChannelSource& channels_;
+  mutable std::mutex mu_;
+  std::shared_ptr<TrafficCounters> counters_;
+  std::vector<std::string> addresses_;
+  int rank_ = -1;
+};
+
+}  // namespace tributary::transport
