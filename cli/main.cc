@@ -64,6 +64,8 @@ struct CoordinatorFlags {
   long straggler_cooldown_s = 60;
   bool no_straggler_eviction = false;
   std::string ready_file;
+  std::string etcd;  // comma-separated client URLs
+  long lease_s = 2;
 };
 
 void add_coordinator_flags(CLI::App& cmd, CoordinatorFlags& f) {
@@ -107,6 +109,18 @@ void add_coordinator_flags(CLI::App& cmd, CoordinatorFlags& f) {
                  "serve Prometheus /metrics on HOST:PORT (port 0: ephemeral; empty: off)");
   cmd.add_option("--ready-file", f.ready_file,
                  "write the bound endpoint to this file once listening");
+  cmd.add_option("--etcd", f.etcd,
+                 "replicated coordinators: etcd client URLs, comma-separated (default: the "
+                 "local journal, if any)");
+  cmd.add_option("--etcd-prefix", f.config.etcd_prefix,
+                 "etcd key prefix shared by the coordinators of one cluster")
+      ->capture_default_str();
+  cmd.add_option("--lease-s", f.lease_s,
+                 "etcd leader lease: a dead leader is replaced after this many seconds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--advertise", f.config.advertise,
+                 "endpoint agents dial for this coordinator (default: the bound one)");
 }
 
 int run_coordinator(CoordinatorFlags& f) {
@@ -121,6 +135,12 @@ int run_coordinator(CoordinatorFlags& f) {
   f.config.straggler.enabled = !f.no_straggler_eviction;
   f.config.straggler.floor_seconds = static_cast<double>(f.straggler_floor_ms) / 1000.0;
   f.config.straggler.cooldown = std::chrono::seconds(f.straggler_cooldown_s);
+  f.config.lease_ttl = std::chrono::seconds(f.lease_s);
+  for (std::size_t start = 0; start < f.etcd.size();) {
+    const std::size_t comma = std::min(f.etcd.find(',', start), f.etcd.size());
+    if (comma > start) f.config.etcd_endpoints.push_back(f.etcd.substr(start, comma - start));
+    start = comma + 1;
+  }
   coordinator::Coordinator coordinator(f.config);
   if (Status s = coordinator.bind(); !s) return report(s, "coordinator");
   if (!f.ready_file.empty()) {
@@ -155,7 +175,8 @@ struct AgentFlags {
 };
 
 void add_worker_flags(CLI::App& cmd, AgentFlags& f) {
-  cmd.add_option("--coordinator", f.worker.coordinator, "coordinator endpoint")
+  cmd.add_option("--coordinator", f.worker.coordinator,
+                 "coordinator endpoint; replicated coordinators: every endpoint, comma-separated")
       ->envname("TRIBUTARY_COORDINATOR")
       ->capture_default_str();
   cmd.add_option("--secret", f.worker.secret, "cluster secret")->envname("TRIBUTARY_SECRET");

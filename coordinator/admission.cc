@@ -74,13 +74,10 @@ void Coordinator::Service::admit(const Peer& peer, const JoinGate::Admitted& adm
   if (resuming) {
     log_.info("member " + std::to_string(id) + " ('" + l.name + "') resumed from " + peer.name());
   } else {
+    // The id counter, so that a restart never hands this id out again.
+    if (store_ && !recorded(store_->record({id, 0, {}}), "this member id")) return;
     // Metrics and snapshots first: whoever hears of the join may look at them at once.
     metrics_->joined();
-    if (journal_) {
-      // The id counter, so that a restart never hands this id out again.
-      if (Status st = journal_->append({id, 0, {}}); !st)
-        log_.error("JOURNAL WRITE FAILED: " + st.to_string());
-    }
     log_.info("member " + std::to_string(id) + " joined from " + peer.name() + ": name '" + l.name +
               "', host '" + l.host + "', zone '" + l.zone + "', data " + l.data_address +
               (joined->decisions.new_view || membership_->epoch() == 0
@@ -93,7 +90,7 @@ void Coordinator::Service::admit(const Peer& peer, const JoinGate::Admitted& adm
   auto* acc = out.mutable_join_accepted();
   acc->set_member_id(id);
   if (joined->decisions.new_view) {
-    journal_view(*joined->decisions.new_view);
+    if (!journal_view(*joined->decisions.new_view)) return;
     control::view_to_proto(*joined->decisions.new_view, acc->mutable_view());
   }
   acc->set_heartbeat_interval_ms(static_cast<std::uint32_t>(
