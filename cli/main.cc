@@ -64,7 +64,6 @@ struct CoordinatorFlags {
   long straggler_cooldown_s = 60;
   bool no_straggler_eviction = false;
   std::string ready_file;
-  std::string etcd;  // comma-separated client URLs
   long lease_s = 2;
 };
 
@@ -109,9 +108,10 @@ void add_coordinator_flags(CLI::App& cmd, CoordinatorFlags& f) {
                  "serve Prometheus /metrics on HOST:PORT (port 0: ephemeral; empty: off)");
   cmd.add_option("--ready-file", f.ready_file,
                  "write the bound endpoint to this file once listening");
-  cmd.add_option("--etcd", f.etcd,
+  cmd.add_option("--etcd", f.config.etcd_endpoints,
                  "replicated coordinators: etcd client URLs, comma-separated (default: the "
-                 "local journal, if any)");
+                 "local journal, if any)")
+      ->delimiter(',');
   cmd.add_option("--etcd-prefix", f.config.etcd_prefix,
                  "etcd key prefix shared by the coordinators of one cluster")
       ->capture_default_str();
@@ -136,11 +136,6 @@ int run_coordinator(CoordinatorFlags& f) {
   f.config.straggler.floor_seconds = static_cast<double>(f.straggler_floor_ms) / 1000.0;
   f.config.straggler.cooldown = std::chrono::seconds(f.straggler_cooldown_s);
   f.config.lease_ttl = std::chrono::seconds(f.lease_s);
-  for (std::size_t start = 0; start < f.etcd.size();) {
-    const std::size_t comma = std::min(f.etcd.find(',', start), f.etcd.size());
-    if (comma > start) f.config.etcd_endpoints.push_back(f.etcd.substr(start, comma - start));
-    start = comma + 1;
-  }
   coordinator::Coordinator coordinator(f.config);
   if (Status s = coordinator.bind(); !s) return report(s, "coordinator");
   if (!f.ready_file.empty()) {
@@ -561,6 +556,10 @@ int main(int argc, char** argv) {
   demo->add_option("--drain-at", demo_spec.drain_at, "SIGTERM (drain) one worker at this step");
   demo->add_option("--straggler-ms", demo_spec.straggler_ms,
                    "one worker computes this many ms slower per step");
+  demo->add_flag("--ha", demo_spec.ha, "a local etcd and three replicated coordinators");
+  demo->add_option("--kill-leader-at", demo_spec.kill_leader_at,
+                   "--ha: kill -9 the leading coordinator at this step")
+      ->capture_default_str();
 
   for (CLI::App* cmd : {coordinator_cmd, agent, bench, check, demo}) add_log_flags(*cmd, log_flags);
 
@@ -597,7 +596,7 @@ int main(int argc, char** argv) {
     }
     const bool faults = demo_spec.kill_at >= 0 || demo_spec.stop_at >= 0 ||
                         demo_spec.join_at >= 0 || demo_spec.drain_at >= 0 ||
-                        demo_spec.straggler_ms > 0;
+                        demo_spec.straggler_ms > 0 || demo_spec.ha;
     if (faults && demo->get_option("--step-delay-ms")->count() == 0) {
       // Give injected faults something to interrupt: ~20 ms of "compute" per step.
       demo_spec.agent_args.insert(demo_spec.agent_args.end(), {"--step-delay-ms", "20"});

@@ -144,7 +144,8 @@ void CoordinatorClient::Impl::send_heartbeat(TimePoint now) {
   }
   // A resume that got no answer (the coordinator may still be starting) is repeated; a
   // silent coordinator among several is left for the next.
-  if (!out.has_leave() && check_failover(now, last_heard)) return;
+  // A Leave, too, must reach the leader; with one coordinator it is only repeated.
+  if ((!out.has_leave() || endpoints.size() > 1) && check_failover(now, last_heard)) return;
   send_envelope(dealer, out);
   if (ready_env) send_envelope(dealer, *ready_env);
   if (boundary_env) send_envelope(dealer, *boundary_env);
