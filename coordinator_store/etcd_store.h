@@ -59,7 +59,7 @@ class EtcdStore final : public CoordinatorStore {
   Result<StoredState> campaign(std::string* leader) override;
   Status still_leading() override;
   Status record(const membership::JournalEntry& entry) override;
-  Duration campaign_interval() const override { return config_.lease_ttl / 4; }
+  Duration campaign_interval() const override { return config_.lease_ttl / 8; }
   std::string describe() const override;
 
   std::string leader_key() const { return config_.prefix + "/leader"; }

@@ -93,7 +93,9 @@ class EtcdStoreTest : public ::testing::Test {
     e.epoch = epoch;
     for (auto id : ids) {
       e.last_member_id = std::max(e.last_member_id, id);
-      e.members.push_back({id, {"m" + std::to_string(id), "host", "zone", "127.0.0.1:1", {}}});
+      std::string name = "m";  // appended: GCC 12's false -Wrestrict (PR105651)
+      name += std::to_string(id);
+      e.members.push_back({id, {name, "host", "zone", "127.0.0.1:1", {}}});
     }
     return e;
   }

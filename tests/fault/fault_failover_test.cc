@@ -13,7 +13,7 @@ namespace tributary::fault {
 namespace {
 
 // Lease expiry (2 s) + etcd's expiry sweep (500 ms) + a standby's campaign interval
-// (lease / 4) + scheduling on a loaded machine.
+// (lease / 8) + scheduling on a loaded machine.
 constexpr auto kTakeoverBound = seconds(kTestLeaseSeconds) + milliseconds(2000);
 
 double seconds_since(SteadyTime t) {
