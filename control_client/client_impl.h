@@ -94,9 +94,11 @@ struct CoordinatorClient::Impl {
   };
   std::optional<Resume> resume;
   // Replicated coordinators (failover.cc): every endpoint given, and the one we left
-  // because it fell silent (a standby still names it as leader until its lease expires).
+  // because it fell silent, and when (a standby still names it as leader until its lease
+  // expires; but it may only have been slow: it is trusted again after a while).
   std::vector<std::string> endpoints;
   std::string abandoned;
+  TimePoint abandoned_at{};
 
   void wake(char command) {
     std::lock_guard lock(wake_mu);
@@ -123,6 +125,10 @@ struct CoordinatorClient::Impl {
   void follow(const std::string& hint, TimePoint now, std::string_view why);
   // A standby answered NotLeader: follow its hint, or ask it again next interval.
   void on_not_leader(const control::NotLeader& not_leader, TimePoint now);
+  // A hint we may follow: one of our endpoints, not the current one, and not the one we
+  // just left for silence.
+  bool usable_hint(const std::string& hint, TimePoint now) const;
+  void abandon(TimePoint now);
   // Called each heartbeat interval: a silent coordinator (several endpoints) is left; a
   // resume that got no answer or was refused is repeated or moved. True when it sent
   // something in place of the heartbeat.

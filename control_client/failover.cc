@@ -11,6 +11,11 @@ namespace tributary::control_client {
 using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 
+// How long a hint naming the coordinator we left for silence is ignored: long enough for
+// a dead leader's lease to run out in most cases, short enough that a leader that was only
+// slow (etcd unreachable for a moment) is found again at once.
+constexpr milliseconds kDistrustSilent{1000};
+
 std::vector<std::string> split_endpoints(const std::string& list) {
   std::vector<std::string> out;
   std::size_t start = 0;
@@ -34,12 +39,22 @@ void CoordinatorClient::Impl::connect(const std::string& at) {
   endpoint = at;
 }
 
+bool CoordinatorClient::Impl::usable_hint(const std::string& hint, TimePoint now) const {
+  if (hint.empty() || hint == endpoint) return false;
+  if (hint == abandoned && now - abandoned_at < kDistrustSilent) return false;
+  return std::find(endpoints.begin(), endpoints.end(), hint) != endpoints.end();
+}
+
+void CoordinatorClient::Impl::abandon(TimePoint now) {
+  abandoned = endpoint;
+  abandoned_at = now;
+}
+
 void CoordinatorClient::Impl::follow(const std::string& hint, TimePoint now, std::string_view why) {
   if (endpoints.size() < 2) return;
   const auto current = std::find(endpoints.begin(), endpoints.end(), endpoint);
   std::string next;
-  if (hint != endpoint && hint != abandoned &&
-      std::find(endpoints.begin(), endpoints.end(), hint) != endpoints.end()) {
+  if (usable_hint(hint, now)) {
     next = hint;
   } else {
     const std::size_t i = current == endpoints.end() ? 0 : current - endpoints.begin();
@@ -53,12 +68,9 @@ void CoordinatorClient::Impl::follow(const std::string& hint, TimePoint now, std
 
 void CoordinatorClient::Impl::on_not_leader(const control::NotLeader& nl, TimePoint now) {
   const std::string& hint = nl.leader();
-  if (!hint.empty() && hint != endpoint && hint != abandoned &&
-      std::find(endpoints.begin(), endpoints.end(), hint) != endpoints.end()) {
-    return follow(hint, now, "not the leader; it names " + hint);
-  }
-  // No usable hint (the leader it names is the one that fell silent: its lease has not
-  // expired yet). This standby may be the next leader: ask it again next interval.
+  if (usable_hint(hint, now)) return follow(hint, now, "not the leader; it names " + hint);
+  // No usable hint (none, or the one that just fell silent: dead, its lease not expired
+  // yet, or only slow). This standby may be the next leader: ask it again next interval.
   if (!resume) start_resume(now, "coordinator " + endpoint + " is not the leader");
   if (resume) resume->refused = true;
 }
@@ -67,7 +79,7 @@ bool CoordinatorClient::Impl::check_failover(TimePoint now, TimePoint last_heard
   if (resume) {
     const bool unanswered = now - resume->started >= 2 * interval + milliseconds(500);
     if (unanswered && endpoints.size() > 1) {
-      abandoned = endpoint;
+      abandon(now);
       follow("", now, "no answer to the resume");
     } else if (unanswered) {
       resume.reset();
@@ -83,7 +95,7 @@ bool CoordinatorClient::Impl::check_failover(TimePoint now, TimePoint last_heard
   // Several coordinators: silence for 3 intervals means this one is gone (kill -9, a
   // frozen machine): its successor is elsewhere. One coordinator: wait for its restart.
   if (endpoints.size() > 1 && now - last_heard > 3 * interval) {
-    abandoned = endpoint;
+    abandon(now);
     follow("", now,
            "silent for " + std::to_string(duration_cast<milliseconds>(now - last_heard).count()) +
                " ms");

@@ -19,6 +19,7 @@ Status Coordinator::Service::open_store(const std::string& bound) {
     ec.endpoints = config_.etcd_endpoints;
     ec.prefix = config_.etcd_prefix;
     ec.lease_ttl = config_.lease_ttl;
+    ec.renew_timeout = std::min<Duration>(interval(), config_.lease_ttl / 4);
     ec.advertise = config_.advertise.empty() ? bound : config_.advertise;
     ec.instance_id = instance_id_;
     TRIB_ASSIGN_OR_RETURN(store_, coordinator_store::EtcdStore::create(std::move(ec), clock_));

@@ -153,9 +153,11 @@ EtcdClient::~EtcdClient() {
   if (curl_ != nullptr) curl_easy_cleanup(static_cast<CURL*>(curl_));
 }
 
-Result<std::string> EtcdClient::post(const std::string& path, const std::string& body) {
+Result<std::string> EtcdClient::post(const std::string& path, const std::string& body,
+                                     Duration timeout) {
   CURL* curl = static_cast<CURL*>(curl_);
-  const TimePoint deadline = std::chrono::steady_clock::now() + request_timeout_;
+  if (timeout <= Duration::zero() || timeout > request_timeout_) timeout = request_timeout_;
+  const TimePoint deadline = std::chrono::steady_clock::now() + timeout;
   std::string reasons;
   for (std::size_t i = 0; i < endpoints_.size(); ++i) {
     const std::size_t at = (preferred_ + i) % endpoints_.size();
@@ -187,7 +189,7 @@ Result<std::string> EtcdClient::post(const std::string& path, const std::string&
   }
   return error(StatusCode::kUnavailable,
                "etcd " + path + ": no answer within " +
-                   std::to_string(duration_cast<milliseconds>(request_timeout_).count()) + " ms (" +
+                   std::to_string(duration_cast<milliseconds>(timeout).count()) + " ms (" +
                    (reasons.empty() ? std::string("deadline passed") : reasons) + ")");
 }
 
@@ -251,9 +253,10 @@ Result<std::int64_t> EtcdClient::grant_lease(Duration ttl) {
   return id;
 }
 
-Result<Duration> EtcdClient::keep_alive(std::int64_t lease) {
-  TRIB_ASSIGN_OR_RETURN(const std::string body,
-                        post("/v3/lease/keepalive", json{{"ID", std::to_string(lease)}}.dump()));
+Result<Duration> EtcdClient::keep_alive(std::int64_t lease, Duration timeout) {
+  TRIB_ASSIGN_OR_RETURN(
+      const std::string body,
+      post("/v3/lease/keepalive", json{{"ID", std::to_string(lease)}}.dump(), timeout));
   TRIB_ASSIGN_OR_RETURN(const json j, parse(body, "lease keep-alive"));
   // A streaming call: the gateway wraps the one answer in "result"; an expired lease
   // comes back without a TTL.

@@ -73,15 +73,18 @@ class EtcdClient {
   // A lease of `ttl` (whole seconds, at least 1); its id.
   Result<std::int64_t> grant_lease(Duration ttl);
   // Renews the lease; the TTL it now has, or zero when it has expired (or never existed).
-  Result<Duration> keep_alive(std::int64_t lease);
+  // `timeout`: this call's deadline, when shorter than the request timeout.
+  Result<Duration> keep_alive(std::int64_t lease, Duration timeout = Duration::zero());
   Status revoke_lease(std::int64_t lease);
 
   const std::vector<std::string>& endpoints() const { return endpoints_; }
 
  private:
   EtcdClient(std::vector<std::string> endpoints, Duration request_timeout);
-  // POSTs `body` to `path` (e.g. "/v3/kv/range"); the response body.
-  Result<std::string> post(const std::string& path, const std::string& body);
+  // POSTs `body` to `path` (e.g. "/v3/kv/range") within `timeout` (zero: the request
+  // timeout); the response body.
+  Result<std::string> post(const std::string& path, const std::string& body,
+                           Duration timeout = Duration::zero());
 
   std::vector<std::string> endpoints_;
   Duration request_timeout_;

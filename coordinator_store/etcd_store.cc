@@ -20,6 +20,8 @@ Status validate(const EtcdStoreConfig& c) {
     return bad("lease TTL must be a whole number of seconds, at least 1");
   if (c.request_timeout < Duration::zero() || c.request_timeout >= c.lease_ttl)
     return bad("request timeout must be below the lease TTL");
+  if (c.renew_timeout < Duration::zero() || c.renew_timeout >= c.lease_ttl)
+    return bad("renew timeout must be below the lease TTL");
   if (c.advertise.empty()) return bad("no advertised endpoint");
   return Status::ok();
 }
@@ -120,7 +122,7 @@ Status EtcdStore::still_leading() {
   }
   if (now < next_renewal_) return Status::ok();
   const TimePoint sent = now;
-  auto ttl = client_->keep_alive(lease_);
+  auto ttl = client_->keep_alive(lease_, config_.renew_timeout);
   if (!ttl) {
     next_renewal_ = sent + config_.lease_ttl / 10;  // retry soon; the lease is still ours
     return Status::ok();

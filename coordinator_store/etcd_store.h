@@ -19,8 +19,9 @@
 //  - A leader believes it leads only until (the time it sent its last successful renewal +
 //    the TTL), which is never later than etcd's own expiry of the lease: a paused leader
 //    that wakes up learns it lost before it handles a message (still_leading()).
-//  - Every etcd call has a deadline (`request_timeout`); a failed renewal is retried until
-//    the lease would have expired.
+//  - Every etcd call has a deadline (`request_timeout`; a leader's renewal `renew_timeout`,
+//    so that an unreachable etcd stalls the coordinator's loop only that long); a failed
+//    renewal is retried until the lease would have expired.
 //  - An etcd restart keeps the lease (etcd persists leases and extends them when it comes
 //    back): a leader whose renewals failed for less than the TTL goes on; one that stood
 //    down finds its own lease still on the leader key and leads again.
@@ -41,8 +42,12 @@ struct EtcdStoreConfig {
   std::string prefix = "/tributary/default";
   Duration lease_ttl = std::chrono::seconds(2);  // whole seconds; etcd's minimum is about 2 s
   Duration request_timeout{0};                   // per etcd call; zero: lease_ttl / 4
-  std::string advertise;                         // this coordinator's endpoint for agents
-  std::uint64_t instance_id = 0;                 // for the epoch history
+  // A leader's lease renewal runs on the coordinator's thread between messages: it may
+  // block it this long at most (the coordinator passes its heartbeat interval, so agents
+  // never see it silent because etcd is). Zero: the request timeout.
+  Duration renew_timeout{0};
+  std::string advertise;          // this coordinator's endpoint for agents
+  std::uint64_t instance_id = 0;  // for the epoch history
 };
 
 // kInvalidArgument naming the field.

@@ -1,8 +1,8 @@
 // Replicated coordinators on a real etcd with agents training: kill -9 of the leader (at
-// a random point of a step, and right after it admitted a joiner), and a leader paused
-// with SIGSTOP until a standby took over. Each time a standby leads within the lease
-// time, no epoch is issued twice, every committed step agrees across the agents, and the
-// agents resume with the new leader instead of rejoining.
+// a random point of a step, and right after it admitted a joiner), a leader paused with
+// SIGSTOP until a standby took over, and etcd itself killed and restarted. Each time a standby
+// leads within the lease time, no epoch is issued twice, every committed step agrees across the
+// agents, and the agents resume with the new leader instead of rejoining.
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -149,6 +149,45 @@ TEST(FaultFailover, APausedLeaderThatWakesAfterATakeoverIssuesNothing) {
       << ha.dump();
   EXPECT_EQ(ha.leader(), next) << ha.dump();
   std::cout << "takeover from a SIGSTOPped leader: " << takeover * 1e3 << " ms\n";
+  ha.expect_no_epoch_twice();
+  const Consistency c = cluster.expect_consistent();
+  std::cout << c.steps_seen << " steps, " << c.cross_checked << " cross-checked lines\n";
+  drain_and_expect_clean_exit(cluster, everyone, deadline_after(seconds(60)));
+}
+
+TEST(FaultFailover, EtcdKilledAndRestartedWhileAgentsTrain) {
+  if (integration::EtcdServer::binary().empty())
+    GTEST_SKIP() << "etcd is not installed (scripts/deps.sh installs Debian's etcd-server)";
+  HaCluster ha(3, 2, {"--soak-count", "262144", "--soak-steps", "1000000"});
+  ASSERT_TRUE(ha.ok()) << ha.failure() << "\n" << ha.dump();
+  SoakCluster& cluster = *ha.soak;
+  for (int i = 0; i < 3; ++i) cluster.add_agent();
+  std::vector<Process*> everyone = except(cluster.agents, {});
+  ASSERT_TRUE(cluster.wait_steps(everyone, 3, deadline_after(seconds(60)))) << ha.dump();
+
+  // kill -9 of etcd and a restart on its data and ports: the members keep training
+  // meanwhile (the data plane does not need the coordinator), and afterwards a leader
+  // (the same one, on its surviving lease, or a standby) handles a join.
+  const long before = cluster.max_step();
+  ASSERT_TRUE(ha.etcd->restart()) << ha.etcd->failure() << "\n" << ha.dump();
+  ASSERT_TRUE(cluster.wait_steps(everyone, before + 3, deadline_after(seconds(30)))) << ha.dump();
+  ASSERT_NE(ha.wait_leader(deadline_after(seconds(30))), nullptr) << ha.dump();
+  Process& joiner = cluster.add_agent();
+  ASSERT_TRUE(poll_until(deadline_after(seconds(60)),
+                         [&] {
+                           const AgentReport r = parse_report(joiner.out());
+                           return !r.steps.empty() && r.steps.back().contributors.size() == 4;
+                         }))
+      << "a join after the etcd restart was not handled\n"
+      << ha.dump();
+  everyone = except(cluster.agents, {});
+  ASSERT_TRUE(cluster.wait_steps(everyone, cluster.max_step() + 3, deadline_after(seconds(30))))
+      << ha.dump();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(parse_report(cluster.agents[i]->out()).members.size(), 1u)
+        << cluster.agents[i]->name() << " had to rejoin\n"
+        << ha.dump();
+  }
   ha.expect_no_epoch_twice();
   const Consistency c = cluster.expect_consistent();
   std::cout << c.steps_seen << " steps, " << c.cross_checked << " cross-checked lines\n";
