@@ -59,11 +59,12 @@ Result<Joined> CoordinatorClient::Impl::join(const ClientConfig& config, Deadlin
             ? deadline
             : Deadline{std::min(deadline.at, std::chrono::steady_clock::now() + kJoinAttemptSlice)};
     std::string leader;
-    auto joined = join_at(endpoints[next], request, attempt, &leader);
+    bool move_on = false;
+    auto joined = join_at(endpoints[next], request, attempt, &leader, &move_on);
     if (joined) return joined;
     last = joined.status();
-    const StatusCode code = last.code();
-    if (code != StatusCode::kUnavailable && code != StatusCode::kTimedOut) return last;
+    // A rejection (wrong secret, cool-down, full) is the cluster's answer: the caller's.
+    if (!move_on) return last;
     const auto hinted = std::find(endpoints.begin(), endpoints.end(), leader);
     next = hinted != endpoints.end() && leader != endpoints[next]
                ? static_cast<std::size_t>(hinted - endpoints.begin())
@@ -81,7 +82,8 @@ Result<Joined> CoordinatorClient::Impl::join(const ClientConfig& config, Deadlin
 
 Result<Joined> CoordinatorClient::Impl::join_at(const std::string& at,
                                                 const control::JoinRequest& request,
-                                                Deadline deadline, std::string* leader) {
+                                                Deadline deadline, std::string* leader,
+                                                bool* move_on) {
   connect(at);
   Handshake handshake = Handshake::join(config.secret, name);
   send_envelope(dealer, handshake.request(request));
@@ -121,6 +123,7 @@ Result<Joined> CoordinatorClient::Impl::join_at(const std::string& at,
       }
       case control::Envelope::kNotLeader:
         *leader = env.not_leader().leader();
+        *move_on = true;
         return error(
             StatusCode::kUnavailable,
             coordinator + "is not the leader" + (leader->empty() ? "" : "; " + *leader) + " leads");
@@ -137,6 +140,7 @@ Result<Joined> CoordinatorClient::Impl::join_at(const std::string& at,
         break;
     }
   }
+  *move_on = true;  // silence, or a handshake cut short: maybe this one died
   if (!heard_back) {
     return error(StatusCode::kUnavailable,
                  "no answer from " + coordinator +

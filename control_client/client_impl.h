@@ -113,9 +113,10 @@ struct CoordinatorClient::Impl {
   void start_resume(TimePoint now, std::string_view why);
   void handle_resume(const control::Envelope& envelope, TimePoint now);
   control::JoinRequest join_request() const;
-  // One join attempt with the coordinator at `at`; `*leader` gets a NotLeader's hint.
+  // One join attempt with the coordinator at `at`; `*leader` gets a NotLeader's hint;
+  // `*move_on` is set when another coordinator should be tried (silence, NotLeader).
   Result<Joined> join_at(const std::string& at, const control::JoinRequest& request,
-                         Deadline deadline, std::string* leader);
+                         Deadline deadline, std::string* leader, bool* move_on);
 
   // failover.cc
   // A fresh DEALER connected to `at`; `endpoint` names it.

@@ -125,6 +125,7 @@ bool Coordinator::Service::recorded(const Status& st, const std::string& what) {
 void Coordinator::Service::step_down(const Status& why) {
   log_.error("stopped leading (" + why.message() + "): issuing nothing, standing by");
   leading_ = false;
+  known_leader_.clear();  // whoever we knew before we led; the next campaign says who leads
   membership_.reset();
   member_of_.clear();
   route_of_.clear();
