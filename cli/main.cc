@@ -1,4 +1,4 @@
-// The `tributary` command line: coordinator, agent, bench and demo subcommands. Flags and
+// The `tributary` command line: coordinator, agent, bench, check, demo and status. Flags and
 // environment variables are parsed here, once, into typed config structs that the rest of
 // the code receives; nothing below reads the environment.
 #include <CLI/CLI.hpp>
@@ -13,6 +13,7 @@
 #include "cli/demo.h"
 #include "cli/launcher.h"
 #include "cli/soak_workload.h"
+#include "cli/status_command.h"
 #include "cli/train_workload.h"
 #include "cli/workloads.h"
 #include "compression/collectives/compression_plan.h"
@@ -561,7 +562,12 @@ int main(int argc, char** argv) {
                    "--ha: kill -9 the leading coordinator at this step")
       ->capture_default_str();
 
-  for (CLI::App* cmd : {coordinator_cmd, agent, bench, check, demo}) add_log_flags(*cmd, log_flags);
+  StatusFlags status_flags;
+  auto* status = app.add_subcommand("status", "show what a running coordinator knows");
+  add_status_flags(*status, status_flags);
+
+  for (CLI::App* cmd : {coordinator_cmd, agent, bench, check, demo, status})
+    add_log_flags(*cmd, log_flags);
 
   CLI11_PARSE(app, argc, argv);
   // Read once, here: every Logger of this process writes at this level and in this format.
@@ -569,6 +575,7 @@ int main(int argc, char** argv) {
 
   if (coordinator_cmd->parsed()) return run_coordinator(coordinator_flags);
   if (agent->parsed()) return run_agent(agent_flags);
+  if (status->parsed()) return run_status(status_flags);
   if (bench->parsed()) {
     if (Status s = finish_agent_flags(bench_flags); !s) return report(s, "bench");
     return run_local_cluster(*bench, bench_local, log_flags, "bench", [] {

@@ -120,9 +120,12 @@ Status validate_body(const Envelope& env) {
       if (env.boundary_request().epoch() == 0) return bad("epoch is 0");
       return Status::ok();
     case E::kEvicted:
-    case E::kJoinRejected: {
-      const std::string& reason =
-          env.body_case() == E::kEvicted ? env.evicted().reason() : env.join_rejected().reason();
+    case E::kJoinRejected:
+    case E::kStatusDenied: {
+      const std::string& reason = env.body_case() == E::kEvicted ? env.evicted().reason()
+                                  : env.body_case() == E::kStatusDenied
+                                      ? env.status_denied().reason()
+                                      : env.join_rejected().reason();
       if (reason.size() > kMaxDetailBytes)
         return bad("reason longer than " + std::to_string(kMaxDetailBytes) + " bytes");
       return Status::ok();
@@ -157,6 +160,10 @@ std::string_view body_name(Envelope::BodyCase body) {
     case E::kReady: return "ready";
     case E::kGo: return "go";
     case E::kBoundaryRequest: return "boundary_request";
+    case E::kStatusRequest: return "status_request";
+    case E::kStatusProof: return "status_proof";
+    case E::kStatusReply: return "status_reply";
+    case E::kStatusDenied: return "status_denied";
     case E::kNotLeader: return "not_leader";
     case E::BODY_NOT_SET: break;
   }

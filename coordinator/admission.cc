@@ -89,8 +89,8 @@ void Coordinator::Service::admit(const Peer& peer, const JoinGate::Admitted& adm
   control::Envelope out;
   auto* acc = out.mutable_join_accepted();
   acc->set_member_id(id);
+  if (!record_view(joined->decisions)) return;  // leadership lost: nothing goes out
   if (joined->decisions.new_view) {
-    if (!journal_view(*joined->decisions.new_view)) return;
     control::view_to_proto(*joined->decisions.new_view, acc->mutable_view());
   }
   acc->set_heartbeat_interval_ms(static_cast<std::uint32_t>(

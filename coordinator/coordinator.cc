@@ -63,6 +63,7 @@ Coordinator::Service::Service(CoordinatorConfig config, Logger log, const Clock&
       log_(std::move(log)),
       clock_(clock),
       gate_(config_.secret, config_.join_timeout, config_.max_pending_joins),
+      status_gate_(config_.secret, config_.join_timeout, config_.max_pending_joins),
       blocked_(kMaxBlocked) {
   const Nonce r = random_nonce();
   for (int i = 0; i < 8; ++i) instance_id_ = (instance_id_ << 8) | r[static_cast<std::size_t>(i)];
@@ -73,6 +74,7 @@ Status Coordinator::Service::bind() {
   if (bound())
     return error(StatusCode::kInvalidArgument, "coordinator already bound to " + endpoint());
   TRIB_RETURN_IF_ERROR(validate(config_));
+  started_at_ = clock_.now();
   std::string bound;
   try {
     router_ = zmq::socket_t(context_, zmq::socket_type::router);
@@ -126,12 +128,16 @@ Status Coordinator::Service::bind() {
   return Status::ok();
 }
 
-// Written and fsync'ed before the view reaches anyone: a restarted coordinator never
-// reissues an epoch somebody saw.
-bool Coordinator::Service::journal_view(const membership::View& view) {
+// Written and fsync'ed (or compare-and-swapped into etcd) before the view reaches anyone:
+// a restarted coordinator never reissues an epoch somebody saw.
+bool Coordinator::Service::journal_view(const membership::View& view,
+                                        const membership::ViewChange& change) {
   if (!store_) return true;
   membership::JournalEntry entry;
   entry.epoch = view.epoch;
+  entry.cause = change.cause;
+  entry.unix_ms = change.unix_ms;
+  for (const auto& r : change.removed) entry.removed.push_back({r.id, r.name, r.reason});
   entry.last_member_id = membership_->last_member_id();
   for (const auto& m : view.members) {
     const auto* p = membership_->find(m.id);

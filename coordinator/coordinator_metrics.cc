@@ -36,7 +36,7 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry) {
                     .Add({});
   auth_failures_ = &prometheus::BuildCounter()
                         .Name("tributary_join_auth_failures_total")
-                        .Help("Joins rejected because the proof did not match the cluster secret")
+                        .Help("Joins and status requests refused: a proof without the secret")
                         .Register(registry)
                         .Add({});
   removed_ = &prometheus::BuildCounter()

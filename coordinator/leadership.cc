@@ -63,6 +63,7 @@ void Coordinator::Service::lead(coordinator_store::StoredState state) {
               " members to resume");
     mc.last_epoch = std::max(mc.last_epoch, state.last_epoch);
     mc.last_member_id = std::max(mc.last_member_id, state.last_member_id);
+    status_.restore(state.recent_views);
   }
   membership_.emplace(mc);
   if (!state.members.empty()) {

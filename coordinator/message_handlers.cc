@@ -40,10 +40,13 @@ void Coordinator::Service::handle(const Peer& peer, const control::Envelope& env
     case E::kStepTiming: {
       const auto& t = env.step_timing();
       if (const auto id = sender(peer, t.member_id(), "step timing")) {
+        status_.step_reported(*id, t.step(), t.compute_seconds(), t.arrival_unix_ns());
         apply(membership_->step_timing(*id, t.step(), t.compute_seconds(), clock_.now()));
       }
       return;
     }
+    case E::kStatusRequest: return on_status_request(peer, env.status_request());
+    case E::kStatusProof: return on_status_proof(peer, env.status_proof());
     default:
       return drop_malformed(peer, std::string("agent sent coordinator-only message '") +
                                       std::string(control::body_name(env.body_case())) + "'");
@@ -120,7 +123,7 @@ void Coordinator::Service::apply(const membership::Decisions& decisions, MemberI
                                  bool journaled) {
   if (decisions.empty()) return;
   // Recorded before anything goes out; a leader that lost its lease sends nothing.
-  if (decisions.new_view && !journaled && !journal_view(*decisions.new_view)) return;
+  if (!journaled && !record_view(decisions)) return;
   publish_snapshot();  // before any message goes out, so a peer that reacts sees it
   for (const auto& line : decisions.log) log_.info(line);
   for (const auto& removal : decisions.removed) apply_removal(removal);

@@ -4,6 +4,7 @@
 //   leadership.cc        the store (journal or etcd), leader election, standing by
 //   admission.cc         the join / resume handshake: requests, proofs, admission
 //   message_handlers.cc  the other messages, and carrying out membership decisions
+//   status_requests.cc   `tributary status`: challenge, proof, the report (read-only)
 //
 // Methods run on the coordinator thread only, except the snapshot accessors, which take
 // snapshot_mu_.
@@ -23,6 +24,8 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/join_gate.h"
+#include "coordinator/status_gate.h"
+#include "coordinator/status_report.h"
 #include "coordinator_store/store.h"
 #include "core/hash.h"
 #include "membership/membership.h"
@@ -97,7 +100,7 @@ class Coordinator::Service {
   // coordinator.cc
   // false when the view could not be recorded because leadership is lost (stood down):
   // then nothing may be sent.
-  bool journal_view(const membership::View& view);
+  bool journal_view(const membership::View& view, const membership::ViewChange& change);
   void drain_router();
   void drain_monitor();
   void publish_snapshot();
@@ -130,6 +133,15 @@ class Coordinator::Service {
   // A verified proof: the membership decides; JoinAccepted (or JoinRejected) answers.
   void admit(const Peer& peer, const JoinGate::Admitted& admitted, TimePoint now);
   void reject(const Peer& peer, control::JoinRejected::Kind kind, const std::string& reason);
+
+  // status_requests.cc
+  void on_status_request(const Peer& peer, const control::StatusRequest& request);
+  void on_status_proof(const Peer& peer, const control::StatusProof& proof);
+  void deny_status(const Peer& peer, const std::string& reason);
+  std::int64_t unix_ms() const;  // the wall clock, for the history of view changes
+  // Records the decisions for the status history and journals the view they issue;
+  // false when leadership is lost (then nothing may be sent).
+  bool record_view(const membership::Decisions& decisions);
 
   // message_handlers.cc
   void handle(const Peer& peer, const control::Envelope& env);
@@ -167,6 +179,9 @@ class Coordinator::Service {
   std::string standby_reason_;  // the last campaign's outcome, logged when it changes
   std::string known_leader_;
   JoinGate gate_;
+  StatusGate status_gate_;
+  StatusTracker status_;
+  TimePoint started_at_{};
   std::unordered_map<std::string, MemberId> member_of_;  // routing id -> member
   std::unordered_map<MemberId, std::string> route_of_;   // member -> routing id
   BoundedSet blocked_;

@@ -31,6 +31,8 @@ std::string iso_time(std::chrono::system_clock::time_point t) {
   return buf;
 }
 
+}  // namespace
+
 void append_json_string(std::string& out, std::string_view text) {
   out.push_back('"');
   for (char ch : text) {
@@ -53,8 +55,6 @@ void append_json_string(std::string& out, std::string_view text) {
   }
   out.push_back('"');
 }
-
-}  // namespace
 
 std::string_view to_string(LogLevel level) {
   switch (level) {

@@ -68,6 +68,10 @@ std::string format_log_line(const LogRecord& record, LogFormat format);
 // Escapes control characters and backslashes (\n, \t, \xNN, \\) so that text from a peer
 // stays on its line. format_log_line applies it to messages and member names.
 std::string escape_log_text(std::string_view text);
+// Appends `text` as a JSON string literal (quotes included): quotes, backslashes and
+// control characters (and DEL) escaped. The JSON log format's writer; other JSON output
+// (`tributary status --json`) uses it too.
+void append_json_string(std::string& out, std::string_view text);
 
 using LogSink = std::function<void(const LogRecord&)>;
 

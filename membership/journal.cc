@@ -35,6 +35,16 @@ Status io_error(const std::string& what, const std::string& path) {
                "journal " + path + ": " + what + ": " + std::strerror(errno));
 }
 
+// Keeps the last kJournalRecentViews view records (for the status history).
+void remember_view(JournalState& state, const proto::JournalRecord& record) {
+  JournalEntry entry{record.last_member_id(), record.epoch(),   state.members,
+                     record.cause(),          record.unix_ms(), {}};
+  for (const auto& r : record.removed()) entry.removed.push_back({r.id(), r.name(), r.reason()});
+  state.recent_views.push_back(std::move(entry));
+  if (state.recent_views.size() > kJournalRecentViews)
+    state.recent_views.erase(state.recent_views.begin());
+}
+
 }  // namespace
 
 std::string encode_journal_entry(const JournalEntry& entry) {
@@ -49,6 +59,14 @@ std::string encode_journal_entry(const JournalEntry& entry) {
     pm->set_zone(m.labels.zone);
     pm->set_data_address(m.labels.data_address);
     for (const auto& c : m.labels.capabilities) pm->add_capabilities(c);
+  }
+  record.set_cause(entry.cause);
+  record.set_unix_ms(entry.unix_ms);
+  for (const auto& r : entry.removed) {
+    auto* pr = record.add_removed();
+    pr->set_id(r.id);
+    pr->set_name(r.name);
+    pr->set_reason(r.reason);
   }
   const std::string payload = record.SerializeAsString();
   std::string out;
@@ -108,6 +126,7 @@ JournalState replay_journal(std::string_view bytes) {
                                   {pm.capabilities().begin(), pm.capabilities().end()}}});
         state.last_member_id = std::max<MemberId>(state.last_member_id, pm.id());
       }
+      remember_view(state, record);
     }
     ++state.records;
     pos += kHeaderBytes + length;

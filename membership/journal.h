@@ -34,21 +34,37 @@ struct JournalMember {
   MemberLabels labels;
 };
 
-// One record: a counter-only record (epoch 0) after a join, or a view.
+// A member a view left out, and why (membership::to_string(RemovalReason)).
+struct JournalRemoval {
+  MemberId id = 0;
+  std::string name;
+  std::string reason;
+};
+
+// One record: a counter-only record (epoch 0) after a join, or a view. Views also record
+// why they were issued and when, so that a restarted coordinator can still show its
+// recent history (`tributary status`); records written before these fields replay with
+// them empty.
 struct JournalEntry {
   MemberId last_member_id = 0;
   Epoch epoch = 0;
   std::vector<JournalMember> members;  // by rank
+  std::string cause;                   // membership::to_string(ViewCause)
+  std::int64_t unix_ms = 0;            // wall clock when the view was issued
+  std::vector<JournalRemoval> removed;
 };
+
+inline constexpr std::size_t kJournalRecentViews = 32;
 
 // What replay recovered.
 struct JournalState {
   Epoch last_epoch = 0;
   MemberId last_member_id = 0;
-  std::vector<JournalMember> members;  // of the latest view (empty if none)
-  std::size_t records = 0;             // valid records read
-  std::size_t valid_bytes = 0;         // length of the valid prefix
-  std::string warning;                 // non-empty when a bad tail was ignored
+  std::vector<JournalMember> members;      // of the latest view (empty if none)
+  std::vector<JournalEntry> recent_views;  // the last kJournalRecentViews views, oldest first
+  std::size_t records = 0;                 // valid records read
+  std::size_t valid_bytes = 0;             // length of the valid prefix
+  std::string warning;                     // non-empty when a bad tail was ignored
 };
 
 std::string encode_journal_entry(const JournalEntry& entry);

@@ -25,8 +25,14 @@ JournalEntry view_entry(Epoch epoch, std::vector<MemberId> ids) {
   return e;
 }
 
+JournalEntry counter_entry(MemberId last_member_id) {
+  JournalEntry e;
+  e.last_member_id = last_member_id;
+  return e;
+}
+
 std::string three_records() {
-  return encode_journal_entry(view_entry(1, {1, 2})) + encode_journal_entry({5, 0, {}}) +
+  return encode_journal_entry(view_entry(1, {1, 2})) + encode_journal_entry(counter_entry(5)) +
          encode_journal_entry(view_entry(2, {2, 5}));
 }
 
@@ -58,17 +64,50 @@ TEST(Journal, RecordBytesAreTheFileFormat) {
       "323a37303031";
   auto hex = [](const std::string& bytes) { return to_hex(std::as_bytes(std::span(bytes))); };
   EXPECT_EQ(hex(encode_journal_entry(e)), view_record);
-  EXPECT_EQ(hex(encode_journal_entry({13, 0, {}})), "020000004ae4b1f7080d");
+  EXPECT_EQ(hex(encode_journal_entry(counter_entry(13))), "020000004ae4b1f7080d");
   const JournalState s = replay_journal(encode_journal_entry(e));
   ASSERT_EQ(s.members.size(), 2u);
   EXPECT_EQ(s.members[0].labels.capabilities, (std::vector<std::string>{"tcp", "shm"}));
   EXPECT_EQ(s.last_member_id, 12u);
 }
 
+// Views carry why and when they were issued and whom they left out; replay keeps the last
+// kJournalRecentViews of them (the status history of a restarted coordinator). Records
+// without these fields (older journals, counter records) replay with them empty.
+TEST(Journal, RecentViewsKeepCauseTimeAndRemovals) {
+  std::string bytes = three_records();
+  for (Epoch epoch = 3; epoch < 3 + kJournalRecentViews; ++epoch) {
+    JournalEntry e = view_entry(epoch, {2, 5});
+    e.cause = epoch % 2 ? "failure" : "boundary";
+    e.unix_ms = 1'700'000'000'000 + static_cast<std::int64_t>(epoch);
+    e.removed.push_back({7, "m7", "heartbeat_timeout"});
+    bytes += encode_journal_entry(e);
+  }
+  const JournalState s = replay_journal(bytes);
+  EXPECT_TRUE(s.warning.empty()) << s.warning;
+  ASSERT_EQ(s.recent_views.size(), kJournalRecentViews);
+  const JournalEntry& last = s.recent_views.back();
+  EXPECT_EQ(last.epoch, 2 + kJournalRecentViews);
+  EXPECT_EQ(last.unix_ms, 1'700'000'000'000 + static_cast<std::int64_t>(last.epoch));
+  EXPECT_EQ(last.cause, last.epoch % 2 ? "failure" : "boundary");
+  ASSERT_EQ(last.removed.size(), 1u);
+  EXPECT_EQ(last.removed[0].name, "m7");
+  EXPECT_EQ(last.removed[0].reason, "heartbeat_timeout");
+  ASSERT_EQ(last.members.size(), 2u);
+  EXPECT_EQ(last.members[1].labels.name, "m5");
+  EXPECT_EQ(s.recent_views.front().epoch, 3u);  // epochs 1 and 2 fell out of the window
+
+  const JournalState old = replay_journal(three_records());
+  ASSERT_EQ(old.recent_views.size(), 2u);  // the counter record is no view
+  EXPECT_EQ(old.recent_views[0].epoch, 1u);
+  EXPECT_TRUE(old.recent_views[0].cause.empty());
+  EXPECT_EQ(old.recent_views[0].unix_ms, 0);
+}
+
 TEST(Journal, EveryTruncationStopsAtTheLastWholeRecord) {
   const std::string all = three_records();
   const std::size_t first = encode_journal_entry(view_entry(1, {1, 2})).size();
-  const std::size_t second = first + encode_journal_entry({5, 0, {}}).size();
+  const std::size_t second = first + encode_journal_entry(counter_entry(5)).size();
   for (std::size_t cut = 0; cut < all.size(); ++cut) {
     JournalState s = replay_journal(std::string_view(all).substr(0, cut));
     EXPECT_LE(s.valid_bytes, cut);
