@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "cli/ha_control_plane.h"
 #include "cli/launcher.h"
 #include "core/log.h"
 
@@ -45,6 +46,40 @@ long progress_step(const std::string& line) {
   return step;
 }
 
+// `--ha`: kills the leading coordinator once training reaches a step, then reports when
+// a standby leads.
+class LeaderKill {
+ public:
+  void step(HaControlPlane& ha, long at, long max_step) {
+    if (replaced_ || max_step < at) return;
+    if (killed_.empty()) {
+      killed_ = ha.leader();
+      if (killed_.empty() || !ha.kill(killed_)) {
+        killed_.clear();
+        return;
+      }
+      killed_at_ = std::chrono::steady_clock::now();
+      std::printf("demo: step %ld: kill -9 of the leading coordinator %s\n", max_step,
+                  killed_.c_str());
+      return;
+    }
+    const std::string now = ha.leader();
+    if (now.empty() || now == killed_) return;
+    replaced_ = true;
+    std::printf(
+        "demo: coordinator %s leads now, %.0f ms after the kill; training goes on\n", now.c_str(),
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - killed_at_)
+            .count());
+  }
+  bool done() const { return replaced_; }
+  const std::string& killed() const { return killed_; }
+
+ private:
+  std::string killed_;
+  std::chrono::steady_clock::time_point killed_at_{};
+  bool replaced_ = false;
+};
+
 }  // namespace
 
 int run_demo(const DemoSpec& spec) {
@@ -58,12 +93,28 @@ int run_demo(const DemoSpec& spec) {
     // Short enough that the evicted straggler is seen trying again within the demo.
     coordinator_args.insert(coordinator_args.end(), {"--straggler-cooldown-s", "5"});
   }
-  auto coordinator = start_coordinator_process(
-      spec.workers, &endpoint, Deadline::after(std::chrono::seconds(20)), coordinator_args);
-  if (!coordinator) {
-    log.error(coordinator.status().to_string());
-    return 1;
+  Result<ChildProcess> coordinator = error(StatusCode::kUnavailable, "replicated");
+  std::unique_ptr<HaControlPlane> ha;
+  if (spec.ha) {
+    auto plane = HaControlPlane::start(spec.workers, 3, coordinator_args,
+                                       Deadline::after(std::chrono::seconds(30)));
+    if (!plane) {
+      log.error(plane.status().to_string());
+      return 1;
+    }
+    ha = std::move(plane).value();
+    endpoint = ha->endpoints();
+    std::printf("demo: three coordinators %s, the leader is %s\n", endpoint.c_str(),
+                ha->leader().c_str());
+  } else {
+    coordinator = start_coordinator_process(
+        spec.workers, &endpoint, Deadline::after(std::chrono::seconds(20)), coordinator_args);
+    if (!coordinator) {
+      log.error(coordinator.status().to_string());
+      return 1;
+    }
   }
+  LeaderKill leader_kill;
 
   std::vector<Agent> agents;
   auto spawn = [&](const std::string& role, std::vector<std::string> extra) -> bool {
@@ -152,6 +203,7 @@ int run_demo(const DemoSpec& spec) {
       }
     }
     // Fault injection driven by progress.
+    if (ha) leader_kill.step(*ha, spec.kill_leader_at, max_step);
     if (spec.join_at >= 0 && !joined && max_step >= spec.join_at) {
       joined = true;
       std::printf("demo: step %ld: starting a new worker (it joins at the next step boundary)\n",
@@ -217,8 +269,16 @@ int run_demo(const DemoSpec& spec) {
       ++failures;
     }
   }
-  coordinator->signal(SIGTERM);
-  if (!coordinator->wait(Deadline::after(std::chrono::seconds(10)))) coordinator->signal(SIGKILL);
+  if (coordinator) {
+    coordinator->signal(SIGTERM);
+    if (!coordinator->wait(Deadline::after(std::chrono::seconds(10)))) coordinator->signal(SIGKILL);
+  }
+  ha.reset();
+  if (spec.ha && !leader_kill.done()) {
+    log.error("the leading coordinator was never replaced (killed: " +
+              std::string(leader_kill.killed().empty() ? "no" : "yes") + ")");
+    ++failures;
+  }
 
   const std::set<std::string> distinct(hashes.begin(), hashes.end());
   if (distinct.size() == 1) {

@@ -66,6 +66,7 @@ struct CoordinatorFlags {
   long straggler_cooldown_s = 60;
   bool no_straggler_eviction = false;
   std::string ready_file;
+  long lease_s = 2;
 };
 
 void add_coordinator_flags(CLI::App& cmd, CoordinatorFlags& f) {
@@ -109,6 +110,19 @@ void add_coordinator_flags(CLI::App& cmd, CoordinatorFlags& f) {
                  "serve Prometheus /metrics on HOST:PORT (port 0: ephemeral; empty: off)");
   cmd.add_option("--ready-file", f.ready_file,
                  "write the bound endpoint to this file once listening");
+  cmd.add_option("--etcd", f.config.etcd_endpoints,
+                 "replicated coordinators: etcd client URLs, comma-separated (default: the "
+                 "local journal, if any)")
+      ->delimiter(',');
+  cmd.add_option("--etcd-prefix", f.config.etcd_prefix,
+                 "etcd key prefix shared by the coordinators of one cluster")
+      ->capture_default_str();
+  cmd.add_option("--lease-s", f.lease_s,
+                 "etcd leader lease: a dead leader is replaced after this many seconds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--advertise", f.config.advertise,
+                 "endpoint agents dial for this coordinator (default: the bound one)");
 }
 
 int run_coordinator(CoordinatorFlags& f) {
@@ -123,6 +137,7 @@ int run_coordinator(CoordinatorFlags& f) {
   f.config.straggler.enabled = !f.no_straggler_eviction;
   f.config.straggler.floor_seconds = static_cast<double>(f.straggler_floor_ms) / 1000.0;
   f.config.straggler.cooldown = std::chrono::seconds(f.straggler_cooldown_s);
+  f.config.lease_ttl = std::chrono::seconds(f.lease_s);
   coordinator::Coordinator coordinator(f.config);
   if (Status s = coordinator.bind(); !s) return report(s, "coordinator");
   if (!f.ready_file.empty()) {
@@ -157,7 +172,8 @@ struct AgentFlags {
 };
 
 void add_worker_flags(CLI::App& cmd, AgentFlags& f) {
-  cmd.add_option("--coordinator", f.worker.coordinator, "coordinator endpoint")
+  cmd.add_option("--coordinator", f.worker.coordinator,
+                 "coordinator endpoint; replicated coordinators: every endpoint, comma-separated")
       ->envname("TRIBUTARY_COORDINATOR")
       ->capture_default_str();
   cmd.add_option("--secret", f.worker.secret, "cluster secret")->envname("TRIBUTARY_SECRET");
@@ -548,6 +564,10 @@ int main(int argc, char** argv) {
   demo->add_option("--straggler-ms", demo_spec.straggler_ms,
                    "one worker computes this many ms slower per step");
   add_transport_flag(*demo, demo_flags.worker);
+  demo->add_flag("--ha", demo_spec.ha, "a local etcd and three replicated coordinators");
+  demo->add_option("--kill-leader-at", demo_spec.kill_leader_at,
+                   "--ha: kill -9 the leading coordinator at this step")
+      ->capture_default_str();
 
   StatusFlags status_flags;
   auto* status = app.add_subcommand("status", "show what a running coordinator knows");
@@ -592,7 +612,7 @@ int main(int argc, char** argv) {
     }
     const bool faults = demo_spec.kill_at >= 0 || demo_spec.stop_at >= 0 ||
                         demo_spec.join_at >= 0 || demo_spec.drain_at >= 0 ||
-                        demo_spec.straggler_ms > 0;
+                        demo_spec.straggler_ms > 0 || demo_spec.ha;
     if (faults && demo->get_option("--step-delay-ms")->count() == 0) {
       // Give injected faults something to interrupt: ~20 ms of "compute" per step.
       demo_spec.agent_args.insert(demo_spec.agent_args.end(), {"--step-delay-ms", "20"});

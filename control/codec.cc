@@ -130,6 +130,10 @@ Status validate_body(const Envelope& env) {
         return bad("reason longer than " + std::to_string(kMaxDetailBytes) + " bytes");
       return Status::ok();
     }
+    case E::kNotLeader:
+      if (env.not_leader().leader().size() > kMaxLabelBytes)
+        return bad("leader longer than " + std::to_string(kMaxLabelBytes) + " bytes");
+      return Status::ok();
     default: return Status::ok();
   }
 }
@@ -160,6 +164,7 @@ std::string_view body_name(Envelope::BodyCase body) {
     case E::kStatusProof: return "status_proof";
     case E::kStatusReply: return "status_reply";
     case E::kStatusDenied: return "status_denied";
+    case E::kNotLeader: return "not_leader";
     case E::BODY_NOT_SET: break;
   }
   return "unknown";

@@ -2,8 +2,10 @@
 // when the coordinator restarted. Both speak the one challenge-response of handshake.h.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <thread>
 
 #include "control_client/client_impl.h"
 
@@ -11,6 +13,9 @@ namespace tributary::control_client {
 namespace {
 
 using std::chrono::milliseconds;
+
+// With several coordinators, how long one join attempt may take before the next is tried.
+constexpr milliseconds kJoinAttemptSlice{1000};
 
 std::string default_name(const std::string& host) {
   return host + "/" + program_invocation_short_name + ":" + std::to_string(::getpid());
@@ -32,7 +37,10 @@ control::JoinRequest CoordinatorClient::Impl::join_request() const {
 }
 
 Result<Joined> CoordinatorClient::Impl::join(const ClientConfig& config, Deadline deadline) {
-  endpoint = config.endpoint;
+  endpoints = split_endpoints(config.endpoint);
+  if (endpoints.empty())
+    return error(StatusCode::kInvalidArgument,
+                 "no coordinator endpoint in '" + config.endpoint + "'");
   if (config.secret.empty()) return error(StatusCode::kInvalidArgument, "empty cluster secret");
   this->config = config;
   name = config.name.empty() ? default_name(config.host) : config.name;
@@ -40,10 +48,43 @@ Result<Joined> CoordinatorClient::Impl::join(const ClientConfig& config, Deadlin
   if (Status st = control::validate_join_request(request); !st)
     return error(StatusCode::kInvalidArgument, "join request: " + st.message());
 
-  dealer = zmq::socket_t(context, zmq::socket_type::dealer);
-  dealer.set(zmq::sockopt::linger, 0);
-  dealer.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(control::kMaxControlMessageBytes));
-  dealer.connect(config.endpoint);
+  // One coordinator: the whole deadline (it may still be starting). Several: a slice
+  // each, round robin, following a NotLeader's hint, until one admits us.
+  std::size_t next = 0;
+  Duration backoff = milliseconds(25);
+  Status last = error(StatusCode::kUnavailable, "no coordinator tried");
+  while (!deadline.passed()) {
+    const Deadline attempt =
+        endpoints.size() == 1
+            ? deadline
+            : Deadline{std::min(deadline.at, std::chrono::steady_clock::now() + kJoinAttemptSlice)};
+    std::string leader;
+    bool move_on = false;
+    auto joined = join_at(endpoints[next], request, attempt, &leader, &move_on);
+    if (joined) return joined;
+    last = joined.status();
+    // A rejection (wrong secret, cool-down, full) is the cluster's answer: the caller's.
+    if (!move_on) return last;
+    const auto hinted = std::find(endpoints.begin(), endpoints.end(), leader);
+    next = hinted != endpoints.end() && leader != endpoints[next]
+               ? static_cast<std::size_t>(hinted - endpoints.begin())
+               : (next + 1) % endpoints.size();
+    if (next == 0 && hinted == endpoints.end()) {
+      // A whole round without a leader (an election under way, etcd unreachable): back
+      // off before the next round, so standbys that answer at once are not flooded.
+      backoff = std::min<Duration>(2 * backoff, kJoinAttemptSlice);
+      std::this_thread::sleep_until(
+          std::min(deadline.at, std::chrono::steady_clock::now() + backoff));
+    }
+  }
+  return last;
+}
+
+Result<Joined> CoordinatorClient::Impl::join_at(const std::string& at,
+                                                const control::JoinRequest& request,
+                                                Deadline deadline, std::string* leader,
+                                                bool* move_on) {
+  connect(at);
   Handshake handshake = Handshake::join(config.secret, name);
   send_envelope(dealer, handshake.request(request));
 
@@ -80,6 +121,12 @@ Result<Joined> CoordinatorClient::Impl::join(const ClientConfig& config, Deadlin
         log.error(coordinator + st.message());
         return error(st.code(), coordinator + st.message());
       }
+      case control::Envelope::kNotLeader:
+        *leader = env.not_leader().leader();
+        *move_on = true;
+        return error(
+            StatusCode::kUnavailable,
+            coordinator + "is not the leader" + (leader->empty() ? "" : "; " + *leader) + " leads");
       case control::Envelope::kJoinAccepted: {
         if (Status st = handshake.verify(env.join_accepted()); !st) {
           if (st.code() == StatusCode::kAuthFailed) log.error(coordinator + st.message());
@@ -93,6 +140,7 @@ Result<Joined> CoordinatorClient::Impl::join(const ClientConfig& config, Deadlin
         break;
     }
   }
+  *move_on = true;  // silence, or a handshake cut short: maybe this one died
   if (!heard_back) {
     return error(StatusCode::kUnavailable,
                  "no answer from " + coordinator +
@@ -167,6 +215,7 @@ void CoordinatorClient::Impl::handle_resume(const control::Envelope& env, TimePo
         return mark_evicted(coordinator + "answered our resume: " + st.message());
       instance_id = env.join_accepted().instance_id();
       resume.reset();
+      abandoned.clear();
       {
         std::lock_guard lock(mu);
         last_ack = now;

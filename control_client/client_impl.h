@@ -43,6 +43,8 @@ int poll_items(zmq::pollitem_t* items, std::size_t count, std::chrono::milliseco
 bool recv_now(zmq::socket_t& socket, zmq::message_t& message);
 // Send; with send_flags::dontwait, false when the pipe is full.
 bool send_bytes(zmq::socket_t& socket, zmq::const_buffer bytes, zmq::send_flags flags);
+// "tcp://a:1,tcp://b:2" -> its endpoints, trimmed, without empties and duplicates.
+std::vector<std::string> split_endpoints(const std::string& list);
 
 // Milliseconds to poll until `until` (rounded up, at most 1000).
 long poll_timeout_ms(TimePoint now, TimePoint until);
@@ -66,7 +68,7 @@ struct CoordinatorClient::Impl {
   zmq::socket_t wake_tx;  // any API thread, under wake_mu
   std::mutex wake_mu;
   std::thread worker;
-  std::string endpoint;
+  std::string endpoint;  // the coordinator we talk to now (written under `mu`)
 
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -100,8 +102,15 @@ struct CoordinatorClient::Impl {
   struct Resume {
     TimePoint started{};
     Handshake handshake;
+    bool refused = false;  // a standby answered NotLeader: ask again next interval
   };
   std::optional<Resume> resume;
+  // Replicated coordinators (failover.cc): every endpoint given, and the one we left
+  // because it fell silent, and when (a standby still names it as leader until its lease
+  // expires; but it may only have been slow: it is trusted again after a while).
+  std::vector<std::string> endpoints;
+  std::string abandoned;
+  TimePoint abandoned_at{};
 
   void wake(char command) {
     std::lock_guard lock(wake_mu);
@@ -116,6 +125,27 @@ struct CoordinatorClient::Impl {
   void start_resume(TimePoint now, std::string_view why);
   void handle_resume(const control::Envelope& envelope, TimePoint now);
   control::JoinRequest join_request() const;
+  // One join attempt with the coordinator at `at`; `*leader` gets a NotLeader's hint;
+  // `*move_on` is set when another coordinator should be tried (silence, NotLeader).
+  Result<Joined> join_at(const std::string& at, const control::JoinRequest& request,
+                         Deadline deadline, std::string* leader, bool* move_on);
+
+  // failover.cc
+  // A fresh DEALER connected to `at`; `endpoint` names it.
+  void connect(const std::string& at);
+  // Moves to `hint` when it is one of our endpoints (other than the current and the
+  // abandoned one), else to the next endpoint, and resumes there. No-op with one endpoint.
+  void follow(const std::string& hint, TimePoint now, std::string_view why);
+  // A standby answered NotLeader: follow its hint, or ask it again next interval.
+  void on_not_leader(const control::NotLeader& not_leader, TimePoint now);
+  // A hint we may follow: one of our endpoints, not the current one, and not the one we
+  // just left for silence.
+  bool usable_hint(const std::string& hint, TimePoint now) const;
+  void abandon(TimePoint now);
+  // Called each heartbeat interval: a silent coordinator (several endpoints) is left; a
+  // resume that got no answer or was refused is repeated or moved. True when it sent
+  // something in place of the heartbeat.
+  bool check_failover(TimePoint now, TimePoint last_heard);
 
   // client_thread.cc
   void run();

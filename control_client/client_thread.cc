@@ -140,9 +140,11 @@ void CoordinatorClient::Impl::send_heartbeat(TimePoint now) {
   control::Envelope out;
   std::optional<control::Envelope> ready_env;
   std::optional<control::Envelope> boundary_env;
+  TimePoint last_heard;
   {
     std::lock_guard lock(mu);
     if (evicted || left) return;
+    last_heard = last_ack;
     if (leaving) {
       out.mutable_leave()->set_member_id(id);
     } else {
@@ -171,11 +173,10 @@ void CoordinatorClient::Impl::send_heartbeat(TimePoint now) {
       b->set_leaving(pending_boundary->leaving);
     }
   }
-  if (resume && !out.has_leave()) {
-    // Restart a resume that got no answer (the coordinator may still be starting).
-    start_resume(now, "previous resume attempt unanswered");
-    return;
-  }
+  // A resume that got no answer (the coordinator may still be starting) is repeated; a
+  // silent coordinator among several is left for the next.
+  // A Leave, too, must reach the leader; with one coordinator it is only repeated.
+  if ((!out.has_leave() || endpoints.size() > 1) && check_failover(now, last_heard)) return;
   send_envelope(dealer, out);
   if (ready_env) send_envelope(dealer, *ready_env);
   if (boundary_env) send_envelope(dealer, *boundary_env);
@@ -188,6 +189,7 @@ void CoordinatorClient::Impl::handle(const control::Envelope& env, TimePoint now
       case E::kChallenge:
       case E::kJoinAccepted:
       case E::kJoinRejected: return handle_resume(env, now);
+      case E::kNotLeader: return on_not_leader(env.not_leader(), now);
       case E::kEvicted:
       case E::kHeartbeatAck: return;  // answers to what we sent before the restart was noticed
       default: break;
@@ -250,6 +252,7 @@ void CoordinatorClient::Impl::handle(const control::Envelope& env, TimePoint now
       cv.notify_all();
       return;
     }
+    case E::kNotLeader: return on_not_leader(env.not_leader(), now);
     case E::kLeaveAck: {
       {
         std::lock_guard lock(mu);

@@ -74,15 +74,10 @@ void Coordinator::Service::admit(const Peer& peer, const JoinGate::Admitted& adm
   if (resuming) {
     log_.info("member " + std::to_string(id) + " ('" + l.name + "') resumed from " + peer.name());
   } else {
+    // The id counter, so that a restart never hands this id out again.
+    if (store_ && !recorded(store_->record({id, 0, {}}), "this member id")) return;
     // Metrics and snapshots first: whoever hears of the join may look at them at once.
     metrics_->joined();
-    if (journal_) {
-      // The id counter, so that a restart never hands this id out again.
-      membership::JournalEntry counter;
-      counter.last_member_id = id;
-      if (Status st = journal_->append(counter); !st)
-        log_.error("JOURNAL WRITE FAILED: " + st.to_string());
-    }
     log_.info("member " + std::to_string(id) + " joined from " + peer.name() + ": name '" + l.name +
               "', host '" + l.host + "', zone '" + l.zone + "', data " + l.data_address +
               (joined->decisions.new_view || membership_->epoch() == 0
@@ -94,7 +89,7 @@ void Coordinator::Service::admit(const Peer& peer, const JoinGate::Admitted& adm
   control::Envelope out;
   auto* acc = out.mutable_join_accepted();
   acc->set_member_id(id);
-  record_view(joined->decisions);
+  if (!record_view(joined->decisions)) return;  // leadership lost: nothing goes out
   if (joined->decisions.new_view) {
     control::view_to_proto(*joined->decisions.new_view, acc->mutable_view());
   }

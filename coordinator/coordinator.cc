@@ -49,6 +49,12 @@ Status validate(const CoordinatorConfig& c) {
   if (c.boundary_timeout <= Duration::zero()) return bad("boundary_timeout must be positive");
   if (c.resume_timeout <= Duration::zero()) return bad("resume_timeout must be positive");
   if (Status st = membership::validate(c.straggler); !st) return bad(st.message());
+  if (!c.etcd_endpoints.empty() && !c.journal_path.empty())
+    return bad("a journal and etcd exclude each other (etcd holds the state)");
+  if (!c.etcd_endpoints.empty() && (c.lease_ttl < std::chrono::seconds(1) ||
+                                    c.lease_ttl % std::chrono::seconds(1) != Duration::zero())) {
+    return bad("lease_ttl must be a whole number of seconds, at least 1");
+  }
   return Status::ok();
 }
 
@@ -68,7 +74,6 @@ Status Coordinator::Service::bind() {
   if (bound())
     return error(StatusCode::kInvalidArgument, "coordinator already bound to " + endpoint());
   TRIB_RETURN_IF_ERROR(validate(config_));
-  TRIB_RETURN_IF_ERROR(open_journal());
   started_at_ = clock_.now();
   std::string bound;
   try {
@@ -89,6 +94,10 @@ Status Coordinator::Service::bind() {
     router_ = zmq::socket_t();
     return error(StatusCode::kUnavailable,
                  "cannot bind coordinator to " + config_.bind_address + ": " + e.what());
+  }
+  if (Status st = open_store(bound); !st) {
+    router_ = zmq::socket_t();
+    return st;
   }
   int port = 0;
   if (!config_.metrics_address.empty()) {
@@ -119,48 +128,11 @@ Status Coordinator::Service::bind() {
   return Status::ok();
 }
 
-Status Coordinator::Service::open_journal() {
-  membership::MembershipConfig mc;
-  mc.initial_world_size = config_.initial_world_size;
-  mc.heartbeat_timeout = config_.heartbeat_timeout;
-  mc.max_members = config_.max_members;
-  mc.last_epoch = config_.last_epoch;
-  mc.last_member_id = config_.last_member_id;
-  mc.confirm_silence =
-      config_.confirm_silence > Duration::zero() ? config_.confirm_silence : 3 * interval();
-  mc.ready_timeout = config_.ready_timeout;
-  mc.boundary_timeout = config_.boundary_timeout;
-  mc.resume_timeout = config_.resume_timeout;
-  mc.straggler = config_.straggler;
-  membership::JournalState state;
-  if (!config_.journal_path.empty()) {
-    TRIB_ASSIGN_OR_RETURN(journal_, membership::Journal::open(config_.journal_path, &state));
-    if (!state.warning.empty()) {
-      log_.warn("journal " + config_.journal_path + ": ignored a bad tail after " +
-                std::to_string(state.records) + " good records: " + state.warning);
-    }
-    log_.info("journal " + config_.journal_path + ": " + std::to_string(state.records) +
-              " records, last epoch " + std::to_string(state.last_epoch) + ", last member id " +
-              std::to_string(state.last_member_id) + ", " + std::to_string(state.members.size()) +
-              " members to resume");
-    mc.last_epoch = std::max(mc.last_epoch, state.last_epoch);
-    mc.last_member_id = std::max(mc.last_member_id, state.last_member_id);
-    status_.restore(state.recent_views);
-  }
-  membership_.emplace(mc);
-  if (!state.members.empty()) {
-    std::vector<std::pair<MemberId, membership::MemberLabels>> members;
-    for (auto& m : state.members) members.emplace_back(m.id, std::move(m.labels));
-    membership_->restore(std::move(members), clock_.now());
-  }
-  return Status::ok();
-}
-
-// Written and fsync'ed before the view reaches anyone: a restarted coordinator never
-// reissues an epoch somebody saw.
-void Coordinator::Service::journal_view(const membership::View& view,
+// Written and fsync'ed (or compare-and-swapped into etcd) before the view reaches anyone:
+// a restarted coordinator never reissues an epoch somebody saw.
+bool Coordinator::Service::journal_view(const membership::View& view,
                                         const membership::ViewChange& change) {
-  if (!journal_) return;
+  if (!store_) return true;
   membership::JournalEntry entry;
   entry.epoch = view.epoch;
   entry.cause = change.cause;
@@ -174,14 +146,17 @@ void Coordinator::Service::journal_view(const membership::View& view,
           : membership::MemberLabels{"", m.host, m.zone, m.data_address, m.capabilities};
     entry.members.push_back({m.id, std::move(labels)});
   }
-  if (Status st = journal_->append(entry); !st)
-    log_.error("JOURNAL WRITE FAILED (a restart may forget this view): " + st.to_string());
+  return recorded(store_->record(entry), "this view");
 }
 
 void Coordinator::Service::run_until(const std::atomic<bool>& stop) {
   TRIB_CHECK(bound()) << "run_until() before a successful bind()";
   while (!stop.load()) {
     try {
+      if (!leading_) {
+        stand_by();
+        continue;
+      }
       const TimePoint now = clock_.now();
       const TimePoint next = membership_->next_expiry();
       const Duration wait =
@@ -190,8 +165,11 @@ void Coordinator::Service::run_until(const std::atomic<bool>& stop) {
                                  {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
       // Round up so a sub-millisecond wait does not spin.
       zmq::poll(items, 2, duration_cast<milliseconds>(wait + milliseconds(1) - Duration{1}));
+      // A leader paused past its lease learns here, before it answers anyone.
+      if (!still_leading()) continue;
       if (items[1].revents & ZMQ_POLLIN) drain_monitor();
       if (items[0].revents & ZMQ_POLLIN) drain_router();
+      if (!leading_) continue;  // a record failed its compare-and-swap: stood down
       const TimePoint after = clock_.now();
       gate_.expire(after);
       apply(membership_->tick(after));
@@ -255,6 +233,14 @@ void Coordinator::Service::drain_monitor() {
 }
 
 void Coordinator::Service::publish_snapshot() {
+  if (!membership_) {  // standing by
+    metrics_->set_membership(0, 0);
+    std::lock_guard lock(snapshot_mu_);
+    view_snapshot_ = {};
+    member_count_ = 0;
+    leading_snapshot_ = false;
+    return;
+  }
   metrics_->set_membership(membership_->size(), membership_->epoch());
   std::size_t pending = 0;
   for (const auto& [id, p] : membership_->peers())
@@ -264,6 +250,7 @@ void Coordinator::Service::publish_snapshot() {
   std::lock_guard lock(snapshot_mu_);
   view_snapshot_ = membership_->view();
   member_count_ = membership_->size();
+  leading_snapshot_ = leading_;
 }
 
 Coordinator::Coordinator(CoordinatorConfig config, Logger log, const Clock& clock)
@@ -292,6 +279,7 @@ std::string Coordinator::endpoint() const { return service_->endpoint(); }
 int Coordinator::metrics_port() const { return service_->metrics_port(); }
 membership::View Coordinator::current_view() const { return service_->current_view(); }
 std::size_t Coordinator::member_count() const { return service_->member_count(); }
+bool Coordinator::leading() const { return service_->leading(); }
 std::uint64_t Coordinator::instance_id() const { return service_->instance_id(); }
 
 }  // namespace tributary::coordinator

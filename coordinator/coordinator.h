@@ -35,6 +35,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/clock.h"
 #include "core/log.h"
@@ -64,6 +65,14 @@ struct CoordinatorConfig {
   // "HOST:PORT" for Prometheus /metrics (port 0: ephemeral, see metrics_port()); empty: none.
   // Note: with metrics on, stop() takes up to 2 s (civetweb's listener polls in 2 s quanta).
   std::string metrics_address = "127.0.0.1:0";
+  // Replicated coordinators (docs/fault-tolerance.md): etcd client URLs; empty: the local
+  // journal (or nothing). With etcd, several coordinators share `etcd_prefix`; the one
+  // holding the leader lease serves, the others answer NotLeader until they win it.
+  std::vector<std::string> etcd_endpoints;
+  std::string etcd_prefix = "/tributary/default";
+  Duration lease_ttl =
+      std::chrono::seconds(2);  // whole seconds: a dead leader's successor waits this
+  std::string advertise;  // the endpoint agents dial for this coordinator; empty: the bound one
   membership::Epoch last_epoch = 0;         // floor under the journal's: first view gets > this
   membership::MemberId last_member_id = 0;  // floor under the journal's: ids continue after it
 };
@@ -101,6 +110,8 @@ class Coordinator {
   // Thread-safe snapshots, for tests and admin tools.
   membership::View current_view() const;
   std::size_t member_count() const;
+  // False while a replicated coordinator stands by (another one holds the lease).
+  bool leading() const;
   // Random per Coordinator object; agents notice a restart by its change.
   std::uint64_t instance_id() const;
 

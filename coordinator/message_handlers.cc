@@ -12,6 +12,7 @@ using std::chrono::milliseconds;
 void Coordinator::Service::handle(const Peer& peer, const control::Envelope& env) {
   using E = control::Envelope;
   metrics_->message(control::body_name(env.body_case()));
+  if (!leading_) return answer_not_leader(peer);
   switch (env.body_case()) {
     case E::kJoinRequest: return on_admission_request(peer, env.join_request(), 0);
     case E::kResumeRequest:
@@ -121,10 +122,11 @@ void Coordinator::Service::drop_malformed(const Peer& peer, const std::string& w
 void Coordinator::Service::apply(const membership::Decisions& decisions, MemberId skip,
                                  bool journaled) {
   if (decisions.empty()) return;
+  // Recorded before anything goes out; a leader that lost its lease sends nothing.
+  if (!journaled && !record_view(decisions)) return;
   publish_snapshot();  // before any message goes out, so a peer that reacts sees it
   for (const auto& line : decisions.log) log_.info(line);
   for (const auto& removal : decisions.removed) apply_removal(removal);
-  if (!journaled) record_view(decisions);
   if (decisions.new_view) broadcast_view(*decisions.new_view, decisions.cause, skip);
   if (decisions.go) send_go(*decisions.go);
 }

@@ -1,6 +1,7 @@
 // The coordinator's state and its thread, private to coordinator/. Its parts, by concern:
 //   coordinator.cc       bind (sockets, metrics, journal replay), the service loop that
 //                        polls and ticks, snapshots, and the public Coordinator
+//   leadership.cc        the store (journal or etcd), leader election, standing by
 //   admission.cc         the join / resume handshake: requests, proofs, admission
 //   message_handlers.cc  the other messages, and carrying out membership decisions
 //   status_requests.cc   `tributary status`: challenge, proof, the report (read-only)
@@ -25,8 +26,8 @@
 #include "coordinator/join_gate.h"
 #include "coordinator/status_gate.h"
 #include "coordinator/status_report.h"
+#include "coordinator_store/store.h"
 #include "core/hash.h"
-#include "membership/journal.h"
 #include "membership/membership.h"
 
 namespace tributary::coordinator {
@@ -77,7 +78,13 @@ class Coordinator::Service {
     std::lock_guard lock(snapshot_mu_);
     return member_count_;
   }
-  bool bound() const { return router_.handle() != nullptr && membership_.has_value(); }
+  bool bound() const {
+    return router_.handle() != nullptr && (membership_.has_value() || store_ != nullptr);
+  }
+  bool leading() const {
+    std::lock_guard lock(snapshot_mu_);
+    return leading_snapshot_;
+  }
 
  private:
   using MemberId = membership::MemberId;
@@ -91,8 +98,9 @@ class Coordinator::Service {
   };
 
   // coordinator.cc
-  Status open_journal();
-  void journal_view(const membership::View& view, const membership::ViewChange& change);
+  // false when the view could not be recorded because leadership is lost (stood down):
+  // then nothing may be sent.
+  bool journal_view(const membership::View& view, const membership::ViewChange& change);
   void drain_router();
   void drain_monitor();
   void publish_snapshot();
@@ -100,6 +108,21 @@ class Coordinator::Service {
     return config_.heartbeat_interval > Duration::zero() ? config_.heartbeat_interval
                                                          : config_.heartbeat_timeout / 3;
   }
+
+  // leadership.cc: the store, the election, standing by
+  Status open_store(const std::string& bound);
+  // Builds the membership from what the store remembers; this process issues views now.
+  void lead(coordinator_store::StoredState state);
+  // One turn of the loop while another coordinator leads: campaign when due, answer
+  // everything NotLeader.
+  void stand_by();
+  // False (having stood down) when the store says we no longer lead.
+  bool still_leading();
+  void step_down(const Status& why);
+  // ok -> true; kAborted (leadership lost) -> stands down, false; other errors (a local
+  // journal's I/O) are logged and the record counts as done: true.
+  bool recorded(const Status& st, const std::string& what);
+  void answer_not_leader(const Peer& peer);
 
   // admission.cc
   // A JoinRequest, or the labels of a ResumeRequest of member `resume_id`: answered with
@@ -116,8 +139,9 @@ class Coordinator::Service {
   void on_status_proof(const Peer& peer, const control::StatusProof& proof);
   void deny_status(const Peer& peer, const std::string& reason);
   std::int64_t unix_ms() const;  // the wall clock, for the history of view changes
-  // Records the decisions for the status history and journals the view they issue.
-  void record_view(const membership::Decisions& decisions);
+  // Records the decisions for the status history and journals the view they issue;
+  // false when leadership is lost (then nothing may be sent).
+  bool record_view(const membership::Decisions& decisions);
 
   // message_handlers.cc
   void handle(const Peer& peer, const control::Envelope& env);
@@ -149,7 +173,11 @@ class Coordinator::Service {
   const Clock& clock_;
   std::uint64_t instance_id_ = 0;
   std::optional<membership::Membership> membership_;  // built by bind(), after the journal replay
-  std::unique_ptr<membership::Journal> journal_;
+  std::unique_ptr<coordinator_store::CoordinatorStore> store_;  // null: remembers nothing
+  bool leading_ = false;
+  TimePoint next_campaign_{};
+  std::string standby_reason_;  // the last campaign's outcome, logged when it changes
+  std::string known_leader_;
   JoinGate gate_;
   StatusGate status_gate_;
   StatusTracker status_;
@@ -170,6 +198,7 @@ class Coordinator::Service {
   int metrics_port_ = 0;
   membership::View view_snapshot_;
   std::size_t member_count_ = 0;
+  bool leading_snapshot_ = false;
 };
 
 }  // namespace tributary::coordinator

@@ -70,9 +70,9 @@ std::int64_t Coordinator::Service::unix_ms() const {
       .count();
 }
 
-void Coordinator::Service::record_view(const membership::Decisions& decisions) {
+bool Coordinator::Service::record_view(const membership::Decisions& decisions) {
   const auto change = status_.record(decisions, *membership_, unix_ms());
-  if (change) journal_view(*decisions.new_view, *change);
+  return !change || journal_view(*decisions.new_view, *change);
 }
 
 }  // namespace tributary::coordinator

@@ -78,10 +78,7 @@ bool Membership::ready_round_waiting() const {
   });
 }
 
-bool Membership::joiners_pending() const {
-  return std::any_of(peers_.begin(), peers_.end(),
-                     [](const auto& e) { return e.second.phase == PeerPhase::kPending; });
-}
+bool Membership::joiners_pending() const { return pending_ > 0; }
 
 Result<JoinDecision> Membership::join(MemberLabels labels, TimePoint now) {
   if (peers_.size() >= config_.max_members) {
@@ -103,6 +100,7 @@ Result<JoinDecision> Membership::join(MemberLabels labels, TimePoint now) {
   peer.last_heartbeat = now;
   const bool resuming = resume_deadline_ != TimePoint::max();
   peer.phase = first_view_issued_ || resuming ? PeerPhase::kPending : PeerPhase::kWaiting;
+  pending_ += peer.phase == PeerPhase::kPending;
   const MemberId id = peer.id;
   peers_.emplace(id, std::move(peer));
 
@@ -130,6 +128,8 @@ void Membership::restore(std::vector<std::pair<MemberId, MemberLabels>> members,
     peer.last_heartbeat = now;
     last_id_ = std::max(last_id_, id);
     started_members_.push_back(id);
+    if (auto old = peers_.find(id); old != peers_.end())
+      pending_ -= old->second.phase == PeerPhase::kPending;
     peers_[id] = std::move(peer);
   }
   std::sort(started_members_.begin(), started_members_.end());
@@ -173,6 +173,7 @@ Decisions Membership::finish_resume(TimePoint now) {
   for (const auto& [id, reason] : gone) {
     auto it = peers_.find(id);
     out.removed.push_back({id, reason, it->second.labels.name});
+    pending_ -= it->second.phase == PeerPhase::kPending;
     peers_.erase(it);
   }
   out.new_view = maybe_issue_view(now, false);
@@ -219,7 +220,9 @@ Decisions Membership::ready(MemberId id, const ReadyReport& report, TimePoint /*
     }
     return out;
   }
-  peers_.at(id).ready = report;
+  PeerState& peer = peers_.at(id);
+  ready_ += !peer.ready || peer.ready->epoch != view_.epoch;
+  peer.ready = report;
   out.go = maybe_go();
   return out;
 }
@@ -227,6 +230,10 @@ Decisions Membership::ready(MemberId id, const ReadyReport& report, TimePoint /*
 std::optional<GoDecision> Membership::maybe_go() {
   std::vector<ReadyReport> survivors;
   std::vector<ReadyReport> all;
+  // Most Readies leave others missing: say so without looking at every member. (A count
+  // can only be too high, for a member removed without a new view: then the scan below
+  // decides, as before.)
+  if (ready_ < view_.size()) return std::nullopt;
   GoDecision go;
   go.epoch = view_.epoch;
   for (const auto& m : view_.members) {
@@ -459,6 +466,7 @@ Decisions Membership::remove_all(const Gone& gone, ViewCause cause, TimePoint no
     TRIB_CHECK(it != peers_.end()) << "removing unknown member " << id;
     view_changed = view_changed || it->second.phase == PeerPhase::kInView;
     out.removed.push_back({id, reason, it->second.labels.name});
+    pending_ -= it->second.phase == PeerPhase::kPending;
     peers_.erase(it);
   }
   if (resume_deadline_ != TimePoint::max()) return out;  // the resume view comes later
@@ -485,12 +493,14 @@ std::optional<View> Membership::maybe_issue_view(TimePoint now, bool admit_joine
   first_view_issued_ = true;
   for (auto& [id, peer] : peers_) {
     if (peer.phase == PeerPhase::kWaiting || (admit_joiners && peer.phase == PeerPhase::kPending)) {
+      pending_ -= peer.phase == PeerPhase::kPending;
       peer.phase = PeerPhase::kInView;
     }
     peer.ready.reset();
     peer.boundary_epoch = 0;
     peer.leaving = false;
   }
+  ready_ = 0;
   view_ = build_view(++last_epoch_);
   boundary_deadline_ = TimePoint::max();
   suspicions_.clear();

@@ -263,6 +263,12 @@ class Membership {
   TimePoint resume_deadline_ = TimePoint::max();                    // max: not resuming
   std::map<std::uint64_t, std::map<MemberId, double>> step_times_;  // step -> reports
   std::map<std::string, TimePoint> cooldown_until_;  // evicted straggler name -> earliest rejoin
+  // Counts that keep per-message work O(log n) at thousands of members
+  // (bench/results/membership_scale_*.md): peers in kPending (every heartbeat answers
+  // whether there are any), and view members whose Ready for view_ arrived (each Ready
+  // asks whether all have).
+  std::size_t pending_ = 0;
+  std::size_t ready_ = 0;
 };
 
 }  // namespace tributary::membership

@@ -7,6 +7,9 @@ packages=(
   libcli11-dev libasio-dev libzmq3-dev cppzmq-dev libzstd-dev zlib1g-dev libssl-dev
   protobuf-compiler libprotobuf-dev
   prometheus-cpp-dev prometheus
+  # replicated coordinators: etcd (the tests and `demo --ha` start their own), its JSON
+  # gateway spoken over libcurl, JSON parsing
+  etcd-server libcurl4-openssl-dev nlohmann-json3-dev
   libgloo-dev openmpi-bin libopenmpi-dev iperf3
   iproute2 procps python3
   # dashboards and plots: the console test's browser, Debian's python3 modules the test

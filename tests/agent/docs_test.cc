@@ -49,6 +49,7 @@ std::map<std::string, Default> code_defaults() {
       {"CoordinatorConfig::ready_timeout", ms(c.ready_timeout)},
       {"CoordinatorConfig::boundary_timeout", ms(c.boundary_timeout)},
       {"CoordinatorConfig::resume_timeout", ms(c.resume_timeout)},
+      {"CoordinatorConfig::lease_ttl", ms(c.lease_ttl)},
       {"StragglerConfig::k", number(s.k)},
       {"StragglerConfig::floor_seconds", number(s.floor_seconds)},
       {"StragglerConfig::m", number(static_cast<double>(s.m))},

@@ -180,6 +180,18 @@ TEST(ControlCodec, FaultToleranceMessagesAreBoundsChecked) {
   EXPECT_TRUE(decode(resume).is_ok());
 }
 
+// A standby's NotLeader names the leader's endpoint: bounded like a label.
+TEST(ControlCodec, NotLeaderRoundTripsAndIsBounded) {
+  control::Envelope e;
+  e.mutable_not_leader()->set_leader("tcp://127.0.0.1:7070");
+  auto back = decode_envelope(encode_envelope(e));
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->not_leader().leader(), "tcp://127.0.0.1:7070");
+  EXPECT_EQ(body_name(back->body_case()), "not_leader");
+  e.mutable_not_leader()->set_leader(std::string(kMaxLabelBytes + 1, 'x'));
+  EXPECT_EQ(decode_envelope(encode_envelope(e)).status().code(), StatusCode::kBadFrame);
+}
+
 TEST(JoinAuth, ResumeProofBindsTheMemberIdAndDiffersFromAJoinProof) {
   const Nonce s = random_nonce();
   const Nonce c = random_nonce();

@@ -48,6 +48,24 @@ TEST(Demo, TrainsAndPrintsASummaryWithAccuracy) {
   EXPECT_NE(r.out.find("coordinator + 3 worker processes"), std::string::npos) << r.dump;
 }
 
+// `demo --ha` (scripts/demo.sh --ha): a local etcd, three coordinators, the leader killed
+// with SIGKILL mid-run; a standby leads, training finishes in its view, the workers agree.
+TEST(Demo, HaKillsTheLeadingCoordinatorAndTrainingGoesOn) {
+  if (::access("/usr/bin/etcd", X_OK) != 0 && ::access("/usr/local/bin/etcd", X_OK) != 0)
+    GTEST_SKIP() << "etcd is not installed (scripts/deps.sh installs Debian's etcd-server)";
+  const Ran r = run({"demo", "--ha", "--workers", "3", "--epochs", "20", "--kill-leader-at", "10",
+                     "--timeout-s", "240"},
+                    seconds(300));
+  ASSERT_EQ(r.code, 0) << r.dump;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("kill -9 of the leading coordinator"))) << r.dump;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(leads now, \d+ ms after the kill)")))
+      << r.dump;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(3 workers at the end, view epoch [2-9])")))
+      << "training did not finish in a view of the new leader\n"
+      << r.dump;
+  EXPECT_NE(r.out.find("hold bitwise-identical parameters"), std::string::npos) << r.dump;
+}
+
 // The compressed path end to end: Worker::all_reduce_compressed between real processes,
 // top-k with error feedback and a short warm-up. The workers must still learn, agree to the
 // bit, and put far fewer bytes on the wire than float32 would.

@@ -149,6 +149,36 @@ TEST(Membership, JoinAfterFirstViewWaitsForAStepBoundary) {
   EXPECT_EQ(v->size(), 3u);
 }
 
+// joiners_pending() is a count kept by every phase change (it answers every heartbeat):
+// a pending joiner that dies before the boundary, one admitted by it, one admitted into an
+// empty view.
+TEST(Membership, JoinersPendingFollowsEveryWayOutOfPending) {
+  FakeClock clock;
+  Membership m(config(1, milliseconds(300)));
+  const MemberId a = join(m, labels("a"), clock);
+  const MemberId b = join(m, labels("b"), clock);
+  EXPECT_TRUE(m.joiners_pending());
+  clock.advance(milliseconds(200));
+  (void)m.heartbeat(a, m.epoch(), 0, clock.now());
+  clock.advance(milliseconds(200));
+  const Decisions gone = m.tick(clock.now());  // b never heartbeated: removed while pending
+  ASSERT_EQ(gone.removed.size(), 1u);
+  EXPECT_EQ(gone.removed.front().id, b);
+  EXPECT_FALSE(m.joiners_pending());
+  const MemberId c = join(m, labels("c"), clock);
+  const MemberId d = join(m, labels("d"), clock);
+  EXPECT_TRUE(m.joiners_pending());
+  ASSERT_TRUE(boundary_all(m, clock));
+  EXPECT_FALSE(m.joiners_pending());
+  EXPECT_TRUE(m.view().contains(c) && m.view().contains(d));
+  (void)m.leave(a, clock.now());
+  (void)m.leave(c, clock.now());
+  (void)m.leave(d, clock.now());
+  ASSERT_TRUE(m.view().empty());
+  join(m, labels("e"), clock);  // an empty view admits at once
+  EXPECT_FALSE(m.joiners_pending());
+}
+
 TEST(Membership, HeartbeatTimeoutRemovesSilentMemberAndBumpsEpoch) {
   FakeClock clock;
   Membership m(config(3, milliseconds(300)));

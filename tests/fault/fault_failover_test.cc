@@ -1,0 +1,198 @@
+// Replicated coordinators on a real etcd with agents training: kill -9 of the leader (at
+// a random point of a step, and right after it admitted a joiner), a leader paused with
+// SIGSTOP until a standby took over, and etcd itself killed and restarted. Each time a standby
+// leads within the lease time, no epoch is issued twice, every committed step agrees across the
+// agents, and the agents resume with the new leader instead of rejoining.
+#include <gtest/gtest.h>
+
+#include <iostream>
+
+#include "tests/fault/ha_cluster.h"
+
+namespace tributary::fault {
+namespace {
+
+// Lease expiry (2 s) + etcd's expiry sweep (500 ms) + a standby's campaign interval
+// (lease / 8) + scheduling on a loaded machine.
+constexpr auto kTakeoverBound = seconds(kTestLeaseSeconds) + milliseconds(2000);
+
+double seconds_since(SteadyTime t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::uint64_t max_epoch_of(Process& p) {
+  static const std::regex re(R"(view epoch (\d+) )");
+  std::uint64_t m = 0;
+  const std::string log = p.err();
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator();
+       ++it) {
+    m = std::max<std::uint64_t>(m, std::stoull((*it)[1]));
+  }
+  return m;
+}
+
+// Waits until every listed agent committed a step in a view newer than `epoch`.
+bool wait_committed_after(const std::vector<Process*>& agents, std::uint64_t epoch,
+                          SteadyTime deadline) {
+  return poll_until(deadline, [&] {
+    for (Process* p : agents) {
+      const AgentReport r = parse_report(p->out());
+      if (r.steps.empty() || r.steps.back().view <= epoch) return false;
+    }
+    return true;
+  });
+}
+
+// Kills the leader with SIGKILL, returns the takeover time in seconds (or -1).
+double kill_leader_and_time_takeover(HaCluster& ha, Process& leader) {
+  const auto killed = std::chrono::steady_clock::now();
+  leader.signal(SIGKILL);
+  EXPECT_TRUE(leader.wait_until(deadline_after(seconds(10))));
+  Process* next = ha.wait_leader(deadline_after(seconds(30)), &leader);
+  if (next == nullptr) return -1;
+  return seconds_since(killed);
+}
+
+TEST(FaultFailover, KillNineTheLeaderMidStepAndAfterAJoin) {
+  if (integration::EtcdServer::binary().empty())
+    GTEST_SKIP() << "etcd is not installed (scripts/deps.sh installs Debian's etcd-server)";
+  HaCluster ha(3, 3, {"--soak-count", "262144", "--soak-steps", "1000000"});
+  ASSERT_TRUE(ha.ok()) << ha.failure() << "\n" << ha.dump();
+  SoakCluster& cluster = *ha.soak;
+  for (int i = 0; i < 3; ++i) cluster.add_agent();
+  std::vector<Process*> everyone = except(cluster.agents, {});
+  ASSERT_TRUE(cluster.wait_steps(everyone, 3, deadline_after(seconds(60)))) << ha.dump();
+
+  // 1: at a random point of a step.
+  Process* leader = ha.leader();
+  ASSERT_NE(leader, nullptr) << ha.dump();
+  const std::uint64_t seed = test_seed();
+  std::mt19937_64 rng(seed);
+  std::cout << "seed " << seed << "\n";
+  ASSERT_GE(wait_next_step(*everyone[0], deadline_after(seconds(30))), 0) << ha.dump();
+  std::this_thread::sleep_for(
+      milliseconds(std::uniform_int_distribution<int>(0, 40)(rng)));  // the injection point
+  std::uint64_t old_max = max_epoch_of(*leader);
+  const double first = kill_leader_and_time_takeover(ha, *leader);
+  ASSERT_GE(first, 0) << "no standby took over\n" << ha.dump();
+  EXPECT_LT(first, std::chrono::duration<double>(kTakeoverBound).count()) << ha.dump();
+  ASSERT_TRUE(wait_committed_after(everyone, old_max, deadline_after(seconds(30))))
+      << "no step committed in a view of the new leader\n"
+      << ha.dump();
+
+  // 2: right after the new leader admitted a joiner (before its boundary view).
+  leader = ha.leader();
+  ASSERT_NE(leader, nullptr) << ha.dump();
+  Process& joiner = cluster.add_agent();
+  ASSERT_TRUE(
+      leader->wait_for_line(std::regex(R"(member \d+ joined from)"), deadline_after(seconds(30))))
+      << ha.dump();
+  old_max = max_epoch_of(*leader);
+  const double second = kill_leader_and_time_takeover(ha, *leader);
+  ASSERT_GE(second, 0) << "the last standby did not take over\n" << ha.dump();
+  EXPECT_LT(second, std::chrono::duration<double>(kTakeoverBound).count()) << ha.dump();
+  std::cout << "takeover after kill -9: " << first * 1e3 << " ms, " << second * 1e3 << " ms (lease "
+            << kTestLeaseSeconds << " s)\n";
+
+  // The joiner is admitted by the last leader (it resumes as the member it was, or joins
+  // again) and trains with the others; the original three never rejoined.
+  everyone = except(cluster.agents, {});
+  ASSERT_TRUE(wait_committed_after(everyone, old_max, deadline_after(seconds(60))))
+      << "the agents (the joiner included) did not train under the last leader\n"
+      << ha.dump();
+  EXPECT_EQ(parse_report(joiner.out()).steps.back().contributors.size(), 4u) << ha.dump();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(parse_report(cluster.agents[i]->out()).members.size(), 1u)
+        << cluster.agents[i]->name() << " had to rejoin\n"
+        << ha.dump();
+  }
+  ha.expect_no_epoch_twice();
+  const Consistency c = cluster.expect_consistent();
+  std::cout << c.steps_seen << " steps, " << c.cross_checked << " cross-checked lines\n";
+  drain_and_expect_clean_exit(cluster, everyone, deadline_after(seconds(60)));
+}
+
+TEST(FaultFailover, APausedLeaderThatWakesAfterATakeoverIssuesNothing) {
+  if (integration::EtcdServer::binary().empty())
+    GTEST_SKIP() << "etcd is not installed (scripts/deps.sh installs Debian's etcd-server)";
+  HaCluster ha(3, 2, {"--soak-count", "262144", "--soak-steps", "1000000"});
+  ASSERT_TRUE(ha.ok()) << ha.failure() << "\n" << ha.dump();
+  SoakCluster& cluster = *ha.soak;
+  for (int i = 0; i < 3; ++i) cluster.add_agent();
+  std::vector<Process*> everyone = except(cluster.agents, {});
+  ASSERT_TRUE(cluster.wait_steps(everyone, 3, deadline_after(seconds(60)))) << ha.dump();
+
+  Process* paused = ha.leader();
+  ASSERT_NE(paused, nullptr) << ha.dump();
+  const auto stopped = std::chrono::steady_clock::now();
+  paused->signal(SIGSTOP);
+  Process* next = ha.wait_leader(deadline_after(seconds(30)), paused);
+  ASSERT_NE(next, nullptr) << "no standby took over from the paused leader\n" << ha.dump();
+  const double takeover = seconds_since(stopped);
+  EXPECT_LT(takeover, std::chrono::duration<double>(kTakeoverBound).count()) << ha.dump();
+  const std::uint64_t paused_max = max_epoch_of(*paused);
+  ASSERT_TRUE(wait_committed_after(everyone, paused_max, deadline_after(seconds(30))))
+      << "the agents did not move to the new leader\n"
+      << ha.dump();
+
+  // It wakes up: it must stand down without issuing a view, a Go or an eviction.
+  static const std::regex issued(R"(view epoch \d+ |go epoch \d+|removed member \d+)");
+  const int issued_before = count_matches(paused->err(), issued);
+  paused->signal(SIGCONT);
+  ASSERT_TRUE(paused->wait_for_line(std::regex("stopped leading"), deadline_after(seconds(10))))
+      << "the woken leader did not notice it lost the lease\n"
+      << ha.dump();
+  const long step = cluster.max_step();
+  ASSERT_TRUE(cluster.wait_steps(everyone, step + 3, deadline_after(seconds(30)))) << ha.dump();
+  EXPECT_EQ(count_matches(paused->err(), issued), issued_before)
+      << "the deposed leader issued something after waking\n"
+      << ha.dump();
+  EXPECT_EQ(ha.leader(), next) << ha.dump();
+  std::cout << "takeover from a SIGSTOPped leader: " << takeover * 1e3 << " ms\n";
+  ha.expect_no_epoch_twice();
+  const Consistency c = cluster.expect_consistent();
+  std::cout << c.steps_seen << " steps, " << c.cross_checked << " cross-checked lines\n";
+  drain_and_expect_clean_exit(cluster, everyone, deadline_after(seconds(60)));
+}
+
+TEST(FaultFailover, EtcdKilledAndRestartedWhileAgentsTrain) {
+  if (integration::EtcdServer::binary().empty())
+    GTEST_SKIP() << "etcd is not installed (scripts/deps.sh installs Debian's etcd-server)";
+  HaCluster ha(3, 2, {"--soak-count", "262144", "--soak-steps", "1000000"});
+  ASSERT_TRUE(ha.ok()) << ha.failure() << "\n" << ha.dump();
+  SoakCluster& cluster = *ha.soak;
+  for (int i = 0; i < 3; ++i) cluster.add_agent();
+  std::vector<Process*> everyone = except(cluster.agents, {});
+  ASSERT_TRUE(cluster.wait_steps(everyone, 3, deadline_after(seconds(60)))) << ha.dump();
+
+  // kill -9 of etcd and a restart on its data and ports: the members keep training
+  // meanwhile (the data plane does not need the coordinator), and afterwards a leader
+  // (the same one, on its surviving lease, or a standby) handles a join.
+  const long before = cluster.max_step();
+  ASSERT_TRUE(ha.etcd->restart()) << ha.etcd->failure() << "\n" << ha.dump();
+  ASSERT_TRUE(cluster.wait_steps(everyone, before + 3, deadline_after(seconds(30)))) << ha.dump();
+  ASSERT_NE(ha.wait_leader(deadline_after(seconds(30))), nullptr) << ha.dump();
+  Process& joiner = cluster.add_agent();
+  ASSERT_TRUE(poll_until(deadline_after(seconds(60)),
+                         [&] {
+                           const AgentReport r = parse_report(joiner.out());
+                           return !r.steps.empty() && r.steps.back().contributors.size() == 4;
+                         }))
+      << "a join after the etcd restart was not handled\n"
+      << ha.dump();
+  everyone = except(cluster.agents, {});
+  ASSERT_TRUE(cluster.wait_steps(everyone, cluster.max_step() + 3, deadline_after(seconds(30))))
+      << ha.dump();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(parse_report(cluster.agents[i]->out()).members.size(), 1u)
+        << cluster.agents[i]->name() << " had to rejoin\n"
+        << ha.dump();
+  }
+  ha.expect_no_epoch_twice();
+  const Consistency c = cluster.expect_consistent();
+  std::cout << c.steps_seen << " steps, " << c.cross_checked << " cross-checked lines\n";
+  drain_and_expect_clean_exit(cluster, everyone, deadline_after(seconds(60)));
+}
+
+}  // namespace
+}  // namespace tributary::fault
