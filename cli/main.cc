@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "agent/worker.h"
+#include "cli/coordinator_command.h"
 #include "cli/demo.h"
 #include "cli/launcher.h"
 #include "cli/soak_workload.h"
@@ -19,7 +20,6 @@
 #include "cli/workloads.h"
 #include "compression/collectives/compression_plan.h"
 #include "compression/collectives/convergence_advice.h"
-#include "coordinator/coordinator.h"
 
 namespace tributary::cli {
 namespace {
@@ -53,102 +53,6 @@ void add_log_flags(CLI::App& cmd, LogFlags& f) {
 // The same flags for the processes a local cluster starts (coordinator and agents).
 std::vector<std::string> log_args(const LogFlags& f) {
   return {"--log-level", f.level, "--log-format", f.format};
-}
-
-// --- coordinator --------------------------------------------------------------------
-
-struct CoordinatorFlags {
-  coordinator::CoordinatorConfig config;
-  long heartbeat_timeout_ms = 1000;
-  long heartbeat_interval_ms = 100;
-  long ready_timeout_ms = 2000;
-  long straggler_floor_ms = 50;
-  long straggler_cooldown_s = 60;
-  bool no_straggler_eviction = false;
-  std::string ready_file;
-  long lease_s = 2;
-};
-
-void add_coordinator_flags(CLI::App& cmd, CoordinatorFlags& f) {
-  f.config.bind_address = "tcp://127.0.0.1:7070";
-  f.config.metrics_address = "";
-  cmd.add_option("--bind", f.config.bind_address, "ZeroMQ endpoint to bind (port 0: ephemeral)")
-      ->capture_default_str();
-  cmd.add_option("--secret", f.config.secret, "cluster secret")->envname("TRIBUTARY_SECRET");
-  cmd.add_option("--world-size", f.config.initial_world_size,
-                 "members to gather before the first view")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd.add_option("--heartbeat-timeout-ms", f.heartbeat_timeout_ms,
-                 "silence after which a member is removed")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd.add_option("--heartbeat-interval-ms", f.heartbeat_interval_ms, "how often agents heartbeat")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd.add_option("--ready-timeout-ms", f.ready_timeout_ms,
-                 "a member that does not confirm a new view this long is removed")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd.add_option("--journal", f.config.journal_path,
-                 "journal file (fsynced) that lets a restarted coordinator resume");
-  auto& st = f.config.straggler;
-  cmd.add_flag("--no-straggler-eviction", f.no_straggler_eviction, "never evict stragglers");
-  cmd.add_option("--straggler-k", st.k, "straggler: compute time above k x the step's median")
-      ->capture_default_str();
-  cmd.add_option("--straggler-floor-ms", f.straggler_floor_ms,
-                 "straggler: never below this compute time")
-      ->capture_default_str();
-  cmd.add_option("--straggler-m", st.m, "straggler: in M ...")->capture_default_str();
-  cmd.add_option("--straggler-w", st.w, "... of the last W steps")->capture_default_str();
-  cmd.add_option("--straggler-cooldown-s", f.straggler_cooldown_s,
-                 "an evicted straggler may rejoin after this")
-      ->capture_default_str();
-  cmd.add_option("--min-world-size", st.min_world_size, "never evict below this many members")
-      ->capture_default_str();
-  cmd.add_option("--metrics", f.config.metrics_address,
-                 "serve Prometheus /metrics on HOST:PORT (port 0: ephemeral; empty: off)");
-  cmd.add_option("--ready-file", f.ready_file,
-                 "write the bound endpoint to this file once listening");
-  cmd.add_option("--etcd", f.config.etcd_endpoints,
-                 "replicated coordinators: etcd client URLs, comma-separated (default: the "
-                 "local journal, if any)")
-      ->delimiter(',');
-  cmd.add_option("--etcd-prefix", f.config.etcd_prefix,
-                 "etcd key prefix shared by the coordinators of one cluster")
-      ->capture_default_str();
-  cmd.add_option("--lease-s", f.lease_s,
-                 "etcd leader lease: a dead leader is replaced after this many seconds")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd.add_option("--advertise", f.config.advertise,
-                 "endpoint agents dial for this coordinator (default: the bound one)");
-}
-
-int run_coordinator(CoordinatorFlags& f) {
-  if (f.config.secret.empty()) {
-    return report(error(StatusCode::kInvalidArgument,
-                        "no cluster secret: pass --secret or set TRIBUTARY_SECRET"),
-                  "coordinator");
-  }
-  f.config.heartbeat_timeout = std::chrono::milliseconds(f.heartbeat_timeout_ms);
-  f.config.heartbeat_interval = std::chrono::milliseconds(f.heartbeat_interval_ms);
-  f.config.ready_timeout = std::chrono::milliseconds(f.ready_timeout_ms);
-  f.config.straggler.enabled = !f.no_straggler_eviction;
-  f.config.straggler.floor_seconds = static_cast<double>(f.straggler_floor_ms) / 1000.0;
-  f.config.straggler.cooldown = std::chrono::seconds(f.straggler_cooldown_s);
-  f.config.lease_ttl = std::chrono::seconds(f.lease_s);
-  coordinator::Coordinator coordinator(f.config);
-  if (Status s = coordinator.bind(); !s) return report(s, "coordinator");
-  if (!f.ready_file.empty()) {
-    const std::string tmp = f.ready_file + ".tmp";
-    std::ofstream(tmp) << coordinator.endpoint() << "\n";
-    std::rename(tmp.c_str(), f.ready_file.c_str());
-  }
-  std::signal(SIGTERM, on_signal);
-  std::signal(SIGINT, on_signal);
-  coordinator.run_until(g_stop);
-  return 0;
 }
 
 // --- agent --------------------------------------------------------------------------
@@ -580,7 +484,11 @@ int main(int argc, char** argv) {
   // Read once, here: every Logger of this process writes at this level and in this format.
   configure_logging(*parse_log_level(log_flags.level), *parse_log_format(log_flags.format));
 
-  if (coordinator_cmd->parsed()) return run_coordinator(coordinator_flags);
+  if (coordinator_cmd->parsed()) {
+    std::signal(SIGTERM, on_signal);
+    std::signal(SIGINT, on_signal);
+    return run_coordinator(coordinator_flags, g_stop);
+  }
   if (agent->parsed()) return run_agent(agent_flags);
   if (status->parsed()) return run_status(status_flags);
   if (bench->parsed()) {
