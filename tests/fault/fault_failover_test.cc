@@ -43,6 +43,43 @@ bool wait_committed_after(const std::vector<Process*>& agents, std::uint64_t epo
   });
 }
 
+// A world of three agents trained by `coordinators` replicated coordinators on a fresh etcd,
+// past their third step, in `ha`; left null when the test was skipped (no etcd) or failed.
+// (An out-parameter: GTEST_SKIP returns from a void function.)
+void start_training(int coordinators, std::unique_ptr<HaCluster>& ha) {
+  if (integration::EtcdServer::binary().empty())
+    GTEST_SKIP() << "etcd is not installed (scripts/deps.sh installs Debian's etcd-server)";
+  auto cluster = std::make_unique<HaCluster>(
+      3, coordinators,
+      std::vector<std::string>{"--soak-count", "262144", "--soak-steps", "1000000"});
+  ASSERT_TRUE(cluster->ok()) << cluster->failure() << "\n" << cluster->dump();
+  for (int i = 0; i < 3; ++i) cluster->soak->add_agent();
+  ASSERT_TRUE(
+      cluster->soak->wait_steps(except(cluster->soak->agents, {}), 3, deadline_after(seconds(60))))
+      << "the agents did not reach their third step\n"
+      << cluster->dump();
+  ha = std::move(cluster);
+}
+
+// The first three agents kept their membership through every takeover (resumed, never
+// rejoined).
+void expect_original_agents_never_rejoined(HaCluster& ha) {
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(parse_report(ha.soak->agents[i]->out()).members.size(), 1u)
+        << ha.soak->agents[i]->name() << " had to rejoin\n"
+        << ha.dump();
+  }
+}
+
+// What every failover must leave behind: no epoch issued twice, every committed step the
+// same on every agent, and agents that drain cleanly.
+void expect_agreement_and_drain(HaCluster& ha, const std::vector<Process*>& everyone) {
+  ha.expect_no_epoch_twice();
+  const Consistency c = ha.soak->expect_consistent();
+  std::cout << c.steps_seen << " steps, " << c.cross_checked << " cross-checked lines\n";
+  drain_and_expect_clean_exit(*ha.soak, everyone, deadline_after(seconds(60)));
+}
+
 // Kills the leader with SIGKILL, returns the takeover time in seconds (or -1).
 double kill_leader_and_time_takeover(HaCluster& ha, Process& leader) {
   const auto killed = std::chrono::steady_clock::now();
@@ -54,14 +91,12 @@ double kill_leader_and_time_takeover(HaCluster& ha, Process& leader) {
 }
 
 TEST(FaultFailover, KillNineTheLeaderMidStepAndAfterAJoin) {
-  if (integration::EtcdServer::binary().empty())
-    GTEST_SKIP() << "etcd is not installed (scripts/deps.sh installs Debian's etcd-server)";
-  HaCluster ha(3, 3, {"--soak-count", "262144", "--soak-steps", "1000000"});
-  ASSERT_TRUE(ha.ok()) << ha.failure() << "\n" << ha.dump();
+  std::unique_ptr<HaCluster> started;
+  start_training(3, started);
+  if (!started) return;
+  HaCluster& ha = *started;
   SoakCluster& cluster = *ha.soak;
-  for (int i = 0; i < 3; ++i) cluster.add_agent();
   std::vector<Process*> everyone = except(cluster.agents, {});
-  ASSERT_TRUE(cluster.wait_steps(everyone, 3, deadline_after(seconds(60)))) << ha.dump();
 
   // 1: at a random point of a step.
   Process* leader = ha.leader();
@@ -101,26 +136,17 @@ TEST(FaultFailover, KillNineTheLeaderMidStepAndAfterAJoin) {
       << "the agents (the joiner included) did not train under the last leader\n"
       << ha.dump();
   EXPECT_EQ(parse_report(joiner.out()).steps.back().contributors.size(), 4u) << ha.dump();
-  for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(parse_report(cluster.agents[i]->out()).members.size(), 1u)
-        << cluster.agents[i]->name() << " had to rejoin\n"
-        << ha.dump();
-  }
-  ha.expect_no_epoch_twice();
-  const Consistency c = cluster.expect_consistent();
-  std::cout << c.steps_seen << " steps, " << c.cross_checked << " cross-checked lines\n";
-  drain_and_expect_clean_exit(cluster, everyone, deadline_after(seconds(60)));
+  expect_original_agents_never_rejoined(ha);
+  expect_agreement_and_drain(ha, everyone);
 }
 
 TEST(FaultFailover, APausedLeaderThatWakesAfterATakeoverIssuesNothing) {
-  if (integration::EtcdServer::binary().empty())
-    GTEST_SKIP() << "etcd is not installed (scripts/deps.sh installs Debian's etcd-server)";
-  HaCluster ha(3, 2, {"--soak-count", "262144", "--soak-steps", "1000000"});
-  ASSERT_TRUE(ha.ok()) << ha.failure() << "\n" << ha.dump();
+  std::unique_ptr<HaCluster> started;
+  start_training(2, started);
+  if (!started) return;
+  HaCluster& ha = *started;
   SoakCluster& cluster = *ha.soak;
-  for (int i = 0; i < 3; ++i) cluster.add_agent();
   std::vector<Process*> everyone = except(cluster.agents, {});
-  ASSERT_TRUE(cluster.wait_steps(everyone, 3, deadline_after(seconds(60)))) << ha.dump();
 
   Process* paused = ha.leader();
   ASSERT_NE(paused, nullptr) << ha.dump();
@@ -149,21 +175,16 @@ TEST(FaultFailover, APausedLeaderThatWakesAfterATakeoverIssuesNothing) {
       << ha.dump();
   EXPECT_EQ(ha.leader(), next) << ha.dump();
   std::cout << "takeover from a SIGSTOPped leader: " << takeover * 1e3 << " ms\n";
-  ha.expect_no_epoch_twice();
-  const Consistency c = cluster.expect_consistent();
-  std::cout << c.steps_seen << " steps, " << c.cross_checked << " cross-checked lines\n";
-  drain_and_expect_clean_exit(cluster, everyone, deadline_after(seconds(60)));
+  expect_agreement_and_drain(ha, everyone);
 }
 
 TEST(FaultFailover, EtcdKilledAndRestartedWhileAgentsTrain) {
-  if (integration::EtcdServer::binary().empty())
-    GTEST_SKIP() << "etcd is not installed (scripts/deps.sh installs Debian's etcd-server)";
-  HaCluster ha(3, 2, {"--soak-count", "262144", "--soak-steps", "1000000"});
-  ASSERT_TRUE(ha.ok()) << ha.failure() << "\n" << ha.dump();
+  std::unique_ptr<HaCluster> started;
+  start_training(2, started);
+  if (!started) return;
+  HaCluster& ha = *started;
   SoakCluster& cluster = *ha.soak;
-  for (int i = 0; i < 3; ++i) cluster.add_agent();
   std::vector<Process*> everyone = except(cluster.agents, {});
-  ASSERT_TRUE(cluster.wait_steps(everyone, 3, deadline_after(seconds(60)))) << ha.dump();
 
   // kill -9 of etcd and a restart on its data and ports: the members keep training
   // meanwhile (the data plane does not need the coordinator), and afterwards a leader
@@ -183,15 +204,8 @@ TEST(FaultFailover, EtcdKilledAndRestartedWhileAgentsTrain) {
   everyone = except(cluster.agents, {});
   ASSERT_TRUE(cluster.wait_steps(everyone, cluster.max_step() + 3, deadline_after(seconds(30))))
       << ha.dump();
-  for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(parse_report(cluster.agents[i]->out()).members.size(), 1u)
-        << cluster.agents[i]->name() << " had to rejoin\n"
-        << ha.dump();
-  }
-  ha.expect_no_epoch_twice();
-  const Consistency c = cluster.expect_consistent();
-  std::cout << c.steps_seen << " steps, " << c.cross_checked << " cross-checked lines\n";
-  drain_and_expect_clean_exit(cluster, everyone, deadline_after(seconds(60)));
+  expect_original_agents_never_rejoined(ha);
+  expect_agreement_and_drain(ha, everyone);
 }
 
 }  // namespace
