@@ -1,19 +1,21 @@
 #include "agent/agent_metrics.h"
 
 #include <prometheus/counter.h>
-#include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 
 #include <map>
+
+#include "core/metrics_server.h"
 
 namespace tributary::agent {
 
 class AgentMetrics::Impl {
  public:
-  std::unique_ptr<prometheus::Exposer> exposer;
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  std::unique_ptr<MetricsServer> server;  // last: stopped before the registry goes
   prometheus::Family<prometheus::Counter>* collectives = nullptr;
   prometheus::Family<prometheus::Histogram>* latency = nullptr;
   prometheus::Family<prometheus::Counter>* bytes_sent = nullptr;
@@ -21,6 +23,9 @@ class AgentMetrics::Impl {
   prometheus::Family<prometheus::Counter>* transport_sent = nullptr;
   prometheus::Family<prometheus::Counter>* transport_received = nullptr;
   prometheus::Family<prometheus::Gauge>* peer_transport = nullptr;
+  prometheus::Counter* bad_frames = nullptr;
+  prometheus::Counter* crc_failures = nullptr;
+  FrameRefusals seen_refusals;
   // Last cumulative values seen per (transport, peer address), to turn snapshots into
   // increments.
   std::map<std::pair<std::string, std::string>, std::pair<std::uint64_t, std::uint64_t>> seen;
@@ -28,15 +33,20 @@ class AgentMetrics::Impl {
   std::uint16_t port = 0;
 };
 
-Result<std::unique_ptr<AgentMetrics>> AgentMetrics::serve(const std::string& bind) {
+Result<std::unique_ptr<AgentMetrics>> AgentMetrics::serve(const std::string& bind, Logger log) {
   auto impl = std::make_unique<Impl>();
-  try {
-    impl->exposer = std::make_unique<prometheus::Exposer>(bind);
-  } catch (const std::exception& e) {
-    return error(StatusCode::kUnavailable, "cannot serve /metrics on " + bind + ": " + e.what());
+  auto server = MetricsServer::start(
+      bind,
+      [registry = impl->registry] {
+        return prometheus::TextSerializer().Serialize(registry->Collect());
+      },
+      std::move(log));
+  if (!server) {
+    return error(server.status().code(),
+                 "cannot serve /metrics on " + bind + ": " + server.status().message());
   }
-  const auto ports = impl->exposer->GetListeningPorts();
-  impl->port = ports.empty() ? 0 : static_cast<std::uint16_t>(ports.front());
+  impl->server = std::move(server).value();
+  impl->port = impl->server->port();
   auto& r = *impl->registry;
   impl->collectives =
       &prometheus::BuildCounter()
@@ -55,6 +65,20 @@ Result<std::unique_ptr<AgentMetrics>> AgentMetrics::serve(const std::string& bin
                               .Name("tributary_link_bytes_received_total")
                               .Help("Data-plane payload bytes received, by peer address")
                               .Register(r);
+  impl->bad_frames = &prometheus::BuildCounter()
+                          .Name("tributary_link_bad_frames_total")
+                          .Help(
+                              "Data-plane frames refused as malformed or corrupted (the "
+                              "connection they came on is dropped)")
+                          .Register(r)
+                          .Add({});
+  impl->crc_failures = &prometheus::BuildCounter()
+                            .Name("tributary_link_crc_failures_total")
+                            .Help(
+                                "Data-plane frames whose CRC-32C did not match: corrupted "
+                                "in transit, never delivered")
+                            .Register(r)
+                            .Add({});
   for (auto [family, direction] : {std::pair{&impl->transport_sent, "sent"},
                                    std::pair{&impl->transport_received, "received"}}) {
     *family = &prometheus::BuildCounter()
@@ -67,7 +91,6 @@ Result<std::unique_ptr<AgentMetrics>> AgentMetrics::serve(const std::string& bin
            .Name("tributary_peer_transport")
            .Help("1 for the transport that carries each peer of the current group, else 0")
            .Register(r);
-  impl->exposer->RegisterCollectable(impl->registry);
   return std::unique_ptr<AgentMetrics>(new AgentMetrics(std::move(impl)));
 }
 
@@ -90,7 +113,7 @@ void AgentMetrics::record_collective(std::string_view op, std::string_view algor
   impl_->latency->Add({{"op", std::string(op)}}, kBuckets).Observe(seconds);
 }
 
-void AgentMetrics::sync_links(const std::vector<PeerPath>& paths) {
+void AgentMetrics::sync_links(const std::vector<PeerPath>& paths, const FrameRefusals& refusals) {
   for (prometheus::Gauge* g : impl_->path_gauges) g->Set(0);
   impl_->path_gauges.clear();
   for (const auto& p : paths) {
@@ -110,6 +133,11 @@ void AgentMetrics::sync_links(const std::vector<PeerPath>& paths) {
     g.Set(1);
     impl_->path_gauges.push_back(&g);
   }
+  // Endpoint lifetime totals: monotonic.
+  FrameRefusals& seen = impl_->seen_refusals;
+  impl_->bad_frames->Increment(static_cast<double>(refusals.bad_frames - seen.bad_frames));
+  impl_->crc_failures->Increment(static_cast<double>(refusals.crc_failures - seen.crc_failures));
+  seen = refusals;
 }
 
 }  // namespace tributary::agent

@@ -2,10 +2,12 @@
 //   tributary_collectives_total{op,algorithm,result}   collectives run, by outcome
 //   tributary_collective_seconds{op}                     latency histogram
 //   tributary_link_bytes_sent_total{peer}, _received_total{peer}   data-plane bytes by peer
+//   tributary_link_bad_frames_total, tributary_link_crc_failures_total   frames refused
 //   tributary_transport_bytes_sent_total{transport}, _received_total{transport}   by transport
 //   tributary_peer_transport{peer,member,transport}      1 for the path carrying each peer
 //   tributary_membership_size, tributary_epoch           from the coordinator client
-// Updated only from the collective thread; the exposer thread only reads.
+// Updated only from the collective thread; the server's thread (core/metrics_server.h, which
+// slow or many scrapers cannot block) only reads.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "agent/data_plane.h"
+#include "core/log.h"
 #include "core/status.h"
 
 namespace prometheus {
@@ -25,8 +28,8 @@ namespace tributary::agent {
 
 class AgentMetrics {
  public:
-  // bind: "127.0.0.1:0" for an ephemeral port.
-  static Result<std::unique_ptr<AgentMetrics>> serve(const std::string& bind);
+  // bind: "127.0.0.1:0" for an ephemeral port. `log` gets the server's refusals.
+  static Result<std::unique_ptr<AgentMetrics>> serve(const std::string& bind, Logger log);
   ~AgentMetrics();
 
   std::uint16_t port() const;
@@ -34,9 +37,10 @@ class AgentMetrics {
 
   void record_collective(std::string_view op, std::string_view algorithm, const Status& result,
                          double seconds);
-  // Folds the current group's cumulative per-peer byte counts into the counters and
-  // points each peer's path gauge at the transport carrying it.
-  void sync_links(const std::vector<PeerPath>& paths);
+  // Folds the current group's cumulative per-peer byte counts and the data plane's
+  // lifetime refusals into the counters, and points each peer's path gauge at the
+  // transport carrying it.
+  void sync_links(const std::vector<PeerPath>& paths, const FrameRefusals& refusals);
 
   class Impl;
 

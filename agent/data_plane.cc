@@ -133,4 +133,9 @@ std::vector<PeerPath> DataPlane::paths() const {
   return out;
 }
 
+FrameRefusals DataPlane::refusals() const {
+  const TcpEndpointStats stats = endpoint_->stats();
+  return {stats.bad_frames, stats.crc_failures};
+}
+
 }  // namespace tributary::agent

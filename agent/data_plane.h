@@ -34,6 +34,12 @@ struct PeerPath {
   std::uint64_t bytes_received = 0;
 };
 
+// Data-plane frames refused over the process's lifetime (monotonic).
+struct FrameRefusals {
+  std::uint64_t bad_frames = 0;    // malformed or corrupted (CRC failures included)
+  std::uint64_t crc_failures = 0;  // frames whose CRC-32C did not match
+};
+
 class DataPlane {
  public:
   static Result<std::unique_ptr<DataPlane>> start(const WorkerConfig& config, Logger log);
@@ -51,6 +57,7 @@ class DataPlane {
   void cancel_connect(std::uint64_t newer_epoch) { table_->cancel_connect(newer_epoch); }
   // The current group's peers (empty before the first group).
   std::vector<PeerPath> paths() const;
+  FrameRefusals refusals() const;
 
  private:
   DataPlane() = default;

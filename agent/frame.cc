@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "core/crc32c.h"
+
 namespace tributary::agent {
 namespace {
 
@@ -26,6 +28,11 @@ bool all_zero(const std::byte* begin, const std::byte* end) {
 
 Status bad(std::string what) { return error(StatusCode::kBadFrame, std::move(what)); }
 
+// The header's own CRC covers everything before it.
+constexpr std::size_t kHeaderCrcOffset = kFrameHeaderBytes - 4;
+
+std::uint32_t header_crc(const std::byte* b) { return crc32c({b, kHeaderCrcOffset}); }
+
 }  // namespace
 
 FrameHeaderBytes encode_frame_header(const FrameHeader& h) {
@@ -38,6 +45,8 @@ FrameHeaderBytes encode_frame_header(const FrameHeader& h) {
   put<std::uint32_t>(&b[24], h.slot);
   put<std::uint32_t>(&b[28], h.check);
   put<std::uint64_t>(&b[32], h.length);
+  put<std::uint32_t>(&b[40], h.payload_crc);
+  put<std::uint32_t>(&b[kHeaderCrcOffset], header_crc(b.data()));
   return b;
 }
 
@@ -47,6 +56,11 @@ Result<FrameHeader> decode_frame_header(std::span<const std::byte, kFrameHeaderB
   if (magic != kFrameMagic) return bad("bad frame magic " + std::to_string(magic));
   const auto version = static_cast<std::uint8_t>(b[4]);
   if (version != kWireVersion) return bad("unsupported frame version " + std::to_string(version));
+  const auto stored_crc = get<std::uint32_t>(&b[kHeaderCrcOffset]);
+  if (const std::uint32_t crc = header_crc(b.data()); crc != stored_crc) {
+    return bad("frame header fails its CRC-32C check (computed " + std::to_string(crc) + ", sent " +
+               std::to_string(stored_crc) + "): corrupted in transit");
+  }
   const auto kind = static_cast<std::uint8_t>(b[5]);
   if (kind > static_cast<std::uint8_t>(FrameKind::kAbort)) {
     return bad("unknown frame kind " + std::to_string(kind));
@@ -59,6 +73,7 @@ Result<FrameHeader> decode_frame_header(std::span<const std::byte, kFrameHeaderB
   h.slot = get<std::uint32_t>(&b[24]);
   h.check = get<std::uint32_t>(&b[28]);
   h.length = get<std::uint64_t>(&b[32]);
+  h.payload_crc = get<std::uint32_t>(&b[40]);
   if (h.length > max_payload) {
     return bad("frame length " + std::to_string(h.length) + " exceeds the limit of " +
                std::to_string(max_payload) + " bytes");
@@ -76,14 +91,15 @@ std::vector<std::byte> encode_abort_frame(std::uint64_t epoch, const AbortNotice
   h.epoch = epoch;
   h.kind = FrameKind::kAbort;
   h.length = kAbortFixedBytes + len;
-  const FrameHeaderBytes hb = encode_frame_header(h);
   std::vector<std::byte> out(kFrameHeaderBytes + kAbortFixedBytes + len, std::byte{0});
-  std::memcpy(out.data(), hb.data(), hb.size());
   std::byte* p = out.data() + kFrameHeaderBytes;
   p[0] = static_cast<std::byte>(notice.code);
   put<std::uint32_t>(p + 4, notice.origin);
   put<std::uint32_t>(p + 8, static_cast<std::uint32_t>(len));
   if (len > 0) std::memcpy(p + kAbortFixedBytes, notice.message.data(), len);
+  h.payload_crc = crc32c({p, h.length});
+  const FrameHeaderBytes hb = encode_frame_header(h);
+  std::memcpy(out.data(), hb.data(), hb.size());
   return out;
 }
 

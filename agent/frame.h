@@ -20,12 +20,20 @@
 
 namespace tributary::agent {
 
-inline constexpr std::uint8_t kWireVersion = 1;
+// 2: frames carry CRC-32Cs. The handshake carries the version, so a peer of another
+// version is refused at the handshake instead of misreading frames.
+inline constexpr std::uint8_t kWireVersion = 2;
 
-// ---- Data frames: a 40-byte header followed by `length` payload bytes. ----
+// ---- Data frames: a 48-byte header followed by `length` payload bytes. ----
+//
+// Integrity (core/crc32c.h): the header ends with the CRC-32C of its first 44 bytes,
+// checked before any of its fields is believed (a flipped bit in `length` would otherwise
+// desynchronise the stream); `payload_crc` is the CRC-32C of the payload, checked by the
+// receiver once the last byte is in and before the message is delivered. A mismatch is a
+// kBadFrame naming the peer, never a value handed to the caller.
 
 inline constexpr std::uint32_t kFrameMagic = 0x46425254;  // "TRBF"
-inline constexpr std::size_t kFrameHeaderBytes = 40;
+inline constexpr std::size_t kFrameHeaderBytes = 48;
 
 enum class FrameKind : std::uint8_t {
   kData = 0,   // a message for the recv posted with (seq, slot)
@@ -37,15 +45,18 @@ struct FrameHeader {
   std::uint64_t seq = 0;
   std::uint32_t slot = 0;
   std::uint32_t check = 0;
-  std::uint64_t length = 0;  // payload bytes after the header
+  std::uint64_t length = 0;       // payload bytes after the header
+  std::uint32_t payload_crc = 0;  // CRC-32C of the payload (0 for an empty one)
   FrameKind kind = FrameKind::kData;
 };
 
 using FrameHeaderBytes = std::array<std::byte, kFrameHeaderBytes>;
 
+// Fills in the header's own CRC; `header.payload_crc` is the caller's to compute.
 FrameHeaderBytes encode_frame_header(const FrameHeader& header);
-// Rejects a wrong magic or version, an unknown kind, nonzero reserved bits, or
-// length > max_payload (an abort frame's length is bounded by kMaxAbortPayloadBytes too).
+// Rejects a wrong magic or version, a header CRC that does not match, an unknown kind,
+// nonzero reserved bits, or length > max_payload (an abort frame's length is bounded by
+// kMaxAbortPayloadBytes too). The payload CRC is left to whoever reads the payload.
 Result<FrameHeader> decode_frame_header(std::span<const std::byte, kFrameHeaderBytes> bytes,
                                         std::uint64_t max_payload);
 
@@ -64,7 +75,7 @@ struct AbortNotice {
   std::string message;  // at most kMaxAbortMessageBytes; longer ones are cut when encoded
 };
 
-// Header and payload of one abort frame, ready to write.
+// Header and payload of one abort frame (payload CRC included), ready to write.
 std::vector<std::byte> encode_abort_frame(std::uint64_t epoch, const AbortNotice& notice);
 // The payload only (the header has been decoded already). kBadFrame on a wrong length,
 // code kOk or unknown, nonzero reserved bytes.

@@ -39,6 +39,8 @@ TcpEndpoint::Impl::~Impl() {
   asio::post(io_, [this] {
     std::error_code ec;
     acceptor_.close(ec);
+    accept_timer_.cancel();
+    log_flush_timer_.cancel();
     if (const std::shared_ptr<Group> g = group_) {  // a copy: finish() resets group_
       finish(g, error(StatusCode::kAborted, "the endpoint is shutting down"));
     }
@@ -69,6 +71,7 @@ Status TcpEndpoint::Impl::start() {
   port_ = acceptor_.local_endpoint().port();
   address_ = endpoint_text(acceptor_.local_endpoint());
   accept_next();
+  flush_log_periodically();
   thread_ = std::thread([this] { io_.run(); });
   return Status();
 }
@@ -79,6 +82,8 @@ TcpEndpointStats TcpEndpoint::Impl::stats() const {
   s.epoch = stats_epoch_;
   s.frames_dropped_stale_epoch = retired_stale_;
   s.bad_frames = retired_bad_;
+  s.crc_failures = retired_crc_;
+  s.unexpected_stalls = retired_stalls_;
   s.bytes_copied_unexpected = retired_copied_;
   if (counters_) {
     for (std::size_t r = 0; r < counters_->peers.size(); ++r) {
@@ -90,6 +95,8 @@ TcpEndpointStats TcpEndpoint::Impl::stats() const {
     }
     s.frames_dropped_stale_epoch += counters_->frames_dropped_stale_epoch.load();
     s.bad_frames += counters_->bad_frames.load();
+    s.crc_failures += counters_->crc_failures.load();
+    s.unexpected_stalls += counters_->unexpected_stalls.load();
     s.bytes_copied_unexpected += counters_->bytes_copied_unexpected.load();
   }
   s.handshakes_accepted = handshakes_accepted_.load();
@@ -295,6 +302,8 @@ Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::Impl::make_link(
     if (counters_) {
       retired_stale_ += counters_->frames_dropped_stale_epoch.load();
       retired_bad_ += counters_->bad_frames.load();
+      retired_crc_ += counters_->crc_failures.load();
+      retired_stalls_ += counters_->unexpected_stalls.load();
       retired_copied_ += counters_->bytes_copied_unexpected.load();
     }
     counters_ = counters;
@@ -317,6 +326,7 @@ Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::Impl::make_link(
   params.rank = rank;
   params.size = size;
   params.max_frame_bytes = config_.max_frame_bytes;
+  params.max_unexpected_bytes = config_.max_unexpected_bytes;
   params.busy_poll = config_.busy_poll;
   params.log = config_.log;
   params.counters = std::move(counters);

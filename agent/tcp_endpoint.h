@@ -9,6 +9,14 @@
 // address; connections for a newer epoch that arrive before connect_group() of that
 // epoch are authenticated and parked until it is called. Nothing here throws.
 //
+// Against strangers on the network (docs/security.md): an accepted connection must finish
+// its handshake within handshake_timeout or it is closed; at most max_handshaking are
+// open at once, max_handshaking_per_source from one address (a new one evicts the oldest
+// of its own source, or of the source holding the most); when accept() runs out of descriptors the
+// oldest handshake is closed to make room, or, with none open, the listener backs off
+// (50 ms doubling to 1 s) instead of spinning; refusals are logged through a LogLimiter (5 per kind
+// per 10 s, then a count), so a flood of bad connections is a few lines.
+//
 // Threading: one internal thread runs Asio for accepting and handshaking only; it never
 // carries data. connect_group() blocks its caller until the group is up, fails, or the
 // deadline passes. Links returned stay valid after the endpoint is destroyed (they own
@@ -33,7 +41,13 @@ struct TcpEndpointConfig {
   std::uint16_t port = 0;  // 0: an ephemeral port, read back with port()
   std::string secret;      // the cluster secret; must not be empty
   std::size_t max_frame_bytes = std::size_t{1} << 30;
+  std::uint64_t max_unexpected_bytes = 256ull << 20;  // per peer (TcpLinkParams)
   Duration handshake_timeout = std::chrono::seconds(5);
+  // Accepted connections still in their handshake, at most; one more evicts the oldest (a
+  // real peer finishes in milliseconds, so the oldest is the one that has stalled longest).
+  std::size_t max_handshaking = 256;
+  // Of those, from one source address at most (several agents on one host each dial).
+  std::size_t max_handshaking_per_source = 32;
   // How long one connection attempt to one of a peer's addresses may take before the
   // next address is tried (an address that drops packets never answers).
   Duration connect_attempt_timeout = std::chrono::seconds(1);
@@ -61,7 +75,9 @@ struct TcpEndpointStats {
   std::vector<TcpPeerStats> peers;  // that group's peers by rank (own rank omitted)
   // Endpoint lifetime totals:
   std::uint64_t frames_dropped_stale_epoch = 0;
-  std::uint64_t bad_frames = 0;
+  std::uint64_t bad_frames = 0;         // malformed or corrupted (CRC failures included)
+  std::uint64_t crc_failures = 0;       // frames whose CRC-32C did not match: corrupted in transit
+  std::uint64_t unexpected_stalls = 0;  // see TcpLinkParams::max_unexpected_bytes
   std::uint64_t bytes_copied_unexpected = 0;  // arrived before their recv: one extra copy
   std::uint64_t handshakes_accepted = 0;
   std::uint64_t handshakes_rejected = 0;

@@ -20,6 +20,7 @@
 
 #include "agent/frame.h"
 #include "agent/tcp_endpoint.h"
+#include "core/log_limiter.h"
 
 namespace tributary::agent {
 
@@ -39,7 +40,8 @@ class TcpEndpoint::Impl {
     explicit Incoming(tcp::socket s) : sock(std::move(s)), timer(sock.get_executor()) {}
     tcp::socket sock;
     asio::steady_timer timer;
-    std::string peer;  // remote address, for the log
+    std::string peer;    // remote address and port, for the log
+    std::string source;  // remote address alone: the unit of the per-source bound
     HandshakeBytes buf{};
     HandshakeMessage hello;
     Nonce nonce{};
@@ -98,14 +100,26 @@ class TcpEndpoint::Impl {
 
   // ---- accepting side (tcp_handshake.cc, I/O thread) ----
   void accept_next();
+  // accept() failed for want of descriptors or memory: close the oldest connection still
+  // handshaking and accept again, or, with none to close, leave the listener alone for a
+  // while (doubling) instead of spinning.
+  void back_off_accept(const std::error_code& ec);
   void on_accepted(tcp::socket s);
+  // Before `in` joins handshaking_: evicts the oldest unfinished handshake of its source
+  // when that source is at its bound, else, at the total bound, the oldest of the source
+  // holding the most (a flood from one place evicts its own connections, not a peer's).
+  void make_room_for(const Incoming& in);
+  // Peer-caused lines go through the limiter (LogLimiter's key: the kind of refusal).
+  void log_refusal(std::string_view kind, const std::string& line);
+  void flush_log_periodically();
   void on_hello(const std::shared_ptr<Incoming>& in);
   void on_response(const std::shared_ptr<Incoming>& in);
   std::string claim_text(const std::shared_ptr<Incoming>& in) const {
     return "claims rank " + std::to_string(in->hello.from_rank) + " of epoch " +
            std::to_string(in->hello.epoch);
   }
-  void refuse(const std::shared_ptr<Incoming>& in, const std::string& why,
+  // `kind` groups the line for the log limiter.
+  void refuse(const std::shared_ptr<Incoming>& in, std::string_view kind, const std::string& why,
               std::optional<RejectReason> reason);
   void drop(const std::shared_ptr<Incoming>& in);
   void claim(const std::shared_ptr<Group>& g, const std::shared_ptr<Incoming>& in);
@@ -143,8 +157,12 @@ class TcpEndpoint::Impl {
   // I/O thread only.
   std::uint64_t floor_epoch_ = 0;
   std::shared_ptr<Group> group_;
-  std::atomic<std::uint64_t> cancel_below_{0};  // connect_group of older epochs: kAborted
-  std::vector<std::shared_ptr<Incoming>> handshaking_;
+  std::atomic<std::uint64_t> cancel_below_{0};          // connect_group of older epochs: kAborted
+  std::vector<std::shared_ptr<Incoming>> handshaking_;  // oldest first
+  asio::steady_timer accept_timer_{io_};
+  Duration accept_backoff_{};
+  asio::steady_timer log_flush_timer_{io_};
+  LogLimiter log_limiter_;
   std::map<std::pair<std::uint64_t, int>, std::shared_ptr<Incoming>> parked_;
   std::map<std::pair<std::uint64_t, int>, std::string> auth_failures_;  // (epoch, claimed rank)
 
@@ -158,6 +176,8 @@ class TcpEndpoint::Impl {
   std::uint64_t stats_epoch_ = 0;
   std::uint64_t retired_stale_ = 0;
   std::uint64_t retired_bad_ = 0;
+  std::uint64_t retired_crc_ = 0;
+  std::uint64_t retired_stalls_ = 0;
   std::uint64_t retired_copied_ = 0;
 };
 

@@ -3,7 +3,9 @@
 // function here runs on the endpoint's I/O thread.
 #include <poll.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "agent/tcp_endpoint_impl.h"
 
@@ -14,6 +16,20 @@ namespace {
 // as auth failures at once.
 constexpr std::size_t kMaxParked = 256;
 constexpr auto kRetryInterval = std::chrono::milliseconds(20);
+constexpr Duration kFirstAcceptBackoff = std::chrono::milliseconds(50);
+constexpr Duration kMaxAcceptBackoff = std::chrono::seconds(1);
+constexpr Duration kLogFlushInterval = std::chrono::seconds(10);
+
+// accept() errors that say this process or the system is out of a resource: retrying at
+// once fails again at once.
+bool out_of_resources(const std::error_code& ec) {
+  return ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space ||
+         ec == asio::error::no_memory || ec == std::errc::too_many_files_open_in_system;
+}
+
+std::string millis(Duration d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
+}
 
 std::string remote_text(const tcp::socket& s) {
   std::error_code ec;
@@ -45,25 +61,87 @@ bool peer_hung_up(tcp::socket& s) {
 void TcpEndpoint::Impl::accept_next() {
   acceptor_.async_accept([this](std::error_code ec, tcp::socket s) {
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+    if (out_of_resources(ec)) return back_off_accept(ec);
+    accept_backoff_ = Duration::zero();
     if (!ec) on_accepted(std::move(s));
-    accept_next();
+    accept_next();  // other errors belong to the one connection (ECONNABORTED)
   });
+}
+
+void TcpEndpoint::Impl::back_off_accept(const std::error_code& ec) {
+  if (!handshaking_.empty()) {
+    // Room for the connection waiting in the backlog: the oldest unfinished handshake
+    // (a real peer's takes milliseconds) goes. Each retry then accepts one connection, so
+    // this runs at the rate connections arrive, never in a loop of its own.
+    const std::shared_ptr<Incoming> oldest = handshaking_.front();
+    handshakes_rejected_.fetch_add(1);
+    log_refusal("descriptors", "out of file descriptors (" + ec.message() +
+                                   "): closing the oldest unfinished handshake, from " +
+                                   oldest->peer);
+    drop(oldest);
+    return accept_next();
+  }
+  accept_backoff_ = accept_backoff_ == Duration::zero()
+                        ? kFirstAcceptBackoff
+                        : std::min(2 * accept_backoff_, kMaxAcceptBackoff);
+  log_refusal("accept", "cannot accept connections: " + ec.message() + "; retrying in " +
+                            millis(accept_backoff_));
+  accept_timer_.expires_after(accept_backoff_);
+  accept_timer_.async_wait([this](std::error_code e) {
+    if (!e && acceptor_.is_open()) accept_next();
+  });
+}
+
+void TcpEndpoint::Impl::log_refusal(std::string_view kind, const std::string& line) {
+  log_limiter_.log(config_.log, LogLevel::kWarn, kind, line, std::chrono::steady_clock::now());
+}
+
+void TcpEndpoint::Impl::flush_log_periodically() {
+  log_flush_timer_.expires_after(kLogFlushInterval);
+  log_flush_timer_.async_wait([this](std::error_code ec) {
+    if (ec || !acceptor_.is_open()) return;
+    log_limiter_.flush(config_.log, LogLevel::kWarn, std::chrono::steady_clock::now());
+    flush_log_periodically();
+  });
+}
+
+void TcpEndpoint::Impl::make_room_for(const Incoming& in) {
+  std::map<std::string_view, std::size_t> per_source;
+  for (const auto& h : handshaking_) ++per_source[h->source];
+  std::string_view evict_from;
+  if (per_source[in.source] >= config_.max_handshaking_per_source) {
+    evict_from = in.source;
+  } else if (handshaking_.size() >= config_.max_handshaking) {
+    evict_from = std::max_element(per_source.begin(), per_source.end(), [](auto& a, auto& b) {
+                   return a.second < b.second;
+                 })->first;
+  } else {
+    return;
+  }
+  const auto it = std::find_if(handshaking_.begin(), handshaking_.end(),
+                               [&](const auto& h) { return h->source == evict_from; });
+  if (it == handshaking_.end()) return;
+  const std::shared_ptr<Incoming> oldest = *it;  // refuse() erases it from handshaking_
+  refuse(oldest, "evicted",
+         "evicted: " + std::to_string(per_source[evict_from]) + " of the " +
+             std::to_string(handshaking_.size()) +
+             " connections still handshaking came from its address, and this one the longest",
+         std::nullopt);
 }
 
 void TcpEndpoint::Impl::on_accepted(tcp::socket s) {
   configure(s);
   auto in = std::make_shared<Incoming>(std::move(s));
   in->peer = remote_text(in->sock);
+  std::error_code ec;
+  const auto remote = in->sock.remote_endpoint(ec);
+  in->source = ec ? in->peer : remote.address().to_string();
+  make_room_for(*in);
   handshaking_.push_back(in);
   in->timer.expires_after(config_.handshake_timeout);
   in->timer.async_wait([this, in](std::error_code ec) {
     if (ec) return;
-    refuse(in,
-           "no complete handshake within " +
-               std::to_string(
-                   std::chrono::duration_cast<std::chrono::milliseconds>(config_.handshake_timeout)
-                       .count()) +
-               " ms",
+    refuse(in, "timeout", "no complete handshake within " + millis(config_.handshake_timeout),
            std::nullopt);
   });
   // The magic first, so a stray client (HTTP, a port scanner, garbage) is refused at
@@ -72,7 +150,7 @@ void TcpEndpoint::Impl::on_accepted(tcp::socket s) {
       in->sock, asio::buffer(in->buf.data(), 4), [this, in](std::error_code ec, std::size_t) {
         if (ec) return drop(in);
         if (std::memcmp(in->buf.data(), encode_handshake(HandshakeMessage{}).data(), 4) != 0) {
-          return refuse(in, "not a tributary handshake (bad magic)", std::nullopt);
+          return refuse(in, "magic", "not a tributary handshake (bad magic)", std::nullopt);
         }
         asio::async_read(in->sock, asio::buffer(in->buf.data() + 4, in->buf.size() - 4),
                          [this, in](std::error_code ec2, std::size_t) {
@@ -88,15 +166,15 @@ void TcpEndpoint::Impl::on_hello(const std::shared_ptr<Incoming>& in) {
   if (!m.is_ok()) {
     const bool ours = m.status().message().find("version") != std::string::npos;
     return refuse(
-        in, m.status().message(),
+        in, "malformed", m.status().message(),
         ours && raw_version != kWireVersion ? std::optional(RejectReason::kVersion) : std::nullopt);
   }
   if (m->type != HandshakeType::kHello) {
-    return refuse(in, "expected a hello message", RejectReason::kBadMessage);
+    return refuse(in, "malformed", "expected a hello message", RejectReason::kBadMessage);
   }
   in->hello = *m;
   if (in->hello.epoch < floor_epoch_) {
-    return refuse(in,
+    return refuse(in, "stale",
                   claim_text(in) + ": epoch " + std::to_string(in->hello.epoch) +
                       " is older than this endpoint's epoch " + std::to_string(floor_epoch_),
                   RejectReason::kStaleEpoch);
@@ -117,9 +195,9 @@ void TcpEndpoint::Impl::on_hello(const std::shared_ptr<Incoming>& in) {
 
 void TcpEndpoint::Impl::on_response(const std::shared_ptr<Incoming>& in) {
   Result<HandshakeMessage> m = decode_handshake(in->buf);
-  if (!m.is_ok()) return refuse(in, m.status().message(), RejectReason::kBadMessage);
+  if (!m.is_ok()) return refuse(in, "malformed", m.status().message(), RejectReason::kBadMessage);
   if (m->type != HandshakeType::kResponse) {
-    return refuse(in, "expected a challenge response", RejectReason::kBadMessage);
+    return refuse(in, "malformed", "expected a challenge response", RejectReason::kBadMessage);
   }
   const Mac expected =
       handshake_mac(config_.secret, HandshakeRole::kConnector, in->hello, in->nonce);
@@ -131,7 +209,7 @@ void TcpEndpoint::Impl::on_response(const std::shared_ptr<Incoming>& in) {
           "a connection from " + in->peer +
           " claiming that rank failed the cluster-secret challenge";
     }
-    return refuse(in, "peer failed the cluster-secret challenge (" + claim_text(in) + ")",
+    return refuse(in, "auth", "peer failed the cluster-secret challenge (" + claim_text(in) + ")",
                   RejectReason::kAuth);
   }
   in->timer.cancel();
@@ -139,11 +217,12 @@ void TcpEndpoint::Impl::on_response(const std::shared_ptr<Incoming>& in) {
   handshakes_accepted_.fetch_add(1);
   if (group_ && group_->epoch == in->hello.epoch) return claim(group_, in);
   if (in->hello.epoch < floor_epoch_) {
-    return refuse(in, claim_text(in) + ": epoch moved on to " + std::to_string(floor_epoch_),
+    return refuse(in, "stale",
+                  claim_text(in) + ": epoch moved on to " + std::to_string(floor_epoch_),
                   RejectReason::kStaleEpoch);
   }
   if (parked_.size() >= kMaxParked) {
-    return refuse(in, "too many parked connections", RejectReason::kBusy);
+    return refuse(in, "busy", "too many parked connections", RejectReason::kBusy);
   }
   auto& slot = parked_[{in->hello.epoch, static_cast<int>(in->hello.from_rank)}];
   slot = in;  // a newer attempt from the same rank replaces a stale one
@@ -151,10 +230,10 @@ void TcpEndpoint::Impl::on_response(const std::shared_ptr<Incoming>& in) {
 }
 
 // Logs, counts, tells the peer why (if it speaks the protocol) and closes.
-void TcpEndpoint::Impl::refuse(const std::shared_ptr<Incoming>& in, const std::string& why,
-                               std::optional<RejectReason> reason) {
+void TcpEndpoint::Impl::refuse(const std::shared_ptr<Incoming>& in, std::string_view kind,
+                               const std::string& why, std::optional<RejectReason> reason) {
   handshakes_rejected_.fetch_add(1);
-  config_.log.warn("rejected connection from " + in->peer + ": " + why);
+  log_refusal(kind, "rejected connection from " + in->peer + ": " + why);
   in->timer.cancel();
   std::erase(handshaking_, in);
   if (!reason) return drop(in);
@@ -179,7 +258,7 @@ void TcpEndpoint::Impl::claim(const std::shared_ptr<Group>& g,
   const int from = static_cast<int>(in->hello.from_rank);
   if (static_cast<int>(in->hello.to_rank) != g->rank ||
       static_cast<int>(in->hello.group_size) != g->size || from >= g->rank) {
-    return refuse(in,
+    return refuse(in, "mismatch",
                   claim_text(in) + " dialing rank " + std::to_string(in->hello.to_rank) + " of " +
                       std::to_string(in->hello.group_size) + ", but we are rank " +
                       std::to_string(g->rank) + " of " + std::to_string(g->size),
@@ -187,7 +266,8 @@ void TcpEndpoint::Impl::claim(const std::shared_ptr<Group>& g,
   }
   Slot& slot = g->slots[from];
   if (slot.sock || slot.busy) {
-    return refuse(in, claim_text(in) + ", already connected", RejectReason::kGroupMismatch);
+    return refuse(in, "mismatch", claim_text(in) + ", already connected",
+                  RejectReason::kGroupMismatch);
   }
   if (peer_hung_up(in->sock)) return drop(in);
   slot.busy = true;

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "agent/tcp_link_impl.h"
+#include "core/crc32c.h"
 
 namespace tributary::agent {
 
@@ -47,8 +48,8 @@ algorithms::Link::Handle TcpLink::send(int peer, algorithms::Tag tag,
   const std::uint32_t i =
       ops_.alloc(true, peer, tag, const_cast<std::byte*>(data.data()), data.size());
   Op& op = ops_[i];
-  op.header =
-      encode_frame_header(FrameHeader{params_.epoch, tag.seq, tag.slot, tag.check, data.size()});
+  op.header = encode_frame_header(
+      FrameHeader{params_.epoch, tag.seq, tag.slot, tag.check, data.size(), crc32c(data)});
   std::lock_guard io(io_mu_);
   if (Peer& p = peers_[peer]; ops_.queue_send(i, p, abort_)) flush(p);
   return ops_.handle_of(i);
@@ -69,6 +70,7 @@ algorithms::Link::Handle TcpLink::recv(int peer, algorithms::Tag tag, std::span<
   if (u == p.unexpected.end()) {
     if (p.failed.is_ok()) {
       p.posted.push_back(i);
+      resume(p);  // the frame it stalled on may be this one
     } else {
       op.finish(p.failed);
     }
@@ -95,8 +97,10 @@ algorithms::Link::Handle TcpLink::recv(int peer, algorithms::Tag tag, std::span<
     }
     op.finish(std::move(st));
   }
+  p.unexpected_bytes -= u->length;
   pool_.give_back(std::move(u->bytes));
   p.unexpected.erase(u);
+  resume(p);
   return ops_.handle_of(i);
 }
 
@@ -116,6 +120,17 @@ Status TcpLink::wait(Handle handle, Deadline deadline) {
     if (spinning && now >= spin_until) spinning = false;
     progress(spinning ? Duration::zero() : deadline.at - now, deadline);
   }
+}
+
+bool TcpLink::test(Handle handle) { return ops_[ops_.index_of(handle)].done || abort_.raised(); }
+
+void TcpLink::drive(Deadline until) {
+  if (abort_.raised()) return;
+  const TimePoint now = std::chrono::steady_clock::now();
+  // A look without blocking (a failover link glancing at its standby paths) must not give
+  // the CPU away; a blocking drive may.
+  const bool look = until.passed(now);
+  progress(look ? Duration::zero() : until.at - now, until, !look);
 }
 
 void TcpLink::abort(const Status& reason) {

@@ -13,6 +13,14 @@
 //   the pending and future operations on that peer only (kPeerLost / kBadFrame, naming
 //   the rank and address) and closes that connection; the other peers carry on.
 //   Frames of another epoch are counted and dropped, never delivered.
+// - Every frame's CRC-32Cs (frame.h) are checked: a corrupted header before its fields are
+//   believed, a corrupted payload before the operation completes. Either fails that peer
+//   like a malformed frame (kBadFrame, "... fails its CRC-32C check", logged with both
+//   ranks, counted in crc_failures): the caller never gets corrupted bytes as a result.
+// - Unexpected messages (arrived before their recv) are held up to max_unexpected_bytes
+//   per peer. A frame that would go beyond it is left unread, and so is everything behind
+//   it on that connection, until a recv takes some: TCP's flow control then holds the
+//   sender back, and a peer cannot make this process hold more than the bound.
 // - When wait() returns (any status) the link never touches that operation's buffer
 //   again: a half-sent message is finished from a private copy so the stream stays valid.
 // - abort() wakes a blocked wait() through an eventfd, shuts the sockets down so peers
@@ -48,7 +56,11 @@ struct LinkCounters {
   explicit LinkCounters(int size) : peers(static_cast<std::size_t>(size)) {}
   std::vector<Peer> peers;  // by rank
   std::atomic<std::uint64_t> frames_dropped_stale_epoch{0};
-  std::atomic<std::uint64_t> bad_frames{0};
+  std::atomic<std::uint64_t> bad_frames{0};  // malformed or corrupted, CRC failures included
+  std::atomic<std::uint64_t> crc_failures{0};
+  // Times a peer's connection was left unread because its unexpected messages were at
+  // the bound (TcpLinkParams::max_unexpected_bytes).
+  std::atomic<std::uint64_t> unexpected_stalls{0};
   // Payload bytes that arrived before their recv was posted and were copied once more.
   std::atomic<std::uint64_t> bytes_copied_unexpected{0};
 };
@@ -60,6 +72,10 @@ struct PeerSocket {
 };
 
 struct TcpLinkParams : transport::StreamLinkParams {
+  // Per peer: payload bytes held for recvs not posted yet. A recv posted for a frame
+  // stuck behind the bound (the sender sent other messages first that nobody asks for)
+  // waits for its deadline.
+  std::uint64_t max_unexpected_bytes = 256ull << 20;
   std::shared_ptr<LinkCounters> counters;  // required
 };
 

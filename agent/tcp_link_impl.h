@@ -19,12 +19,13 @@
 
 #include "agent/frame.h"
 #include "agent/tcp_link.h"
+#include "algorithms/pollable_link.h"
 #include "core/check.h"
 #include "transport/link_ops.h"
 
 namespace tributary::agent {
 
-class TcpLink final : public algorithms::Link {
+class TcpLink final : public algorithms::PollableLink {
  public:
   // Takes ownership of the sockets and of `wake_fd` (an eventfd that abort() writes to).
   TcpLink(TcpLinkParams params, std::vector<PeerSocket> sockets, int wake_fd);
@@ -36,6 +37,8 @@ class TcpLink final : public algorithms::Link {
   Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override;
   Status wait(Handle handle, Deadline deadline) override;
   void abort(const Status& reason) override;
+  bool test(Handle handle) override;
+  void drive(Deadline until) override;
 
   // Per-peer read buffer: small frames arrive here with their headers.
   static constexpr std::size_t kStagingBytes = 64 * 1024;
@@ -59,7 +62,13 @@ class TcpLink final : public algorithms::Link {
     // Receive side.
     std::vector<std::uint32_t> posted;  // recvs in post order, none with a buffered match
     std::deque<transport::EarlyMessage> unexpected;  // arrival order; back() may still be arriving
+    std::uint64_t unexpected_bytes = 0;              // their lengths, in total
+    // The frame at stage_begin would take unexpected_bytes past the bound: nothing more
+    // is read from this peer until a recv is posted or takes an unexpected message.
+    bool stalled = false;
     RecvState state = RecvState::kHeader;
+    FrameHeader frame;            // the frame whose payload is arriving
+    std::uint32_t crc = 0;        // of its payload bytes so far
     std::byte* dst = nullptr;     // payload destination (nullptr: discard)
     std::uint64_t length = 0;     // current payload length
     std::uint64_t remaining = 0;  // of the current payload
@@ -92,13 +101,20 @@ class TcpLink final : public algorithms::Link {
   // ---- the progress engine (tcp_link_progress.cc; caller's thread) ----
 
   // Polls every live socket for up to `timeout` and services what is ready.
-  void progress(Duration timeout, Deadline deadline);
+  // `yield_when_idle`: a zero-timeout look that finds nothing gives the CPU away (the peer
+  // may need this very core); not for a look at a link that is not the one waited on.
+  void progress(Duration timeout, Deadline deadline, bool yield_when_idle = true);
   void flush(Peer& p);
   void pump_read(Peer& p);
   // Parses headers and moves payload bytes out of the staging buffer.
   void consume_staging(Peer& p);
-  void begin_payload(Peer& p, const FrameHeader& h);
+  // False when the frame has to wait (the unexpected bound): it stays unread.
+  bool begin_payload(Peer& p, const FrameHeader& h);
   void end_payload(Peer& p);
+  // The payload that just ended fails its CRC: fail its operation and the peer.
+  void fail_corrupt(Peer& p, RecvState state);
+  // A recv was posted on `p` or took one of its unexpected messages: read on.
+  void resume(Peer& p);
   // Best effort, never blocking: tells every connected peer why this link gives up, so
   // their pending operations fail with the same code and reason. A peer whose stream is
   // in the middle of a frame gets the notice only if that frame can be finished at once.

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "agent/tcp_link_impl.h"
+#include "core/crc32c.h"
 
 namespace tributary::agent {
 namespace {
@@ -29,13 +30,14 @@ timespec to_timespec(Duration d) {
 
 }  // namespace
 
-void TcpLink::progress(Duration timeout, Deadline deadline) {
+void TcpLink::progress(Duration timeout, Deadline deadline, bool yield_when_idle) {
   pollfds_.clear();
   poll_peers_.clear();
   pollfds_.push_back(pollfd{abort_.wake_fd(), POLLIN, 0});
   for (Peer& p : peers_) {
-    if (p.fd < 0) continue;
-    const short events = static_cast<short>(POLLIN | (p.sendq.empty() ? 0 : POLLOUT));
+    if (p.fd < 0 || (p.stalled && p.sendq.empty())) continue;
+    const short events =
+        static_cast<short>((p.stalled ? 0 : POLLIN) | (p.sendq.empty() ? 0 : POLLOUT));
     pollfds_.push_back(pollfd{p.fd, events, 0});
     poll_peers_.push_back(&p);
   }
@@ -43,7 +45,7 @@ void TcpLink::progress(Duration timeout, Deadline deadline) {
   if (timeout == Duration::zero()) {
     n = ::poll(pollfds_.data(), pollfds_.size(), 0);
     // When ranks outnumber cores the peer we wait for may need this very core.
-    if (n == 0) sched_yield();
+    if (n == 0 && yield_when_idle) sched_yield();
   } else if (deadline.at == TimePoint::max()) {
     n = ::ppoll(pollfds_.data(), pollfds_.size(), nullptr, nullptr);
   } else {
@@ -117,7 +119,7 @@ void TcpLink::flush(Peer& p) {
 void TcpLink::pump_read(Peer& p) {
   for (;;) {
     consume_staging(p);
-    if (p.fd < 0) return;
+    if (p.fd < 0 || p.stalled) return;
     // consume_staging leaves staging empty in payload states, < one header otherwise.
     iovec iov[2];
     int cnt = 0;
@@ -165,6 +167,7 @@ void TcpLink::pump_read(Peer& p) {
       p.stage_end += got;
     } else {
       const std::size_t to_dst = std::min(got, direct);
+      if (to_dst > 0) p.crc = crc32c({p.dst + (p.length - p.remaining), to_dst}, p.crc);
       p.remaining -= to_dst;
       p.stage_end = got - to_dst;
       if (p.remaining == 0) end_payload(p);
@@ -177,7 +180,7 @@ void TcpLink::pump_read(Peer& p) {
 }
 
 void TcpLink::consume_staging(Peer& p) {
-  while (p.fd >= 0) {
+  while (p.fd >= 0 && !p.stalled) {
     const std::size_t avail = p.stage_end - p.stage_begin;
     if (p.state == RecvState::kHeader) {
       if (avail < kFrameHeaderBytes) return;
@@ -193,21 +196,38 @@ void TcpLink::consume_staging(Peer& p) {
                   true);
         return;
       }
-      begin_payload(p, *h);
+      if (!begin_payload(p, *h)) {
+        p.stage_begin -= kFrameHeaderBytes;  // read again when the peer resumes
+        return;
+      }
       continue;
     }
     if (avail == 0) return;
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(avail, p.remaining));
-    if (p.dst != nullptr)
-      std::memcpy(p.dst + (p.length - p.remaining), p.staging.get() + p.stage_begin, n);
+    if (p.dst != nullptr) {
+      const std::byte* src = p.staging.get() + p.stage_begin;
+      std::memcpy(p.dst + (p.length - p.remaining), src, n);
+      p.crc = crc32c({src, n}, p.crc);
+    }
     p.stage_begin += n;
     p.remaining -= n;
     if (p.remaining == 0) end_payload(p);
   }
 }
 
-void TcpLink::begin_payload(Peer& p, const FrameHeader& h) {
+bool TcpLink::begin_payload(Peer& p, const FrameHeader& h) {
+  const algorithms::Tag tag{h.seq, h.slot, h.check};
+  const auto posted = std::find_if(p.posted.begin(), p.posted.end(),
+                                   [&](std::uint32_t i) { return ops_[i].tag == tag; });
+  if (h.epoch == params_.epoch && h.kind == FrameKind::kData && posted == p.posted.end() &&
+      p.unexpected_bytes + h.length > params_.max_unexpected_bytes) {
+    p.stalled = true;
+    params_.counters->unexpected_stalls.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
   p.counters->frames_received.fetch_add(1, std::memory_order_relaxed);
+  p.frame = h;
+  p.crc = 0;
   p.length = p.remaining = h.length;
   p.dst = nullptr;
   if (h.epoch != params_.epoch) {
@@ -224,12 +244,9 @@ void TcpLink::begin_payload(Peer& p, const FrameHeader& h) {
     p.state = RecvState::kAbortNotice;
     p.dst = p.notice.data();
   } else {
-    const algorithms::Tag tag{h.seq, h.slot, h.check};
-    auto it = std::find_if(p.posted.begin(), p.posted.end(),
-                           [&](std::uint32_t i) { return ops_[i].tag == tag; });
-    if (it != p.posted.end()) {
-      const std::uint32_t i = *it;
-      p.posted.erase(it);
+    if (posted != p.posted.end()) {
+      const std::uint32_t i = *posted;
+      p.posted.erase(posted);
       Op& op = ops_[i];
       Status st = transport::match_status(peer_name(p), op, h.length, h.check);
       if (st.is_ok()) {
@@ -245,17 +262,21 @@ void TcpLink::begin_payload(Peer& p, const FrameHeader& h) {
       u.tag = tag;
       u.length = h.length;
       u.bytes = pool_.take(h.length);
+      p.unexpected_bytes += h.length;
       p.state = RecvState::kUnexpected;
       p.dst = u.bytes.get();
     }
   }
   if (p.remaining == 0) end_payload(p);
+  return true;
 }
 
 void TcpLink::end_payload(Peer& p) {
   const RecvState state = p.state;
   p.state = RecvState::kHeader;
   p.dst = nullptr;
+  if (state == RecvState::kDiscard) return;
+  if (p.crc != p.frame.payload_crc) return fail_corrupt(p, state);
   if (state == RecvState::kDirect) {
     ops_[p.direct_op].finish(Status());
   } else if (state == RecvState::kUnexpected) {
@@ -274,6 +295,31 @@ void TcpLink::end_payload(Peer& p) {
     received_notices_.push_back({st, std::move(*n)});
     fail_peer(p, std::move(st), false);
   }
+}
+
+void TcpLink::fail_corrupt(Peer& p, RecvState state) {
+  params_.counters->bad_frames.fetch_add(1, std::memory_order_relaxed);
+  params_.counters->crc_failures.fetch_add(1, std::memory_order_relaxed);
+  Status st =
+      error(StatusCode::kBadFrame,
+            "frame from " + peer_name(p) + " to rank " + std::to_string(params_.rank) + " (seq " +
+                std::to_string(p.frame.seq) + " slot " + std::to_string(p.frame.slot) + ", " +
+                std::to_string(p.frame.length) + " bytes) fails its CRC-32C check (computed " +
+                std::to_string(p.crc) + ", sent " + std::to_string(p.frame.payload_crc) +
+                "): corrupted in transit, not delivered");
+  if (state == RecvState::kDirect) ops_[p.direct_op].finish(st);
+  if (state == RecvState::kUnexpected) {
+    p.unexpected_bytes -= p.unexpected.back().length;
+    pool_.give_back(std::move(p.unexpected.back().bytes));
+    p.unexpected.pop_back();
+  }
+  fail_peer(p, std::move(st), true);
+}
+
+void TcpLink::resume(Peer& p) {
+  if (!p.stalled) return;
+  p.stalled = false;
+  consume_staging(p);
 }
 
 void TcpLink::notify_peers(const Status& reason) {
@@ -331,6 +377,7 @@ void TcpLink::fail_peer(Peer& p, Status st, bool always_log) {
   p.fd = -1;
   if (p.state == RecvState::kDirect) ops_[p.direct_op].finish(st);
   if (p.state == RecvState::kUnexpected) {
+    p.unexpected_bytes -= p.unexpected.back().length;
     pool_.give_back(std::move(p.unexpected.back().bytes));
     p.unexpected.pop_back();
   }

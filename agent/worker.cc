@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -78,9 +79,26 @@ Status Worker::Impl::start() {
     return error(StatusCode::kInvalidArgument, "--codec: " + parsed.status().message());
   }
   plan = std::move(*parsed);
+  if (!config.wan_codec.empty()) {
+    auto wan = compression::collectives::CompressionPlan::parse(config.wan_codec);
+    if (!wan) return error(StatusCode::kInvalidArgument, "--wan-codec: " + wan.status().message());
+    if (plan.kind != compression::collectives::CompressionPlan::Kind::kDense) {
+      return error(StatusCode::kInvalidArgument,
+                   "--wan-codec needs --codec float32 inside the zones, not " + config.codec);
+    }
+    wan_plan = std::move(*wan);
+  }
+  const double wan_seconds = std::chrono::duration<double>(config.wan_latency).count();
+  if (!(config.wan_bandwidth_bps > 0) || !std::isfinite(config.wan_bandwidth_bps) ||
+      wan_seconds < 0) {
+    return error(StatusCode::kInvalidArgument,
+                 "--wan-mbps and --wan-latency-ms: need a positive bandwidth and a latency >= 0");
+  }
+  cost_model =
+      algorithms::CostModel::default_model().with_wan(wan_seconds, 8.0 / config.wan_bandwidth_bps);
   const Deadline deadline = Deadline::after(config.join_timeout);
   if (!config.metrics_bind.empty()) {
-    TRIB_ASSIGN_OR_RETURN(metrics, AgentMetrics::serve(config.metrics_bind));
+    TRIB_ASSIGN_OR_RETURN(metrics, AgentMetrics::serve(config.metrics_bind, log.child("metrics")));
   }
   TRIB_ASSIGN_OR_RETURN(data_plane, DataPlane::start(config, log.child("link")));
 
@@ -153,6 +171,7 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
     if (me == nullptr)
       return error(StatusCode::kEvicted, "not a member of view " + std::to_string(view.epoch));
     rank = static_cast<int>(me->rank);
+    adopt_zones();
     for (membership::MemberId j : go->joiners) {
       if (j == client->member_id() && go->state_source != 0) needs_state = true;
     }
@@ -181,6 +200,7 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
     install_link(std::move(*l), view.epoch);
     next_seq = commit_through + 1;
     compression_state.on_view_change(static_cast<int>(view.size()), rank);
+    adopt_wan_tier();
     return Status::ok();
   }
 }
@@ -210,7 +230,10 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
     // An all-reduce's algorithm is chosen for the view this attempt runs in: the cost
     // model's choice depends on the group size, and members that chose for different views
     // (one before a transition, one after) fail each other's checks with kMismatch.
-    if (algorithm != algorithms::AllReduceAlgorithm::kAuto) algorithm = pick(bytes);
+    if (algorithm != algorithms::AllReduceAlgorithm::kAuto) {
+      algorithm = pick(bytes);
+      note_algorithm(algorithm, bytes);
+    }
     const int n = static_cast<int>(view.size());
     const membership::Epoch epoch = view.epoch;
     algorithms::CollectiveOptions options;
@@ -219,6 +242,8 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
     options.deadline = deadline.deadline;
     options.chunk_bytes = config.chunk_bytes;
     options.algorithm = algorithm;
+    options.zones = zone_of_rank;
+    options.cost_model = &cost_model;
     const auto t0 = std::chrono::steady_clock::now();
     Status status = fn(*link, options);
     bool held = false;
@@ -238,7 +263,7 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
                                      : to_string(algorithm),
                                  status, seconds);
       if (++collectives_since_sync >= 64 || !status.is_ok()) {
-        metrics->sync_links(data_plane->paths());
+        metrics->sync_links(data_plane->paths(), data_plane->refusals());
         collectives_since_sync = 0;
       }
     }
@@ -443,6 +468,8 @@ Result<Outcome> Worker::all_reduce_compressed(float* data, std::size_t count, Re
   // aborted after the agreement round leaves no error feedback behind, and one the
   // coordinator commits keeps it.
   compression::collectives::CompressionAttempt attempt(im.compression_state, tensor_id);
+  std::optional<compression::collectives::CompressionAttempt> wan_attempt;
+  if (im.wan_plan) wan_attempt.emplace(im.wan_compression_state, tensor_id);
   compression::collectives::CompressionStats stats;
   const std::size_t bytes = count * sizeof(float);
   auto r = im.run("all_reduce_compressed", algorithms::AllReduceAlgorithm::kAuto, bytes,
@@ -458,11 +485,21 @@ Result<Outcome> Worker::all_reduce_compressed(float* data, std::size_t count, Re
                     ctx.seed = im.config.codec_seed;
                     ctx.shapes = shapes;
                     ctx.stats = &stats;
+                    compression::collectives::CompressionContext wan = ctx;
+                    if (im.wan_plan) {
+                      wan.plan = &*im.wan_plan;
+                      wan.state = &im.wan_compression_state;
+                      wan.attempt = &*wan_attempt;
+                      ctx.wan = &wan;
+                    }
+                    algorithms::CollectiveOptions forced = o;
+                    forced.algorithm = im.config.algorithm;  // kAuto: flat or by zone
                     return compression::collectives::compressed_all_reduce(link, data, count, op,
-                                                                           ctx, o);
+                                                                           ctx, forced);
                   });
-  if (r) attempt.commit();  // otherwise the attempt's destructor rolls it back
-  if (r && wire_bytes != nullptr) *wire_bytes = stats.wire_bytes_sent;
+  if (r) attempt.commit();  // otherwise the attempts' destructors roll them back
+  if (r && wan_attempt) wan_attempt->commit();
+  if (r && wire_bytes != nullptr) *wire_bytes = stats.wire_bytes_sent + stats.cross_zone_wire_bytes;
   return r;
 }
 

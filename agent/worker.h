@@ -60,6 +60,11 @@ struct WorkerConfig {
   std::chrono::milliseconds collective_timeout{30000};
   std::size_t chunk_bytes = 256 * 1024;
   algorithms::AllReduceAlgorithm algorithm = algorithms::AllReduceAlgorithm::kAuto;
+  // The link between zones, for the cost model's choice between flat and hierarchical
+  // all-reduce when the view spans several zones (members' `zone` labels). Every member
+  // must give the same values (they choose the cross-zone algorithm from them).
+  double wan_bandwidth_bps = 1e9;  // bits per second, per direction
+  std::chrono::microseconds wan_latency{1000};
   std::string metrics_bind;  // "127.0.0.1:0" serves /metrics; empty: no endpoint
   // Data-plane progress deadline of a collective: floor + slack x bytes / measured
   // throughput (an EWMA of this worker's recent collectives).
@@ -74,6 +79,11 @@ struct WorkerConfig {
   // "topk:density=0.01", "powersgd:rank=2" (compression/collectives/compression_plan.h);
   // "float32" sends plain floats. Every member must use the same spec.
   std::string codec = "float32";
+  // The codec across zones ("qint8", "topk:density=0.01", ...): when set and an
+  // all_reduce_compressed runs hierarchical by zone, `codec` (which must then be float32)
+  // applies inside each zone and this one between them, with error feedback kept per
+  // tier (docs/zones.md). Empty: the same as inside. Every member must use the same spec.
+  std::string wan_codec;
   std::uint64_t codec_seed = 1;
 };
 
@@ -153,7 +163,8 @@ class Worker {
   // `step` is the training step (the codec's RNG key and top-k's warm-up clock): it must
   // be equal on every member, so take it from registered state that a joiner receives; a
   // member that disagrees fails the collective with kMismatch.
-  // `wire_bytes` (optional) receives this rank's bytes on the wire.
+  // `wire_bytes` (optional) receives this rank's compressed bytes on the wire (with a
+  // codec across zones: those it sent across zones; the float32 zone tier is not counted).
   Result<Outcome> all_reduce_compressed(float* data, std::size_t count, ReduceOp op,
                                         std::uint64_t tensor_id, std::uint64_t step,
                                         std::span<const TensorMatrix> matrices = {},

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -21,6 +22,7 @@
 #include "agent/data_plane.h"
 #include "agent/worker.h"
 #include "algorithms/cost_model.h"
+#include "algorithms/zone_layout.h"
 #include "compression/collectives/compressed_all_reduce.h"
 #include "control_client/control_plane.h"
 #include "core/log.h"
@@ -75,7 +77,34 @@ class Worker::Impl {
 
   algorithms::AllReduceAlgorithm pick(std::size_t bytes) const {
     if (config.algorithm != algorithms::AllReduceAlgorithm::kAuto) return config.algorithm;
-    return algorithms::CostModel::default_model().choose(static_cast<int>(view.size()), bytes);
+    return cost_model.choose(algorithms::ZoneLayout(zone_of_rank, static_cast<int>(view.size())),
+                             bytes);
+  }
+  // Logs the first all-reduce of each algorithm in each view, so the log says what the
+  // cost model chose (flat or hierarchical by zone) without a line per collective.
+  void note_algorithm(algorithms::AllReduceAlgorithm a, std::size_t bytes) {
+    if (algorithms_logged_epoch != view.epoch) {
+      algorithms_logged = 0;
+      algorithms_logged_epoch = view.epoch;
+    }
+    const unsigned bit = 1u << static_cast<unsigned>(a);
+    if (algorithms_logged & bit) return;
+    algorithms_logged |= bit;
+    const algorithms::ZoneLayout layout(zone_of_rank, static_cast<int>(view.size()));
+    log.logf(LogLevel::kInfo, "all_reduce of %zu bytes over %zu members in %d zone(s) runs %s%s",
+             bytes, view.size(), layout.zones(), std::string(to_string(a)).c_str(),
+             config.algorithm == algorithms::AllReduceAlgorithm::kAuto ? " (cost model)" : "");
+  }
+  membership::Epoch algorithms_logged_epoch = 0;
+  unsigned algorithms_logged = 0;  // bit per AllReduceAlgorithm logged in that epoch
+
+  // The view's zone labels as one index per rank (algorithms/zone_layout.h).
+  void adopt_zones() {
+    std::map<std::string, int> index;
+    zone_of_rank.assign(view.size(), 0);
+    for (const auto& m : view.members) {
+      zone_of_rank.at(m.rank) = index.emplace(m.zone, static_cast<int>(index.size())).first->second;
+    }
   }
 
   void start_watcher();
@@ -101,10 +130,30 @@ class Worker::Impl {
   // tensor, kept across views (a new Worker after an eviction starts without them).
   compression::collectives::CompressionPlan plan;
   compression::collectives::CompressionState compression_state;
+  // The slow tier (config.wan_codec), its residuals, and the shard they belong to.
+  std::optional<compression::collectives::CompressionPlan> wan_plan;
+  compression::collectives::CompressionState wan_compression_state;
+  std::vector<int> wan_shard;  // {zones, shards, zone, local index}, adopt_wan_tier()
+  // A view changed: the slow tier's residuals are this member's shard's; they are kept
+  // while it owns the same shard of the same split, dropped otherwise (docs/zones.md).
+  void adopt_wan_tier() {
+    if (!wan_plan) return;
+    const algorithms::ZoneLayout layout(zone_of_rank, static_cast<int>(view.size()));
+    const int shards = compression::collectives::two_tier_shards(*wan_plan, layout);
+    std::vector<int> shard = {layout.zones(), shards, layout.zone_of(rank),
+                              layout.local_index(rank)};
+    if (!wan_shard.empty() && shard != wan_shard) wan_compression_state.on_rejoin();
+    wan_shard = std::move(shard);
+    if (layout.local_index(rank) < shards) {
+      wan_compression_state.on_view_change(layout.zones(), layout.zone_of(rank));
+    }
+  }
 
   membership::View view;
   int rank = -1;
-  std::mutex link_mu;  // guards `link` against the watcher's abort
+  std::vector<int> zone_of_rank;     // adopt_zones(), with every view
+  algorithms::CostModel cost_model;  // the default, with config's inter-zone link (start())
+  std::mutex link_mu;                // guards `link` against the watcher's abort
   std::unique_ptr<algorithms::Link> link;
   std::uint64_t link_epoch = 0;  // guarded by link_mu
 

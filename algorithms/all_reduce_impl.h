@@ -9,6 +9,7 @@
 
 #include <cstddef>
 
+#include "algorithms/hierarchical.h"
 #include "algorithms/link.h"
 #include "algorithms/tags.h"
 #include "core/dtype.h"
@@ -37,6 +38,21 @@ Status tree_all_reduce(const ReduceJob& job);
 Status double_tree_all_reduce(const ReduceJob& job);
 Status halving_doubling_all_reduce(const ReduceJob& job);
 Status direct_all_reduce(const ReduceJob& job);
+
+class ZoneLayout;
+// kHierarchical on `layout` (hierarchical.h), with `cross` as the cross-zone phase; null:
+// between two zones the owners swap their partials chunk by chunk as the zone's
+// reduce-scatter finishes them, between more an all_reduce among the owners
+// (default_cross_zone_reduce).
+// `stream`, when not null, replaces both between two zones (hierarchical.h).
+// `shard_cap` > 0 caps the shard count (hierarchical.h).
+Status hierarchical_job(const ReduceJob& job, const ZoneLayout& layout,
+                        const CollectiveOptions& options, const CrossZoneReduce* cross,
+                        CrossZoneStream* stream, int shard_cap);
+// The cross-zone phase of a plain all_reduce: all_reduce among the shard's owners with
+// the algorithm options.cost_model's cross-zone model picks. Holds `options` by reference.
+CrossZoneReduce default_cross_zone_reduce(DType dtype, ReduceOp op,
+                                          const CollectiveOptions& options);
 
 // One empty message from each rank to its ring successor, carrying the descriptor check.
 // Used when there are no elements: a rank called with count 0 still meets its

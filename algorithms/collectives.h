@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "algorithms/link.h"
@@ -31,8 +32,9 @@ enum class AllReduceAlgorithm : std::uint8_t {
   kDoubleTree,       // two complementary binary trees, half of the data on each
   kHalvingDoubling,  // Rabenseifner: recursive halving reduce-scatter + doubling all-gather
   kDirect,           // everyone sends everything to everyone: for tiny messages
+  kHierarchical,     // by zone: reduce-scatter inside, all-reduce across, all-gather inside
 };
-inline constexpr int kNumAllReduceAlgorithms = 6;
+inline constexpr int kNumAllReduceAlgorithms = 7;
 
 std::string_view to_string(AllReduceAlgorithm a);
 bool parse_all_reduce_algorithm(std::string_view name, AllReduceAlgorithm* out);
@@ -46,6 +48,10 @@ struct CollectiveOptions {
   std::size_t chunk_bytes = 256 * 1024;
   AllReduceAlgorithm algorithm = AllReduceAlgorithm::kAuto;
   const CostModel* cost_model = nullptr;  // nullptr: the default model
+  // Zone of each rank (any non-negative labels, equal on every rank; algorithms/
+  // zone_layout.h), for kHierarchical and for kAuto's choice between flat and
+  // hierarchical. Empty: every rank in one zone. The memory must outlive the call.
+  std::span<const int> zones = {};
 };
 
 // recv[i] = op over ranks of send[i], count elements. In-place allowed.

@@ -6,6 +6,7 @@
 
 #include "algorithms/all_reduce_impl.h"
 #include "algorithms/partition.h"
+#include "algorithms/zone_layout.h"
 #include "core/check.h"
 
 namespace tributary::algorithms {
@@ -43,11 +44,58 @@ const CostModel& CostModel::default_model() {
   return model;
 }
 
+CostModel CostModel::with_wan(double alpha, double beta) const {
+  TRIB_CHECK(usable(alpha) && usable(beta)) << "wan alpha=" << alpha << " beta=" << beta;
+  CostModel m = *this;
+  m.wan_alpha_ = alpha;
+  m.wan_beta_ = beta;
+  return m;
+}
+
+CostModel CostModel::cross_zone() const {
+  constexpr int kUnbounded = 1 << 20;  // the link, not the cores, is the bottleneck
+  return CostModel(wan_alpha_, wan_beta_, gamma_, chunk_bytes_, kUnbounded);
+}
+
+double CostModel::predict(AllReduceAlgorithm algorithm, const ZoneLayout& layout,
+                          std::size_t bytes) const {
+  const int n = layout.size();
+  if (layout.zones() <= 1) return predict(algorithm, n, bytes);
+  if (algorithm == AllReduceAlgorithm::kAuto) return predict(choose(layout, bytes), layout, bytes);
+  const CostModel wan = cross_zone();
+  if (algorithm != AllReduceAlgorithm::kHierarchical) return wan.predict(algorithm, n, bytes);
+  const double s = static_cast<double>(bytes);
+  const double shards = layout.shards();
+  const double k = layout.largest_zone();
+  const double c = static_cast<double>(chunk_bytes_);
+  const double shard = s / shards;
+  // Zone phases: a ring reduce-scatter and all-gather of blocks of s / shards over k.
+  const double zone_phases = 2 * (k - 1) * std::max(1.0, std::ceil(shard / c)) * alpha_ +
+                             (k - 1) * shard * (beta_ + std::max(beta_, gamma_));
+  // Cross phase: one group's all-reduce, plus the other groups' bytes on the shared link.
+  const int z = layout.zones();
+  const auto shard_bytes = static_cast<std::size_t>(shard);
+  const double one_group = wan.predict(wan.choose(z, shard_bytes), z, shard_bytes);
+  const double others = (shards - 1) * 2 * (z - 1) / z * shard * wan_beta_;
+  return zone_phases + one_group + others;
+}
+
+AllReduceAlgorithm CostModel::choose(const ZoneLayout& layout, std::size_t bytes) const {
+  const int n = layout.size();
+  if (layout.zones() <= 1) return choose(n, bytes);
+  const AllReduceAlgorithm flat = cross_zone().choose(n, bytes);
+  return predict(AllReduceAlgorithm::kHierarchical, layout, bytes) < predict(flat, layout, bytes)
+             ? AllReduceAlgorithm::kHierarchical
+             : flat;
+}
+
 double CostModel::predict(AllReduceAlgorithm algorithm, int world_size, std::size_t bytes) const {
   if (world_size <= 1) return 0.0;
   if (algorithm == AllReduceAlgorithm::kAuto) {
     return predict(choose(world_size, bytes), world_size, bytes);
   }
+  // Without zones a hierarchical all-reduce is a ring all-reduce over one zone.
+  if (algorithm == AllReduceAlgorithm::kHierarchical) algorithm = AllReduceAlgorithm::kRing;
   const double n = world_size;
   const double s = static_cast<double>(bytes);
   // Work of all ranks together: `messages` sends (each costs alpha), `moved` bytes through
@@ -93,7 +141,8 @@ double CostModel::predict(AllReduceAlgorithm algorithm, int world_size, std::siz
     }
     case AllReduceAlgorithm::kDirect:
       return std::max(t, work(n * (n - 1), n * (n - 1) * s, n * (n - 1) * s));
-    case AllReduceAlgorithm::kAuto: break;
+    case AllReduceAlgorithm::kAuto:
+    case AllReduceAlgorithm::kHierarchical: break;
   }
   return t;
 }
@@ -108,6 +157,8 @@ double CostModel::critical_path(AllReduceAlgorithm algorithm, int world_size,
   const double depth = floor_log2(world_size);
   switch (algorithm) {
     case AllReduceAlgorithm::kAuto: break;
+    case AllReduceAlgorithm::kHierarchical:  // one zone: a ring
+      return critical_path(AllReduceAlgorithm::kRing, world_size, bytes);
     case AllReduceAlgorithm::kRing: {
       // 2(n-1) steps of s/n bytes; the reduction of a chunk overlaps the next transfer.
       const double per_phase = (n - 1) / n * s;

@@ -19,6 +19,8 @@
 
 namespace tributary::algorithms {
 
+class ZoneLayout;
+
 class CostModel {
  public:
   // A loopback TCP profile on the 2-core development machines: ~5 us per message
@@ -34,6 +36,11 @@ class CostModel {
   // rank's critical path does. A large value describes one rank per core. Part of the
   // model, not read from the host: every rank must choose the same algorithm.
   static constexpr int kDefaultCores = 2;
+  // The link between zones, when nothing better is known: 1 ms, 1 Gbit/s per direction,
+  // shared by every flow that crosses it (one datacenter interconnect). Set the measured
+  // or provisioned values with with_wan().
+  static constexpr double kDefaultWanAlpha = 1e-3;
+  static constexpr double kDefaultWanBeta = 8.0 / 1e9;
 
   CostModel() = default;
   // Trusted values (>= 0, finite); see fit() for measured ones.
@@ -50,6 +57,15 @@ class CostModel {
 
   static const CostModel& default_model();
 
+  // The same model with the inter-zone link at `alpha` seconds per message and `beta`
+  // seconds per byte (trusted: >= 0, finite).
+  CostModel with_wan(double alpha, double beta) const;
+  double wan_alpha() const { return wan_alpha_; }
+  double wan_beta() const { return wan_beta_; }
+  // A model of the inter-zone link alone (its alpha and beta; no shared-core bound, the
+  // link is the bottleneck): what prices an algorithm run among one member per zone.
+  CostModel cross_zone() const;
+
   double alpha() const { return alpha_; }
   double beta() const { return beta_; }
   double gamma() const { return gamma_; }
@@ -62,6 +78,14 @@ class CostModel {
   // critical path, then by the earlier algorithm in the enum.
   AllReduceAlgorithm choose(int world_size, std::size_t bytes) const;
 
+  // With zones: a flat algorithm is priced as if every hop crossed the inter-zone link
+  // (its critical path does: a ring's every step waits for the hop that crosses);
+  // kHierarchical as its zone phases on this model plus the cross-zone phase, whose
+  // shards all share the inter-zone link. One zone: the same as the two above.
+  double predict(AllReduceAlgorithm algorithm, const ZoneLayout& layout, std::size_t bytes) const;
+  // The cheapest flat algorithm or kHierarchical (never kAuto).
+  AllReduceAlgorithm choose(const ZoneLayout& layout, std::size_t bytes) const;
+
  private:
   // One rank's critical path alone, without the shared-core work bound.
   double critical_path(AllReduceAlgorithm algorithm, int world_size, std::size_t bytes) const;
@@ -71,6 +95,8 @@ class CostModel {
   double gamma_ = kDefaultGamma;
   std::size_t chunk_bytes_ = kDefaultChunkBytes;
   int cores_ = kDefaultCores;
+  double wan_alpha_ = kDefaultWanAlpha;
+  double wan_beta_ = kDefaultWanBeta;
 };
 
 }  // namespace tributary::algorithms

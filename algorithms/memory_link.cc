@@ -5,6 +5,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -35,7 +36,8 @@ class MemoryFabric::Impl {
         frozen_(size, false),
         dead_(size, false),
         delay_(size, Duration::zero()),
-        broken_(static_cast<std::size_t>(size) * size, false) {}
+        broken_(static_cast<std::size_t>(size) * size, false),
+        silent_(static_cast<std::size_t>(size) * size, false) {}
 
   class RankLink;
 
@@ -48,11 +50,13 @@ class MemoryFabric::Impl {
   std::vector<bool> dead_;
   std::vector<Duration> delay_;
   std::vector<bool> broken_;  // [a * size + b]
+  std::vector<bool> silent_;  // [a * size + b]: a's messages to b vanish
 
   bool is_broken(int a, int b) const { return broken_[static_cast<std::size_t>(a) * size_ + b]; }
+  bool is_silent(int a, int b) const { return silent_[static_cast<std::size_t>(a) * size_ + b]; }
 };
 
-class MemoryFabric::Impl::RankLink final : public Link {
+class MemoryFabric::Impl::RankLink final : public PollableLink {
  public:
   RankLink(Impl* fabric, int rank) : fabric_(fabric), rank_(rank) {}
 
@@ -68,7 +72,7 @@ class MemoryFabric::Impl::RankLink final : public Link {
       st = aborted_;
     } else if (fabric_->dead_[peer] || fabric_->is_broken(rank_, peer)) {
       st = error(StatusCode::kPeerLost, "rank " + std::to_string(peer) + " is unreachable");
-    } else if (!fabric_->frozen_[rank_]) {
+    } else if (!fabric_->frozen_[rank_] && !fabric_->is_silent(rank_, peer)) {
       Message m;
       m.bytes.assign(data.begin(), data.end());
       m.check = tag.check;
@@ -100,36 +104,10 @@ class MemoryFabric::Impl::RankLink final : public Link {
     recvs_.erase(it);
 
     std::unique_lock lock(fabric_->mu_);
-    const std::pair<int, Tag> key{pending.peer, pending.tag};
     for (;;) {
-      if (!aborted_.is_ok()) return aborted_;
-      const auto now = std::chrono::steady_clock::now();
-      auto box = mailbox_.find(key);
       TimePoint wake = deadline.at;
-      if (box != mailbox_.end() && !box->second.empty()) {
-        Message& m = box->second.front();
-        if (m.visible_at <= now) {
-          Status st;
-          if (m.bytes.size() != pending.out.size() || m.check != pending.tag.check) {
-            st =
-                error(StatusCode::kMismatch, "rank " + std::to_string(pending.peer) + " sent " +
-                                                 std::to_string(m.bytes.size()) + " bytes (check " +
-                                                 std::to_string(m.check) + "), expected " +
-                                                 std::to_string(pending.out.size()) + " (check " +
-                                                 std::to_string(pending.tag.check) + ")");
-          } else if (!m.bytes.empty()) {
-            std::memcpy(pending.out.data(), m.bytes.data(), m.bytes.size());
-          }
-          box->second.pop_front();
-          if (box->second.empty()) mailbox_.erase(box);
-          return st;
-        }
-        wake = std::min(wake, m.visible_at);
-      } else if (fabric_->dead_[pending.peer] || fabric_->is_broken(rank_, pending.peer)) {
-        return error(StatusCode::kPeerLost,
-                     "rank " + std::to_string(pending.peer) + " is unreachable");
-      }
-      if (deadline.passed(now)) {
+      if (std::optional<Status> st = try_complete(pending, &wake)) return *std::move(st);
+      if (deadline.passed()) {
         return error(StatusCode::kTimedOut,
                      "no message from rank " + std::to_string(pending.peer) + " before deadline");
       }
@@ -141,12 +119,68 @@ class MemoryFabric::Impl::RankLink final : public Link {
     }
   }
 
+  bool test(Handle h) override {
+    if (sends_.count(h) > 0) return true;
+    auto it = recvs_.find(h);
+    TRIB_CHECK(it != recvs_.end()) << "unknown handle " << h;
+    std::lock_guard lock(fabric_->mu_);
+    TimePoint wake = TimePoint::max();
+    std::optional<Status> st = try_complete(it->second, &wake);
+    if (!st) return false;
+    // Completed now: the receive becomes a finished send-like entry for wait() to collect.
+    recvs_.erase(it);
+    sends_.emplace(h, *std::move(st));
+    return true;
+  }
+
+  void drive(Deadline until) override {
+    std::unique_lock lock(fabric_->mu_);
+    if (until.at == TimePoint::max()) {
+      fabric_->cv_.wait(lock);
+    } else {
+      fabric_->cv_.wait_until(lock, until.at);
+    }
+  }
+
   void abort(const Status& reason) override {
     std::lock_guard lock(fabric_->mu_);
     if (aborted_.is_ok()) {
       aborted_ = reason.is_ok() ? error(StatusCode::kAborted, "aborted") : reason;
     }
     fabric_->cv_.notify_all();
+  }
+
+  // With fabric_->mu_ held: the receive's outcome if it has one now; otherwise lowers
+  // *wake to when a delayed message becomes visible.
+  std::optional<Status> try_complete(const PendingRecv& pending, TimePoint* wake) {
+    if (!aborted_.is_ok()) return aborted_;
+    const auto now = std::chrono::steady_clock::now();
+    auto box = mailbox_.find({pending.peer, pending.tag});
+    if (box != mailbox_.end() && !box->second.empty()) {
+      Message& m = box->second.front();
+      if (m.visible_at > now) {
+        *wake = std::min(*wake, m.visible_at);
+        return std::nullopt;
+      }
+      Status st;
+      if (m.bytes.size() != pending.out.size() || m.check != pending.tag.check) {
+        st = error(StatusCode::kMismatch, "rank " + std::to_string(pending.peer) + " sent " +
+                                              std::to_string(m.bytes.size()) + " bytes (check " +
+                                              std::to_string(m.check) + "), expected " +
+                                              std::to_string(pending.out.size()) + " (check " +
+                                              std::to_string(pending.tag.check) + ")");
+      } else if (!m.bytes.empty()) {
+        std::memcpy(pending.out.data(), m.bytes.data(), m.bytes.size());
+      }
+      box->second.pop_front();
+      if (box->second.empty()) mailbox_.erase(box);
+      return st;
+    }
+    if (fabric_->dead_[pending.peer] || fabric_->is_broken(rank_, pending.peer)) {
+      return error(StatusCode::kPeerLost,
+                   "rank " + std::to_string(pending.peer) + " is unreachable");
+    }
+    return std::nullopt;
   }
 
   // Guarded by fabric_->mu_.
@@ -172,7 +206,9 @@ MemoryFabric::~MemoryFabric() = default;
 
 int MemoryFabric::size() const { return impl_->size_; }
 
-Link& MemoryFabric::link(int rank) {
+Link& MemoryFabric::link(int rank) { return pollable(rank); }
+
+PollableLink& MemoryFabric::pollable(int rank) {
   TRIB_CHECK(rank >= 0 && rank < impl_->size_) << "rank=" << rank;
   return *impl_->links_[rank];
 }
@@ -206,6 +242,12 @@ void MemoryFabric::fail_link(int a, int b) {
   impl_->broken_[static_cast<std::size_t>(a) * impl_->size_ + b] = true;
   impl_->broken_[static_cast<std::size_t>(b) * impl_->size_ + a] = true;
   impl_->cv_.notify_all();
+}
+
+void MemoryFabric::silence_link(int a, int b) {
+  std::lock_guard lock(impl_->mu_);
+  impl_->silent_[static_cast<std::size_t>(a) * impl_->size_ + b] = true;
+  impl_->silent_[static_cast<std::size_t>(b) * impl_->size_ + a] = true;
 }
 
 }  // namespace tributary::algorithms

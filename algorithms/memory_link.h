@@ -1,13 +1,14 @@
 // An in-process Link for tests and benchmarks: ranks are threads, messages are copied
 // through per-rank mailboxes. It can inject what real networks do to collectives:
 // delay a rank's messages, kill a rank (its peers see kPeerLost), freeze a rank (it goes
-// silent, as under SIGSTOP: peers see kTimedOut at their deadline), fail one link.
+// silent, as under SIGSTOP: peers see kTimedOut at their deadline), fail one link or
+// silence it. Its links are pollable (pollable_link.h).
 #pragma once
 
 #include <memory>
 #include <vector>
 
-#include "algorithms/link.h"
+#include "algorithms/pollable_link.h"
 
 namespace tributary::algorithms {
 
@@ -21,6 +22,8 @@ class MemoryFabric {
   int size() const;
   // The link of `rank`; owned by the fabric, valid for its lifetime.
   Link& link(int rank);
+  // The same link, with its pollable side (what a failover link's path needs).
+  PollableLink& pollable(int rank);
 
   // Messages sent by `rank` become visible to their receiver `delay` after the send.
   void set_delay(int rank, Duration delay);
@@ -32,6 +35,9 @@ class MemoryFabric {
   void freeze(int rank);
   // The link between a and b breaks in both directions (kPeerLost on both sides).
   void fail_link(int a, int b);
+  // The link between a and b goes silent in both directions, as when a cable is pulled:
+  // nothing fails, nothing sent from now on arrives (what was sent before still does).
+  void silence_link(int a, int b);
 
   class Impl;
 

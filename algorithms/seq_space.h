@@ -20,6 +20,9 @@ enum class SeqSpace : std::uint8_t {
   kCompressedPlain = 0xC3,   // compression: the uncompressed float32 fallback
 };
 
+// A hierarchical all-reduce's cross-zone phase flips the top byte of its collective's seq
+// by 0xA0 (algorithms/hierarchical.h, cross_zone_seq): 0x00 -> 0xA0, 0xC1..0xC3 ->
+// 0x61..0x63, none of them a space above.
 inline constexpr unsigned kSeqSpaceShift = 56;
 inline constexpr std::uint64_t kCallerSeqLimit = std::uint64_t{1} << kSeqSpaceShift;
 

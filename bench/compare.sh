@@ -236,7 +236,9 @@ run_gloo() {  # log np min max iters warmup timeout
 }
 
 run_tributary() {  # log np min max iters warmup timeout [transport]
-  local log=$1 np=$2 rc=0 transport=()
+  local log=$1 np=$2 rc=0 transport=(--transport tcp)
+  # The loopback comparison is against Open MPI's and Gloo's TCP paths: Tributary's
+  # default (auto) would pick shared memory between local processes.
   [[ -n ${8:-} ]] && transport=(--transport "$8")
   timeout -k 5 "$7" "$TRIBUTARY_BIN" bench --np "$np" -b "$3" -e "$4" -f "$FACTOR" \
     --iters "$5" --warmup "$6" --op all_reduce --dtype float32 "${transport[@]}" >"$log" 2>&1 || rc=$?

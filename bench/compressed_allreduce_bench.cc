@@ -4,7 +4,7 @@
 //
 //   compressed_allreduce_bench --rank R --size N --rendezvous DIR [--bind HOST]
 //       [--mib 64] [--iters 3] [--warmup 1] [--codecs float32,float32@ring,qint8,topk:density=0.01]
-//       [--secret S] [--timeout-s 600]
+//       [--secret S] [--timeout-s 600] [--zones 0,0,0,1,1,1]
 //
 // Rendezvous: each rank listens on an ephemeral port of --bind, writes "host:port" to
 // DIR/rank<R> (atomically, by rename) and waits for every other rank's file.
@@ -12,8 +12,11 @@
 // Per codec: --warmup untimed runs, then --iters timed runs, each preceded by a barrier;
 // the time of a run is its maximum over ranks (nccl-tests style), and the reported time is
 // the mean over timed runs. "spec@ring" (any algorithm name) forces the algorithm of the
-// dense all-reduces inside; speedups are against the fastest float32 row. Goodput is on the
-// uncompressed size; wire MiB is what this rank handed to the link per run. The check column
+// dense all-reduces inside; speedups are against the fastest float32 row. --zones gives
+// each rank's zone (CollectiveOptions::zones); "float32@hierarchical+qint8" runs the two
+// tiers, float32 inside the zones and the codec after '+' across them (docs/zones.md).
+// Goodput is on the uncompressed size; wire MiB is what this rank handed to the link per
+// run (two tiers: what it sent across zones). The check column
 // compares every rank's result bits
 // (#wrong ranks) and the relative L2 error against the exact float64 average.
 // Output on rank 0: a Markdown table.
@@ -26,6 +29,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <span>
 #include <sstream>
@@ -56,6 +60,7 @@ struct Args {
   std::string codecs = "float32,qint8:bucket=512,topk:density=0.01";
   std::string secret = "tributary-bench";
   int timeout_s = 600;
+  std::vector<int> zones;
 };
 
 [[noreturn]] void usage(const char* why) {
@@ -89,12 +94,18 @@ Args parse(int argc, char** argv) {
       a.secret = v;
     else if (k == "--timeout-s")
       a.timeout_s = std::atoi(v.c_str());
-    else
+    else if (k == "--zones") {
+      std::stringstream zs(v);
+      std::string z;
+      while (std::getline(zs, z, ',')) a.zones.push_back(std::atoi(z.c_str()));
+    } else
       usage(("unknown flag " + k).c_str());
   }
   if (a.size < 1 || a.rank < 0 || a.rank >= a.size) usage("need --size N >= 1 and 0 <= --rank < N");
   if (a.rendezvous.empty()) usage("need --rendezvous DIR");
   if (a.iters < 1 || a.warmup < 0 || !(a.mib > 0)) usage("bad --iters/--warmup/--mib");
+  if (!a.zones.empty() && static_cast<int>(a.zones.size()) != a.size)
+    usage("--zones needs one zone per rank");
   return a;
 }
 
@@ -210,15 +221,23 @@ int main(int argc, char** argv) {
   for (const std::string& item : split_specs(a.codecs)) {
     // "spec@algorithm" forces the all-reduce algorithm of the dense collectives inside.
     const std::size_t at = item.find('@');
-    const std::string spec = item.substr(0, at);
+    const std::size_t plus = item.find('+', at == std::string::npos ? 0 : at);
+    const std::string spec = item.substr(0, std::min(at, plus));
     algorithms::AllReduceAlgorithm algorithm = algorithms::AllReduceAlgorithm::kAuto;
     if (at != std::string::npos &&
-        !algorithms::parse_all_reduce_algorithm(item.substr(at + 1), &algorithm)) {
+        !algorithms::parse_all_reduce_algorithm(item.substr(at + 1, plus - at - 1), &algorithm)) {
       usage(("unknown algorithm in " + item).c_str());
     }
     auto plan = CompressionPlan::parse(spec);
     check(plan.status(), spec.c_str());
+    std::optional<CompressionPlan> wan_plan;
+    if (plus != std::string::npos) {
+      auto w = CompressionPlan::parse(item.substr(plus + 1));
+      check(w.status(), item.c_str());
+      wan_plan = std::move(*w);
+    }
     CompressionState state;
+    CompressionState wan_state;
     CompressionStats stats;
     double total = 0;
     for (int it = 0; it < a.warmup + a.iters; ++it) {
@@ -231,8 +250,16 @@ int main(int argc, char** argv) {
       ctx.step = static_cast<std::uint64_t>(it) + 1000;  // past any top-k warm-up
       ctx.seed = 7;
       ctx.stats = &stats;
+      CompressionContext wan = ctx;
+      if (wan_plan) {
+        wan.plan = &*wan_plan;
+        wan.state = &wan_state;
+        wan.stats = nullptr;
+        ctx.wan = &wan;
+      }
       algorithms::CollectiveOptions o = opts(seq);
       o.algorithm = algorithm;
+      o.zones = a.zones;
       const auto t0 = SteadyTime::now();
       check(compressed_all_reduce(link, buf.data(), count, ReduceOp::kAvg, ctx, o), spec.c_str());
       double t = std::chrono::duration<double>(SteadyTime::now() - t0).count();
@@ -258,8 +285,9 @@ int main(int argc, char** argv) {
       if (spec == "float32" && (baseline == 0 || mean < baseline)) baseline = mean;
       const std::string label =
           plan->spec + (at == std::string::npos ? "" : " @" + item.substr(at + 1));
+      const double wire = wan_plan ? stats.cross_zone_wire_bytes : stats.wire_bytes_sent;
       std::printf("| %s | %d | %.0f | %.3f | %.1f | %.2f | %s | %d | %.2e |\n", label.c_str(),
-                  a.size, a.mib, mean, count * 4.0 / mean / 1e6, stats.wire_bytes_sent / 1048576.0,
+                  a.size, a.mib, mean, count * 4.0 / mean / 1e6, wire / 1048576.0,
                   baseline > 0 ? (std::to_string(baseline / mean).substr(0, 5) + "x").c_str() : "-",
                   wrong, std::sqrt(err / norm));
       std::fflush(stdout);

@@ -68,20 +68,14 @@ for ((i = 0; i < N; i++)); do
 done
 
 LOG0=$RDV/rank0.out
+HOSTS=()
+ADDRS=()
 for ((i = 0; i < N; i++)); do
-  ip netns exec "${PREFIX}_h$i" "$BIN" --rank "$i" --size "$N" --rendezvous "$RDV" \
-    --bind "10.77.0.$((i + 1))" --mib "$MIB" --iters "$ITERS" --codecs "$CODECS" \
-    >"$RDV/rank$i.out" 2>"$RDV/rank$i.err" &
-  PIDS+=($!)
+  HOSTS+=("${PREFIX}_h$i")
+  ADDRS+=("10.77.0.$((i + 1))")
 done
-STATUS=0
-for pid in "${PIDS[@]}"; do wait "$pid" || STATUS=1; done
-PIDS=()
-if [[ $STATUS -ne 0 ]]; then
-  echo "shaped_link.sh: a rank failed:" >&2
-  cat "$RDV"/rank*.err >&2
-  exit 1
-fi
+source "$ROOT/bench/netns_ranks.sh"
+netns_ranks shaped_link.sh "$BIN" "$RDV" HOSTS ADDRS --mib "$MIB" --iters "$ITERS" --codecs "$CODECS"
 {
   echo "$N ranks, $MIB MiB float32 all-reduce (avg), links shaped to $RATE (tbf burst 32kbit latency 400ms), $ITERS timed iterations after 1 warm-up, load average $(cut -d' ' -f1-3 /proc/loadavg)"
   echo

@@ -32,6 +32,11 @@ void add_coordinator_flags(CLI::App& cmd, CoordinatorFlags& f) {
   cmd.add_option("--heartbeat-interval-ms", f.heartbeat_interval_ms, "how often agents heartbeat")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd.add_option("--max-heartbeat-rate", f.config.max_heartbeat_rate,
+                 "heartbeats per second the coordinator accepts: beyond it, members are asked "
+                 "for a longer interval (0: never)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd.add_option("--ready-timeout-ms", f.ready_timeout_ms,
                  "a member that does not confirm a new view this long is removed")
       ->capture_default_str()

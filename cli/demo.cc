@@ -143,10 +143,10 @@ int run_demo(const DemoSpec& spec) {
   }
   for (int i = 0; i < spec.workers; ++i) {
     auto it = roles.find(i);
-    if (!spawn(it == roles.end() ? "" : it->second.first,
-               it == roles.end() ? std::vector<std::string>{} : it->second.second)) {
-      return 1;
-    }
+    std::vector<std::string> extra = zone_args(i, spec.workers, spec.zones);
+    if (it != roles.end())
+      extra.insert(extra.end(), it->second.second.begin(), it->second.second.end());
+    if (!spawn(it == roles.end() ? "" : it->second.first, extra)) return 1;
   }
 
   long max_step = -1;
@@ -208,7 +208,7 @@ int run_demo(const DemoSpec& spec) {
       joined = true;
       std::printf("demo: step %ld: starting a new worker (it joins at the next step boundary)\n",
                   max_step);
-      if (!spawn("joiner", {})) return 1;
+      if (!spawn("joiner", zone_args(spec.workers - 1, spec.workers, spec.zones))) return 1;
     }
     for (auto& a : agents) {
       if (a.role == "drain" && !drained && max_step >= spec.drain_at) {

@@ -48,12 +48,20 @@ Result<ChildProcess> start_coordinator_process(int world_size, std::string* endp
   }
 }
 
+std::vector<std::string> zone_args(int i, int n, int zones) {
+  if (zones <= 1 || n <= 0) return {};
+  return {"--zone", "zone-" + std::to_string(static_cast<long>(i) * zones / n)};
+}
+
 Result<std::vector<ChildProcess>> start_agents(int n, const std::string& endpoint,
-                                               const std::vector<std::string>& agent_args) {
+                                               const std::vector<std::string>& agent_args,
+                                               int zones) {
   std::vector<ChildProcess> agents;
   for (int i = 0; i < n; ++i) {
     std::vector<std::string> argv = {self_executable(), "agent", "--coordinator", endpoint};
     argv.insert(argv.end(), agent_args.begin(), agent_args.end());
+    const auto zone = zone_args(i, n, zones);
+    argv.insert(argv.end(), zone.begin(), zone.end());
     TRIB_ASSIGN_OR_RETURN(auto child, ChildProcess::spawn(argv));
     agents.push_back(std::move(child));
   }

@@ -20,9 +20,15 @@ Result<ChildProcess> start_coordinator_process(int world_size, std::string* endp
                                                Deadline deadline,
                                                const std::vector<std::string>& extra_args = {});
 
-// Starts n agents: `<self> agent --coordinator E <agent_args...>`.
+// Starts n agents: `<self> agent --coordinator E <agent_args...>`, split into `zones`
+// zones by zone_args().
 Result<std::vector<ChildProcess>> start_agents(int n, const std::string& endpoint,
-                                               const std::vector<std::string>& agent_args);
+                                               const std::vector<std::string>& agent_args,
+                                               int zones = 1);
+
+// `--zone zone-Z` for agent i of n split into `zones` contiguous zones of near-equal size
+// (zone Z = i * zones / n); nothing when zones <= 1.
+std::vector<std::string> zone_args(int i, int n, int zones);
 
 // Waits for every agent (bounded); kills the stragglers at the deadline. Returns the first
 // non-zero exit status (0 if all succeeded, 124 on timeout).

@@ -65,6 +65,8 @@ struct AgentFlags {
   std::string dtype = "float32";
   std::string redop = "sum";
   std::string algorithm = "auto";
+  double wan_mbps = 1000;
+  double wan_latency_ms = 1;
   long join_timeout_ms = 30000;
   long timeout_ms = 30000;
   long deadline_floor_ms = 5000;
@@ -99,8 +101,17 @@ void add_worker_flags(CLI::App& cmd, AgentFlags& f) {
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   cmd.add_option("--algorithm", f.algorithm,
-                 "all-reduce algorithm: auto, ring, tree, double_tree, halving_doubling, direct")
+                 "all-reduce algorithm: auto, ring, tree, double_tree, halving_doubling, direct, "
+                 "hierarchical (by --zone)")
       ->capture_default_str();
+  cmd.add_option("--wan-mbps", f.wan_mbps,
+                 "bandwidth between zones, Mbit/s per direction (the cost model's flat vs "
+                 "hierarchical choice; the same on every member)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--wan-latency-ms", f.wan_latency_ms, "latency between zones (cost model)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd.add_option("--metrics", f.worker.metrics_bind,
                  "serve Prometheus /metrics on HOST:PORT (port 0: ephemeral)");
   cmd.add_option("--min-world-size", f.worker.min_world_size,
@@ -169,6 +180,9 @@ void add_codec_flag(CLI::App& cmd, agent::WorkerConfig& w) {
                  "gradient compression: float32, float16, bfloat16, qint8[:bucket=512], qint4, "
                  "sign, topk[:density=0.01], powersgd[:rank=2] (see docs/compression.md)")
       ->capture_default_str();
+  cmd.add_option("--wan-codec", w.wan_codec,
+                 "codec across zones when the all-reduce is hierarchical (--codec float32 "
+                 "inside), e.g. qint8 (docs/zones.md)");
 }
 
 void add_injection_flags(CLI::App& cmd, TrainSpec& t) {
@@ -190,6 +204,18 @@ Status check_training_codec(AgentFlags& f) {
   f.train.codec.applies_momentum = plan->codec && plan->codec->wants_momentum();
   f.train.codec.sparse = plan->kind == compression::collectives::CompressionPlan::Kind::kSparse;
   if (f.workload != "train") return Status::ok();
+  if (!f.worker.wan_codec.empty()) {
+    // The recipe adapts to one codec (momentum, clipping); across zones it takes those that
+    // need neither, and the convergence evidence is for those.
+    auto wan = compression::collectives::CompressionPlan::parse(f.worker.wan_codec);
+    if (!wan) return error(StatusCode::kInvalidArgument, "--wan-codec: " + wan.status().message());
+    if (wan->kind != compression::collectives::CompressionPlan::Kind::kQuantized ||
+        (wan->codec && wan->codec->wants_momentum())) {
+      return error(StatusCode::kInvalidArgument,
+                   "--wan-codec " + f.worker.wan_codec +
+                       ": training takes float16, bfloat16, qint8 or qint4 across zones");
+    }
+  }
   const compression::collectives::ConvergenceAdvice advice =
       compression::collectives::advise_training(*plan);
   using Verdict = compression::collectives::ConvergenceAdvice::Verdict;
@@ -209,7 +235,9 @@ Status finish_agent_flags(AgentFlags& f) {
   f.worker.deadline_floor = std::chrono::milliseconds(f.deadline_floor_ms);
   f.worker.recovery_timeout = std::chrono::milliseconds(f.recovery_timeout_ms);
   f.worker.agreement = !f.no_agreement;
-  f.train.compressed = f.worker.codec != "float32";
+  f.worker.wan_bandwidth_bps = f.wan_mbps * 1e6;
+  f.worker.wan_latency = std::chrono::microseconds(static_cast<long>(f.wan_latency_ms * 1000));
+  f.train.compressed = f.worker.codec != "float32" || !f.worker.wan_codec.empty();
   TRIB_RETURN_IF_ERROR(check_training_codec(f));
   if (!algorithms::parse_all_reduce_algorithm(f.algorithm, &f.worker.algorithm)) {
     return error(StatusCode::kInvalidArgument,
@@ -309,6 +337,7 @@ int run_agent(AgentFlags& f) {
 struct LocalFlags {
   int processes = 4;
   long timeout_s = 900;
+  int zones = 1;
 };
 
 // Forwards the agent flags that were given, so the agents parse them themselves.
@@ -328,6 +357,14 @@ std::vector<std::string> forwarded_args(const CLI::App& cmd,
   return args;
 }
 
+void add_zones_flag(CLI::App& cmd, int& zones) {
+  cmd.add_option("--zones", zones,
+                 "split the agents into this many zones (--zone zone-0, zone-1, ...; contiguous, "
+                 "near-equal sizes)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+}
+
 int run_local_cluster(const CLI::App& cmd, const LocalFlags& local, const LogFlags& log,
                       const std::string& workload, const std::vector<std::string>& names) {
   // The secret reaches the children through the environment, never their command line.
@@ -342,7 +379,7 @@ int run_local_cluster(const CLI::App& cmd, const LocalFlags& local, const LogFla
   args.insert(args.end(), more.begin(), more.end());
   more = log_args(log);
   args.insert(args.end(), more.begin(), more.end());
-  auto agents = start_agents(local.processes, endpoint, args);
+  auto agents = start_agents(local.processes, endpoint, args, local.zones);
   if (!agents) return report(agents.status(), workload);
   const int rc = wait_all(*agents, Deadline::after(std::chrono::seconds(local.timeout_s)));
   coordinator->signal(SIGTERM);
@@ -414,6 +451,7 @@ int main(int argc, char** argv) {
   bench->add_option("--timeout-s", bench_local.timeout_s, "bound on the whole run")
       ->capture_default_str();
   add_bench_flags(*bench, bench_flags);
+  add_zones_flag(*bench, bench_local.zones);
   bench->add_option("--chunk-bytes", bench_flags.worker.chunk_bytes, "pipeline chunk size")
       ->transform(CLI::AsSizeValue(false));
   bench->add_option("--algorithm", bench_flags.algorithm,
@@ -433,6 +471,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   check->add_option("--timeout-s", check_local.timeout_s, "bound on the whole run")
       ->capture_default_str();
+  add_zones_flag(*check, check_local.zones);
   check->add_option("--chunk-bytes", check_flags.worker.chunk_bytes, "pipeline chunk size")
       ->transform(CLI::AsSizeValue(false));
   check->add_option("--algorithm", check_flags.algorithm,
@@ -448,6 +487,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 16));
   demo->add_option("--timeout-s", demo_spec.timeout_s, "bound on the whole run")
       ->capture_default_str();
+  add_zones_flag(*demo, demo_spec.zones);
   add_train_flags(*demo, demo_flags.train);
   add_codec_flag(*demo, demo_flags.worker);
   demo->add_option("--algorithm", demo_flags.algorithm, "all-reduce algorithm (auto: cost model)");
@@ -511,8 +551,8 @@ int main(int argc, char** argv) {
                 demo_spec.workers);
     std::fflush(stdout);
     auto names = kTrainFlagNames;
-    names.insert(names.end(),
-                 {"--algorithm", "--metrics", "--step-delay-ms", "--codec", "--transport"});
+    names.insert(names.end(), {"--algorithm", "--metrics", "--step-delay-ms", "--codec",
+                               "--wan-codec", "--transport"});
     demo_spec.agent_args = forwarded_args(*demo, names);
     for (const auto& a : log_args(log_flags)) {
       demo_spec.coordinator_args.push_back(a);

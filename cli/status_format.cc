@@ -111,6 +111,11 @@ std::string change_text(const ViewChange& c) {
   return out.empty() ? "-" : out;
 }
 
+// The coordinator that answered: the one asked, or the leader a standby named.
+std::string answered(const ClusterStatus& s, const std::string& endpoint) {
+  return s.asked_standby.empty() ? endpoint : s.answered_by;
+}
+
 std::string header_text(const ClusterStatus& s, const std::string& endpoint) {
   std::size_t in_view = 0, suspects = 0, joiners = 0;
   for (const auto& m : s.members) {
@@ -118,8 +123,12 @@ std::string header_text(const ClusterStatus& s, const std::string& endpoint) {
     suspects += m.state == "suspect";
     joiners += is_joiner(m);
   }
-  std::string out = "coordinator " + escape_log_text(endpoint) + "  instance " +
+  std::string out = "coordinator " + escape_log_text(answered(s, endpoint)) + "  instance " +
                     hex64(s.instance_id) + "  up " + fixed(s.uptime_ms / 1e3, 1) + " s\n";
+  if (!s.asked_standby.empty()) {
+    out += "(asked " + escape_log_text(s.asked_standby) +
+           ", a standby coordinator: this is the leader it named)\n";
+  }
   out += "epoch " + std::to_string(s.epoch) + "  " + s.phase + "  " + std::to_string(in_view) +
          " in view";
   if (suspects) out += ", " + std::to_string(suspects) + " suspect";
@@ -274,25 +283,27 @@ std::string format_status_table(const ClusterStatus& s, const std::string& endpo
 std::string format_status_json(const ClusterStatus& s, const std::string& endpoint) {
   std::vector<MemberStatus> members, joiners;
   for (const auto& m : s.members) (is_joiner(m) ? joiners : members).push_back(m);
-  return json_object({{"coordinator", json_string(endpoint)},
-                      {"instance_id", json_string(hex64(s.instance_id))},
-                      {"unix_ms", std::to_string(s.unix_ms)},
-                      {"uptime_ms", std::to_string(s.uptime_ms)},
-                      {"phase", json_string(s.phase)},
-                      {"epoch", std::to_string(s.epoch)},
-                      {"world_size", std::to_string(s.world_size)},
-                      {"heartbeat_interval_ms", std::to_string(s.heartbeat_interval_ms)},
-                      {"heartbeat_timeout_ms", std::to_string(s.heartbeat_timeout_ms)},
-                      {"suspect_after_ms", std::to_string(s.suspect_after_ms)},
-                      {"straggler", json_object({{"k", json_number(s.straggler_k)},
-                                                 {"m", std::to_string(s.straggler_m)},
-                                                 {"window", std::to_string(s.straggler_window)}})},
-                      {"members", json_array(members, member_json)},
-                      {"joiners", json_array(joiners, member_json)},
-                      {"members_omitted", std::to_string(s.members_omitted)},
-                      {"links_scope", json_string(s.links_scope)},
-                      {"handshakes_open", std::to_string(s.handshakes_open)},
-                      {"history", json_array(s.history, change_json)}}) +
+  return json_object(
+             {{"coordinator", json_string(answered(s, endpoint))},
+              {"asked_standby", s.asked_standby.empty() ? "null" : json_string(s.asked_standby)},
+              {"instance_id", json_string(hex64(s.instance_id))},
+              {"unix_ms", std::to_string(s.unix_ms)},
+              {"uptime_ms", std::to_string(s.uptime_ms)},
+              {"phase", json_string(s.phase)},
+              {"epoch", std::to_string(s.epoch)},
+              {"world_size", std::to_string(s.world_size)},
+              {"heartbeat_interval_ms", std::to_string(s.heartbeat_interval_ms)},
+              {"heartbeat_timeout_ms", std::to_string(s.heartbeat_timeout_ms)},
+              {"suspect_after_ms", std::to_string(s.suspect_after_ms)},
+              {"straggler", json_object({{"k", json_number(s.straggler_k)},
+                                         {"m", std::to_string(s.straggler_m)},
+                                         {"window", std::to_string(s.straggler_window)}})},
+              {"members", json_array(members, member_json)},
+              {"joiners", json_array(joiners, member_json)},
+              {"members_omitted", std::to_string(s.members_omitted)},
+              {"links_scope", json_string(s.links_scope)},
+              {"handshakes_open", std::to_string(s.handshakes_open)},
+              {"history", json_array(s.history, change_json)}}) +
          "\n";
 }
 

@@ -1,5 +1,7 @@
 #include "control/codec.h"
 
+#include <google/protobuf/stubs/logging.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cstring>
@@ -15,6 +17,12 @@ Status check_label(std::string_view field, const std::string& value, bool requir
     return error(StatusCode::kInvalidArgument, std::string(field) + " is " +
                                                    std::to_string(value.size()) + " bytes, max " +
                                                    std::to_string(kMaxLabelBytes));
+  }
+  // Labels end up in log lines, metric labels and file names: no control characters.
+  for (char ch : value) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f)
+      return error(StatusCode::kInvalidArgument, std::string(field) + " holds a control character");
   }
   return Status::ok();
 }
@@ -57,9 +65,17 @@ Result<std::array<std::uint8_t, N>> fixed_bytes(std::string_view what, std::stri
   return out;
 }
 
+// protobuf writes its own line to stderr for every string field that is not UTF-8 (and
+// some other parse errors): unescaped, unlimited, and around our log facility. Every
+// failed parse is reported by decode_envelope's status instead; fatal messages still
+// abort as before.
+void drop_protobuf_log(google::protobuf::LogLevel, const char*, int, const std::string&) {}
+
 }  // namespace
 
 Result<Envelope> decode_envelope(std::string_view bytes, std::size_t max_bytes) {
+  [[maybe_unused]] static const bool quiet =
+      (google::protobuf::SetLogHandler(&drop_protobuf_log), true);
   if (bytes.size() > max_bytes) {
     return error(StatusCode::kBadFrame, "message of " + std::to_string(bytes.size()) +
                                             " bytes exceeds " + std::to_string(max_bytes));
@@ -104,11 +120,17 @@ Status validate_body(const Envelope& env) {
       if (r.previous_epoch() >= r.epoch())
         return bad("previous_epoch " + std::to_string(r.previous_epoch()) + " is not below epoch " +
                    std::to_string(r.epoch()));
+      if (r.committed_seq() >= membership::kSeqLimit || r.held_seq() >= membership::kSeqLimit)
+        return bad("a seq at or beyond 2^56 (committed " + std::to_string(r.committed_seq()) +
+                   ", held " + std::to_string(r.held_seq()) + ")");
       return Status::ok();
     }
     case E::kGo: {
       const auto& g = env.go();
       if (g.epoch() == 0) return bad("epoch is 0");
+      if (g.commit_through() >= membership::kSeqLimit)
+        return bad("commit_through " + std::to_string(g.commit_through()) +
+                   " is at or beyond 2^56");
       if (static_cast<std::size_t>(g.joiners_size()) > kMaxViewMembers)
         return bad(std::to_string(g.joiners_size()) + " joiners");
       for (auto j : g.joiners()) {
@@ -165,6 +187,7 @@ std::string_view body_name(Envelope::BodyCase body) {
     case E::kStatusReply: return "status_reply";
     case E::kStatusDenied: return "status_denied";
     case E::kNotLeader: return "not_leader";
+    case E::kProbe: return "probe";
     case E::BODY_NOT_SET: break;
   }
   return "unknown";

@@ -33,7 +33,9 @@ Result<Envelope> decode_envelope(std::string_view bytes,
                                  std::size_t max_bytes = kMaxControlMessageBytes);
 std::string encode_envelope(const Envelope& envelope);
 // Per-message bounds beyond what protobuf parsing checks: ids and epochs that must be
-// non-zero, finite non-negative timings, list and string lengths. kBadFrame naming the field.
+// non-zero, finite non-negative timings, seqs below membership::kSeqLimit, list and string
+// lengths. kBadFrame naming the field. (Claims that are well-formed but impossible given
+// what the coordinator knows are refused by the membership logic.)
 Status validate_body(const Envelope& envelope);
 
 // "join_request", "heartbeat", ...: the `type` label of tributary_control_messages_total.
@@ -45,7 +47,8 @@ void view_to_proto(const membership::View& view, View* out);
 Result<membership::View> view_from_proto(const View& view);
 
 // kInvalidArgument (with the offending field named) for labels that are empty where they
-// must not be, too long, or a data address that is not "host:port".
+// must not be, too long, hold control characters, or a data address that is not
+// "host:port".
 Status validate_join_request(const JoinRequest& request);
 membership::MemberLabels labels_from_request(const JoinRequest& request);
 

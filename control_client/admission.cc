@@ -2,12 +2,18 @@
 // when the coordinator restarted. Both speak the one challenge-response of handshake.h.
 #include <unistd.h>
 
+#include <zmq.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 #include <thread>
 
+#include "control/curve_keys.h"
 #include "control_client/client_impl.h"
+#include "control_client/curve_dealer.h"
 
 namespace tributary::control_client {
 namespace {
@@ -43,6 +49,7 @@ Result<Joined> CoordinatorClient::Impl::join(const ClientConfig& config, Deadlin
                  "no coordinator endpoint in '" + config.endpoint + "'");
   if (config.secret.empty()) return error(StatusCode::kInvalidArgument, "empty cluster secret");
   this->config = config;
+  curve = control::derive_curve_keys(config.secret);
   name = config.name.empty() ? default_name(config.host) : config.name;
   const control::JoinRequest request = join_request();
   if (Status st = control::validate_join_request(request); !st)
@@ -85,6 +92,7 @@ Result<Joined> CoordinatorClient::Impl::join_at(const std::string& at,
                                                 Deadline deadline, std::string* leader,
                                                 bool* move_on) {
   connect(at);
+  handshakes.watch(context, dealer);
   Handshake handshake = Handshake::join(config.secret, name);
   send_envelope(dealer, handshake.request(request));
 
@@ -93,9 +101,16 @@ Result<Joined> CoordinatorClient::Impl::join_at(const std::string& at,
   for (;;) {
     const TimePoint now = std::chrono::steady_clock::now();
     if (deadline.passed(now)) break;
-    zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
-    poll_items(&item, 1, milliseconds(poll_timeout_ms(now, deadline.at)));
-    if ((item.revents & ZMQ_POLLIN) == 0) continue;
+    zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0},
+                               {handshakes.events().handle(), 0, ZMQ_POLLIN, 0}};
+    poll_items(items, 2, milliseconds(poll_timeout_ms(now, deadline.at)));
+    if ((items[1].revents & ZMQ_POLLIN) &&
+        handshakes.refused_handshakes() >= HandshakeWatch::kMeaningWrongSecret) {
+      const std::string why = HandshakeWatch::wrong_secret("coordinator " + endpoint);
+      log.error(why);
+      return error(StatusCode::kAuthFailed, why);
+    }
+    if ((items[0].revents & ZMQ_POLLIN) == 0) continue;
     zmq::message_t msg;
     if (!recv_now(dealer, msg)) continue;
     heard_back = true;
@@ -168,16 +183,18 @@ Result<Joined> CoordinatorClient::Impl::admitted(const control::JoinAccepted& ac
     std::lock_guard lock(mu);
     id = acc.member_id();
     instance_id = acc.instance_id();
-    if (config.heartbeat_interval > Duration::zero()) {
+    if (acc.heartbeat_interval_ms() > 0) {
+      interval = paced_interval(acc.heartbeat_interval_ms());
+    } else if (config.heartbeat_interval > Duration::zero()) {
       interval = config.heartbeat_interval;
-    } else if (acc.heartbeat_interval_ms() > 0) {
-      interval = milliseconds(acc.heartbeat_interval_ms());
     }
     last_ack = now;
   }
   publish_view(first);
   log.info("joined coordinator " + endpoint + " as member " + std::to_string(acc.member_id()) +
            " (" + name + ")");
+  // The handshake is done: resumes later talk over the same, established CURVE session.
+  handshakes.stop(dealer);
   // The worker thread takes the sockets over; starting it is the memory barrier.
   const std::string wake_endpoint = "inproc://tributary-client-wake";
   wake_rx = zmq::socket_t(context, zmq::socket_type::pair);
@@ -190,11 +207,19 @@ Result<Joined> CoordinatorClient::Impl::admitted(const control::JoinAccepted& ac
 
 // The coordinator does not know us although we are a member: it restarted (its journal
 // lists us) or lost us. Re-authenticate with our member id; heartbeats pause meanwhile.
+// An attempt that got no answer is repeated with the same handshake: the coordinator
+// answers a repeated request with the same challenge and ignores one from a connection
+// it already re-admitted, so answers to an earlier copy still verify.
 void CoordinatorClient::Impl::start_resume(TimePoint now, std::string_view why) {
   if (resume && now - resume->started < 2 * interval + milliseconds(500)) return;  // in progress
-  resume = Resume{now, Handshake::resume(config.secret, name, id)};
-  log.info("resuming member " + std::to_string(id) + " with coordinator " + endpoint + ": " +
-           std::string(why));
+  if (!resume) {
+    resume = Resume{now, Handshake::resume(config.secret, name, id)};
+    log.info("resuming member " + std::to_string(id) + " with coordinator " + endpoint + ": " +
+             std::string(why));
+  } else {
+    resume->started = now;
+    log.debug("repeating the resume of member " + std::to_string(id) + ": " + std::string(why));
+  }
   send_envelope(dealer, resume->handshake.request(join_request()));
 }
 
@@ -211,8 +236,13 @@ void CoordinatorClient::Impl::handle_resume(const control::Envelope& env, TimePo
       return;
     }
     case control::Envelope::kJoinAccepted: {
-      if (Status st = resume->handshake.verify(env.join_accepted()); !st)
-        return mark_evicted(coordinator + "answered our resume: " + st.message());
+      if (Status st = resume->handshake.verify(env.join_accepted()); !st) {
+        // CURVE already proved the coordinator holds the secret: an accept that does not
+        // verify answers an earlier challenge of this resume. Wait for ours.
+        log.warn("ignored an answer to an earlier resume attempt from " + coordinator +
+                 st.message());
+        return;
+      }
       instance_id = env.join_accepted().instance_id();
       resume.reset();
       abandoned.clear();
@@ -225,7 +255,16 @@ void CoordinatorClient::Impl::handle_resume(const control::Envelope& env, TimePo
       return;
     }
     case control::Envelope::kJoinRejected: {
-      const Status st = resume->handshake.rejection(env.join_rejected());
+      const auto& rejected = env.join_rejected();
+      const Status st = resume->handshake.rejection(rejected);
+      if (rejected.kind() == control::JoinRejected::PROTOCOL ||
+          rejected.kind() == control::JoinRejected::FULL ||
+          rejected.kind() == control::JoinRejected::AUTH_FAILED) {
+        // Out of order (a proof for a challenge the coordinator replaced), or busy: the
+        // next attempt may pass. A real secret mismatch never gets past CURVE.
+        log.warn(coordinator + st.message() + "; trying again");
+        return;
+      }
       resume.reset();
       return mark_evicted(coordinator + st.message());
     }

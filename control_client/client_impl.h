@@ -20,7 +20,9 @@
 #include <zmq.hpp>
 
 #include "control/codec.h"
+#include "control/curve_keys.h"
 #include "control_client/coordinator_client.h"
+#include "control_client/curve_dealer.h"
 #include "control_client/handshake.h"
 
 namespace prometheus {
@@ -46,6 +48,9 @@ bool send_bytes(zmq::socket_t& socket, zmq::const_buffer bytes, zmq::send_flags 
 // "tcp://a:1,tcp://b:2" -> its endpoints, trimmed, without empties and duplicates.
 std::vector<std::string> split_endpoints(const std::string& list);
 
+// The slowest heartbeat pace a coordinator may ask for (HeartbeatAck::heartbeat_interval_ms).
+constexpr Duration kMaxPacedInterval = std::chrono::seconds(10);
+
 // Milliseconds to poll until `until` (rounded up, at most 1000).
 long poll_timeout_ms(TimePoint now, TimePoint until);
 
@@ -64,8 +69,10 @@ struct CoordinatorClient::Impl {
 
   zmq::context_t context{1};
   zmq::socket_t dealer;
-  zmq::socket_t wake_rx;  // owned by the worker thread
-  zmq::socket_t wake_tx;  // any API thread, under wake_mu
+  HandshakeWatch handshakes;        // the DEALER's CURVE handshakes, during join() only
+  control::ClusterCurveKeys curve;  // derived from config.secret by join()
+  zmq::socket_t wake_rx;            // owned by the worker thread
+  zmq::socket_t wake_tx;            // any API thread, under wake_mu
   std::mutex wake_mu;
   std::thread worker;
   std::string endpoint;  // the coordinator we talk to now (written under `mu`)
@@ -131,7 +138,7 @@ struct CoordinatorClient::Impl {
                          Deadline deadline, std::string* leader, bool* move_on);
 
   // failover.cc
-  // A fresh DEALER connected to `at`; `endpoint` names it.
+  // A fresh DEALER with the cluster's CURVE keys connected to `at`; `endpoint` names it.
   void connect(const std::string& at);
   // Moves to `hint` when it is one of our endpoints (other than the current and the
   // abandoned one), else to the next endpoint, and resumes there. No-op with one endpoint.
@@ -150,7 +157,11 @@ struct CoordinatorClient::Impl {
   // client_thread.cc
   void run();
   void handle(const control::Envelope& envelope, TimePoint now);
-  void send_heartbeat(TimePoint now);
+  // `probe_answer`: only the Heartbeat, at once, in answer to a Probe.
+  void send_heartbeat(TimePoint now, bool probe_answer = false);
+  // The interval a HeartbeatAck asks for, bounded by the configured one and
+  // kMaxPacedInterval.
+  Duration paced_interval(std::uint32_t asked_ms) const;
   void publish_view(membership::View v);
   // Queues a message for the worker thread and wakes it.
   void post(control::Envelope envelope);

@@ -136,7 +136,15 @@ void CoordinatorClient::Impl::run() {
 
 // One heartbeat interval's messages: a Heartbeat (a Leave while leaving, repeated until
 // acknowledged), and the Ready and boundary request still waiting for their answers.
-void CoordinatorClient::Impl::send_heartbeat(TimePoint now) {
+Duration CoordinatorClient::Impl::paced_interval(std::uint32_t asked_ms) const {
+  // Never faster than configured, never slower than kMaxPacedInterval (a coordinator
+  // that asked for more would have its own timeouts stretched as far: a bound, not a cap
+  // it is expected to reach).
+  const Duration asked = std::min<Duration>(milliseconds(asked_ms), kMaxPacedInterval);
+  return std::max(asked, config.heartbeat_interval);
+}
+
+void CoordinatorClient::Impl::send_heartbeat(TimePoint now, bool probe_answer) {
   control::Envelope out;
   std::optional<control::Envelope> ready_env;
   std::optional<control::Envelope> boundary_env;
@@ -176,6 +184,10 @@ void CoordinatorClient::Impl::send_heartbeat(TimePoint now) {
   // A resume that got no answer (the coordinator may still be starting) is repeated; a
   // silent coordinator among several is left for the next.
   // A Leave, too, must reach the leader; with one coordinator it is only repeated.
+  if (probe_answer) {  // the heartbeat alone, now: the coordinator checks who is alive
+    if (out.has_heartbeat()) send_envelope(dealer, out);
+    return;
+  }
   if ((!out.has_leave() || endpoints.size() > 1) && check_failover(now, last_heard)) return;
   send_envelope(dealer, out);
   if (ready_env) send_envelope(dealer, *ready_env);
@@ -218,8 +230,10 @@ void CoordinatorClient::Impl::handle(const control::Envelope& env, TimePoint now
       joiners_pending.store(ack.joiners_pending());
       std::lock_guard lock(mu);
       last_ack = now;
+      if (ack.heartbeat_interval_ms() > 0) interval = paced_interval(ack.heartbeat_interval_ms());
       return;
     }
+    case E::kProbe: return send_heartbeat(now, /*probe_answer=*/true);
     case E::kEvicted: {
       const auto& ev = env.evicted();
       // "Unknown connection": the coordinator restarted (another instance id) or our

@@ -41,8 +41,10 @@ struct ClientConfig {
   std::string zone;          // zone label, may be empty
   std::string data_address;  // "host:port" of this agent's data-plane listener
   std::vector<std::string> capabilities;
-  std::string name;                // empty: "<host>/<process name>:<pid>"
-  Duration heartbeat_interval{0};  // zero: the interval the coordinator advertises
+  std::string name;  // empty: "<host>/<process name>:<pid>"
+  // zero: the interval the coordinator advertises; otherwise the fastest this client
+  // heartbeats (a coordinator pacing a large membership may ask for a slower one)
+  Duration heartbeat_interval{0};
 };
 
 struct Joined {

@@ -3,6 +3,7 @@
 // it talks to falls silent, or answers NotLeader, it moves on and resumes with whoever
 // leads, exactly as it resumes after a restart of a single coordinator.
 #include "control_client/client_impl.h"
+#include "control_client/curve_dealer.h"
 
 #include <algorithm>
 
@@ -34,6 +35,7 @@ void CoordinatorClient::Impl::connect(const std::string& at) {
   dealer = zmq::socket_t(context, zmq::socket_type::dealer);
   dealer.set(zmq::sockopt::linger, 0);
   dealer.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(control::kMaxControlMessageBytes));
+  use_cluster_client_keys(dealer, curve);
   dealer.connect(at);
   std::lock_guard lock(mu);
   endpoint = at;
@@ -82,7 +84,8 @@ bool CoordinatorClient::Impl::check_failover(TimePoint now, TimePoint last_heard
       abandon(now);
       follow("", now, "no answer to the resume");
     } else if (unanswered) {
-      resume.reset();
+      // The same handshake again: a slow coordinator that answers the first request
+      // late still accepts its proof (tests/control_client/resume_race_test.cc).
       start_resume(now, "previous resume attempt unanswered");
     } else if (resume->refused) {
       // Quietly, every interval, until this standby leads or names the leader.

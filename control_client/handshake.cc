@@ -26,8 +26,10 @@ control::Envelope Handshake::request(const control::JoinRequest& labels) const {
 
 Result<control::Envelope> Handshake::answer(const control::Challenge& challenge) {
   TRIB_ASSIGN_OR_RETURN(const Nonce server_nonce, control::nonce_from_bytes(challenge.nonce()));
+  // The same challenge again (our request was repeated): the same proof, so that the
+  // coordinator's answer to either copy verifies.
+  if (server_nonce_ != server_nonce) client_nonce_ = random_nonce();
   server_nonce_ = server_nonce;
-  client_nonce_ = random_nonce();
   const Mac mac = resuming() ? control::resume_proof_mac(secret_, server_nonce, client_nonce_,
                                                          resume_id_, name_)
                              : control::join_proof_mac(secret_, server_nonce, client_nonce_, name_);

@@ -34,8 +34,9 @@ class Handshake {
 
   // The first message: a JoinRequest, or a ResumeRequest wrapping it.
   control::Envelope request(const control::JoinRequest& labels) const;
-  // The JoinProof answering `challenge` (a repeated challenge restarts the exchange).
-  // kBadFrame when the nonce is malformed.
+  // The JoinProof answering `challenge`: a new challenge restarts the exchange with a
+  // fresh client nonce; the same challenge again gets the same proof. kBadFrame when the
+  // nonce is malformed.
   Result<control::Envelope> answer(const control::Challenge& challenge);
   // ok when `accepted` proves the coordinator knows the secret for the member id it
   // names (a resume: for the resumed id). kBadFrame when no challenge came first;

@@ -208,6 +208,12 @@ void MemoryCoordinator::apply(const membership::Decisions& d) {
     Go go{d.go->epoch, d.go->commit_through, d.go->joiners, d.go->state_source};
     for (MemberId id : d.go->recipients) seats_[id].go = go;
   }
+  if (d.probe) {  // every member that can still talk answers at once, as a client does
+    for (const auto& [id, seat] : seats_) {
+      if (!seat.silenced && !seat.evicted && !seat.left)
+        membership_.heartbeat(id, seat.view.epoch, seat.step, clock_.now());
+    }
+  }
   cv_.notify_all();
 }
 

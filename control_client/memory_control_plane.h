@@ -3,7 +3,8 @@
 //
 // A MemoryCoordinator owns a Membership and a FakeClock and carries out every Decisions
 // the way the coordinator service does: removed members learn it (kEvicted, or left),
-// every member of a new view receives it, Go reaches its recipients. Each member talks to
+// every member of a new view receives it, Go reaches its recipients, a probe is answered
+// at once by every member that was not silenced. Each member talks to
 // it through the ControlPlane that connect() returns (control_plane.h is the contract).
 // Nothing is lost or reordered: the protocol's repeats (Ready, boundary requests) are not
 // needed here, and are harmless.

@@ -1,9 +1,12 @@
 #include "control_client/status_client.h"
 
+#include <algorithm>
+#include <optional>
 #include <zmq.hpp>
 
 #include "control/codec.h"
 #include "control/status_codec.h"
+#include "control_client/curve_dealer.h"
 
 namespace tributary::control_client {
 namespace {
@@ -13,7 +16,7 @@ using std::chrono::milliseconds;
 
 class Exchange {
  public:
-  Exchange(std::string endpoint, Duration timeout)
+  Exchange(std::string endpoint, const std::string& secret, Duration timeout)
       : endpoint_(std::move(endpoint)),
         timeout_(timeout),
         deadline_(Deadline::after(timeout)),
@@ -21,6 +24,8 @@ class Exchange {
     socket_.set(zmq::sockopt::linger, 0);
     socket_.set(zmq::sockopt::maxmsgsize,
                 static_cast<std::int64_t>(control::kMaxStatusReplyBytes + 1024));
+    use_cluster_client_keys(socket_, control::derive_curve_keys(secret));
+    handshakes_.watch(context_, socket_);
   }
 
   Status connect() {
@@ -51,10 +56,16 @@ class Exchange {
                          std::to_string(duration_cast<milliseconds>(timeout_).count()) +
                          " ms (is it running there?)");
       }
-      zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
+                                 {handshakes_.events().handle(), 0, ZMQ_POLLIN, 0}};
       const auto wait = duration_cast<milliseconds>(deadline_.at - now) + milliseconds(1);
-      zmq::poll(&item, 1, std::min(wait, milliseconds(100)));
-      if (!(item.revents & ZMQ_POLLIN)) continue;
+      zmq::poll(items, 2, std::min(wait, milliseconds(100)));
+      if ((items[1].revents & ZMQ_POLLIN) &&
+          handshakes_.refused_handshakes() >= HandshakeWatch::kMeaningWrongSecret) {
+        return error(StatusCode::kAuthFailed,
+                     HandshakeWatch::wrong_secret("the coordinator at " + endpoint_));
+      }
+      if (!(items[0].revents & ZMQ_POLLIN)) continue;
       zmq::message_t msg;
       if (!socket_.recv(msg, zmq::recv_flags::dontwait)) continue;
       auto env = control::decode_envelope(msg.to_string_view(), control::kMaxStatusReplyBytes);
@@ -86,6 +97,7 @@ class Exchange {
   Deadline deadline_;
   zmq::context_t context_{1};
   zmq::socket_t socket_;
+  HandshakeWatch handshakes_;
 };
 
 Result<membership::ClusterStatus> open_reply(const control::StatusReply& reply,
@@ -106,21 +118,24 @@ Result<membership::ClusterStatus> open_reply(const control::StatusReply& reply,
   return control::status_from_proto(report);
 }
 
-}  // namespace
-
-Result<membership::ClusterStatus> fetch_status(const std::string& endpoint,
-                                               const std::string& secret, Duration timeout) {
+// One exchange with `endpoint`; a NotLeader answer sets `*leader` (its hint, maybe empty)
+// and returns kUnavailable.
+Result<membership::ClusterStatus> fetch_once(const std::string& endpoint, const std::string& secret,
+                                             Duration timeout, std::optional<std::string>* leader) {
   if (!endpoint.starts_with("tcp://"))
     return error(StatusCode::kInvalidArgument,
                  "coordinator '" + endpoint + "' is not tcp://HOST:PORT");
-  if (secret.empty()) return error(StatusCode::kInvalidArgument, "the cluster secret is empty");
   try {
-    Exchange x(endpoint, timeout);
+    Exchange x(endpoint, secret, timeout);
     TRIB_RETURN_IF_ERROR(x.connect());
     control::Envelope request;
     request.mutable_status_request()->set_protocol_version(control::kProtocolVersion);
     TRIB_RETURN_IF_ERROR(x.send(request));
     TRIB_ASSIGN_OR_RETURN(control::Envelope challenge, x.receive());
+    if (challenge.has_not_leader()) {
+      *leader = challenge.not_leader().leader();
+      return error(StatusCode::kUnavailable, "coordinator " + endpoint + " is a standby");
+    }
     if (!challenge.has_challenge()) return x.denied(challenge, "a challenge");
     TRIB_ASSIGN_OR_RETURN(Nonce server_nonce,
                           control::nonce_from_bytes(challenge.challenge().nonce()));
@@ -137,6 +152,40 @@ Result<membership::ClusterStatus> fetch_status(const std::string& endpoint,
     return error(StatusCode::kUnavailable,
                  "coordinator " + endpoint + ": ZeroMQ error: " + std::string(e.what()));
   }
+}
+
+}  // namespace
+
+Result<membership::ClusterStatus> fetch_status(const std::string& endpoint,
+                                               const std::string& secret, Duration timeout) {
+  if (secret.empty()) return error(StatusCode::kInvalidArgument, "the cluster secret is empty");
+  const Deadline deadline = Deadline::after(timeout);
+  std::optional<std::string> leader;
+  auto status = fetch_once(endpoint, secret, timeout, &leader);
+  if (!leader) return status;
+  if (leader->empty() || *leader == endpoint) {
+    return error(StatusCode::kUnavailable,
+                 "coordinator " + endpoint +
+                     " is a standby and knows no leader yet (an election may be in progress: "
+                     "ask again, or ask another coordinator)");
+  }
+  const Duration left = deadline.at - std::chrono::steady_clock::now();
+  std::optional<std::string> again;
+  status = fetch_once(*leader, secret, std::max(left, Duration::zero()), &again);
+  if (again) {
+    return error(StatusCode::kUnavailable, "coordinator " + endpoint + " is a standby and named " +
+                                               *leader +
+                                               " as the leader, which is a standby too "
+                                               "(a takeover in progress: ask again)");
+  }
+  if (!status) {
+    return error(status.status().code(),
+                 "coordinator " + endpoint +
+                     " is a standby; the leader it named: " + status.status().message());
+  }
+  status->asked_standby = endpoint;
+  status->answered_by = *leader;
+  return status;
 }
 
 }  // namespace tributary::control_client

@@ -18,6 +18,10 @@
 
 namespace tributary::control_client {
 
+// A standby coordinator (replicated coordinators) answers NotLeader: the request follows
+// its hint to the leader once, within the same `timeout` (the report's asked_standby and
+// answered_by say so); a standby that knows no leader yet gives kUnavailable, saying so.
+// The leader's report is accepted only under the secret's MAC, like any other.
 // kInvalidArgument for an endpoint that is not tcp://HOST:PORT or an empty secret;
 // kTimedOut when no answer came within `timeout` (the coordinator is unreachable or
 // down); kAuthFailed when the coordinator refused the secret, or its reply's MAC does

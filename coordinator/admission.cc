@@ -15,15 +15,20 @@ using R = control::JoinRejected;
 void Coordinator::Service::on_admission_request(const Peer& peer,
                                                 const control::JoinRequest& request,
                                                 MemberId resume_id) {
-  if (member_of(peer.identity))
-    return reject(peer, R::PROTOCOL, "this connection is already a member");
+  if (const auto id = member_of(peer.identity)) {
+    // An agent that retried its request after the first one was answered: the answer it
+    // has is the one that counts; a second answer would only confuse it.
+    log_.debug("ignored a repeated " + std::string(resume_id ? "resume" : "join") +
+               " request from member " + std::to_string(*id) + " (" + peer.name() + ")");
+    return;
+  }
   if (Status st = control::validate_join_request(request); !st) {
     return reject(peer, R::INVALID_REQUEST,
                   std::string(resume_id ? "invalid resume request: " : "invalid join request: ") +
                       st.message());
   }
-  auto nonce = gate_.challenge(peer.identity, control::labels_from_request(request), clock_.now(),
-                               resume_id);
+  auto nonce = gate_.challenge(peer.identity, peer.address, control::labels_from_request(request),
+                               clock_.now(), resume_id);
   if (!nonce) return reject(peer, R::FULL, "coordinator busy: " + nonce.status().message());
   control::Envelope out;
   out.mutable_challenge()->set_nonce(control::to_bytes(*nonce));
@@ -46,9 +51,10 @@ void Coordinator::Service::on_join_proof(const Peer& peer, const control::JoinPr
   if (!admitted) {
     if (admitted.status().code() == StatusCode::kAuthFailed) {
       metrics_->auth_failed();
-      log_.warn("rejected join from " + who + ": wrong cluster secret");
+      refusal("join-auth", "rejected join from " + who + ": wrong cluster secret");
       return reject(peer, R::AUTH_FAILED, "wrong cluster secret");
     }
+    if (member_of(peer.identity)) return;  // a repeated proof of an admitted member
     return reject(peer, R::PROTOCOL, admitted.status().message());
   }
   admit(peer, *admitted, now);
@@ -93,8 +99,7 @@ void Coordinator::Service::admit(const Peer& peer, const JoinGate::Admitted& adm
   if (joined->decisions.new_view) {
     control::view_to_proto(*joined->decisions.new_view, acc->mutable_view());
   }
-  acc->set_heartbeat_interval_ms(static_cast<std::uint32_t>(
-      std::max<std::int64_t>(1, duration_cast<milliseconds>(interval()).count())));
+  acc->set_heartbeat_interval_ms(interval_ms());
   acc->set_coordinator_mac(control::to_bytes(gate_.coordinator_proof(admitted, id)));
   acc->set_instance_id(instance_id_);
   send(peer.identity, out);
@@ -103,7 +108,8 @@ void Coordinator::Service::admit(const Peer& peer, const JoinGate::Admitted& adm
 
 void Coordinator::Service::reject(const Peer& peer, control::JoinRejected::Kind kind,
                                   const std::string& reason) {
-  if (kind != R::AUTH_FAILED) log_.warn("rejected join from " + peer.name() + ": " + reason);
+  if (kind != R::AUTH_FAILED)
+    refusal("join-rejected", "rejected join from " + peer.name() + ": " + reason);
   control::Envelope out;
   out.mutable_join_rejected()->set_reason(reason);
   out.mutable_join_rejected()->set_kind(kind);

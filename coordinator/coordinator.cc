@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include <prometheus/text_serializer.h>
+
 #include "coordinator/service.h"
 #include "core/check.h"
 
@@ -17,7 +19,6 @@ using std::chrono::milliseconds;
 constexpr milliseconds kMaxPollWait{50};
 constexpr std::size_t kMaxBlocked = 4096;
 constexpr std::size_t kMaxMessagesPerWake = 256;  // then run ticks, so a flood cannot starve expiry
-constexpr const char* kMonitorEndpoint = "inproc://tributary-coordinator-monitor";
 
 // ZeroMQ wants '*' for "any port"; accept the conventional 0 as well.
 std::string zmq_bind_address(const std::string& address) {
@@ -42,9 +43,12 @@ Status validate(const CoordinatorConfig& c) {
     return bad("heartbeat_interval must be below heartbeat_timeout");
   }
   if (c.join_timeout <= Duration::zero()) return bad("join_timeout must be positive");
+  if (c.handshake_timeout < milliseconds(1)) return bad("handshake_timeout must be >= 1 ms");
+  if (c.max_pending_joins_per_source < 1) return bad("max_pending_joins_per_source must be >= 1");
   if (c.max_message_bytes < 1024) return bad("max_message_bytes below 1024");
   if (c.max_pending_joins < 1) return bad("max_pending_joins must be >= 1");
   if (c.confirm_silence < Duration::zero()) return bad("confirm_silence must be >= 0");
+  if (!(c.max_heartbeat_rate >= 0)) return bad("max_heartbeat_rate must be >= 0");
   if (c.ready_timeout <= Duration::zero()) return bad("ready_timeout must be positive");
   if (c.boundary_timeout <= Duration::zero()) return bad("boundary_timeout must be positive");
   if (c.resume_timeout <= Duration::zero()) return bad("resume_timeout must be positive");
@@ -62,7 +66,8 @@ Coordinator::Service::Service(CoordinatorConfig config, Logger log, const Clock&
     : config_(std::move(config)),
       log_(std::move(log)),
       clock_(clock),
-      gate_(config_.secret, config_.join_timeout, config_.max_pending_joins),
+      gate_(config_.secret, config_.join_timeout, config_.max_pending_joins,
+            config_.max_pending_joins_per_source),
       status_gate_(config_.secret, config_.join_timeout, config_.max_pending_joins),
       blocked_(kMaxBlocked) {
   const Nonce r = random_nonce();
@@ -77,21 +82,16 @@ Status Coordinator::Service::bind() {
   started_at_ = clock_.now();
   std::string bound;
   try {
-    router_ = zmq::socket_t(context_, zmq::socket_type::router);
+    secure_router();
     router_.set(zmq::sockopt::linger, 0);
-    // libzmq itself drops a connection that sends a larger message, before we see it.
+    // libzmq itself drops a connection that sends a larger frame, before we see it.
     router_.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(config_.max_message_bytes));
-    if (zmq_socket_monitor(
-            router_.handle(), kMonitorEndpoint,
-            ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0) {
-      throw zmq::error_t();
-    }
-    monitor_ = zmq::socket_t(context_, zmq::socket_type::pair);
-    monitor_.connect(kMonitorEndpoint);
     router_.bind(zmq_bind_address(config_.bind_address));
     bound = router_.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
     router_ = zmq::socket_t();
+    monitor_ = zmq::socket_t();
+    zap_ = zmq::socket_t();
     return error(StatusCode::kUnavailable,
                  "cannot bind coordinator to " + config_.bind_address + ": " + e.what());
   }
@@ -101,17 +101,18 @@ Status Coordinator::Service::bind() {
   }
   int port = 0;
   if (!config_.metrics_address.empty()) {
-    try {
-      exposer_ = std::make_unique<prometheus::Exposer>(config_.metrics_address);
-      exposer_->RegisterCollectable(registry_);
-      // civetweb binds port 0 to an ephemeral port and reports the real one here.
-      const auto ports = exposer_->GetListeningPorts();
-      port = ports.empty() ? 0 : ports.front();
-    } catch (const std::exception& e) {
+    auto server = MetricsServer::start(
+        config_.metrics_address,
+        [registry = registry_] {
+          return prometheus::TextSerializer().Serialize(registry->Collect());
+        },
+        log_.child("coordinator-metrics"));
+    if (!server) {
       router_ = zmq::socket_t();
-      return error(StatusCode::kUnavailable,
-                   "cannot serve metrics on " + config_.metrics_address + ": " + e.what());
+      return server.status();
     }
+    metrics_server_ = std::move(server).value();
+    port = metrics_server_->port();
   }
   {
     std::lock_guard lock(snapshot_mu_);
@@ -162,23 +163,30 @@ void Coordinator::Service::run_until(const std::atomic<bool>& stop) {
       const Duration wait =
           next <= now ? Duration::zero() : std::min<Duration>(next - now, kMaxPollWait);
       zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
-                                 {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
+                                 {monitor_.handle(), 0, ZMQ_POLLIN, 0},
+                                 {zap_.handle(), 0, ZMQ_POLLIN, 0}};
       // Round up so a sub-millisecond wait does not spin.
-      zmq::poll(items, 2, duration_cast<milliseconds>(wait + milliseconds(1) - Duration{1}));
+      zmq::poll(items, 3, duration_cast<milliseconds>(wait + milliseconds(1) - Duration{1}));
       // A leader paused past its lease learns here, before it answers anyone.
       if (!still_leading()) continue;
+      if (items[2].revents & ZMQ_POLLIN) drain_zap();
       if (items[1].revents & ZMQ_POLLIN) drain_monitor();
       if (items[0].revents & ZMQ_POLLIN) drain_router();
       if (!leading_) continue;  // a record failed its compare-and-swap: stood down
-      const TimePoint after = clock_.now();
-      gate_.expire(after);
-      apply(membership_->tick(after));
+      tick();
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) return;
       if (e.num() != EINTR)
         log_.error(std::string("zeromq error in the coordinator loop: ") + e.what());
     }
   }
+}
+
+void Coordinator::Service::tick() {
+  const TimePoint now = clock_.now();
+  gate_.expire(now);
+  refusals_.flush(log_, LogLevel::kWarn, now);
+  apply(membership_->tick(now));
 }
 
 void Coordinator::Service::drain_router() {
@@ -219,20 +227,8 @@ void Coordinator::Service::drain_router() {
   }
 }
 
-void Coordinator::Service::drain_monitor() {
-  zmq::message_t event;
-  while (monitor_.recv(event, zmq::recv_flags::dontwait)) {
-    // Event frame: 16-bit event id + 32-bit value; then a frame with the peer endpoint.
-    zmq::message_t address;
-    if (event.more()) (void)monitor_.recv(address, zmq::recv_flags::none);
-    metrics_->malformed();
-    // libzmq 4.3 reports the listening endpoint here, not the remote address.
-    log_.warn("dropped a connection to " + address.to_string() +
-              ": ZeroMQ handshake failed (the peer does not speak ZMTP)");
-  }
-}
-
 void Coordinator::Service::publish_snapshot() {
+  metrics_->set_leading(leading_);
   if (!membership_) {  // standing by
     metrics_->set_membership(0, 0);
     std::lock_guard lock(snapshot_mu_);

@@ -6,15 +6,26 @@
 // membership::Membership and carries out its decisions: replies, Evicted notices, and
 // every new View pushed to every member.
 //
-// Guarantees:
-//  - The secret never travels. A wrong secret gets JoinRejected{AUTH_FAILED, "wrong
-//    cluster secret"} and a log line naming the peer.
+// Guarantees (docs/security.md):
+//  - Nothing reaches the coordinator's logic before the peer proves the cluster secret:
+//    the ROUTER speaks CURVE with keys derived from the secret (control/curve_keys.h) and
+//    a ZAP handler admits only the cluster's client key. Every control message after
+//    that is encrypted and authenticated by CURVE (an on-path proxy can neither read nor
+//    inject). A ZeroMQ handshake that does not complete within `handshake_timeout` is
+//    closed (idle connections, wrong secrets, raw bytes).
+//  - The secret never travels. The join's challenge-response (join_gate.h) proves it once
+//    more end to end; a wrong proof gets JoinRejected{AUTH_FAILED}.
+//  - Routing ids are not guessable: libzmq numbers peers from rand(), which nobody seeds
+//    (the same ids every run); bind() seeds it from the OS's random bytes, so no peer can
+//    claim the id libzmq will give the next connection (libzmq aborts on that collision).
 //  - Bad input hurts only its sender: a message that does not decode (oversized, not a
 //    protobuf Envelope, unknown message type, more than one frame, an agent sending a
-//    coordinator-only message, a heartbeat or leave for another member's id) is logged
-//    as "dropped malformed message from <peer>: <why>", counted, and from then on that
-//    connection is ignored (and removed, if it was a member). Raw bytes that are not
-//    ZMTP never reach us: libzmq closes that connection; we log the failed handshake.
+//    coordinator-only message, a heartbeat or leave for another member's id, an
+//    impossible value) is logged as "dropped malformed message from <peer>: <why>",
+//    counted, and from then on that connection is ignored (and removed, if it was a
+//    member). Refusals of every kind are rate-limited in the log (core/log_limiter.h).
+//  - Bounded: at most `max_pending_joins` open join handshakes, at most
+//    `max_pending_joins_per_source` from one address, `max_message_bytes` per frame.
 //  - Nothing blocks: sends are non-blocking (a peer that does not read loses messages;
 //    it catches up through the view resent on its next heartbeat).
 //
@@ -53,17 +64,23 @@ struct CoordinatorConfig {
   Duration heartbeat_timeout = std::chrono::seconds(1);  // silent this long: removed
   Duration heartbeat_interval = std::chrono::milliseconds(100);  // advertised; zero: timeout / 3
   Duration confirm_silence{0};  // failure reports: zero = 3 heartbeat intervals
+  // The heartbeat budget: beyond this many heartbeats a second the interval members are
+  // asked for grows with the membership (membership/heartbeat_pace.h); 0: never.
+  double max_heartbeat_rate = 10000;
   Duration ready_timeout = std::chrono::seconds(2);     // Ready after a view, or removed
   Duration boundary_timeout = std::chrono::seconds(2);  // boundary requests from everyone
   Duration resume_timeout = std::chrono::seconds(3);    // after a restart: resumes
   membership::StragglerConfig straggler;
   std::string journal_path;  // empty: no journal (a restart forgets everything)
   Duration join_timeout = std::chrono::seconds(5);  // a started handshake must finish in this
+  // The ZeroMQ (ZMTP + CURVE) handshake of a new connection must finish in this.
+  Duration handshake_timeout = std::chrono::seconds(2);
   std::size_t max_members = 4096;
   std::size_t max_pending_joins = 1024;
-  std::size_t max_message_bytes = 1 << 20;  // larger messages drop the connection
+  std::size_t max_pending_joins_per_source = 64;  // per remote IP address
+  std::size_t max_message_bytes = 1 << 20;        // larger messages drop the connection
   // "HOST:PORT" for Prometheus /metrics (port 0: ephemeral, see metrics_port()); empty: none.
-  // Note: with metrics on, stop() takes up to 2 s (civetweb's listener polls in 2 s quanta).
+  // Served by core/metrics_server.h (slow or many clients cannot starve it).
   std::string metrics_address = "127.0.0.1:0";
   // Replicated coordinators (docs/fault-tolerance.md): etcd client URLs; empty: the local
   // journal (or nothing). With etcd, several coordinators share `etcd_prefix`; the one

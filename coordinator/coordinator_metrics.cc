@@ -36,9 +36,19 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry) {
                     .Add({});
   auth_failures_ = &prometheus::BuildCounter()
                         .Name("tributary_join_auth_failures_total")
-                        .Help("Joins and status requests refused: a proof without the secret")
+                        .Help(
+                            "Connections, joins and status requests refused for not proving "
+                            "the cluster secret (CURVE handshake, ZAP key check, proof)")
                         .Register(registry)
                         .Add({});
+  refused_claims_ = &prometheus::BuildCounter()
+                         .Name("tributary_control_refused_claims_total")
+                         .Help(
+                             "Claims in members' messages the coordinator did not believe "
+                             "(impossible seqs or epochs, repeated step timings, reports about "
+                             "non-members)")
+                         .Register(registry)
+                         .Add({});
   removed_ = &prometheus::BuildCounter()
                   .Name("tributary_members_removed_total")
                   .Help("Members removed by the coordinator, by reason (clean leaves not included)")
@@ -67,6 +77,24 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry) {
                           .Help("Joiners waiting for a step boundary")
                           .Register(registry)
                           .Add({});
+  leader_ = &prometheus::BuildGauge()
+                 .Name("tributary_coordinator_is_leader")
+                 .Help("1 while this coordinator leads (issues views), 0 while it stands by")
+                 .Register(registry)
+                 .Add({});
+  takeovers_ =
+      &prometheus::BuildCounter()
+           .Name("tributary_coordinator_takeovers_total")
+           .Help("Elections this coordinator won that continue an earlier leader's state (etcd)")
+           .Register(registry)
+           .Add({});
+  step_downs_ = &prometheus::BuildCounter()
+                     .Name("tributary_coordinator_step_downs_total")
+                     .Help(
+                         "Times this coordinator stopped leading (lease lost, failed "
+                         "compare-and-swap, etcd unreachable)")
+                     .Register(registry)
+                     .Add({});
   // Series that exist from the start read 0 instead of "no data" on dashboards.
   for (auto reason :
        {membership::RemovalReason::kHeartbeatTimeout, membership::RemovalReason::kMalformed}) {
@@ -83,6 +111,7 @@ void CoordinatorMetrics::joined() { joins_->Increment(); }
 void CoordinatorMetrics::left() { leaves_->Increment(); }
 void CoordinatorMetrics::malformed() { malformed_->Increment(); }
 void CoordinatorMetrics::auth_failed() { auth_failures_->Increment(); }
+void CoordinatorMetrics::refused_claim() { refused_claims_->Increment(); }
 
 void CoordinatorMetrics::removed(membership::RemovalReason reason) {
   removed_->Add({{"reason", std::string(membership::to_string(reason))}}).Increment();
@@ -101,6 +130,10 @@ void CoordinatorMetrics::evicted(membership::RemovalReason reason, const std::st
 void CoordinatorMetrics::view_change(membership::ViewCause cause) {
   view_changes_->Add({{"cause", std::string(membership::to_string(cause))}}).Increment();
 }
+
+void CoordinatorMetrics::set_leading(bool leading) { leader_->Set(leading ? 1.0 : 0.0); }
+void CoordinatorMetrics::took_over() { takeovers_->Increment(); }
+void CoordinatorMetrics::stood_down() { step_downs_->Increment(); }
 
 void CoordinatorMetrics::set_joiners_pending(std::size_t n) {
   joiners_pending_->Set(static_cast<double>(n));

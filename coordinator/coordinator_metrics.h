@@ -1,6 +1,6 @@
 // The coordinator's Prometheus metrics (prometheus-cpp), registered in one registry.
-// Updated from the coordinator thread; scraped from civetweb's threads (prometheus-cpp
-// metrics are thread-safe).
+// Updated from the coordinator thread; scraped from the metrics server's thread
+// (core/metrics_server.h; prometheus-cpp metrics are thread-safe).
 #pragma once
 
 #include <map>
@@ -36,6 +36,12 @@ class CoordinatorMetrics {
   void message(std::string_view type);
   void malformed();
   void auth_failed();
+  void refused_claim();
+  // Replicated coordinators: whether this process leads now, and each time it won an
+  // election (a takeover) or stood down.
+  void set_leading(bool leading);
+  void took_over();
+  void stood_down();
 
  private:
   prometheus::Gauge* size_;
@@ -44,12 +50,16 @@ class CoordinatorMetrics {
   prometheus::Counter* leaves_;
   prometheus::Counter* malformed_;
   prometheus::Counter* auth_failures_;
+  prometheus::Counter* refused_claims_;
   prometheus::Family<prometheus::Counter>* removed_;
   prometheus::Family<prometheus::Counter>* messages_;
   prometheus::Counter* failures_confirmed_;
   prometheus::Family<prometheus::Counter>* evictions_;
   prometheus::Family<prometheus::Counter>* view_changes_;
   prometheus::Gauge* joiners_pending_;
+  prometheus::Gauge* leader_;
+  prometheus::Counter* takeovers_;
+  prometheus::Counter* step_downs_;
   std::map<std::string, prometheus::Counter*, std::less<>> message_counters_;
 };
 

@@ -42,6 +42,8 @@ void Coordinator::Service::lead(coordinator_store::StoredState state) {
   membership::MembershipConfig mc;
   mc.initial_world_size = config_.initial_world_size;
   mc.heartbeat_timeout = config_.heartbeat_timeout;
+  mc.heartbeat_interval = interval();
+  mc.max_heartbeat_rate = config_.max_heartbeat_rate;
   mc.max_members = config_.max_members;
   mc.last_epoch = config_.last_epoch;
   mc.last_member_id = config_.last_member_id;
@@ -83,6 +85,7 @@ void Coordinator::Service::stand_by() {
     auto state = store_->campaign(&leader);
     if (state) {
       log_.info("elected leader (instance " + std::to_string(instance_id_) + ")");
+      if (state->records > 0) metrics_->took_over();  // an earlier leader's state: a takeover
       standby_reason_.clear();
       return lead(std::move(state).value());
     }
@@ -95,10 +98,13 @@ void Coordinator::Service::stand_by() {
   const TimePoint after = clock_.now();
   const Duration wait = next_campaign_ <= after ? Duration::zero() : next_campaign_ - after;
   zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
-                             {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
-  zmq::poll(items, 2,
+                             {monitor_.handle(), 0, ZMQ_POLLIN, 0},
+                             {zap_.handle(), 0, ZMQ_POLLIN, 0}};
+  zmq::poll(items, 3,
             duration_cast<milliseconds>(std::min<Duration>(wait, milliseconds(50)) +
                                         milliseconds(1) - Duration{1}));
+  // A standby still answers CURVE handshakes, or agents could not hear its NotLeader.
+  if (items[2].revents & ZMQ_POLLIN) drain_zap();
   if (items[1].revents & ZMQ_POLLIN) drain_monitor();
   if (items[0].revents & ZMQ_POLLIN) drain_router();  // handle() answers NotLeader
 }
@@ -125,6 +131,7 @@ bool Coordinator::Service::recorded(const Status& st, const std::string& what) {
 // the members resume with whoever leads.
 void Coordinator::Service::step_down(const Status& why) {
   log_.error("stopped leading (" + why.message() + "): issuing nothing, standing by");
+  metrics_->stood_down();
   leading_ = false;
   known_leader_.clear();  // whoever we knew before we led; the next campaign says who leads
   membership_.reset();

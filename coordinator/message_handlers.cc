@@ -1,6 +1,9 @@
 // The coordinator's message handlers (everything but admission, which is admission.cc)
 // and the carrying out of membership decisions: who is told they are out, the journal,
 // the view to every member, Go to the Ready.
+#include <algorithm>
+#include <cstdint>
+
 #include "coordinator/service.h"
 #include "core/check.h"
 
@@ -68,10 +71,10 @@ std::optional<membership::MemberId> Coordinator::Service::sender(const Peer& pee
 void Coordinator::Service::on_failure_report(const Peer& peer, const control::FailureReport& f) {
   const auto id = sender(peer, f.reporter(), "failure report");
   if (!id) return;
-  log_.warn(
-      "member " + std::to_string(*id) + " reports " +
-      (f.suspect() ? "member " + std::to_string(f.suspect()) : std::string("an unknown peer")) +
-      " in epoch " + std::to_string(f.epoch()) + ": " + f.detail());
+  log_.warn("member " + std::to_string(*id) + " reports " +
+            (f.suspect() ? "member " + std::to_string(f.suspect()) + " failed"
+                         : std::string("a failure (no suspect named)")) +
+            " in epoch " + std::to_string(f.epoch()) + ": " + f.detail());
   apply(membership_->failure_report(*id, f.epoch(), f.suspect(), clock_.now()));
 }
 
@@ -88,9 +91,14 @@ void Coordinator::Service::on_heartbeat(const Peer& peer, const control::Heartbe
   }
   if (!sender(peer, hb.member_id(), "heartbeat")) return;
   const auto decision = membership_->heartbeat(*id, hb.epoch(), hb.step(), clock_.now());
+  if (!decision.refused.empty()) {
+    metrics_->refused_claim();
+    refusal("claim", "refused a claim: " + decision.refused);
+  }
   out.mutable_heartbeat_ack()->set_epoch(decision.current_epoch);
   out.mutable_heartbeat_ack()->set_joiners_pending(decision.joiners_pending);
   out.mutable_heartbeat_ack()->set_instance_id(instance_id_);
+  out.mutable_heartbeat_ack()->set_heartbeat_interval_ms(interval_ms());
   send(peer.identity, out);
   if (decision.resend_view) {
     // The member missed a push (its pipe was full, or it reconnected): catch it up.
@@ -114,8 +122,9 @@ void Coordinator::Service::drop_malformed(const Peer& peer, const std::string& w
   blocked_.insert(peer.identity);
   gate_.forget(peer.identity);
   const auto id = member_of(peer.identity);
-  log_.warn("dropped malformed message from " + peer.name() +
-            (id ? " (member " + std::to_string(*id) + ")" : std::string()) + ": " + why);
+  refusal("malformed", "dropped malformed message from " + peer.name() +
+                           (id ? " (member " + std::to_string(*id) + ")" : std::string()) + ": " +
+                           why);
   if (id) apply(membership_->remove(*id, membership::RemovalReason::kMalformed, clock_.now()));
 }
 
@@ -126,9 +135,14 @@ void Coordinator::Service::apply(const membership::Decisions& decisions, MemberI
   if (!journaled && !record_view(decisions)) return;
   publish_snapshot();  // before any message goes out, so a peer that reacts sees it
   for (const auto& line : decisions.log) log_.info(line);
+  for (const auto& line : decisions.refused) {
+    metrics_->refused_claim();
+    refusal("claim", "refused a claim: " + line);
+  }
   for (const auto& removal : decisions.removed) apply_removal(removal);
   if (decisions.new_view) broadcast_view(*decisions.new_view, decisions.cause, skip);
   if (decisions.go) send_go(*decisions.go);
+  if (decisions.probe) send_probe();
 }
 
 // LeaveAck to a member that left, Evicted (with the reason) to one that was removed.
@@ -195,6 +209,22 @@ void Coordinator::Service::send_go(const membership::GoDecision& g) {
     if (auto route = route_of_.find(id); route != route_of_.end())
       send_encoded(route->second, bytes);
   }
+}
+
+void Coordinator::Service::send_probe() {
+  control::Envelope out;
+  out.mutable_probe()->set_epoch(membership_->epoch());
+  const std::string bytes = control::encode_envelope(out);
+  for (const auto& m : membership_->view().members) {
+    if (auto route = route_of_.find(m.id); route != route_of_.end())
+      send_encoded(route->second, bytes);
+  }
+}
+
+std::uint32_t Coordinator::Service::interval_ms() const {
+  const Duration d = membership_ ? membership_->heartbeat_interval() : interval();
+  return static_cast<std::uint32_t>(
+      std::clamp<std::int64_t>(duration_cast<milliseconds>(d).count(), 1, UINT32_MAX));
 }
 
 void Coordinator::Service::send(const std::string& identity, const control::Envelope& env) {

@@ -2,6 +2,7 @@
 //   coordinator.cc       bind (sockets, metrics, journal replay), the service loop that
 //                        polls and ticks, snapshots, and the public Coordinator
 //   leadership.cc        the store (journal or etcd), leader election, standing by
+//   transport_security.cc  CURVE on the ROUTER, the ZAP handler, the handshake monitor
 //   admission.cc         the join / resume handshake: requests, proofs, admission
 //   message_handlers.cc  the other messages, and carrying out membership decisions
 //   status_requests.cc   `tributary status`: challenge, proof, the report (read-only)
@@ -10,7 +11,6 @@
 // snapshot_mu_.
 #pragma once
 
-#include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 
 #include <deque>
@@ -21,6 +21,7 @@
 #include <zmq.hpp>
 
 #include "control/codec.h"
+#include "control/curve_keys.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/coordinator_metrics.h"
 #include "coordinator/join_gate.h"
@@ -28,6 +29,8 @@
 #include "coordinator/status_report.h"
 #include "coordinator_store/store.h"
 #include "core/hash.h"
+#include "core/log_limiter.h"
+#include "core/metrics_server.h"
 #include "membership/membership.h"
 
 namespace tributary::coordinator {
@@ -101,13 +104,32 @@ class Coordinator::Service {
   // false when the view could not be recorded because leadership is lost (stood down):
   // then nothing may be sent.
   bool journal_view(const membership::View& view, const membership::ViewChange& change);
+  // Reads up to a batch of messages (ZeroMQ queues them fairly across connections).
   void drain_router();
+  // Handshake expiry, the refusal log's summaries and membership's timeouts.
+  void tick();
+
+  // transport_security.cc
+  // CURVE server keys, the ZAP domain and the handshake deadline on the ROUTER; the ZAP
+  // handler bound in its context; the monitor of failed handshakes. Throws zmq::error_t.
+  void secure_router();
   void drain_monitor();
+  void on_monitor_event(std::uint16_t id, std::uint32_t value);
+  std::string describe_handshake_failure(std::uint16_t id, std::uint32_t value);
+  // Logs the failure seen last, naming the connection's address.
+  void flush_handshake_failure(const std::string& address);
+  void drain_zap();
+  // A line about a peer that failed to authenticate or broke the protocol, rate-limited
+  // per kind of refusal (core/log_limiter.h).
+  void refusal(std::string_view kind, const std::string& line);
   void publish_snapshot();
+  // The base heartbeat interval (configured, or a third of the timeout).
   Duration interval() const {
     return config_.heartbeat_interval > Duration::zero() ? config_.heartbeat_interval
                                                          : config_.heartbeat_timeout / 3;
   }
+  // The interval members are asked for now (paced with the membership's size), in ms.
+  std::uint32_t interval_ms() const;
 
   // leadership.cc: the store, the election, standing by
   Status open_store(const std::string& bound);
@@ -158,6 +180,8 @@ class Coordinator::Service {
   void apply_removal(const membership::Removal& removal);
   void broadcast_view(const membership::View& view, membership::ViewCause cause, MemberId skip);
   void send_go(const membership::GoDecision& go);
+  // Asks every member of the current view to heartbeat now (a failure report's check).
+  void send_probe();
   void send(const std::string& identity, const control::Envelope& env);
   // Sends bytes already encoded (a view or Go is encoded once for all its recipients).
   void send_encoded(const std::string& identity, const std::string& bytes);
@@ -185,12 +209,17 @@ class Coordinator::Service {
   std::unordered_map<std::string, MemberId> member_of_;  // routing id -> member
   std::unordered_map<MemberId, std::string> route_of_;   // member -> routing id
   BoundedSet blocked_;
+  control::ClusterCurveKeys keys_;
+  LogLimiter refusals_;
+  std::unordered_map<int, std::string> accepted_;  // fd of an accepted connection -> address
+  std::string failed_handshake_;  // why the last handshake failed, until its DISCONNECTED
 
   zmq::context_t context_{1};
+  zmq::socket_t zap_;  // bound before the ROUTER, so no connection slips past it
   zmq::socket_t router_;
   zmq::socket_t monitor_;
   std::shared_ptr<prometheus::Registry> registry_ = std::make_shared<prometheus::Registry>();
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<MetricsServer> metrics_server_;
   std::unique_ptr<CoordinatorMetrics> metrics_ = std::make_unique<CoordinatorMetrics>(*registry_);
 
   mutable std::mutex snapshot_mu_;

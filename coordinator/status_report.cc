@@ -203,7 +203,7 @@ ClusterStatus build_status(const membership::Membership& membership, const Statu
   s.epoch = membership.epoch();
   s.world_size = static_cast<std::uint32_t>(config.initial_world_size);
   s.heartbeat_interval_ms = to_ms(ctx.heartbeat_interval);
-  s.heartbeat_timeout_ms = to_ms(config.heartbeat_timeout);
+  s.heartbeat_timeout_ms = to_ms(membership.heartbeat_timeout(ctx.now));
   s.suspect_after_ms = to_ms(ctx.suspect_after);
   s.straggler_k = config.straggler.k;
   s.straggler_m = static_cast<std::uint32_t>(config.straggler.m);

@@ -44,8 +44,8 @@ void Coordinator::Service::on_status_proof(const Peer& peer, const control::Stat
   context.started_at = started_at_;
   context.now = clock_.now();
   context.unix_ms = unix_ms();
-  context.heartbeat_interval = interval();
-  context.suspect_after = membership_->config().confirm_silence;
+  context.heartbeat_interval = membership_->heartbeat_interval();
+  context.suspect_after = membership_->confirm_silence(context.now);
   context.handshakes_open = gate_.pending();
   control::StatusReport report;
   control::status_to_proto(build_status(*membership_, status_, context), &report);

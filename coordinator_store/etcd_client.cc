@@ -264,6 +264,14 @@ Result<Duration> EtcdClient::keep_alive(std::int64_t lease, Duration timeout) {
   return Duration(seconds(int_field(result, "TTL")));
 }
 
+Result<Duration> EtcdClient::time_to_live(std::int64_t lease) {
+  TRIB_ASSIGN_OR_RETURN(const std::string body,
+                        post("/v3/lease/timetolive", json{{"ID", std::to_string(lease)}}.dump()));
+  TRIB_ASSIGN_OR_RETURN(const json j, parse(body, "lease time-to-live"));
+  // An unknown lease answers TTL -1; an expired one not yet swept, 0 or less.
+  return Duration(seconds(j.contains("TTL") ? int_field(j, "TTL") : -1));
+}
+
 Status EtcdClient::revoke_lease(std::int64_t lease) {
   TRIB_ASSIGN_OR_RETURN(const std::string body,
                         post("/v3/lease/revoke", json{{"ID", std::to_string(lease)}}.dump()));

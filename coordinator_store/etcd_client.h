@@ -76,6 +76,10 @@ class EtcdClient {
   // `timeout`: this call's deadline, when shorter than the request timeout.
   Result<Duration> keep_alive(std::int64_t lease, Duration timeout = Duration::zero());
   Status revoke_lease(std::int64_t lease);
+  // The lease's remaining TTL as etcd sees it, without renewing it; zero or less once it
+  // has expired (etcd deletes its keys only at its next expiry sweep, up to 500 ms later)
+  // or when it does not exist.
+  Result<Duration> time_to_live(std::int64_t lease);
 
   const std::vector<std::string>& endpoints() const { return endpoints_; }
 

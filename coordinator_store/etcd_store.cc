@@ -52,6 +52,7 @@ std::string EtcdStore::describe() const {
 
 Status EtcdStore::ensure_lease() {
   const TimePoint sent = clock_.now();
+  if (lease_ != 0 && sent < next_renewal_ && sent < lease_valid_until_) return Status::ok();
   if (lease_ != 0) {
     TRIB_ASSIGN_OR_RETURN(const Duration ttl, client_->keep_alive(lease_));
     if (ttl > Duration::zero()) {
@@ -70,9 +71,15 @@ Status EtcdStore::ensure_lease() {
 Result<StoredState> EtcdStore::campaign(std::string* leader) {
   if (leading_) return error(StatusCode::kInvalidArgument, "campaign() while leading");
   TRIB_RETURN_IF_ERROR(ensure_lease());
-  TRIB_ASSIGN_OR_RETURN(auto txn,
-                        client_->txn({{leader_key(), Target::kCreateRevision, 0}},
-                                     {{leader_key(), config_.advertise, lease_}}, {leader_key()}));
+  auto try_lead = [&] {
+    return client_->txn({{leader_key(), Target::kCreateRevision, 0}},
+                        {{leader_key(), config_.advertise, lease_}}, {leader_key()});
+  };
+  TRIB_ASSIGN_OR_RETURN(auto txn, try_lead());
+  if (!txn.succeeded && txn.read.size() == 1 && txn.read.front().lease != lease_ &&
+      revoke_expired(txn.read.front().lease)) {
+    TRIB_ASSIGN_OR_RETURN(txn, try_lead());
+  }
   // Our own lease on the key: we led, stood down (etcd was unreachable), and still hold it.
   if (!txn.succeeded && !(txn.read.size() == 1 && txn.read.front().lease == lease_)) {
     if (leader != nullptr) *leader = txn.read.empty() ? std::string() : txn.read.front().value;
@@ -89,6 +96,28 @@ Result<StoredState> EtcdStore::campaign(std::string* leader) {
   }
   leading_ = true;
   return state;
+}
+
+// etcd reports the TTL in whole seconds, truncated: 0 means less than one second is left
+// (or up to one second past expiry). So the lease is certainly expired one second after
+// it was first seen at 0 without a renewal in between (a renewal shows as a TTL >= 1).
+// Safe against a live leader: etcd's expiry is at least the leader's own bound (its renewal
+// was sent before etcd received it), so a leader whose lease etcd has expired has already
+// stopped issuing; and its writes would fail the compare-and-swap anyway.
+bool EtcdStore::revoke_expired(std::int64_t lease) {
+  if (lease == 0) return false;
+  auto ttl = client_->time_to_live(lease);
+  if (!ttl) return false;
+  const TimePoint now = clock_.now();
+  if (lease != watched_lease_ || *ttl > Duration::zero()) {
+    watched_lease_ = lease;
+    watched_zero_since_.reset();
+    if (*ttl > Duration::zero()) return false;
+  }
+  if (!watched_zero_since_) watched_zero_since_ = now;
+  if (now - *watched_zero_since_ < kTtlResolution) return false;
+  (void)client_->revoke_lease(lease);  // "not found": swept meanwhile, the key is gone too
+  return true;
 }
 
 Result<StoredState> EtcdStore::read_state() {

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,7 +65,9 @@ class EtcdStore final : public CoordinatorStore {
   Result<StoredState> campaign(std::string* leader) override;
   Status still_leading() override;
   Status record(const membership::JournalEntry& entry) override;
-  Duration campaign_interval() const override { return config_.lease_ttl / 8; }
+  // Often: a standby that finds the leader's lease expired takes over at its next
+  // campaign (about three cheap etcd calls each).
+  Duration campaign_interval() const override { return config_.lease_ttl / 20; }
   std::string describe() const override;
 
   std::string leader_key() const { return config_.prefix + "/leader"; }
@@ -75,8 +78,13 @@ class EtcdStore final : public CoordinatorStore {
  private:
   EtcdStore(EtcdStoreConfig config, std::unique_ptr<EtcdClient> client, const Clock& clock)
       : config_(std::move(config)), client_(std::move(client)), clock_(clock) {}
-  // Renews our lease, or grants a new one when it expired.
+  // Renews our lease when due, or grants a new one when it expired.
   Status ensure_lease();
+  // The leader key's lease has expired in etcd but etcd has not swept it yet (it does so
+  // every 500 ms): revoke it, so that the key goes now. True when it did.
+  bool revoke_expired(std::int64_t lease);
+  // etcd's TTL resolution (whole seconds, truncated), with a margin for clock rates.
+  static constexpr Duration kTtlResolution = std::chrono::milliseconds(1050);
   Result<StoredState> read_state();
   Status lose(std::string why);
 
@@ -87,6 +95,9 @@ class EtcdStore final : public CoordinatorStore {
   TimePoint lease_valid_until_{};
   TimePoint next_renewal_{};
   bool leading_ = false;
+  // The leader's lease a standby watches, and since when etcd says it has under 1 s left.
+  std::int64_t watched_lease_ = 0;
+  std::optional<TimePoint> watched_zero_since_;
   std::int64_t state_revision_ = 0;  // mod revision of the state key we last read or wrote
   membership::JournalEntry state_;   // what the state key holds
 };

@@ -19,4 +19,9 @@ Nonce random_nonce();
 // Compares without leaking the position of the first difference through timing.
 bool macs_equal(const Mac& a, const Mac& b);
 
+// X25519 (Curve25519 Diffie-Hellman, RFC 7748): the public key of a 32-byte secret key
+// (clamped as the RFC says), as CurveZMQ and libsodium's crypto_scalarmult_base compute it.
+using CurveKey = std::array<std::uint8_t, 32>;
+CurveKey x25519_public_key(const CurveKey& secret_key);
+
 }  // namespace tributary

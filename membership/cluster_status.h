@@ -109,6 +109,10 @@ struct ClusterStatus {
   std::string links_scope;  // "all_peers" or "ring_neighbours"
   std::uint32_t handshakes_open = 0;
   std::vector<ViewChange> history;  // oldest first
+  // Not on the wire: filled by the client when the coordinator it asked was a standby
+  // (replicated coordinators) that named the leader, who answered this report.
+  std::string asked_standby;  // the standby's endpoint; empty: the one asked answered
+  std::string answered_by;    // the leader's endpoint, when asked_standby is set
 
   friend bool operator==(const ClusterStatus&, const ClusterStatus&) = default;
 };

@@ -23,12 +23,26 @@
 //    last started (Go'd) view, the joiners (members of no started view; none on a fresh
 //    start) and state_source (the lowest-rank member of the last started view).
 //  - Failure reports about the current epoch are confirmed when the suspect (any member
-//    for suspect 0) is silent for more than `confirm_silence`, re-checked on every tick;
-//    confirmed suspects are removed at once. A report that cannot be confirmed within
+//    for suspect 0) is silent for more than `confirm_silence` (scaled with the heartbeat
+//    pace), or did not answer a probe sent `confirm_silence` (unscaled) ago, re-checked on
+//    every tick; confirmed suspects are removed at once. A report asks for a probe
+//    (Decisions::probe: every member of the view is asked to heartbeat at once) unless
+//    one went out within `confirm_silence`: however slow the pace, a reported failure is
+//    confirmed within `confirm_silence` of the report. A report that cannot be confirmed within
 //    `heartbeat_timeout` while its reporter is alive means the epoch's links are broken:
-//    a new view with the same members follows (a fresh epoch rebuilds the links).
-//  - Step timings feed the straggler policy (membership/straggler_policy.h); an evicted
-//    straggler cannot join again (by name) before the cool-down.
+//    a new view with the same members follows (a fresh epoch rebuilds the links). A
+//    report naming a suspect outside the view, or its own reporter, is refused.
+//  - A Ready round that waits on a member silent for more than `confirm_silence` while
+//    others are Ready confirms that member failed (two members killed at once: the view
+//    that removes the first still holds the second, and everyone waits for its Ready).
+//  - Step timings feed the straggler policy (membership/straggler_policy.h): one timing
+//    per member and step (a repeated or older step is refused), and a member's first
+//    timing after it entered a view is not judged (it spans the join, not compute). An
+//    evicted straggler cannot join again (by name) before the cool-down.
+//  - Claims from members are checked against what the coordinator knows: a Ready whose
+//    seqs no honest member could report is left out of the commit decision
+//    (commit_rule.h), a heartbeat naming an epoch never issued is not believed. Every
+//    refusal is listed in Decisions::refused (HeartbeatDecision::refused), for the log.
 //  - After a coordinator restart, restore() lists the journaled members as kResuming;
 //    the first view (epoch > journaled) is issued once all resumed or `resume_timeout`
 //    passed, with those that resumed.
@@ -40,8 +54,15 @@
 //    of one host are adjacent, hosts of one zone are adjacent (so a ring crosses a zone
 //    boundary as few times as possible), and ties keep join order, which makes the
 //    order stable: a change never reorders the members that stayed.
-//  - A member whose last heartbeat (or join) is more than `heartbeat_timeout` before
-//    `now` is removed by tick(now) with reason kHeartbeatTimeout.
+//  - A member whose last heartbeat (or join) is more than `heartbeat_timeout` (scaled
+//    with the heartbeat pace) before `now` is removed by tick(now) with reason
+//    kHeartbeatTimeout.
+//  - The heartbeat pace (membership/heartbeat_pace.h): members are asked to heartbeat
+//    every heartbeat_interval() = max(config.heartbeat_interval, size / max_heartbeat_rate),
+//    and silences are judged by the same factor.
+//  - Per-message work is O(log n) and a tick() that decides nothing is O(1) (plus the
+//    open failure suspicions): the heartbeat timeout is swept only when the oldest
+//    heartbeat can have expired.
 #pragma once
 
 #include <cstddef>
@@ -57,6 +78,7 @@
 #include "core/clock.h"
 #include "core/status.h"
 #include "membership/commit_rule.h"
+#include "membership/heartbeat_pace.h"
 #include "membership/straggler_policy.h"
 #include "membership/view.h"
 
@@ -65,6 +87,10 @@ namespace tributary::membership {
 struct MembershipConfig {
   std::size_t initial_world_size = 1;  // members needed before the first view
   Duration heartbeat_timeout = std::chrono::seconds(1);
+  // The heartbeat budget (membership/heartbeat_pace.h): the interval members are asked for
+  // and how many heartbeats per second the coordinator accepts; either zero: no pacing.
+  Duration heartbeat_interval{0};
+  double max_heartbeat_rate = 0;
   std::size_t max_members = 4096;  // joins beyond this are refused
   Epoch last_epoch = 0;            // the first view gets last_epoch + 1
   MemberId last_member_id = 0;     // the first member gets last_member_id + 1
@@ -97,13 +123,15 @@ struct PeerState {
   MemberLabels labels;
   PeerPhase phase = PeerPhase::kWaiting;
   TimePoint joined_at{};
-  TimePoint last_heartbeat{};        // the join counts as the first heartbeat
-  Epoch known_epoch = 0;             // latest epoch the member reported
-  std::uint64_t step = 0;            // latest step the member reported
-  std::optional<ReadyReport> ready;  // its last Ready (for the epoch in ready->epoch)
-  Epoch boundary_epoch = 0;          // the epoch of its last boundary request
-  bool leaving = false;              // ... and whether it leaves with that boundary
-  std::deque<bool> lag_history;      // straggler verdicts of its last W evaluated steps
+  TimePoint last_heartbeat{};                    // the join counts as the first heartbeat
+  Epoch known_epoch = 0;                         // latest epoch the member reported
+  std::uint64_t step = 0;                        // latest step the member reported
+  std::optional<ReadyReport> ready;              // its last Ready (for the epoch in ready->epoch)
+  Epoch boundary_epoch = 0;                      // the epoch of its last boundary request
+  bool leaving = false;                          // ... and whether it leaves with that boundary
+  std::deque<bool> lag_history;                  // straggler verdicts of its last W evaluated steps
+  std::optional<std::uint64_t> last_timed_step;  // the last step it reported a timing for
+  bool timing_warmup = true;  // its next timing spans its entry into the view: not judged
 };
 
 enum class RemovalReason : std::uint8_t {
@@ -158,8 +186,14 @@ struct Decisions {
   ViewCause cause = ViewCause::kFailure;  // meaningful with new_view
   std::optional<GoDecision> go;
   std::vector<std::string> log;
+  std::vector<std::string> refused;  // claims not believed, each with who and why
+  // Ask every member of the current view to heartbeat now (Probe): a failure report
+  // waits for the answers, not for the members' next heartbeat at the paced interval.
+  bool probe = false;
 
-  bool empty() const { return removed.empty() && !new_view && !go && log.empty(); }
+  bool empty() const {
+    return removed.empty() && !new_view && !go && log.empty() && refused.empty() && !probe;
+  }
 };
 
 struct JoinDecision {
@@ -172,6 +206,7 @@ struct HeartbeatDecision {
   Epoch current_epoch = 0;
   bool resend_view = false;  // the member reported an older epoch than its current view
   bool joiners_pending = false;
+  std::string refused;  // non-empty: an impossible claim in the heartbeat, not believed
 };
 
 class Membership {
@@ -204,8 +239,18 @@ class Membership {
   // boundary and resume timeouts; re-checks failure suspicions.
   Decisions tick(TimePoint now);
 
-  // The earliest time at which tick() could decide something; TimePoint::max() if never.
+  // When to tick() next: never later than the earliest time at which tick() could decide
+  // something (TimePoint::max() if never). It may be earlier (a heartbeat since the last
+  // sweep is not looked at); a tick() at that time that decides nothing moves it on.
   TimePoint next_expiry() const;
+  // The interval members are asked to heartbeat at, and the silences in force at `now`.
+  Duration heartbeat_interval() const { return pace_.interval(); }
+  Duration heartbeat_timeout(TimePoint now) const {
+    return pace_.scaled(config_.heartbeat_timeout, now);
+  }
+  Duration confirm_silence(TimePoint now) const {
+    return pace_.scaled(config_.confirm_silence, now);
+  }
   bool joiners_pending() const;
   // The member id counter (the last id handed out).
   MemberId last_member_id() const { return last_id_; }
@@ -232,9 +277,15 @@ class Membership {
   // True while Go is outstanding and at least one member sent Ready for this epoch.
   bool ready_round_waiting() const;
   // Round completions.
-  std::optional<GoDecision> maybe_go();
+  std::optional<GoDecision> maybe_go(Decisions& out);
+  // Members of a waiting Ready round that sent no Ready and are silent.
+  Gone silent_in_ready_round(TimePoint now) const;
   Decisions finish_boundary(TimePoint now, const Gone& silent);
   Decisions check_suspicions(TimePoint now);
+  // When `p` counts as failed for a suspicion: silent for longer than the (scaled)
+  // confirmation silence, or no answer to the last probe within the unscaled one.
+  TimePoint confirmed_dead_at(const PeerState& p, TimePoint now) const;
+  void resized(TimePoint now);
   Decisions finish_resume(TimePoint now);
   Decisions evaluate_step(std::uint64_t step, TimePoint now);
 
@@ -269,6 +320,13 @@ class Membership {
   // asks whether all have).
   std::size_t pending_ = 0;
   std::size_t ready_ = 0;
+  HeartbeatPace pace_;
+  // No member's last heartbeat is older than this (the heartbeat sweep runs when it can
+  // have expired: once per timeout, not once per tick).
+  TimePoint oldest_heartbeat_ = TimePoint::max();
+  std::optional<TimePoint> last_probe_;  // when the last probe was asked for
+  // The earliest time check_suspicions() can confirm or rebuild something.
+  TimePoint next_suspicion_check_ = TimePoint::max();
 };
 
 }  // namespace tributary::membership

@@ -62,6 +62,8 @@ void bind_config(py::module_& m) {
       .def_readwrite("agreement", &agent::WorkerConfig::agreement)
       .def_readwrite("codec", &agent::WorkerConfig::codec)
       .def_readwrite("codec_seed", &agent::WorkerConfig::codec_seed)
+      .def_readwrite("wan_codec", &agent::WorkerConfig::wan_codec)
+      .def_readwrite("wan_bandwidth_bps", &agent::WorkerConfig::wan_bandwidth_bps)
       .def_property(
           "algorithm",
           [](const agent::WorkerConfig& c) {

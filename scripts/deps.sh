@@ -12,6 +12,8 @@ packages=(
   etcd-server libcurl4-openssl-dev nlohmann-json3-dev
   libgloo-dev openmpi-bin libopenmpi-dev iperf3
   iproute2 procps python3
+  # fuzz targets (tests/fuzz): clang and libFuzzer's runtime; the project itself builds with GCC
+  clang libclang-rt-dev
   # dashboards and plots: the console test's browser, Debian's python3 modules the test
   # and plot scripts import, a font for both to render text with
   chromium python3-yaml python3-matplotlib fonts-dejavu-core

@@ -127,6 +127,16 @@ Status ShmLink::wait(Handle handle, Deadline deadline) {
   }
 }
 
+bool ShmLink::test(Handle handle) { return ops_[ops_.index_of(handle)].done || abort_.raised(); }
+
+void ShmLink::drive(Deadline until) {
+  {
+    std::lock_guard io(io_mu_);
+    if (abort_.raised() || progress()) return;
+  }
+  sleep(until.at);  // also looks at the connections: a dead peer is seen here too
+}
+
 void ShmLink::abort(const Status& reason) {
   abort_stream_link(abort_, io_mu_, peers_, reason, [this](const Status& r) { notify_peers(r); });
 }

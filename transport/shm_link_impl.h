@@ -14,6 +14,7 @@
 #include <deque>
 #include <mutex>
 
+#include "algorithms/pollable_link.h"
 #include "core/check.h"
 #include "transport/link_ops.h"
 #include "transport/shm_link.h"
@@ -32,7 +33,7 @@ struct RingHeader {
 };
 static_assert(sizeof(RingHeader) == 32);
 
-class ShmLink final : public algorithms::Link {
+class ShmLink final : public algorithms::PollableLink {
  public:
   // Takes ownership of the peers' connections and of `wake_fd` (AbortState's eventfd).
   ShmLink(ShmLinkParams params, std::vector<ShmPeer> peers, int wake_fd);
@@ -42,6 +43,8 @@ class ShmLink final : public algorithms::Link {
   Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override;
   Status wait(Handle handle, Deadline deadline) override;
   void abort(const Status& reason) override;
+  bool test(Handle handle) override;
+  void drive(Deadline until) override;
   int rank() const override { return params_.rank; }
   int size() const override { return params_.size; }
 

@@ -89,6 +89,8 @@ bool ShmRing::producer_needs_wake() {
          control_->producer_sleeping.exchange(0) != 0;
 }
 
+bool ShmRing::consumer_sleeping() const { return control_->consumer_sleeping.load() != 0; }
+
 void ShmRing::set_consumer_sleeping(bool on) {
   control_->consumer_sleeping.store(on ? 1 : 0);
   std::atomic_thread_fence(std::memory_order_seq_cst);

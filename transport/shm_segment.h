@@ -55,6 +55,9 @@ class ShmRing {
   // re-check the sleeper does after raising it.
   void set_consumer_sleeping(bool on);
   void set_producer_sleeping(bool on);
+  // Whether the consumer has raised its flag (is asleep or about to be): lets a test act
+  // on a sleeping waiter instead of guessing how long falling asleep takes.
+  bool consumer_sleeping() const;
 
  private:
   RingControl* control_ = nullptr;

@@ -54,6 +54,10 @@ Status compressed_all_reduce(algorithms::Link& link, float* data, std::size_t co
                              const CompressionContext& ctx,
                              const algorithms::CollectiveOptions& options) {
   TRIB_RETURN_IF_ERROR(check_arguments(data, count, op, ctx, options));
+  if (runs_zoned(ctx, options, count, link.size())) {
+    if (ctx.stats) *ctx.stats = CompressionStats{};
+    return zoned_all_reduce(link, data, count, op, ctx, options);
+  }
   const CompressionPlan& plan = *ctx.plan;
   if (ctx.stats) {
     *ctx.stats = CompressionStats{};

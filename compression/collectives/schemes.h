@@ -34,6 +34,14 @@ Status quantized_all_reduce(const SchemeCall& call);
 Status sparse_all_reduce(const SchemeCall& call);
 Status powersgd_all_reduce(const SchemeCall& call);
 
+// zoned.cc: whether the call runs as two tiers (ctx.wan set, several zones, and
+// kHierarchical forced or chosen by the cost model), and that run.
+bool runs_zoned(const CompressionContext& ctx, const algorithms::CollectiveOptions& options,
+                std::size_t count, int n);
+Status zoned_all_reduce(algorithms::Link& link, float* data, std::size_t count, ReduceOp op,
+                        const CompressionContext& ctx,
+                        const algorithms::CollectiveOptions& options);
+
 // A float32 all_reduce of count elements in `space` of the call's seq (dense.cc), counted
 // in the stats as a ring would send it. `in` may equal `out`.
 Status float32_all_reduce(const SchemeCall& call, algorithms::SeqSpace space, const float* in,

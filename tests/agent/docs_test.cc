@@ -46,6 +46,7 @@ std::map<std::string, Default> code_defaults() {
       {"CoordinatorConfig::heartbeat_interval", ms(c.heartbeat_interval)},
       {"CoordinatorConfig::heartbeat_timeout", ms(c.heartbeat_timeout)},
       {"CoordinatorConfig::confirm_silence", ms(c.confirm_silence)},
+      {"CoordinatorConfig::max_heartbeat_rate", number(c.max_heartbeat_rate)},
       {"CoordinatorConfig::ready_timeout", ms(c.ready_timeout)},
       {"CoordinatorConfig::boundary_timeout", ms(c.boundary_timeout)},
       {"CoordinatorConfig::resume_timeout", ms(c.resume_timeout)},

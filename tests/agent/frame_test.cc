@@ -2,13 +2,23 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
+
+#include "core/crc32c.h"
 
 namespace tributary::agent {
 namespace {
 
 agent::FrameHeader sample_header() {
-  return agent::FrameHeader{7, 0x1122334455667788ull, 9, 0xdeadbeef, 4096};
+  return agent::FrameHeader{7, 0x1122334455667788ull, 9, 0xdeadbeef, 4096, 0x01020304};
+}
+
+// Recomputes the header's own CRC after a test changed its bytes, so that the field
+// checks behind the CRC are what the test exercises.
+void reseal(agent::FrameHeaderBytes& b) {
+  const std::uint32_t crc = crc32c(std::span<const std::byte>(b.data(), kFrameHeaderBytes - 4));
+  for (int i = 0; i < 4; ++i) b[kFrameHeaderBytes - 4 + i] = static_cast<std::byte>(crc >> (8 * i));
 }
 
 TEST(FrameTest, HeaderRoundTripsLittleEndian) {
@@ -24,6 +34,22 @@ TEST(FrameTest, HeaderRoundTripsLittleEndian) {
   EXPECT_EQ(h->slot, 9u);
   EXPECT_EQ(h->check, 0xdeadbeefu);
   EXPECT_EQ(h->length, 4096u);
+  EXPECT_EQ(h->payload_crc, 0x01020304u);
+}
+
+TEST(FrameTest, EveryFlippedHeaderBitIsRefused) {
+  const agent::FrameHeaderBytes good = encode_frame_header(sample_header());
+  for (std::size_t bit = 0; bit < 8 * kFrameHeaderBytes; ++bit) {
+    agent::FrameHeaderBytes b = good;
+    b[bit / 8] ^= static_cast<std::byte>(1u << (bit % 8));
+    Result<agent::FrameHeader> d = decode_frame_header(b, ~0ull);
+    ASSERT_FALSE(d.is_ok()) << "bit " << bit;
+    EXPECT_EQ(d.status().code(), StatusCode::kBadFrame);
+    // Past magic and version, it is the CRC that catches it.
+    if (bit >= 40) {
+      EXPECT_NE(d.status().message().find("CRC-32C"), std::string::npos) << d.status().to_string();
+    }
+  }
 }
 
 TEST(FrameTest, RejectsOversizedLength) {
@@ -41,6 +67,7 @@ TEST(FrameTest, RejectsBadMagicVersionAndReservedBits) {
   for (std::size_t byte : {0u, 3u, 4u, 5u, 6u, 7u}) {
     agent::FrameHeaderBytes b = encode_frame_header(sample_header());
     b[byte] ^= std::byte{0x40};
+    reseal(b);
     Result<agent::FrameHeader> d = decode_frame_header(b, 1 << 20);
     EXPECT_FALSE(d.is_ok()) << "flipped byte " << byte;
     EXPECT_EQ(d.status().code(), StatusCode::kBadFrame);
@@ -112,7 +139,17 @@ TEST(FrameTest, AbortMessagesAreCutAndLengthsBounded) {
   // Unknown kinds are refused.
   agent::FrameHeaderBytes b = encode_frame_header(h);
   b[5] = std::byte{2};
-  EXPECT_FALSE(decode_frame_header(b, ~0ull).is_ok());
+  reseal(b);
+  Result<agent::FrameHeader> d2 = decode_frame_header(b, ~0ull);
+  ASSERT_FALSE(d2.is_ok());
+  EXPECT_NE(d2.status().message().find("unknown frame kind"), std::string::npos);
+  // The payload's CRC is in the header.
+  const std::vector<std::byte> frame2 =
+      encode_abort_frame(5, agent::AbortNotice{StatusCode::kPeerLost, 1, "gone"});
+  Result<agent::FrameHeader> h2 = decode_frame_header(
+      std::span<const std::byte, kFrameHeaderBytes>(frame2.data(), kFrameHeaderBytes), ~0ull);
+  ASSERT_TRUE(h2.is_ok());
+  EXPECT_EQ(h2->payload_crc, crc32c(std::span<const std::byte>(frame2).subspan(kFrameHeaderBytes)));
 }
 
 TEST(FrameTest, AbortPayloadRejectsBadCodesAndLengths) {

@@ -15,17 +15,10 @@ using agent::FrameHeader;
 using agent::HandshakeType;
 using agent::RejectReason;
 
-Deadline soon() { return Deadline::after(20s); }
-
 std::vector<std::byte> pattern(std::size_t n, int from, int to) {
   std::vector<std::byte> v(n);
   for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>(i * 31 + from * 7 + to * 13);
   return v;
-}
-
-void expect_all_ok(const std::vector<Status>& st) {
-  for (std::size_t r = 0; r < st.size(); ++r)
-    EXPECT_TRUE(st[r].is_ok()) << "rank " << r << ": " << st[r].to_string();
 }
 
 // Everyone sends a distinct block to everyone; odd ranks post receives after their sends
@@ -179,43 +172,6 @@ TEST(TcpLinkTest, GarbageOnTheDataPortDropsOnlyThatConnection) {
   EXPECT_EQ(c.endpoints[2]->stats().handshakes_rejected, 1u);
 }
 
-// Rank 0 of a group is a RawPeer; ranks 1.. are real endpoints. Returns the real links.
-struct RawGroup {
-  LogCapture logs;
-  Cluster c;
-  std::vector<std::unique_ptr<RawPeer>> raw;  // raw[r]: rank 0's connection to rank r
-};
-
-void build_raw_group(RawGroup& g, int n, std::uint64_t epoch) {
-  for (int r = 1; r < n; ++r) {
-    auto ep = agent::TcpEndpoint::listen(test_config(g.logs, r));
-    ASSERT_TRUE(ep.is_ok());
-    g.c.endpoints.push_back(std::move(*ep));
-  }
-  g.c.addresses.push_back("127.0.0.1:1");  // rank 0 is never dialed: it dials everyone
-  for (auto& ep : g.c.endpoints) g.c.addresses.push_back(ep->address());
-  g.c.links.resize(static_cast<std::size_t>(n));
-  g.raw.resize(static_cast<std::size_t>(n));
-  std::vector<Status> st = run_ranks(n, [&](int r) {
-    if (r == 0) {
-      for (int p = 1; p < n; ++p) {
-        g.raw[p] = std::make_unique<RawPeer>();
-        if (g.raw[p]->connect(g.c.endpoints[p - 1]->port()))
-          return error(StatusCode::kUnavailable, "dial");
-        auto m = g.raw[p]->handshake("s3cret", epoch, 0, p, n);
-        if (!m.is_ok() || m->type != agent::HandshakeType::kAccept)
-          return error(StatusCode::kAuthFailed, "raw");
-      }
-      return Status();
-    }
-    auto link = g.c.endpoints[r - 1]->connect_group(epoch, r, g.c.addresses, soon());
-    if (!link.is_ok()) return link.status();
-    g.c.links[r] = std::move(*link);
-    return Status();
-  });
-  expect_all_ok(st);
-}
-
 TEST(TcpLinkTest, OversizedFrameDropsThatPeerOnlyWithBadFrame) {
   RawGroup g;
   build_raw_group(g, 3, 4);
@@ -249,7 +205,7 @@ TEST(TcpLinkTest, BadMagicMidStreamIsBadFrame) {
   build_raw_group(g, 2, 1);
   std::string buf(3, '\0');
   auto h = g.c.links[1]->recv(0, algorithms::Tag{1, 0, 0}, bytes_of(buf));
-  g.raw[1]->write(std::string(40, 'x'));
+  g.raw[1]->write(std::string(agent::kFrameHeaderBytes, 'x'));
   EXPECT_EQ(g.c.links[1]->wait(h, soon()).code(), StatusCode::kBadFrame);
 }
 

@@ -3,14 +3,18 @@
 // the wire protocol by hand so tests can misbehave on purpose.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <asio.hpp>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "agent/frame.h"
 #include "agent/tcp_endpoint.h"
+#include "core/crc32c.h"
 #include "tests/support/rank_threads.h"
 
 namespace tributary::testing {
@@ -131,7 +135,12 @@ class RawPeer {
     asio::write(sock_, asio::buffer(bytes.data(), bytes.size()), ec);
   }
 
-  void write_frame(const agent::FrameHeader& h, const std::string& payload) {
+  // With the payload's CRC-32C filled in; `corrupt_at`: then flips a bit of that payload
+  // byte on the way out, as a faulty network would.
+  void write_frame(agent::FrameHeader h, std::string payload,
+                   std::optional<std::size_t> corrupt_at = std::nullopt) {
+    h.payload_crc = crc32c(std::as_bytes(std::span(payload.data(), payload.size())));
+    if (corrupt_at) payload[*corrupt_at] = static_cast<char>(payload[*corrupt_at] ^ 0x10);
     write(agent::encode_frame_header(h));
     write(payload);
   }
@@ -144,6 +153,8 @@ class RawPeer {
     return ec == asio::error::eof || ec == asio::error::connection_reset;
   }
 
+  int native_handle() { return sock_.native_handle(); }
+
   std::string local_address() {
     std::error_code ec;
     return "127.0.0.1:" + std::to_string(sock_.local_endpoint(ec).port());
@@ -153,6 +164,54 @@ class RawPeer {
   asio::io_context io_;
   asio::ip::tcp::socket sock_;
 };
+
+inline Deadline soon() { return Deadline::after(std::chrono::seconds(20)); }
+
+inline void expect_all_ok(const std::vector<Status>& st) {
+  for (std::size_t r = 0; r < st.size(); ++r)
+    EXPECT_TRUE(st[r].is_ok()) << "rank " << r << ": " << st[r].to_string();
+}
+
+// Rank 0 of a group is a RawPeer; ranks 1.. are real endpoints. Returns the real links.
+struct RawGroup {
+  LogCapture logs;
+  Cluster c;
+  std::vector<std::unique_ptr<RawPeer>> raw;  // raw[r]: rank 0's connection to rank r
+};
+
+inline void build_raw_group(
+    RawGroup& g, int n, std::uint64_t epoch,
+    std::uint64_t max_unexpected_bytes = agent::TcpEndpointConfig{}.max_unexpected_bytes) {
+  for (int r = 1; r < n; ++r) {
+    agent::TcpEndpointConfig config = test_config(g.logs, r);
+    config.max_unexpected_bytes = max_unexpected_bytes;
+    auto ep = agent::TcpEndpoint::listen(config);
+    ASSERT_TRUE(ep.is_ok());
+    g.c.endpoints.push_back(std::move(*ep));
+  }
+  g.c.addresses.push_back("127.0.0.1:1");  // rank 0 is never dialed: it dials everyone
+  for (auto& ep : g.c.endpoints) g.c.addresses.push_back(ep->address());
+  g.c.links.resize(static_cast<std::size_t>(n));
+  g.raw.resize(static_cast<std::size_t>(n));
+  std::vector<Status> st = run_ranks(n, [&](int r) {
+    if (r == 0) {
+      for (int p = 1; p < n; ++p) {
+        g.raw[p] = std::make_unique<RawPeer>();
+        if (g.raw[p]->connect(g.c.endpoints[p - 1]->port()))
+          return error(StatusCode::kUnavailable, "dial");
+        auto m = g.raw[p]->handshake("s3cret", epoch, 0, p, n);
+        if (!m.is_ok() || m->type != agent::HandshakeType::kAccept)
+          return error(StatusCode::kAuthFailed, "raw");
+      }
+      return Status();
+    }
+    auto link = g.c.endpoints[r - 1]->connect_group(epoch, r, g.c.addresses, soon());
+    if (!link.is_ok()) return link.status();
+    g.c.links[r] = std::move(*link);
+    return Status();
+  });
+  expect_all_ok(st);
+}
 
 inline std::span<const std::byte> bytes_of(const std::string& s) {
   return std::as_bytes(std::span(s.data(), s.size()));

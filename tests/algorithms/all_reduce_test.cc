@@ -11,6 +11,7 @@
 
 #include "algorithms/collectives.h"
 #include "algorithms/memory_link.h"
+#include "all_reduce_batch.h"
 #include "test_values.h"
 #include "tests/support/rank_threads.h"
 
@@ -27,87 +28,8 @@ constexpr algorithms::AllReduceAlgorithm kAlgorithms[] = {
     algorithms::AllReduceAlgorithm::kHalvingDoubling,
     algorithms::AllReduceAlgorithm::kDirect};
 
-struct Case {
-  std::size_t count;
-  DType dtype;
-  ReduceOp op;
-  bool in_place;
-  std::size_t chunk_bytes;
-  bool random = false;  // rounding floats: compared with a tolerance, not bitwise
-};
-
-std::string describe(algorithms::AllReduceAlgorithm a, int n, const Case& c) {
-  std::ostringstream s;
-  s << to_string(a) << " n=" << n << " count=" << c.count << " " << to_string(c.dtype) << " "
-    << to_string(c.op) << (c.in_place ? " in-place" : " out-of-place") << " chunk=" << c.chunk_bytes
-    << (c.random ? " random" : "");
-  return s.str();
-}
-
-// Runs `cases` one after another on every rank and checks each result: identical bits on
-// every rank, equal to the sequential reference (within a tolerance for random floats),
-// send untouched out of place.
-void run_batch(algorithms::AllReduceAlgorithm algorithm, int n, const std::vector<Case>& cases) {
-  algorithms::MemoryFabric fabric(n);
-  std::vector<std::vector<Bytes>> inputs(cases.size());
-  std::vector<std::vector<Bytes>> send(cases.size()), recv(cases.size());
-  for (std::size_t k = 0; k < cases.size(); ++k) {
-    const Case& c = cases[k];
-    for (int r = 0; r < n; ++r) {
-      inputs[k].push_back(
-          c.random ? testing::make_random_input(c.dtype, r, c.count, static_cast<unsigned>(k))
-                   : testing::make_input(c.dtype, c.op, r, c.count));
-    }
-    send[k] = inputs[k];
-    recv[k].assign(static_cast<std::size_t>(n),
-                   Bytes(c.count * dtype_size(c.dtype), std::byte{0xCD}));
-    if (c.in_place) recv[k] = inputs[k];
-  }
-  const auto statuses = testing::run_ranks(n, [&](int r) -> Status {
-    const auto ur = static_cast<std::size_t>(r);
-    for (std::size_t k = 0; k < cases.size(); ++k) {
-      const Case& c = cases[k];
-      algorithms::CollectiveOptions options;
-      options.seq = k + 1;
-      options.algorithm = algorithm;
-      options.chunk_bytes = c.chunk_bytes;
-      options.deadline = Deadline::after(std::chrono::seconds(20));
-      void* out = recv[k][ur].data();
-      const void* in = c.in_place ? out : send[k][ur].data();
-      Status st = all_reduce(fabric.link(r), in, out, c.count, c.dtype, c.op, options);
-      if (!st.is_ok()) return error(st.code(), describe(algorithm, n, c) + ": " + st.message());
-    }
-    return Status::ok();
-  });
-  for (int r = 0; r < n; ++r) {
-    ASSERT_TRUE(statuses[static_cast<std::size_t>(r)].is_ok())
-        << "rank " << r << ": " << statuses[static_cast<std::size_t>(r)].to_string();
-  }
-  for (std::size_t k = 0; k < cases.size(); ++k) {
-    const Case& c = cases[k];
-    SCOPED_TRACE(describe(algorithm, n, c));
-    const Bytes want = testing::reference_reduce(inputs[k], c.count, c.dtype, c.op);
-    for (int r = 0; r < n; ++r) {
-      const auto ur = static_cast<std::size_t>(r);
-      EXPECT_EQ(testing::first_difference(recv[k][ur], recv[k][0], c.dtype), "")
-          << "rank " << r << " differs from rank 0";
-      if (!c.in_place) {
-        EXPECT_EQ(send[k][ur], inputs[k][ur]) << "rank " << r << " send modified";
-      }
-    }
-    if (!c.random) {
-      EXPECT_EQ(testing::first_difference(recv[k][0], want, c.dtype), "");
-      continue;
-    }
-    const std::size_t es = dtype_size(c.dtype);
-    double worst = 0;
-    for (std::size_t i = 0; i < c.count; ++i) {
-      worst = std::max(worst, std::abs(testing::load_value(c.dtype, recv[k][0].data() + i * es) -
-                                       testing::load_value(c.dtype, want.data() + i * es)));
-    }
-    EXPECT_LE(worst, 1e-5 * n) << "largest deviation from the sequential reference";
-  }
-}
+using testing::Case;
+using testing::run_batch;
 
 // --- full sweep over world sizes and counts ------------------------------------------
 

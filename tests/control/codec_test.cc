@@ -112,6 +112,14 @@ TEST(ControlCodec, JoinRequestValidationNamesTheField) {
   control::JoinRequest v6 = request();
   v6.set_data_address("[::1]:7000");
   EXPECT_TRUE(validate_join_request(v6).is_ok());
+  // A name that would start a new log line (or hide text from a terminal) is refused.
+  for (const char* evil : {"w0\n2026-11-23T05:40:36.123Z info tributary[coordinator]: forged",
+                           "w0\r", "\x1b[2Jw0", "w0\x7f"}) {
+    EXPECT_NE(message([&](auto& r) { r.set_name(evil); }).find("name holds a control character"),
+              std::string::npos)
+        << evil;
+  }
+  EXPECT_NE(message([](auto& r) { r.set_host("h\t1"); }).find("host"), std::string::npos);
 }
 
 TEST(ControlCodec, FixedSizeFieldsMustHaveTheirSize) {
@@ -149,6 +157,15 @@ TEST(ControlCodec, FaultToleranceMessagesAreBoundsChecked) {
   EXPECT_EQ(bad.status().code(), StatusCode::kBadFrame);
   EXPECT_NE(bad.status().message().find("previous_epoch"), std::string::npos)
       << bad.status().to_string();
+  r->set_previous_epoch(4);
+  for (std::uint64_t seq : {membership::kSeqLimit, ~std::uint64_t{0}}) {
+    r->set_committed_seq(seq);
+    EXPECT_EQ(decode(ok).status().code(), StatusCode::kBadFrame) << seq;
+    r->set_committed_seq(9);
+    r->set_held_seq(seq);
+    EXPECT_EQ(decode(ok).status().code(), StatusCode::kBadFrame) << seq;
+    r->set_held_seq(0);
+  }
 
   control::Envelope timing;
   timing.mutable_step_timing()->set_compute_seconds(0.25);
@@ -164,6 +181,9 @@ TEST(ControlCodec, FaultToleranceMessagesAreBoundsChecked) {
   go.mutable_go()->add_joiners(4);
   EXPECT_TRUE(decode(go).is_ok());
   go.mutable_go()->add_joiners(0);
+  EXPECT_EQ(decode(go).status().code(), StatusCode::kBadFrame);
+  go.mutable_go()->clear_joiners();
+  go.mutable_go()->set_commit_through(~std::uint64_t{0});
   EXPECT_EQ(decode(go).status().code(), StatusCode::kBadFrame);
 
   control::Envelope report;

@@ -84,16 +84,23 @@ TEST(Handshake, AcceptWithoutChallengeAndBadNoncesAreBadFrames) {
   EXPECT_EQ(h.verify(control::JoinAccepted{}).code(), StatusCode::kBadFrame);
 }
 
-TEST(Handshake, EachChallengeGetsAFreshClientNonce) {
+TEST(Handshake, EachChallengeGetsAFreshClientNonceARepeatedOneTheSameProof) {
   Handshake h = Handshake::join(kSecret, "w0");
   const Nonce server = random_nonce();
   auto first = h.answer(challenge(server));
-  auto second = h.answer(challenge(server));
-  ASSERT_TRUE(first.is_ok() && second.is_ok());
+  auto repeated = h.answer(challenge(server));
+  ASSERT_TRUE(first.is_ok() && repeated.is_ok());
+  // A request sent twice is answered twice with the same challenge: both answers must be
+  // the same proof, or the coordinator's accept of the first would not verify here.
+  EXPECT_EQ(first->join_proof().SerializeAsString(), repeated->join_proof().SerializeAsString());
+  EXPECT_TRUE(h.verify(accept(kSecret, server, *first, 1)).is_ok());
+  const Nonce fresh = random_nonce();
+  auto second = h.answer(challenge(fresh));
+  ASSERT_TRUE(second.is_ok());
   EXPECT_NE(first->join_proof().client_nonce(), second->join_proof().client_nonce());
   // Only the latest exchange counts.
   EXPECT_EQ(h.verify(accept(kSecret, server, *first, 1)).code(), StatusCode::kAuthFailed);
-  EXPECT_TRUE(h.verify(accept(kSecret, server, *second, 1)).is_ok());
+  EXPECT_TRUE(h.verify(accept(kSecret, fresh, *second, 1)).is_ok());
 }
 
 TEST(Handshake, RejectionsMapToWhatTheCallerCanDo) {

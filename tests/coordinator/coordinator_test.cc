@@ -17,6 +17,7 @@
 #include "control/codec.h"
 #include "control/join_auth.h"
 #include "control_client/coordinator_client.h"
+#include "tests/support/curve_socket.h"
 #include "tests/support/rank_threads.h"
 
 namespace tributary::coordinator {
@@ -215,14 +216,18 @@ TEST_F(CoordinatorTest, WrongSecretIsRejectedWithAClearMessageOnBothSides) {
   EXPECT_EQ(r.status().code(), StatusCode::kAuthFailed);
   EXPECT_NE(r.status().message().find("wrong cluster secret"), std::string::npos)
       << r.status().to_string();
+  // Its CURVE handshake already fails: nothing it sends reaches the coordinator's logic.
+  EXPECT_TRUE(logs_.wait_for({"coordinator: refused a connection", "wrong cluster secret"}));
   EXPECT_TRUE(logs_.wait_for(
-      {"coordinator: rejected join from", "name 'evil-6666'", "wrong cluster secret"}));
-  EXPECT_TRUE(logs_.wait_for({"intruder: coordinator", "rejected the join: wrong cluster secret"}));
+      {"intruder: coordinator", "refused our CURVE handshake", "wrong cluster secret"}));
+  intruder.reset();
 
   auto good = joined("good", 7000);
   EXPECT_EQ(good->view().size(), 1u) << "the honest agent is not disturbed";
-  EXPECT_EQ(metric(scrape(coordinator_->metrics_port()), "tributary_join_auth_failures_total"),
-            1.0);
+  const std::string text = scrape(coordinator_->metrics_port());
+  EXPECT_GE(metric(text, "tributary_join_auth_failures_total").value_or(0), 1.0) << text;
+  EXPECT_EQ(metric(text, "tributary_control_messages_total{type=\"join_request\"}"), 1.0)
+      << "only the honest join reached the coordinator's logic";
 }
 
 TEST_F(CoordinatorTest, GarbageDropsOnlyTheConnectionThatSentIt) {
@@ -235,12 +240,14 @@ TEST_F(CoordinatorTest, GarbageDropsOnlyTheConnectionThatSentIt) {
   zmq::context_t ctx;
   zmq::socket_t junk(ctx, zmq::socket_type::dealer);
   junk.set(zmq::sockopt::linger, 0);
+  testing::use_cluster_client_keys(junk, kSecret);  // a peer holding the secret, misbehaving
   junk.connect(coordinator_->endpoint());
   junk.send(zmq::str_buffer("\xff\x01 this is not protobuf \x00\x01"), zmq::send_flags::none);
   ASSERT_TRUE(logs_.wait_for({"dropped malformed message from", "do not parse"}));
   // An agent-bound message type from a second connection, and a multi-frame message from a third.
   zmq::socket_t forger(ctx, zmq::socket_type::dealer);
   forger.set(zmq::sockopt::linger, 0);
+  testing::use_cluster_client_keys(forger, kSecret);
   forger.connect(coordinator_->endpoint());
   forger.send(zmq::str_buffer("\x42\x02\x08\x05"),
               zmq::send_flags::none);  // Envelope{view{epoch 5}}
@@ -248,10 +255,17 @@ TEST_F(CoordinatorTest, GarbageDropsOnlyTheConnectionThatSentIt) {
       logs_.wait_for({"dropped malformed message from", "coordinator-only message 'view'"}));
   zmq::socket_t frames(ctx, zmq::socket_type::dealer);
   frames.set(zmq::sockopt::linger, 0);
+  testing::use_cluster_client_keys(frames, kSecret);
   frames.connect(coordinator_->endpoint());
   frames.send(zmq::str_buffer("one"), zmq::send_flags::sndmore);
   frames.send(zmq::str_buffer("two"), zmq::send_flags::none);
   ASSERT_TRUE(logs_.wait_for({"dropped malformed message from", "2 frames, expected 1"}));
+  // A plain ZeroMQ peer (no CURVE: no proof of the secret) never gets a message through.
+  zmq::socket_t plain(ctx, zmq::socket_type::dealer);
+  plain.set(zmq::sockopt::linger, 0);
+  plain.connect(coordinator_->endpoint());
+  plain.send(zmq::str_buffer("\x42\x02\x08\x05"), zmq::send_flags::none);
+  ASSERT_TRUE(logs_.wait_for({"connection", "no proof of the cluster secret"}));
 
   // Plain TCP garbage, no ZMTP at all; and a ZMTP-looking signature followed by junk.
   raw_tcp_write(coordinator_->endpoint(),
@@ -311,6 +325,7 @@ TEST_F(CoordinatorTest, MemberThatBreaksTheProtocolIsRemovedOthersCarryOn) {
   zmq::context_t ctx;
   zmq::socket_t rogue(ctx, zmq::socket_type::dealer);
   rogue.set(zmq::sockopt::linger, 0);
+  testing::use_cluster_client_keys(rogue, kSecret);
   rogue.connect(coordinator_->endpoint());
   control::Envelope req;
   auto* jr = req.mutable_join_request();

@@ -8,6 +8,7 @@
 
 #include "tests/fault/soak_cluster.h"
 #include "tests/integration/etcd_server.h"
+#include "tests/integration/http_get.h"
 
 namespace tributary::fault {
 
@@ -23,8 +24,9 @@ class HaCluster {
       failure_ = etcd->failure();
       return;
     }
-    const std::vector<std::string> ha = {"--etcd", etcd->url(), "--lease-s",
-                                         std::to_string(kTestLeaseSeconds)};
+    const std::vector<std::string> ha = {"--etcd",    etcd->url(),
+                                         "--lease-s", std::to_string(kTestLeaseSeconds),
+                                         "--metrics", "127.0.0.1:0"};
     soak.emplace(world, ha, std::move(agent_extra));
     if (soak->endpoint.empty()) {
       failure_ = "the first coordinator did not start";
@@ -51,6 +53,28 @@ class HaCluster {
     std::vector<Process*> all = {&*soak->coordinator->process};
     for (auto& s : standbys) all.push_back(&*s->process);
     return all;
+  }
+
+  // The endpoint agents dial for coordinator `p`.
+  std::string endpoint_of(const Process* p) {
+    if (p == &*soak->coordinator->process) return soak->coordinator->endpoint();
+    for (auto& s : standbys)
+      if (p == &*s->process) return s->endpoint();
+    return {};
+  }
+
+  // The value of the unlabelled series `name` on coordinator `p`'s /metrics (its port is
+  // in its "listening on" line), or nullopt.
+  std::optional<double> metric(const Process& p, const std::string& name) {
+    static const std::regex port_re(R"(metrics on port (\d+))");
+    std::smatch m;
+    const std::string log = p.err();
+    if (!std::regex_search(log, m, port_re)) return std::nullopt;
+    const auto response = integration::http_get("127.0.0.1", std::stoi(m[1]), "/metrics");
+    if (!response || response->status != 200) return std::nullopt;
+    const std::regex line("\n" + name + " ([0-9.e+-]+)");
+    if (!std::regex_search(response->body, m, line)) return std::nullopt;
+    return std::stod(m[1]);
   }
 
   // The live coordinators that were elected and have not stood down since (two only

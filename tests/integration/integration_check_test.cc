@@ -90,5 +90,16 @@ TEST(CheckOddWorld, HalvingDoublingAtFiveRanksWithTinyChunks) {
   run_check(5, {"--algorithm", "halving_doubling", "--chunk-bytes", "4K"});
 }
 
+// Hierarchical all-reduce among real agents split into zones (--zones gives each its
+// --zone label): equal zones, unequal ones (2 + 3, 2 + 2 + 3), and the cost model's own
+// choice with zones. The network is loopback; tests/integration/zones_netns.sh runs the
+// same over shaped links between network namespaces.
+TEST(CheckZones, HierarchicalOverEqualAndUnequalZones) {
+  run_check(4, {"--zones", "2", "--algorithm", "hierarchical", "--chunk-bytes", "4K"});
+  run_check(5, {"--zones", "2", "--algorithm", "hierarchical"});
+  run_check(7, {"--zones", "3", "--algorithm", "hierarchical", "--transport", "tcp"});
+  run_check(6, {"--zones", "2"});
+}
+
 }  // namespace
 }  // namespace tributary::integration

@@ -321,7 +321,7 @@ TEST_F(StatusTest, WrongSecretUnreachableAndBadFlagsFailClearly) {
   EXPECT_TRUE(r.out.empty()) << "a client without the secret gets nothing:\n" << r.out;
   EXPECT_NE(r.err.find("wrong cluster secret"), std::string::npos) << r.err;
   EXPECT_TRUE(coordinator.process->wait_for_line(
-      std::regex("refused a status request from .*: wrong cluster secret"),
+      std::regex("refused a connection from .*: .*wrong cluster secret"),
       deadline_after(seconds(10))))
       << coordinator.process->dump();
 

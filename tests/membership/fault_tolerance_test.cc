@@ -8,60 +8,16 @@
 #include "membership/commit_rule.h"
 #include "membership/membership.h"
 #include "membership/straggler_policy.h"
+#include "tests/membership/cluster.h"
 
 namespace tributary::membership {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-MemberLabels labels(const std::string& name) {
-  return {name, "h-" + name, "z", "127.0.0.1:9000", {"tcp"}};
-}
-
-MembershipConfig config(std::size_t initial) {
-  MembershipConfig c;
-  c.initial_world_size = initial;
-  c.heartbeat_timeout = milliseconds(1000);
-  c.confirm_silence = milliseconds(300);
-  c.ready_timeout = milliseconds(2000);
-  c.boundary_timeout = milliseconds(2000);
-  c.resume_timeout = milliseconds(3000);
-  c.straggler.enabled = false;
-  return c;
-}
-
-// A membership with `n` members in view 1, all Ready, Go sent.
-struct Cluster {
-  explicit Cluster(std::size_t n, MembershipConfig c = config(0)) : m(fix(c, n)) {
-    for (std::size_t i = 0; i < n; ++i) {
-      std::string name = "m";
-      name += std::to_string(i);
-      ids.push_back(m.join(labels(name), clock.now())->id);
-    }
-    EXPECT_EQ(m.epoch(), 1u);
-    EXPECT_TRUE(all_ready({}).go);
-  }
-  static MembershipConfig fix(MembershipConfig c, std::size_t n) {
-    if (c.initial_world_size == 0) c.initial_world_size = n;
-    return c;
-  }
-  // Every member of the current view sends Ready with `report` (epoch filled in).
-  Decisions all_ready(ReadyReport report) {
-    report.epoch = m.epoch();
-    Decisions d;
-    for (const auto& member : m.view().members) d = m.ready(member.id, report, clock.now());
-    return d;
-  }
-  void heartbeat_all_but(MemberId silent) {
-    for (const auto& [id, p] : m.peers()) {
-      if (id != silent) m.heartbeat(id, m.epoch(), 0, clock.now());
-    }
-  }
-  FakeClock clock;
-  Membership m;
-  std::vector<MemberId> ids;
-};
+using testing::Cluster;
+using testing::config;
+using testing::labels;
 
 // --- commit rule ----------------------------------------------------------------------
 
@@ -231,7 +187,8 @@ TEST(FailureReport, SilentSuspectIsConfirmedAfterConfirmSilence) {
   c.clock.advance(milliseconds(200));
   c.heartbeat_all_but(c.ids[2]);  // ids[2] froze at t=0
   Decisions d = c.m.failure_report(c.ids[0], 1, c.ids[2], c.clock.now());
-  EXPECT_TRUE(d.empty()) << "200 ms of silence is not yet 300";
+  EXPECT_TRUE(d.removed.empty() && !d.new_view) << "200 ms of silence is not yet 300";
+  EXPECT_TRUE(d.probe) << "the report asks every member to heartbeat now";
   EXPECT_EQ(c.m.next_expiry(), TimePoint{} + milliseconds(300) + Duration{1});
   c.clock.advance(milliseconds(101));
   d = c.m.tick(c.clock.now());
@@ -263,7 +220,8 @@ TEST(FailureReport, UnknownSuspectConfirmsWhoeverIsSilent) {
 
 TEST(FailureReport, FalseSuspicionRebuildsLinksWithTheSameMembers) {
   Cluster c(3);
-  EXPECT_TRUE(c.m.failure_report(c.ids[0], 1, c.ids[1], c.clock.now()).empty());
+  Decisions first = c.m.failure_report(c.ids[0], 1, c.ids[1], c.clock.now());
+  EXPECT_TRUE(first.removed.empty() && !first.new_view && first.probe);
   EXPECT_TRUE(c.m.failure_report(c.ids[0], 7, c.ids[1], c.clock.now()).empty())
       << "other epochs: ignored";
   for (int i = 0; i < 10; ++i) {
@@ -344,9 +302,13 @@ Decisions step(Cluster& c, std::uint64_t s, MemberId slow, double slow_seconds) 
   return d;
 }
 
+// Every member's first timing after entering the view spans its join: not judged.
+void warm_up(Cluster& c) { EXPECT_TRUE(step(c, 0, 0, 0.1).log.empty()); }
+
 TEST(StragglerPolicy, EvictsAfterMOfWStepsThenCooldownRefusesRejoin) {
   Cluster c(4, straggler_config(2));
   const MemberId slow = c.ids[3];
+  warm_up(c);
   Decisions d = step(c, 1, slow, 0.5);
   EXPECT_FALSE(d.new_view);
   ASSERT_EQ(d.log.size(), 1u) << "each verdict is logged with the member named";
@@ -379,6 +341,33 @@ TEST(StragglerPolicy, NeverBelowMinWorldSizeAndDisabledDoesNothing) {
   off.straggler.enabled = false;
   Cluster d(3, off);
   for (std::uint64_t s = 1; s <= 5; ++s) EXPECT_TRUE(step(d, s, d.ids[2], 9.0).empty());
+}
+
+TEST(StragglerPolicy, AMembersFirstTimingInAViewIsNotJudged) {
+  Cluster c(3, straggler_config(1));
+  // The newcomer's first interval holds its join (connect, state transfer): 5 s.
+  for (MemberId id : c.ids) c.m.step_timing(id, 1, id == c.ids[2] ? 5.0 : 0.1, c.clock.now());
+  EXPECT_TRUE(c.m.find(c.ids[2])->lag_history.empty()) << "no strike for joining";
+  EXPECT_EQ(c.m.find(c.ids[0])->lag_history.size(), 0u) << "nobody judged in a warm-up step";
+  Decisions d = step(c, 2, c.ids[2], 5.0);
+  ASSERT_EQ(d.log.size(), 1u) << "from its second step on, it is judged like everyone";
+  EXPECT_NE(d.log[0].find("> 2 x median"), std::string::npos) << d.log[0];
+}
+
+TEST(StragglerPolicy, OneTimingPerMemberAndStep) {
+  Cluster c(3, straggler_config(1));
+  warm_up(c);
+  const MemberId slow = c.ids[2];
+  EXPECT_EQ(step(c, 5, slow, 0.5).log.size(), 1u);
+  // The same slow stretch reported again, for the same or an older step: refused, not a
+  // second strike.
+  for (std::uint64_t s : {5u, 4u}) {
+    Decisions again = c.m.step_timing(slow, s, 0.5, c.clock.now());
+    ASSERT_EQ(again.refused.size(), 1u);
+    EXPECT_NE(again.refused[0].find("reported step 5 already"), std::string::npos)
+        << again.refused[0];
+  }
+  EXPECT_EQ(straggling_steps(c.m.find(slow)->lag_history), 1u);
 }
 
 TEST(StragglerPolicy, IncompleteStepsAreNotJudged) {

@@ -329,16 +329,28 @@ TEST(Membership, EpochsAndIdsContinueAfterJournaledValues) {
   EXPECT_EQ(m.epoch(), 42u);
 }
 
-TEST(Membership, NextExpiryTracksTheOldestHeartbeat) {
+TEST(Membership, NextExpiryIsABoundThatASweepMovesOn) {
   FakeClock clock;
   Membership m(config(2, milliseconds(100)));
   EXPECT_EQ(m.next_expiry(), TimePoint::max());
   const MemberId a = join(m, labels("a"), clock);
   clock.advance(milliseconds(30));
-  join(m, labels("b"), clock);
+  const MemberId b = join(m, labels("b"), clock);
   EXPECT_EQ(m.next_expiry(), TimePoint{} + milliseconds(100) + Duration{1});
   m.heartbeat(a, 1, 0, clock.now());
-  EXPECT_EQ(m.next_expiry(), clock.now() + milliseconds(100) + Duration{1});
+  EXPECT_EQ(m.next_expiry(), TimePoint{} + milliseconds(100) + Duration{1})
+      << "heartbeats are not looked at one by one: the bound stays until a sweep";
+  clock.set(m.next_expiry());
+  EXPECT_TRUE(m.tick(clock.now()).empty()) << "a heartbeated at 30 ms: nobody expired";
+  EXPECT_EQ(m.next_expiry(), TimePoint{} + milliseconds(130) + Duration{1})
+      << "the sweep found the oldest heartbeat (both at 30 ms)";
+  m.heartbeat(b, 1, 0, clock.now());
+  clock.set(m.next_expiry());
+  const Decisions d = m.tick(clock.now());
+  ASSERT_EQ(d.removed.size(), 1u);
+  EXPECT_EQ(d.removed[0].id, a);
+  EXPECT_EQ(m.next_expiry(), TimePoint{} + milliseconds(200) + Duration{2})
+      << "b heartbeated at 100 ms + 1 ns";
 }
 
 // A sweep over random event sequences: whatever happens, epochs only grow (by one per

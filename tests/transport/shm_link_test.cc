@@ -118,7 +118,7 @@ TEST(ShmLink, ADeadPeerFailsTheWaiterAtOnceNotAtItsDeadline) {
   auto r = g.links[0]->recv(2, Tag{1, 0, 0}, buf);
   const auto t0 = std::chrono::steady_clock::now();
   std::thread killer([&] {
-    std::this_thread::sleep_for(50ms);  // let the waiter fall asleep first
+    EXPECT_TRUE(wait_until_asleep(g, 0, 2)) << "the waiter never fell asleep";
     g.links[2].reset();  // what the kernel does to a killed process's sockets and mapping
   });
   const Status st = g.links[0]->wait(r, Deadline::after(20s));
@@ -172,7 +172,7 @@ TEST(ShmLink, ALocalAbortWakesTheWaiter) {
   Bytes buf(8);
   auto r = g.links[0]->recv(1, Tag{1, 0, 0}, buf);
   std::thread aborter([&] {
-    std::this_thread::sleep_for(50ms);
+    EXPECT_TRUE(wait_until_asleep(g, 0, 1)) << "the waiter never fell asleep";
     g.links[0]->abort(Status());
   });
   const Status st = g.links[0]->wait(r, Deadline::after(20s));

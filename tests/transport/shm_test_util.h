@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "transport/shm_link.h"
@@ -18,6 +19,17 @@ struct ShmGroup {
   // A second mapping of each pair's segment, by (low, high), for tests that poison one.
   std::vector<std::vector<transport::ShmSegment>> spare;
 };
+
+// Until rank `low` (the pair's lower rank) sleeps waiting on what `high` writes, or 10 s.
+inline bool wait_until_asleep(const ShmGroup& g, int low, int high) {
+  const transport::ShmRing ring = g.spare[low][high].incoming(/*self_is_low=*/true);
+  const Deadline limit = Deadline::after(std::chrono::seconds(10));
+  while (!ring.consumer_sleeping()) {
+    if (limit.passed()) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
 
 inline ShmGroup make_shm_group(int n, std::uint64_t ring_bytes, std::uint64_t epoch = 1,
                                Logger log = Logger("link")) {

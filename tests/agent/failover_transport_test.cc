@@ -1,0 +1,165 @@
+// FailoverLink over the real transports, ranks as threads: a pair's preferred path is cut
+// mid-collective (its link aborted, as when its connection or segment dies: the peer gets
+// the abort notice, the connections shut) and the pair carries on over the next path.
+// Shared memory then TCP (a segment per pair, a loopback connection per pair), and TCP
+// then TCP (two endpoints per rank, standing in for two addresses). Every all-reduce
+// algorithm; the result must equal, bit for bit, the same algorithm over TCP alone.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "agent/tcp_endpoint.h"
+#include "algorithms/collectives.h"
+#include "tests/agent/tcp_test_util.h"
+#include "tests/support/fault_path.h"
+#include "tests/support/rank_threads.h"
+#include "tests/transport/shm_test_util.h"
+#include "transport/failover_link.h"
+
+namespace tributary {
+namespace {
+
+using algorithms::AllReduceAlgorithm;
+
+enum class Preferred { kShm, kTcp };
+
+std::vector<float> random_floats(int rank, std::size_t count) {
+  std::mt19937 gen(static_cast<unsigned>(77 + rank));
+  std::uniform_real_distribution<float> dist(-1e3f, 1e3f);
+  std::vector<float> v(count);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+algorithms::CollectiveOptions options_for(AllReduceAlgorithm algorithm, std::uint64_t seq) {
+  algorithms::CollectiveOptions o;
+  o.seq = seq;
+  o.algorithm = algorithm;
+  o.chunk_bytes = 4096;
+  o.deadline = Deadline::after(std::chrono::seconds(30));
+  return o;
+}
+
+// One TCP group per epoch over fresh endpoints: a rank's links, by rank.
+std::vector<std::unique_ptr<algorithms::Link>> tcp_group(int n, testing::LogCapture& logs) {
+  testing::Cluster c = testing::make_cluster(n, logs);
+  for (const Status& st : testing::connect_all(c, 1)) EXPECT_TRUE(st.is_ok()) << st.to_string();
+  return std::move(c.links);
+}
+
+struct Case {
+  AllReduceAlgorithm algorithm;
+  int n;
+  Preferred preferred;
+};
+
+std::string name_of(const ::testing::TestParamInfo<Case>& info) {
+  return std::string(to_string(info.param.algorithm)) + "_n" + std::to_string(info.param.n) +
+         (info.param.preferred == Preferred::kShm ? "_shm_to_tcp" : "_tcp_to_tcp");
+}
+
+class FailoverOverTransports : public ::testing::TestWithParam<Case> {};
+
+TEST_P(FailoverOverTransports, CutPreferredPathMidCollectiveSameBits) {
+  const Case& c = GetParam();
+  constexpr std::size_t kCount = (256 << 10) / sizeof(float) + 3;  // 256 KiB and an odd tail
+  testing::LogCapture logs;
+
+  // The reference: the same algorithm over plain TCP links.
+  std::vector<std::vector<float>> expected(static_cast<std::size_t>(c.n),
+                                           std::vector<float>(kCount));
+  {
+    auto plain = tcp_group(c.n, logs);
+    const auto statuses = testing::run_ranks(c.n, [&](int r) {
+      const auto in = random_floats(r, kCount);
+      return all_reduce(*plain[static_cast<std::size_t>(r)], in.data(),
+                        expected[static_cast<std::size_t>(r)].data(), kCount, DType::kFloat32,
+                        ReduceOp::kSum, options_for(c.algorithm, 1));
+    });
+    for (const Status& st : statuses) ASSERT_TRUE(st.is_ok()) << st.to_string();
+  }
+
+  std::vector<std::unique_ptr<algorithms::Link>> preferred;
+  if (c.preferred == Preferred::kShm) {
+    testing::ShmGroup g = testing::make_shm_group(c.n, 1 << 16);
+    ASSERT_EQ(g.links.size(), static_cast<std::size_t>(c.n));
+    preferred = std::move(g.links);
+  } else {
+    preferred = tcp_group(c.n, logs);
+  }
+  auto standby = tcp_group(c.n, logs);
+  std::atomic<int> moves{0};
+  std::atomic<bool> fired{false};
+  std::atomic<int> drained{0};
+  std::vector<std::vector<float>> out(static_cast<std::size_t>(c.n), std::vector<float>(kCount));
+  const auto statuses = testing::run_ranks(c.n, [&](int r) -> Status {
+    const auto i = static_cast<std::size_t>(r);
+    std::vector<std::unique_ptr<algorithms::PollableLink>> paths;
+    TRIB_ASSIGN_OR_RETURN(auto first, transport::as_path(std::move(preferred[i])));
+    TRIB_ASSIGN_OR_RETURN(auto second, transport::as_path(std::move(standby[i])));
+    auto cut = std::make_unique<testing::FaultPath>(std::move(first));
+    if (r == 0) {
+      // Rank 0's preferred path dies at its 6th send there (a descriptor or a payload:
+      // mid-collective), or, for the direct algorithm's one message per peer, its 2nd.
+      testing::FaultPath* self = cut.get();
+      const int at = c.algorithm == AllReduceAlgorithm::kDirect ? 2 : 6;
+      cut->fire_at(at, [self, &fired] {
+        fired = true;
+        self->inner().abort(error(StatusCode::kPeerLost, "test: the preferred path was cut"));
+      });
+    }
+    paths.push_back(std::move(cut));
+    paths.push_back(std::move(second));
+    transport::FailoverParams params;
+    params.epoch = 1;
+    params.path_names = {c.preferred == Preferred::kShm ? "shm" : "tcp:first", "tcp:second"};
+    params.on_change = [&](const transport::PathChange& change) {
+      if (change.from == 0 && change.to == 1) ++moves;
+    };
+    TRIB_ASSIGN_OR_RETURN(auto link, transport::make_failover_link(params, std::move(paths)));
+    const auto in = random_floats(r, kCount);
+    TRIB_RETURN_IF_ERROR(all_reduce(*link, in.data(), out[i].data(), kCount, DType::kFloat32,
+                                    ReduceOp::kSum, options_for(c.algorithm, 1)));
+    TRIB_RETURN_IF_ERROR(barrier(*link, options_for(c.algorithm, 2)));
+    TRIB_RETURN_IF_ERROR(transport::drain(*link, Deadline::after(std::chrono::seconds(10))));
+    ++drained;
+    const auto give_up = Deadline::after(std::chrono::seconds(10));
+    while (drained.load() < c.n && !give_up.passed()) {
+      std::this_thread::yield();
+      TRIB_RETURN_IF_ERROR(transport::drain(*link, Deadline::after(std::chrono::milliseconds(1))));
+    }
+    return Status();
+  });
+  ASSERT_TRUE(fired.load()) << "the cut never happened";
+  for (int r = 0; r < c.n; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    ASSERT_TRUE(statuses[i].is_ok()) << "rank " << r << ": " << statuses[i].to_string() << "\n"
+                                     << logs.dump();
+    EXPECT_EQ(std::memcmp(out[i].data(), expected[i].data(), kCount * sizeof(float)), 0)
+        << "rank " << r << " differs from the run without the fault";
+  }
+  // Rank 0 moved every pair (its whole preferred link died), each peer followed.
+  EXPECT_GE(moves.load(), 2 * (c.n - 1));
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (AllReduceAlgorithm a :
+       {AllReduceAlgorithm::kRing, AllReduceAlgorithm::kTree, AllReduceAlgorithm::kDoubleTree,
+        AllReduceAlgorithm::kHalvingDoubling, AllReduceAlgorithm::kDirect}) {
+    for (int n : {2, 3}) {
+      for (Preferred p : {Preferred::kShm, Preferred::kTcp}) out.push_back({a, n, p});
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryAlgorithm, FailoverOverTransports, ::testing::ValuesIn(cases()),
+                         name_of);
+
+}  // namespace
+}  // namespace tributary

@@ -1,0 +1,42 @@
+// Data-plane frames (agent/frame.h): any 48 bytes decode to a validated header or
+// kBadFrame; a header that decodes re-encodes to the same bytes; abort payloads likewise.
+// The byte after the header picks the length limit and, in its low bit, whether the
+// header's CRC is recomputed first (else almost no mutation would pass the CRC, and the
+// field checks behind it would go unexplored).
+#include <cstring>
+
+#include "agent/frame.h"
+#include "core/check.h"
+#include "core/crc32c.h"
+
+using namespace tributary;
+using namespace tributary::agent;
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const auto* bytes = reinterpret_cast<const std::byte*>(data);
+  if (size >= kFrameHeaderBytes) {
+    FrameHeaderBytes raw;
+    std::memcpy(raw.data(), bytes, raw.size());
+    const std::uint64_t limit = size > kFrameHeaderBytes ? data[kFrameHeaderBytes] << 12 : 1u << 30;
+    if (size > kFrameHeaderBytes && (data[kFrameHeaderBytes] & 1) != 0) {
+      const std::uint32_t crc = crc32c({raw.data(), kFrameHeaderBytes - 4});
+      for (int i = 0; i < 4; ++i) {
+        raw[kFrameHeaderBytes - 4 + i] = static_cast<std::byte>(crc >> (8 * i));
+      }
+    }
+    auto header = decode_frame_header(raw, limit);
+    if (header) {
+      TRIB_CHECK(header->length <= limit) << "length past the limit";
+      TRIB_CHECK(encode_frame_header(*header) == raw) << "header does not round-trip";
+    }
+  }
+  auto notice = decode_abort_payload({bytes, size});
+  if (notice) {
+    TRIB_CHECK(notice->code != StatusCode::kOk) << "abort notice with code ok";
+    const auto frame = encode_abort_frame(1, *notice);
+    TRIB_CHECK(frame.size() == kFrameHeaderBytes + size) << "abort notice does not round-trip";
+    TRIB_CHECK(std::memcmp(frame.data() + kFrameHeaderBytes, bytes, size) == 0)
+        << "abort notice does not round-trip";
+  }
+  return 0;
+}

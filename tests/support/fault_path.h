@@ -1,0 +1,56 @@
+// A failover link's path for tests (transport/failover_link.h): forwards to a pollable
+// link, borrowed or owned, fires a fault when its rank has posted a given number of sends
+// on it, and, given a FakeClock, moves it by 1 ms whenever it blocks, so stall deadlines
+// pass without a test sleeping.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "algorithms/pollable_link.h"
+#include "core/clock.h"
+
+namespace tributary::testing {
+
+class FaultPath final : public algorithms::PollableLink {
+ public:
+  explicit FaultPath(algorithms::PollableLink& inner, FakeClock* clock = nullptr)
+      : inner_(inner), clock_(clock) {}
+  explicit FaultPath(std::unique_ptr<algorithms::PollableLink> owned, FakeClock* clock = nullptr)
+      : owned_(std::move(owned)), inner_(*owned_), clock_(clock) {}
+
+  // `fault` runs on the rank's thread just before its `sends`-th send goes out here.
+  void fire_at(int sends, std::function<void()> fault) {
+    fire_at_ = sends;
+    fault_ = std::move(fault);
+  }
+  algorithms::PollableLink& inner() { return inner_; }
+
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override {
+    if (++sends_ == fire_at_ && fault_) fault_();
+    return inner_.send(peer, tag, data);
+  }
+  Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override {
+    return inner_.recv(peer, tag, data);
+  }
+  Status wait(Handle h, Deadline deadline) override { return inner_.wait(h, deadline); }
+  void abort(const Status& reason) override { inner_.abort(reason); }
+  bool test(Handle h) override { return inner_.test(h); }
+  void drive(Deadline until) override {
+    const bool blocks = !until.passed();  // a look without blocking takes no time
+    inner_.drive(until);
+    if (clock_ != nullptr && blocks) clock_->advance(std::chrono::milliseconds(1));
+  }
+
+ private:
+  std::unique_ptr<algorithms::PollableLink> owned_;
+  algorithms::PollableLink& inner_;
+  FakeClock* clock_;
+  int sends_ = 0;
+  int fire_at_ = -1;
+  std::function<void()> fault_;
+};
+
+}  // namespace tributary::testing

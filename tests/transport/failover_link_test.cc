@@ -1,0 +1,445 @@
+// FailoverLink (transport/failover_link.h) over two in-memory paths per pair, ranks as
+// threads: a path broken (kPeerLost) or silenced (a pulled cable: nothing fails, nothing
+// arrives) at a chosen send of a chosen rank, mid-collective, for every all-reduce
+// algorithm. Every run must give the bits of the same algorithm without the fault, and
+// the pair must have moved. Time for the stall deadline is a FakeClock that moves only
+// while a rank blocks in a path (1 ms per blocking slice; tests/support/fault_path.h), so
+// no test sleeps.
+#include "transport/failover_link.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "algorithms/collectives.h"
+#include "algorithms/memory_link.h"
+#include "tests/support/fault_path.h"
+#include "tests/support/rank_threads.h"
+
+namespace tributary {
+namespace {
+
+using algorithms::AllReduceAlgorithm;
+using algorithms::MemoryFabric;
+using algorithms::PollableLink;
+using algorithms::Tag;
+using testing::FaultPath;
+
+enum class Fault { kBreak, kSilence };
+
+// `paths` paths per pair (two by default) for `n` ranks, and what every rank's link
+// reported moving.
+class TwoPaths {
+ public:
+  explicit TwoPaths(int n, int paths = 2) : n_(n) {
+    for (int k = 0; k < paths; ++k) fabrics_.push_back(std::make_unique<MemoryFabric>(n));
+  }
+  MemoryFabric& fabric(int k) { return *fabrics_[static_cast<std::size_t>(k)]; }
+  FakeClock& clock() { return clock_; }
+
+  // Rank r's failover link; `setup` may arm its paths before the link takes them.
+  std::unique_ptr<algorithms::Link> link(int r, Duration stall,
+                                         const std::function<void(FaultPath&, int)>& setup = {}) {
+    std::vector<std::unique_ptr<PollableLink>> paths;
+    for (int k = 0; k < static_cast<int>(fabrics_.size()); ++k) {
+      auto path = std::make_unique<FaultPath>(fabric(k).pollable(r), &clock_);
+      if (setup) setup(*path, k);
+      paths.push_back(std::move(path));
+    }
+    transport::FailoverParams params;
+    params.epoch = 1;
+    params.path_names = {"preferred", "standby", "last resort"};
+    params.path_names.resize(fabrics_.size());
+    params.stall_deadline = stall;
+    params.clock = &clock_;
+    params.on_change = [this, r](const transport::PathChange& c) {
+      std::lock_guard lock(mu_);
+      changes_.push_back({r, c});
+    };
+    auto made = transport::make_failover_link(std::move(params), std::move(paths));
+    EXPECT_TRUE(made.is_ok());
+    return std::move(*made);
+  }
+
+  // True when rank `r` moved its pair with `peer` from path `from` to path `to`.
+  bool moved(int r, int peer, int from = 0, int to = 1) {
+    std::lock_guard lock(mu_);
+    for (const auto& [who, c] : changes_) {
+      if (who == r && c.peer == peer && c.from == from && c.to == to) return true;
+    }
+    return false;
+  }
+  bool any_lost() {
+    std::lock_guard lock(mu_);
+    for (const auto& [who, c] : changes_) {
+      if (c.to < 0) return true;
+    }
+    return false;
+  }
+
+ private:
+  int n_;
+  std::vector<std::unique_ptr<MemoryFabric>> fabrics_;
+  FakeClock clock_;
+  std::mutex mu_;
+  std::vector<std::pair<int, transport::PathChange>> changes_;
+};
+
+std::vector<float> random_floats(int rank, std::size_t count) {
+  std::mt19937 gen(static_cast<unsigned>(1000 + rank));
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(count);
+  for (float& x : v) x = dist(gen) * 1e3f;  // sums that depend on their association
+  return v;
+}
+
+algorithms::CollectiveOptions options_for(AllReduceAlgorithm algorithm) {
+  algorithms::CollectiveOptions o;
+  o.seq = 3;
+  o.algorithm = algorithm;
+  o.chunk_bytes = 256;  // many chunks: the fault lands mid-pipeline
+  o.deadline = Deadline::after(std::chrono::seconds(20));
+  return o;
+}
+
+// The same algorithm's result with no failover link and no fault: the reference bits.
+std::vector<std::vector<float>> reference(AllReduceAlgorithm algorithm, int n, std::size_t count) {
+  MemoryFabric fabric(n);
+  std::vector<std::vector<float>> out(static_cast<std::size_t>(n), std::vector<float>(count));
+  const auto statuses = testing::run_ranks(n, [&](int r) {
+    const std::vector<float> in = random_floats(r, count);
+    return all_reduce(fabric.link(r), in.data(), out[static_cast<std::size_t>(r)].data(), count,
+                      DType::kFloat32, ReduceOp::kSum, options_for(algorithm));
+  });
+  for (const Status& st : statuses) EXPECT_TRUE(st.is_ok()) << st.to_string();
+  return out;
+}
+
+// The end of a link's use in the runtime: every rank drains (its messages acknowledged)
+// and keeps its link served until every rank has, so nobody's last acknowledgement is
+// lost with a link that went away.
+Status serve_until_all_drained(algorithms::Link& link, std::atomic<int>& drained, int n) {
+  const auto give_up = Deadline::after(std::chrono::seconds(20));
+  TRIB_RETURN_IF_ERROR(transport::drain(link, give_up));
+  ++drained;
+  while (drained.load() < n) {
+    if (give_up.passed()) return error(StatusCode::kTimedOut, "peers did not drain");
+    std::this_thread::yield();  // its own part is done; the others need the CPU
+    const Status st = transport::drain(link, Deadline::after(std::chrono::milliseconds(1)));
+    if (!st.is_ok()) return st;
+  }
+  return Status();
+}
+
+struct FaultCase {
+  AllReduceAlgorithm algorithm;
+  int n;
+  Fault fault;
+  int at_send;  // the victim's send on its preferred path that triggers the fault
+};
+
+std::string name_of(const ::testing::TestParamInfo<FaultCase>& info) {
+  const FaultCase& c = info.param;
+  return std::string(to_string(c.algorithm)) + "_n" + std::to_string(c.n) +
+         (c.fault == Fault::kBreak ? "_break" : "_silence") + "_at" + std::to_string(c.at_send);
+}
+
+class AllReduceFailover : public ::testing::TestWithParam<FaultCase> {};
+
+TEST_P(AllReduceFailover, SameBitsAsWithoutTheFaultAndThePairMoved) {
+  const FaultCase& c = GetParam();
+  constexpr std::size_t kCount = 1537;  // odd: uneven blocks
+  const auto expected = reference(c.algorithm, c.n, kCount);
+  TwoPaths paths(c.n);
+  // Rank 0's preferred path to rank 1 fails when rank 0 posts its at_send-th send there.
+  const int a = 0, b = 1;
+  std::atomic<bool> fired{false};
+  std::atomic<int> drained{0};
+  std::vector<std::vector<float>> out(static_cast<std::size_t>(c.n), std::vector<float>(kCount));
+  const auto statuses = testing::run_ranks(c.n, [&](int r) {
+    auto link = paths.link(r, std::chrono::milliseconds(200), [&](FaultPath& path, int k) {
+      if (r != a || k != 0) return;
+      path.fire_at(c.at_send, [&] {
+        fired = true;
+        if (c.fault == Fault::kBreak) {
+          paths.fabric(0).fail_link(a, b);
+        } else {
+          paths.fabric(0).silence_link(a, b);
+        }
+      });
+    });
+    const std::vector<float> in = random_floats(r, kCount);
+    TRIB_RETURN_IF_ERROR(all_reduce(*link, in.data(), out[static_cast<std::size_t>(r)].data(),
+                                    kCount, DType::kFloat32, ReduceOp::kSum,
+                                    options_for(c.algorithm)));
+    // As the runtime's commit round does: a rank whose part is over keeps waiting on the
+    // link, so a resume that arrives after its last receive is still answered.
+    algorithms::CollectiveOptions after = options_for(c.algorithm);
+    after.seq = 4;
+    TRIB_RETURN_IF_ERROR(barrier(*link, after));
+    return serve_until_all_drained(*link, drained, c.n);
+  });
+  ASSERT_TRUE(fired.load()) << "the fault never fired: at_send is past the victim's sends";
+  for (int r = 0; r < c.n; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    ASSERT_TRUE(statuses[i].is_ok()) << "rank " << r << ": " << statuses[i].to_string();
+    EXPECT_EQ(std::memcmp(out[i].data(), expected[i].data(), kCount * sizeof(float)), 0)
+        << "rank " << r << " differs from the run without the fault";
+  }
+  EXPECT_TRUE(paths.moved(a, b)) << "rank 0 never left its preferred path to rank 1";
+  EXPECT_TRUE(paths.moved(b, a)) << "rank 1 never followed rank 0 to the standby path";
+  EXPECT_FALSE(paths.any_lost());
+}
+
+std::vector<FaultCase> fault_cases() {
+  std::vector<FaultCase> cases;
+  const AllReduceAlgorithm algorithms[] = {AllReduceAlgorithm::kAuto,
+                                           AllReduceAlgorithm::kRing,
+                                           AllReduceAlgorithm::kTree,
+                                           AllReduceAlgorithm::kDoubleTree,
+                                           AllReduceAlgorithm::kHalvingDoubling,
+                                           AllReduceAlgorithm::kDirect};
+  for (AllReduceAlgorithm algorithm : algorithms) {
+    for (int n : {2, 3, 5}) {
+      for (Fault fault : {Fault::kBreak, Fault::kSilence}) {
+        // Counted in path sends (a descriptor, then its message, acknowledgements): the
+        // first (nothing out yet) and one mid-collective (the direct algorithm, which auto
+        // picks for these sizes at n = 2, sends one message per peer: its third send is
+        // an acknowledgement or the next peer's descriptor).
+        const bool few = algorithm == AllReduceAlgorithm::kDirect ||
+                         (algorithm == AllReduceAlgorithm::kAuto && n == 2);
+        for (int at : {1, few ? 3 : 7}) cases.push_back({algorithm, n, fault, at});
+      }
+    }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryAlgorithm, AllReduceFailover, ::testing::ValuesIn(fault_cases()),
+                         name_of);
+
+std::vector<std::byte> message(int i, std::size_t size) {
+  std::vector<std::byte> m(size);
+  for (std::size_t j = 0; j < size; ++j) m[j] = static_cast<std::byte>(i * 31 + j);
+  return m;
+}
+
+// Messages with the same tag are matched in order, also when some went over the broken
+// path, some over the next, and the receives are posted late and in another tag order.
+TEST(FailoverLink, SameTagOrderSurvivesAMove) {
+  TwoPaths paths(2);
+  const Tag tags[] = {{1, 0, 9}, {1, 0, 9}, {2, 0, 9}, {1, 0, 9}, {2, 0, 9}, {1, 0, 9}};
+  constexpr int kMessages = 6;
+  const auto statuses = testing::run_ranks(2, [&](int r) -> Status {
+    auto link = paths.link(r, std::chrono::milliseconds(200), [&](FaultPath& path, int k) {
+      // Rank 0's 5th path send (the third message's descriptor): the path breaks.
+      if (r == 0 && k == 0) path.fire_at(5, [&] { paths.fabric(0).fail_link(0, 1); });
+    });
+    const auto deadline = Deadline::after(std::chrono::seconds(10));
+    if (r == 0) {
+      std::vector<std::vector<std::byte>> out;
+      for (int i = 0; i < kMessages; ++i) out.push_back(message(i, 100 + i));
+      std::vector<algorithms::Link::Handle> hs;
+      for (int i = 0; i < kMessages; ++i) hs.push_back(link->send(1, tags[i], out[i]));
+      for (auto h : hs) TRIB_RETURN_IF_ERROR(link->wait(h, deadline));
+    } else {
+      // Tag 2 first, then tag 1: each in its own send order.
+      const int order[] = {2, 4, 0, 1, 3, 5};
+      std::vector<std::vector<std::byte>> in(kMessages);
+      std::vector<algorithms::Link::Handle> hs;
+      for (int i : order) {
+        in[i].resize(100 + i);
+        hs.push_back(link->recv(0, tags[i], in[i]));
+      }
+      for (auto h : hs) TRIB_RETURN_IF_ERROR(link->wait(h, deadline));
+      for (int i = 0; i < kMessages; ++i) {
+        if (in[i] != message(i, 100 + i)) {
+          return error(StatusCode::kInternal, "message " + std::to_string(i) + " wrong");
+        }
+      }
+    }
+    return transport::drain(*link, deadline);
+  });
+  for (const Status& st : statuses) EXPECT_TRUE(st.is_ok()) << st.to_string();
+  EXPECT_TRUE(paths.moved(0, 1));
+}
+
+// Without a fault the failover link is just a link: sizes from empty to many chunks, a
+// group of one to four, several collectives back to back on one link, same bits as the
+// plain in-memory link.
+TEST(FailoverLink, WithoutAFaultItIsAPlainLink) {
+  for (int n = 1; n <= 4; ++n) {
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{5000}}) {
+      std::vector<std::vector<float>> expected(static_cast<std::size_t>(n));
+      {
+        MemoryFabric fabric(n);
+        testing::run_ranks(n, [&](int r) -> Status {
+          auto& mine = expected[static_cast<std::size_t>(r)];
+          mine = random_floats(r, count);
+          for (std::uint64_t seq = 1; seq <= 3; ++seq) {
+            auto o = options_for(AllReduceAlgorithm::kAuto);
+            o.seq = seq;
+            TRIB_RETURN_IF_ERROR(all_reduce(fabric.link(r), mine.data(), mine.data(), count,
+                                            DType::kFloat32, ReduceOp::kSum, o));
+          }
+          return Status();
+        });
+      }
+      TwoPaths paths(n);
+      std::atomic<int> drained{0};
+      std::vector<std::vector<float>> out(static_cast<std::size_t>(n));
+      const auto statuses = testing::run_ranks(n, [&](int r) -> Status {
+        auto link = paths.link(r, std::chrono::seconds(2));
+        auto& mine = out[static_cast<std::size_t>(r)];
+        mine = random_floats(r, count);
+        for (std::uint64_t seq = 1; seq <= 3; ++seq) {
+          auto o = options_for(AllReduceAlgorithm::kAuto);
+          o.seq = seq;
+          TRIB_RETURN_IF_ERROR(all_reduce(*link, mine.data(), mine.data(), count, DType::kFloat32,
+                                          ReduceOp::kSum, o));
+        }
+        return serve_until_all_drained(*link, drained, n);
+      });
+      for (int r = 0; r < n; ++r) {
+        const auto i = static_cast<std::size_t>(r);
+        ASSERT_TRUE(statuses[i].is_ok())
+            << "n=" << n << " count=" << count << ": " << statuses[i].to_string();
+        ASSERT_EQ(out[i].size(), expected[i].size());
+        if (count == 0) continue;  // no bytes to compare (and memcmp wants real pointers)
+        EXPECT_EQ(std::memcmp(out[i].data(), expected[i].data(), count * sizeof(float)), 0)
+            << "n=" << n << " count=" << count << " rank " << r;
+      }
+      EXPECT_FALSE(paths.any_lost());
+    }
+  }
+}
+
+// Two moves in one collective: the preferred path breaks early, the standby goes silent
+// later (its messages kept in copies by then), and the ring still ends with the same bits
+// over the third path.
+TEST(FailoverLink, TwoMovesInOneCollective) {
+  constexpr int kRanks = 3;
+  constexpr std::size_t kCount = 4099;
+  const auto expected = reference(AllReduceAlgorithm::kRing, kRanks, kCount);
+  TwoPaths paths(kRanks, 3);
+  std::atomic<int> drained{0};
+  std::vector<std::vector<float>> out(kRanks, std::vector<float>(kCount));
+  const auto statuses = testing::run_ranks(kRanks, [&](int r) -> Status {
+    auto link = paths.link(r, std::chrono::milliseconds(200), [&](FaultPath& path, int k) {
+      if (r != 0) return;
+      if (k == 0) path.fire_at(3, [&] { paths.fabric(0).fail_link(0, 1); });
+      if (k == 1) path.fire_at(9, [&] { paths.fabric(1).silence_link(0, 1); });
+    });
+    const std::vector<float> in = random_floats(r, kCount);
+    TRIB_RETURN_IF_ERROR(all_reduce(*link, in.data(), out[static_cast<std::size_t>(r)].data(),
+                                    kCount, DType::kFloat32, ReduceOp::kSum,
+                                    options_for(AllReduceAlgorithm::kRing)));
+    return serve_until_all_drained(*link, drained, kRanks);
+  });
+  for (int r = 0; r < kRanks; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    ASSERT_TRUE(statuses[i].is_ok()) << "rank " << r << ": " << statuses[i].to_string();
+    EXPECT_EQ(std::memcmp(out[i].data(), expected[i].data(), kCount * sizeof(float)), 0);
+  }
+  EXPECT_TRUE(paths.moved(0, 1, 0, 1));
+  EXPECT_TRUE(paths.moved(0, 1, 1, 2) || paths.moved(1, 0, 1, 2));
+  EXPECT_FALSE(paths.any_lost());
+}
+
+// A descriptor announcing more than max_message_bytes is a broken path, not an
+// allocation: with no other path the pair fails with kBadFrame at once.
+TEST(FailoverLink, AnOversizedDescriptorFailsThePathWithBadFrame) {
+  MemoryFabric fabric(2);
+  std::vector<std::unique_ptr<PollableLink>> paths;
+  paths.push_back(std::make_unique<FaultPath>(fabric.pollable(0)));
+  transport::FailoverParams params;
+  params.max_message_bytes = 1 << 20;
+  auto made = transport::make_failover_link(params, std::move(paths));
+  ASSERT_TRUE(made.is_ok());
+  // Rank 1 speaks the protocol by hand: descriptor {index 0, seq 1, slot 0, check 0,
+  // length 2^40}, little-endian, under the control tag.
+  std::array<std::byte, 32> descriptor{};
+  descriptor[8] = std::byte{1};
+  descriptor[24 + 5] = std::byte{1};
+  const Tag control{~std::uint64_t{0}, 1, 0};
+  ASSERT_TRUE(fabric.link(1)
+                  .wait(fabric.link(1).send(0, control, descriptor),
+                        Deadline::after(std::chrono::seconds(1)))
+                  .is_ok());
+  std::vector<std::byte> buf(64);
+  const Status st =
+      (*made)->wait((*made)->recv(1, Tag{1, 0, 0}, buf), Deadline::after(std::chrono::seconds(5)));
+  EXPECT_EQ(st.code(), StatusCode::kBadFrame) << st.to_string();
+  EXPECT_NE(st.message().find("malformed descriptor"), std::string::npos) << st.to_string();
+}
+
+// Every path of the pair breaks: the pair fails as a plain link's would (kPeerLost, the
+// peer named), at once rather than at the deadline.
+TEST(FailoverLink, EveryPathGoneIsAPeerFailure) {
+  TwoPaths paths(2);
+  paths.fabric(0).fail_link(0, 1);
+  paths.fabric(1).fail_link(0, 1);
+  const auto start = std::chrono::steady_clock::now();
+  const auto statuses = testing::run_ranks(2, [&](int r) -> Status {
+    auto link = paths.link(r, std::chrono::milliseconds(200));
+    std::vector<std::byte> buf(64);
+    const auto deadline = Deadline::after(std::chrono::seconds(10));
+    const auto h = r == 0 ? link->send(1, Tag{1, 0, 0}, buf) : link->recv(0, Tag{1, 0, 0}, buf);
+    return link->wait(h, deadline);
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  for (int r = 0; r < 2; ++r) {
+    const Status& st = statuses[static_cast<std::size_t>(r)];
+    EXPECT_EQ(st.code(), StatusCode::kPeerLost) << st.to_string();
+    EXPECT_NE(st.message().find("every path to rank " + std::to_string(1 - r)), std::string::npos)
+        << st.to_string();
+  }
+  EXPECT_TRUE(paths.any_lost());
+}
+
+// A peer killed (every path resets): one failure, kPeerLost, no move left dangling.
+TEST(FailoverLink, DeadPeerFailsThePairOnce) {
+  TwoPaths paths(2);
+  const auto statuses = testing::run_ranks(2, [&](int r) -> Status {
+    auto link = paths.link(r, std::chrono::milliseconds(200));
+    if (r == 1) {
+      paths.fabric(0).kill(1);
+      paths.fabric(1).kill(1);
+      return Status();
+    }
+    std::vector<std::byte> buf(64);
+    return link->wait(link->recv(1, Tag{1, 0, 0}, buf), Deadline::after(std::chrono::seconds(10)));
+  });
+  EXPECT_EQ(statuses[0].code(), StatusCode::kPeerLost) << statuses[0].to_string();
+}
+
+// The last path going silent is not a path failure: the caller's deadline decides
+// (kTimedOut, then today's member-failure protocol), and nothing hangs.
+TEST(FailoverLink, SilentLastPathEndsAtTheCallersDeadline) {
+  TwoPaths paths(2);
+  const auto statuses = testing::run_ranks(2, [&](int r) -> Status {
+    auto link = paths.link(r, std::chrono::milliseconds(50));
+    if (r == 1) return Status();  // rank 1 never sends
+    paths.fabric(0).silence_link(0, 1);
+    paths.fabric(1).silence_link(0, 1);
+    std::vector<std::byte> buf(64);
+    const auto send = link->send(1, Tag{1, 0, 0}, buf);
+    TRIB_RETURN_IF_ERROR(link->wait(send, Deadline::after(std::chrono::seconds(5))));
+    return link->wait(link->recv(1, Tag{2, 0, 0}, buf),
+                      Deadline::after(std::chrono::milliseconds(300)));
+  });
+  EXPECT_EQ(statuses[0].code(), StatusCode::kTimedOut) << statuses[0].to_string();
+  EXPECT_TRUE(paths.moved(0, 1));
+  EXPECT_FALSE(paths.any_lost());
+}
+
+}  // namespace
+}  // namespace tributary

@@ -1,0 +1,230 @@
+#include "transport/failover_link.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/check.h"
+#include "transport/failover_link_impl.h"
+
+namespace tributary::transport {
+
+FailoverLink::FailoverLink(FailoverParams params,
+                           std::vector<std::unique_ptr<algorithms::PollableLink>> paths,
+                           int wake_fd)
+    : params_(std::move(params)), paths_(std::move(paths)), abort_(wake_fd) {
+  TRIB_CHECK(!paths_.empty()) << "a failover link needs a path";
+  rank_ = paths_.front()->rank();
+  size_ = paths_.front()->size();
+  for (const auto& path : paths_) {
+    TRIB_CHECK(path->rank() == rank_ && path->size() == size_) << "paths of different groups";
+  }
+  while (params_.path_names.size() < paths_.size()) {
+    params_.path_names.push_back("path " + std::to_string(params_.path_names.size()));
+  }
+  const auto now = params_.clock->now();
+  std::vector<Pair>(static_cast<std::size_t>(size_)).swap(pairs_);  // Pair does not move
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    Pair& p = pairs_[static_cast<std::size_t>(r)];
+    p.peer = r;
+    p.failed.assign(paths_.size(), false);
+    p.resume_h.assign(paths_.size(), kNoHandle);
+    p.resume_in.resize(paths_.size());
+    p.progress_at = now;
+    for (int k = 0; k < static_cast<int>(paths_.size()); ++k) post_resume_listener(p, k);
+    post_controls(p);
+  }
+}
+
+FailoverLink::~FailoverLink() {
+  // The paths may still hold our control buffers: stop them before the pairs go.
+  for (auto& path : paths_) path->abort(error(StatusCode::kAborted, "link destroyed"));
+  paths_.clear();
+}
+
+void FailoverLink::check_peer(int peer) const {
+  TRIB_CHECK(peer >= 0 && peer < size_ && peer != rank_) << "bad peer " << peer;
+}
+
+Handle FailoverLink::open_op(bool is_send, int peer, algorithms::Tag tag, std::byte* data,
+                             std::size_t size) {
+  check_peer(peer);
+  TRIB_CHECK(tag.seq != kControlSeq) << "sequence number reserved for control messages";
+  const Handle h = next_handle_++;
+  CallerOp& op = ops_[h];
+  op.is_send = is_send;
+  op.peer = peer;
+  op.tag = tag;
+  op.data = data;  // a send never writes through it
+  op.size = size;
+  op.order = next_order_++;
+  const Pair& p = pairs_[static_cast<std::size_t>(peer)];
+  if (abort_.raised() || !p.lost.is_ok()) finish(h, abort_.raised() ? abort_.status() : p.lost);
+  return h;
+}
+
+Handle FailoverLink::send(int peer, algorithms::Tag tag, std::span<const std::byte> data) {
+  const Handle h = open_op(true, peer, tag, const_cast<std::byte*>(data.data()), data.size());
+  Pair& p = pairs_[static_cast<std::size_t>(peer)];
+  if (ops_.at(h).done) return h;
+  if (p.acked == p.next_index) p.progress_at = params_.clock->now();
+  Outgoing& o = p.out.emplace_back();
+  o.index = p.next_index++;
+  o.tag = tag;
+  o.data = data.data();
+  o.size = data.size();
+  o.op = h;
+  if (!p.awaiting_resume) post_out(p, o);
+  return h;
+}
+
+Handle FailoverLink::recv(int peer, algorithms::Tag tag, std::span<std::byte> data) {
+  const Handle h = open_op(false, peer, tag, data.data(), data.size());
+  Pair& p = pairs_[static_cast<std::size_t>(peer)];
+  if (ops_.at(h).done) return h;
+  p.posted.push_back(h);
+  match_posted(p, h);
+  return h;
+}
+
+void FailoverLink::match_posted(Pair& p, Handle h) {
+  CallerOp& op = ops_.at(h);
+  auto it = std::find_if(p.arrivals.begin(), p.arrivals.end(), [&](const Arrival& a) {
+    return !a.discard && a.target == kNoHandle && a.tag == op.tag;
+  });
+  if (it == p.arrivals.end()) return;
+  std::erase(p.posted, h);
+  if (it->length != op.size || it->tag.check != op.tag.check) {
+    PendingOp view;
+    view.tag = op.tag;
+    view.size = op.size;
+    finish(h, match_status(pair_name(p), view, it->length, it->tag.check));
+    it->discard = true;  // read on, so the stream stays whole; nobody takes it
+    if (it->complete) p.arrivals.erase(it);
+    return;
+  }
+  op.attached = true;
+  it->target = h;
+  if (it->complete) {
+    on_arrival(*it);
+    pool_.give_back(std::move(it->buffer));
+    p.arrivals.erase(it);
+  }
+}
+
+void FailoverLink::finish(Handle h, Status st) {
+  CallerOp& op = ops_.at(h);
+  op.done = true;
+  op.status = std::move(st);
+}
+
+Status FailoverLink::wait(Handle h, Deadline deadline) {
+  auto found = ops_.find(h);
+  TRIB_CHECK(found != ops_.end()) << "unknown or already waited handle " << h;
+  CallerOp& op = found->second;
+  Pair& p = pairs_[static_cast<std::size_t>(op.peer)];
+  for (;;) {
+    if (!op.done && abort_.raised()) finish(h, abort_.status());
+    if (!op.done) service();
+    if (op.done) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (deadline.passed(now)) return give_up(h, op);
+    const Deadline slice{std::min(deadline.at, now + params_.slice)};
+    paths_[static_cast<std::size_t>(p.current)]->drive(slice);
+  }
+  if (op.is_send) {
+    // Kept until acknowledged: from now on in a copy, the caller's buffer is theirs again.
+    for (Outgoing& o : p.out) {
+      if (o.op != h) continue;
+      o.op = kNoHandle;
+      if (o.index >= p.acked) keep_copy(o);
+    }
+  }
+  Status st = std::move(op.status);
+  ops_.erase(found);
+  return st;
+}
+
+Status FailoverLink::give_up(Handle h, CallerOp& op) {
+  Pair& p = pairs_[static_cast<std::size_t>(op.peer)];
+  PendingOp view;
+  view.is_send = op.is_send;
+  view.tag = op.tag;
+  view.size = op.size;
+  Status st = timed_out(pair_name(p), view);
+  if (op.is_send) {
+    for (Outgoing& o : p.out) {
+      if (o.op != h) continue;
+      o.op = kNoHandle;
+      if (o.path >= 0) cancel(o.path, o.data_h);  // never touches the buffer again
+      keep_copy(o);
+    }
+  } else {
+    std::erase(p.posted, h);
+    for (auto it = p.arrivals.begin(); it != p.arrivals.end(); ++it) {
+      if (it->target != h) continue;
+      if (it->under != kNoHandle) cancel(p.current, it->under);
+      p.arrivals.erase(it);
+      break;
+    }
+  }
+  ops_.erase(h);
+  return st;
+}
+
+Status FailoverLink::drain(Deadline deadline) {
+  for (;;) {
+    if (abort_.raised()) return abort_.status();
+    service();
+    const Pair* pending = nullptr;
+    for (const Pair& p : pairs_) {
+      if (p.peer < 0 || p.acked >= p.next_index) continue;
+      // A pair lost with nothing outstanding (a peer that left when done) is no error here.
+      if (!p.lost.is_ok()) return p.lost;
+      if (pending == nullptr) pending = &p;
+    }
+    if (pending == nullptr) return Status();
+    const auto now = std::chrono::steady_clock::now();
+    if (deadline.passed(now)) {
+      return error(StatusCode::kTimedOut, pair_name(*pending) + " has not acknowledged " +
+                                              std::to_string(pending->next_index - pending->acked) +
+                                              " message(s) before the deadline");
+    }
+    paths_[static_cast<std::size_t>(pending->current)]->drive(
+        Deadline{std::min(deadline.at, now + params_.slice)});
+  }
+}
+
+Result<std::unique_ptr<algorithms::PollableLink>> as_path(std::unique_ptr<algorithms::Link> link) {
+  auto* pollable = dynamic_cast<algorithms::PollableLink*>(link.get());
+  if (pollable == nullptr) {
+    return error(StatusCode::kInternal, "this transport's link cannot be a failover path");
+  }
+  link.release();
+  return std::unique_ptr<algorithms::PollableLink>(pollable);
+}
+
+Status drain(algorithms::Link& link, Deadline deadline) {
+  auto* failover = dynamic_cast<FailoverLink*>(&link);
+  TRIB_CHECK(failover != nullptr) << "drain() of a link that make_failover_link did not make";
+  return failover->drain(deadline);
+}
+
+void FailoverLink::abort(const Status& reason) {
+  if (!abort_.raise(reason)) return;
+  const Status st = abort_.status();
+  for (auto& path : paths_) path->abort(st);
+}
+
+std::string FailoverLink::pair_name(const Pair& p) const {
+  return "rank " + std::to_string(p.peer);
+}
+
+Result<std::unique_ptr<algorithms::Link>> make_failover_link(
+    FailoverParams params, std::vector<std::unique_ptr<algorithms::PollableLink>> paths) {
+  TRIB_ASSIGN_OR_RETURN(int wake, make_wake_fd());
+  return std::unique_ptr<algorithms::Link>(
+      std::make_unique<FailoverLink>(std::move(params), std::move(paths), wake));
+}
+
+}  // namespace tributary::transport

@@ -1,0 +1,91 @@
+// A Link over several paths per pair (shared memory, then each TCP address of the peer),
+// that moves a pair to its next path when the current one fails, without losing or
+// repeating a message and without the collective noticing (docs/transports.md, "Runtime
+// fallback per pair").
+//
+// Guarantees, on top of algorithms/link.h:
+// - Every message of a pair is numbered (per direction). Before each payload the sender
+//   sends, on the same path, a descriptor {index, tag, length}; the receiver matches
+//   payloads to its receives from the descriptors, and acknowledges cumulatively (the
+//   lowest index it has not fully received) whenever that advances.
+// - A sent message is kept until it is acknowledged: while the caller's wait() has not
+//   returned, in the caller's buffer; afterwards, in a private copy taken when wait()
+//   returns. So a path change can always resend.
+// - A pair's path fails when an operation on it fails (kPeerLost, kBadFrame, ...) or,
+//   unless it is the pair's last path, when a message has stayed unacknowledged for the
+//   stall deadline. The pair then moves to its next path: each side sends, on it, a resume
+//   {path, lowest index not received}, and on the other side's resume resends every kept
+//   message from that index, in order. A partly received message is received again; a
+//   duplicate (resent but already received) is read and dropped. The caller sees nothing:
+//   same bytes, same order per tag, no view change.
+// - A side that did not notice the failure follows as soon as the other's resume arrives
+//   (every path of every pair has a resume receive posted).
+// - Only when every path of a pair has failed does the pair fail, as a plain link's pair
+//   fails today: its operations end with the last path's error, naming the peer.
+// - The resume travels over the new path's own link, which is authenticated like the first
+//   (the same handshake, the same epoch): nothing here weakens the paths' checks.
+// - Threading: one thread issues operations and drives the paths inside wait(); abort()
+//   from any thread. Path links are owned.
+//
+// Costs: one 32-byte descriptor per message and one 8-byte acknowledgement per advance;
+// one copy of each message whose wait() returns before its acknowledgement arrived.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algorithms/pollable_link.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/status.h"
+
+namespace tributary::transport {
+
+// One move of a pair from a path to another, as logged and counted.
+struct PathChange {
+  int peer = -1;
+  int from = -1;  // path indexes into FailoverParams::path_names
+  int to = -1;    // -1: no path left, the pair failed
+  std::string reason;
+  bool stall = false;    // no acknowledgement within the stall deadline (else an error)
+  bool by_peer = false;  // the peer's resume arrived first
+};
+
+struct FailoverParams {
+  std::uint64_t epoch = 0;
+  // Names of the paths (for logs and metrics), most preferred first; one per path link.
+  std::vector<std::string> path_names;
+  // How long a message may stay unacknowledged before its path is given up (not for a
+  // pair's last path, where the caller's deadline decides).
+  Duration stall_deadline = std::chrono::seconds(2);
+  // How long one wait() blocks in one path before it looks at the others.
+  Duration slice = std::chrono::milliseconds(1);
+  const Clock* clock = &SteadyClock::instance();  // for the stall deadline only
+  // A descriptor announcing more is a broken path (kBadFrame), never an allocation; the
+  // paths' own frame bound (StreamLinkParams::max_frame_bytes) by default.
+  std::uint64_t max_message_bytes = std::uint64_t{1} << 30;
+  std::function<void(const PathChange&)> on_change;  // after the log line; may be empty
+  Logger log{"link"};
+};
+
+// Drives `link` (made by make_failover_link) until the peers have acknowledged every
+// message it sent, or a pair has no path left (its error), or `deadline` (kTimedOut). A
+// rank whose own operations are all over does not drive its paths, so a resume that
+// arrives then is answered only at its next wait(): the runtime's next collective (the
+// commit round follows every one), or this at the end of the link's use.
+Status drain(algorithms::Link& link, Deadline deadline);
+
+// A link the table built, as a path: kInternal when its transport cannot be polled.
+Result<std::unique_ptr<algorithms::PollableLink>> as_path(std::unique_ptr<algorithms::Link> link);
+
+// `paths[k]` is path k's link of the same group (same rank and size, same epoch), most
+// preferred first; at least one. kInternal when the OS refuses an eventfd.
+Result<std::unique_ptr<algorithms::Link>> make_failover_link(
+    FailoverParams params, std::vector<std::unique_ptr<algorithms::PollableLink>> paths);
+
+}  // namespace tributary::transport

@@ -1,0 +1,172 @@
+// The FailoverLink behind make_failover_link (failover_link.h): its records and the two
+// halves, the Link operations (failover_link.cc) and the pair protocol that numbers,
+// acknowledges, and moves a pair between paths (failover_pair.cc). Internal to transport/.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/failover_link.h"
+#include "transport/link_ops.h"
+#include "transport/payload_pool.h"
+
+namespace tributary::transport {
+
+using Handle = algorithms::Link::Handle;
+inline constexpr Handle kNoHandle = 0;
+
+// Control messages travel on the paths themselves, under tags no collective uses.
+inline constexpr std::uint64_t kControlSeq = ~std::uint64_t{0};
+enum class Control : std::uint32_t { kDescriptor = 1, kAck = 2, kResume = 3 };
+inline constexpr std::size_t kDescriptorBytes = 32;  // index, seq, slot, check, length
+inline constexpr std::size_t kAckBytes = 8;          // lowest index not yet received
+inline constexpr std::size_t kResumeBytes = 16;      // path, lowest index not yet received
+
+// A message of this rank to a peer, from send() until the peer acknowledges it.
+struct Outgoing {
+  std::uint64_t index = 0;
+  algorithms::Tag tag;
+  const std::byte* data = nullptr;  // the caller's buffer, then `copy`
+  std::size_t size = 0;
+  PayloadPool::Buffer copy;  // empty until taken
+  std::array<std::byte, kDescriptorBytes> descriptor{};
+  int path = -1;  // where it was last posted; -1: waits to be (re)sent
+  Handle descriptor_h = kNoHandle;
+  Handle data_h = kNoHandle;
+  Handle op = kNoHandle;  // the caller's send, until its wait() returns
+};
+
+// A message from a peer whose descriptor arrived: being received, or received and
+// waiting for its receive to be posted.
+struct Arrival {
+  std::uint64_t index = 0;
+  algorithms::Tag tag;
+  std::uint64_t length = 0;
+  Handle under = kNoHandle;  // the path's receive while in progress
+  bool complete = false;
+  bool discard = false;        // a resent duplicate of something received already
+  Handle target = kNoHandle;   // the caller's receive; kNoHandle: into `buffer`
+  PayloadPool::Buffer buffer;  // empty when the payload goes to `target` directly
+};
+
+// A caller's operation.
+struct CallerOp {
+  bool is_send = false;
+  int peer = -1;
+  algorithms::Tag tag;
+  std::byte* data = nullptr;
+  std::size_t size = 0;
+  std::uint64_t order = 0;  // receives: post order
+  bool attached = false;    // a receive that an Arrival will fill
+  bool done = false;
+  Status status;
+};
+
+// One peer: which path carries it and the protocol state of both directions.
+struct Pair {
+  int peer = -1;
+  int current = 0;
+  std::vector<bool> failed;  // per path
+  Status lost;               // every path failed: the pair's operations fail with this
+  std::vector<Handle> resume_h;
+  std::vector<std::array<std::byte, kResumeBytes>> resume_in;
+  std::array<std::byte, kResumeBytes> resume_out{};
+  Handle resume_send_h = kNoHandle;
+  int resume_send_path = -1;
+  // Sending.
+  std::uint64_t next_index = 0;
+  std::uint64_t acked = 0;  // the peer has everything below
+  std::deque<Outgoing> out;
+  bool awaiting_resume = false;  // moved: hold sends until the peer says where to resume
+  TimePoint progress_at{};       // last acknowledgement, resume or arrival (stall clock)
+  // Receiving.
+  std::uint64_t low = 0;          // lowest index not received
+  std::set<std::uint64_t> above;  // received indexes above `low`
+  std::deque<Arrival> arrivals;   // index order per path change
+  std::vector<Handle> posted;     // caller receives not attached, post order
+  Handle descriptor_h = kNoHandle;
+  std::array<std::byte, kDescriptorBytes> descriptor_in{};
+  Handle ack_h = kNoHandle;
+  std::array<std::byte, kAckBytes> ack_in{};
+  Handle ack_send_h = kNoHandle;
+  std::array<std::byte, kAckBytes> ack_out{};
+  std::uint64_t ack_sent = 0;
+};
+
+class FailoverLink final : public algorithms::Link {
+ public:
+  FailoverLink(FailoverParams params, std::vector<std::unique_ptr<algorithms::PollableLink>> paths,
+               int wake_fd);
+  ~FailoverLink() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override;
+  Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override;
+  Status wait(Handle handle, Deadline deadline) override;
+  void abort(const Status& reason) override;
+  Status drain(Deadline deadline);
+
+ private:
+  // ---- operations (failover_link.cc) ----
+  void check_peer(int peer) const;
+  // A new caller operation, already failed when the link was aborted or the pair lost.
+  Handle open_op(bool is_send, int peer, algorithms::Tag tag, std::byte* data, std::size_t size);
+  Status give_up(Handle h, CallerOp& op);
+  void finish(Handle h, Status st);
+  // A receive just posted: the earliest unclaimed arrival with its tag, if any.
+  void match_posted(Pair& p, Handle h);
+
+  // ---- the pair protocol (failover_pair.cc) ----
+  // One round: moves bytes on every path without blocking, then looks at every pair.
+  void service();
+  void service_pair(Pair& p);
+  void service_controls(Pair& p);
+  void service_arrivals(Pair& p);
+  void service_sends(Pair& p);
+  void check_stall(Pair& p);
+  // A path-level operation finished: collect it (nullopt while in flight).
+  std::optional<Status> collect(int path, Handle& h);
+  void cancel(int path, Handle& h);
+  void post_controls(Pair& p);
+  void post_resume_listener(Pair& p, int path);
+  void post_out(Pair& p, Outgoing& o);
+  // From now on `o` goes from a copy of its own (recycled buffers: no page faults).
+  void keep_copy(Outgoing& o);
+  void on_descriptor(Pair& p);
+  void on_arrival(Arrival& a);  // delivers a finished arrival to its receive
+  void drop_acknowledged(Pair& p);
+  void on_ack(Pair& p, std::uint64_t low);
+  void on_resume(Pair& p, int path, std::uint64_t low);
+  void mark_received(Pair& p, std::uint64_t index);
+  void maybe_ack(Pair& p);
+  // Path `path` of `p` failed with `why`: the pair moves to its next path, or fails.
+  void fail_path(Pair& p, int path, const Status& why, bool stall);
+  void leave_current(Pair& p);
+  void move_to(Pair& p, int path, const std::string& reason, bool stall, bool by_peer);
+  void lose_pair(Pair& p, const Status& last);
+  std::string pair_name(const Pair& p) const;
+  // Something is under way with the peer (a peer that leaves when done closes every path:
+  // worth a warning only when this holds).
+  bool busy(const Pair& p) const;
+
+  FailoverParams params_;
+  std::vector<std::unique_ptr<algorithms::PollableLink>> paths_;
+  int rank_ = 0;
+  int size_ = 1;
+  std::vector<Pair> pairs_;  // by rank; pairs_[rank_] unused
+  std::unordered_map<Handle, CallerOp> ops_;
+  PayloadPool pool_;
+  Handle next_handle_ = 1;
+  std::uint64_t next_order_ = 0;
+  AbortState abort_;
+};
+
+}  // namespace tributary::transport

@@ -1,0 +1,405 @@
+// The pair protocol of FailoverLink (failover_link.h): descriptors, acknowledgements,
+// resumes, and moving a pair from one path to the next.
+#include <algorithm>
+#include <cstring>
+
+#include "transport/failover_link_impl.h"
+
+namespace tributary::transport {
+namespace {
+
+void put64(std::byte* p, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
+}
+void put32(std::byte* p, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
+}
+std::uint64_t get64(const std::byte* p) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | std::to_integer<std::uint64_t>(p[i]);
+  return v;
+}
+std::uint32_t get32(const std::byte* p) {
+  return static_cast<std::uint32_t>(get64(p) & 0xffffffffu);
+}
+
+algorithms::Tag control_tag(Control c) { return {kControlSeq, static_cast<std::uint32_t>(c), 0}; }
+
+}  // namespace
+
+bool FailoverLink::busy(const Pair& p) const {
+  return !p.posted.empty() || !p.arrivals.empty() || p.acked < p.next_index;
+}
+
+std::optional<Status> FailoverLink::collect(int path, Handle& h) {
+  if (h == kNoHandle) return std::nullopt;
+  algorithms::PollableLink& link = *paths_[static_cast<std::size_t>(path)];
+  if (!link.test(h)) return std::nullopt;
+  Status st = link.wait(h, Deadline{TimePoint::min()});
+  h = kNoHandle;
+  return st;
+}
+
+void FailoverLink::cancel(int path, Handle& h) {
+  if (h == kNoHandle) return;
+  (void)paths_[static_cast<std::size_t>(path)]->wait(h, Deadline{TimePoint::min()});
+  h = kNoHandle;
+}
+
+void FailoverLink::post_resume_listener(Pair& p, int path) {
+  auto& buf = p.resume_in[static_cast<std::size_t>(path)];
+  p.resume_h[static_cast<std::size_t>(path)] = paths_[static_cast<std::size_t>(path)]->recv(
+      p.peer, control_tag(Control::kResume), std::span<std::byte>(buf));
+}
+
+void FailoverLink::post_controls(Pair& p) {
+  algorithms::PollableLink& link = *paths_[static_cast<std::size_t>(p.current)];
+  p.descriptor_h =
+      link.recv(p.peer, control_tag(Control::kDescriptor), std::span<std::byte>(p.descriptor_in));
+  p.ack_h = link.recv(p.peer, control_tag(Control::kAck), std::span<std::byte>(p.ack_in));
+}
+
+void FailoverLink::keep_copy(Outgoing& o) {
+  if (o.copy.get() != nullptr || o.size == 0) return;
+  o.copy = pool_.take(o.size);
+  std::memcpy(o.copy.get(), o.data, o.size);
+  o.data = o.copy.get();
+}
+
+void FailoverLink::post_out(Pair& p, Outgoing& o) {
+  // A resend of a message whose send already completed: the caller may take its buffer
+  // back any moment, so it goes from a copy.
+  if (o.op != kNoHandle && ops_.at(o.op).done) keep_copy(o);
+  put64(o.descriptor.data(), o.index);
+  put64(o.descriptor.data() + 8, o.tag.seq);
+  put32(o.descriptor.data() + 16, o.tag.slot);
+  put32(o.descriptor.data() + 20, o.tag.check);
+  put64(o.descriptor.data() + 24, o.size);
+  algorithms::PollableLink& link = *paths_[static_cast<std::size_t>(p.current)];
+  o.descriptor_h = link.send(p.peer, control_tag(Control::kDescriptor), o.descriptor);
+  o.data_h = link.send(p.peer, o.tag, std::span<const std::byte>(o.data, o.size));
+  o.path = p.current;
+}
+
+void FailoverLink::service() {
+  for (auto& path : paths_) path->drive(Deadline{TimePoint::min()});
+  for (Pair& p : pairs_) {
+    if (p.peer < 0 || !p.lost.is_ok()) continue;
+    service_pair(p);
+  }
+}
+
+void FailoverLink::service_pair(Pair& p) {
+  const int before = p.current;
+  service_controls(p);
+  if (!p.lost.is_ok() || p.current != before) return;
+  service_arrivals(p);
+  if (!p.lost.is_ok() || p.current != before) return;
+  service_sends(p);
+  if (!p.lost.is_ok() || p.current != before) return;
+  check_stall(p);
+}
+
+void FailoverLink::service_controls(Pair& p) {
+  for (int k = 0; k < static_cast<int>(paths_.size()); ++k) {
+    if (p.failed[static_cast<std::size_t>(k)]) continue;
+    std::optional<Status> st = collect(k, p.resume_h[static_cast<std::size_t>(k)]);
+    if (!st) continue;
+    if (!st->is_ok()) return fail_path(p, k, *st, false);
+    const auto& in = p.resume_in[static_cast<std::size_t>(k)];
+    const std::uint32_t said = get32(in.data());
+    const std::uint64_t low = get64(in.data() + 8);
+    if (said != static_cast<std::uint32_t>(k)) {
+      return fail_path(p, k, error(StatusCode::kBadFrame, "a resume for another path"), false);
+    }
+    post_resume_listener(p, k);
+    return on_resume(p, k, low);
+  }
+  const int c = p.current;
+  if (p.resume_send_h != kNoHandle) {
+    const int path = p.resume_send_path;
+    if (std::optional<Status> st = collect(path, p.resume_send_h); st && !st->is_ok()) {
+      return fail_path(p, path, *st, false);
+    }
+  }
+  while (std::optional<Status> st = collect(c, p.descriptor_h)) {
+    if (!st->is_ok()) return fail_path(p, c, *st, false);
+    on_descriptor(p);
+    if (p.current != c || !p.lost.is_ok()) return;
+    p.descriptor_h = paths_[static_cast<std::size_t>(c)]->recv(
+        p.peer, control_tag(Control::kDescriptor), std::span<std::byte>(p.descriptor_in));
+  }
+  while (std::optional<Status> st = collect(c, p.ack_h)) {
+    if (!st->is_ok()) return fail_path(p, c, *st, false);
+    on_ack(p, get64(p.ack_in.data()));
+    p.ack_h = paths_[static_cast<std::size_t>(c)]->recv(p.peer, control_tag(Control::kAck),
+                                                        std::span<std::byte>(p.ack_in));
+  }
+  if (std::optional<Status> st = collect(c, p.ack_send_h)) {
+    if (!st->is_ok()) return fail_path(p, c, *st, false);
+  }
+}
+
+void FailoverLink::on_descriptor(Pair& p) {
+  const std::byte* d = p.descriptor_in.data();
+  Arrival a;
+  a.index = get64(d);
+  a.tag = algorithms::Tag{get64(d + 8), get32(d + 16), get32(d + 20)};
+  a.length = get64(d + 24);
+  if (a.length > params_.max_message_bytes || a.tag.seq == kControlSeq) {
+    return fail_path(p, p.current, error(StatusCode::kBadFrame, "a malformed descriptor"), false);
+  }
+  p.progress_at = params_.clock->now();
+  std::byte* dst = nullptr;
+  a.discard = a.index < p.low || p.above.count(a.index) > 0;
+  if (!a.discard) {
+    auto it = std::find_if(p.posted.begin(), p.posted.end(),
+                           [&](Handle h) { return ops_.at(h).tag == a.tag; });
+    if (it != p.posted.end()) {
+      const Handle h = *it;
+      p.posted.erase(it);
+      CallerOp& op = ops_.at(h);
+      if (a.length != op.size || a.tag.check != op.tag.check) {
+        PendingOp view;
+        view.tag = op.tag;
+        view.size = op.size;
+        finish(h, match_status(pair_name(p), view, a.length, a.tag.check));
+        a.discard = true;
+      } else {
+        op.attached = true;
+        a.target = h;
+        dst = op.data;
+      }
+    }
+  }
+  if (dst == nullptr) {
+    a.buffer = pool_.take(static_cast<std::size_t>(a.length));
+    dst = a.buffer.get();
+  }
+  a.under = paths_[static_cast<std::size_t>(p.current)]->recv(
+      p.peer, a.tag, std::span<std::byte>(dst, static_cast<std::size_t>(a.length)));
+  p.arrivals.push_back(std::move(a));
+}
+
+void FailoverLink::service_arrivals(Pair& p) {
+  for (std::size_t i = 0; i < p.arrivals.size();) {
+    Arrival& a = p.arrivals[i];
+    std::optional<Status> st = a.complete ? std::nullopt : collect(p.current, a.under);
+    if (!st) {
+      ++i;
+      continue;
+    }
+    if (!st->is_ok()) return fail_path(p, p.current, *st, false);
+    a.complete = true;
+    p.progress_at = params_.clock->now();
+    mark_received(p, a.index);
+    if (a.discard || a.target != kNoHandle) {
+      on_arrival(a);
+      pool_.give_back(std::move(a.buffer));
+      p.arrivals.erase(p.arrivals.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+  maybe_ack(p);
+}
+
+void FailoverLink::on_arrival(Arrival& a) {
+  if (a.discard || a.target == kNoHandle) return;
+  CallerOp& op = ops_.at(a.target);
+  if (a.buffer.get() != nullptr && a.length > 0) std::memcpy(op.data, a.buffer.get(), a.length);
+  finish(a.target, Status());
+}
+
+void FailoverLink::mark_received(Pair& p, std::uint64_t index) {
+  if (index < p.low || p.above.count(index) > 0) return;
+  if (index != p.low) {
+    p.above.insert(index);
+    return;
+  }
+  ++p.low;
+  while (p.above.erase(p.low) > 0) ++p.low;
+}
+
+void FailoverLink::maybe_ack(Pair& p) {
+  if (p.low <= p.ack_sent || p.ack_send_h != kNoHandle || !p.lost.is_ok()) return;
+  put64(p.ack_out.data(), p.low);
+  p.ack_send_h = paths_[static_cast<std::size_t>(p.current)]->send(
+      p.peer, control_tag(Control::kAck), std::span<const std::byte>(p.ack_out));
+  p.ack_sent = p.low;
+}
+
+void FailoverLink::on_ack(Pair& p, std::uint64_t low) {
+  if (low <= p.acked) return;
+  p.acked = std::min(low, p.next_index);
+  p.progress_at = params_.clock->now();
+  for (Outgoing& o : p.out) {
+    if (o.index >= p.acked) break;
+    // Received by the peer; the caller may have its buffer back once no path still reads it.
+    if (o.op != kNoHandle && o.data_h == kNoHandle && !ops_.at(o.op).done) finish(o.op, Status());
+  }
+  drop_acknowledged(p);
+}
+
+void FailoverLink::drop_acknowledged(Pair& p) {
+  // Acknowledged, no path reads it, and its caller's send is over (or finished): gone.
+  while (!p.out.empty()) {
+    const Outgoing& o = p.out.front();
+    if (o.index >= p.acked || o.descriptor_h != kNoHandle || o.data_h != kNoHandle) break;
+    if (o.op != kNoHandle && !ops_.at(o.op).done) break;
+    pool_.give_back(std::move(p.out.front().copy));
+    p.out.pop_front();
+  }
+}
+
+void FailoverLink::service_sends(Pair& p) {
+  const int c = p.current;
+  for (Outgoing& o : p.out) {
+    if (o.path != c) continue;
+    if (std::optional<Status> st = collect(c, o.descriptor_h); st && !st->is_ok()) {
+      return fail_path(p, c, *st, false);
+    }
+    std::optional<Status> st = collect(c, o.data_h);
+    if (!st) continue;
+    if (!st->is_ok()) return fail_path(p, c, *st, false);
+    if (o.op != kNoHandle && !ops_.at(o.op).done) finish(o.op, Status());
+  }
+  drop_acknowledged(p);
+}
+
+void FailoverLink::check_stall(Pair& p) {
+  if (p.acked >= p.next_index && !p.awaiting_resume) return;
+  const bool later = std::any_of(p.failed.begin() + p.current + 1, p.failed.end(),
+                                 [](bool failed) { return !failed; });
+  if (!later) return;  // the pair's last path: the caller's deadline decides
+  const Duration quiet = params_.clock->now() - p.progress_at;
+  if (quiet < params_.stall_deadline) return;
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(quiet).count();
+  fail_path(p, p.current,
+            error(StatusCode::kTimedOut,
+                  "no acknowledgement from " + pair_name(p) + " for " + std::to_string(ms) + " ms"),
+            true);
+}
+
+void FailoverLink::on_resume(Pair& p, int path, std::uint64_t low) {
+  if (path < p.current) return;  // from before a later move: stale
+  if (path > p.current) {
+    for (int j = 0; j < path; ++j) {
+      if (j == p.current || p.failed[static_cast<std::size_t>(j)]) continue;
+      p.failed[static_cast<std::size_t>(j)] = true;
+      cancel(j, p.resume_h[static_cast<std::size_t>(j)]);
+    }
+    p.failed[static_cast<std::size_t>(p.current)] = true;
+    cancel(p.current, p.resume_h[static_cast<std::size_t>(p.current)]);
+    move_to(p, path, pair_name(p) + " resumed on it", false, true);
+  }
+  if (low > p.acked) on_ack(p, low);
+  p.awaiting_resume = false;
+  p.progress_at = params_.clock->now();
+  for (Outgoing& o : p.out) {
+    if (o.path != p.current && o.index >= p.acked) post_out(p, o);
+  }
+}
+
+void FailoverLink::fail_path(Pair& p, int path, const Status& why, bool stall) {
+  if (p.failed[static_cast<std::size_t>(path)]) return;
+  p.failed[static_cast<std::size_t>(path)] = true;
+  cancel(path, p.resume_h[static_cast<std::size_t>(path)]);
+  if (path != p.current) {
+    params_.log.log(busy(p) ? LogLevel::kWarn : LogLevel::kDebug,
+                    "epoch " + std::to_string(params_.epoch) + ": rank " + std::to_string(rank_) +
+                        " to " + pair_name(p) + ": standby path " +
+                        params_.path_names[static_cast<std::size_t>(path)] +
+                        " failed: " + why.to_string());
+    return;
+  }
+  for (int k = 0; k < static_cast<int>(paths_.size()); ++k) {
+    if (!p.failed[static_cast<std::size_t>(k)]) {
+      return move_to(p, k, why.to_string(), stall, false);
+    }
+  }
+  leave_current(p);
+  lose_pair(p, why);
+}
+
+void FailoverLink::leave_current(Pair& p) {
+  const int c = p.current;
+  cancel(c, p.descriptor_h);
+  cancel(c, p.ack_h);
+  cancel(c, p.ack_send_h);
+  if (p.resume_send_path == c) cancel(c, p.resume_send_h);
+  for (auto it = p.arrivals.begin(); it != p.arrivals.end();) {
+    if (it->complete) {
+      ++it;
+      continue;
+    }
+    cancel(c, it->under);
+    if (it->target != kNoHandle) {
+      ops_.at(it->target).attached = false;
+      p.posted.push_back(it->target);
+    }
+    it = p.arrivals.erase(it);
+  }
+  std::sort(p.posted.begin(), p.posted.end(),
+            [&](Handle a, Handle b) { return ops_.at(a).order < ops_.at(b).order; });
+  for (Outgoing& o : p.out) {
+    if (o.path == c) {
+      cancel(c, o.descriptor_h);
+      cancel(c, o.data_h);
+    }
+    o.path = -1;
+  }
+}
+
+void FailoverLink::move_to(Pair& p, int path, const std::string& reason, bool stall, bool by_peer) {
+  const int from = p.current;
+  leave_current(p);
+  p.current = path;
+  p.awaiting_resume = true;
+  p.progress_at = params_.clock->now();
+  post_controls(p);
+  if (p.resume_send_h != kNoHandle) cancel(p.resume_send_path, p.resume_send_h);
+  put32(p.resume_out.data(), static_cast<std::uint32_t>(path));
+  put64(p.resume_out.data() + 8, p.low);
+  p.resume_send_h = paths_[static_cast<std::size_t>(path)]->send(
+      p.peer, control_tag(Control::kResume), std::span<const std::byte>(p.resume_out));
+  p.resume_send_path = path;
+  p.ack_sent = p.low;
+  const auto& names = params_.path_names;
+  params_.log.warn("epoch " + std::to_string(params_.epoch) + ": rank " + std::to_string(rank_) +
+                   " to " + pair_name(p) + ": path " + names[static_cast<std::size_t>(from)] +
+                   " -> " + names[static_cast<std::size_t>(path)] + " (" +
+                   (stall     ? "stall"
+                    : by_peer ? "peer moved"
+                              : "error") +
+                   ": " + reason + "); resuming at message " + std::to_string(p.low) +
+                   " of the peer's");
+  if (params_.on_change) params_.on_change(PathChange{p.peer, from, path, reason, stall, by_peer});
+}
+
+void FailoverLink::lose_pair(Pair& p, const Status& last) {
+  const std::string tried = std::to_string(paths_.size()) + " path(s)";
+  p.lost = error(last.code(), last.message() + " (every path to " + pair_name(p) +
+                                  " has failed: " + tried + ")");
+  params_.log.log(busy(p) ? LogLevel::kWarn : LogLevel::kDebug,
+                  "epoch " + std::to_string(params_.epoch) + ": rank " + std::to_string(rank_) +
+                      " to " + pair_name(p) + ": no path left: " + p.lost.to_string());
+  if (params_.on_change) {
+    params_.on_change(PathChange{p.peer, p.current, -1, last.to_string(), false, false});
+  }
+  for (int k = 0; k < static_cast<int>(paths_.size()); ++k) {
+    cancel(k, p.resume_h[static_cast<std::size_t>(k)]);
+  }
+  if (p.resume_send_h != kNoHandle) cancel(p.resume_send_path, p.resume_send_h);
+  for (Handle h : p.posted) finish(h, p.lost);
+  p.posted.clear();
+  for (Arrival& a : p.arrivals) {
+    if (a.target != kNoHandle) finish(a.target, p.lost);
+  }
+  p.arrivals.clear();
+  for (Outgoing& o : p.out) {
+    if (o.op != kNoHandle && !ops_.at(o.op).done) finish(o.op, p.lost);
+  }
+}
+
+}  // namespace tributary::transport
