@@ -144,6 +144,8 @@ class FailoverLink final : public algorithms::Link {
   void on_arrival(Arrival& a);  // delivers a finished arrival to its receive
   void drop_acknowledged(Pair& p);
   void on_ack(Pair& p, std::uint64_t low);
+  // Finishes the sends of acknowledged messages that no path reads any more; drops them.
+  void release_acknowledged(Pair& p);
   void on_resume(Pair& p, int path, std::uint64_t low);
   void mark_received(Pair& p, std::uint64_t index);
   void maybe_ack(Pair& p);

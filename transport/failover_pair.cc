@@ -233,6 +233,10 @@ void FailoverLink::on_ack(Pair& p, std::uint64_t low) {
   if (low <= p.acked) return;
   p.acked = std::min(low, p.next_index);
   p.progress_at = params_.clock->now();
+  release_acknowledged(p);
+}
+
+void FailoverLink::release_acknowledged(Pair& p) {
   for (Outgoing& o : p.out) {
     if (o.index >= p.acked) break;
     // Received by the peer; the caller may have its buffer back once no path still reads it.
@@ -349,6 +353,10 @@ void FailoverLink::leave_current(Pair& p) {
     }
     o.path = -1;
   }
+  // A message acknowledged while its path still read it was waiting for that read to end
+  // (service_sends) before its send finished: the path is gone, so it finishes now (no
+  // resume will name it again: the peer's resume starts at or above the acknowledgement).
+  release_acknowledged(p);
 }
 
 void FailoverLink::move_to(Pair& p, int path, const std::string& reason, bool stall, bool by_peer) {

@@ -1,11 +1,15 @@
 // A failover link's path for tests (transport/failover_link.h): forwards to a pollable
 // link, borrowed or owned, fires a fault when its rank has posted a given number of sends
 // on it, and, given a FakeClock, moves it by 1 ms whenever it blocks, so stall deadlines
-// pass without a test sleeping.
+// pass without a test sleeping. With jitter(seed), a tenth of its sends and polls first
+// sleep up to 300 us and a fifth yield: thread interleavings a quiet machine never
+// produces (the lost send completion of tree_n2_break_at7 showed only on another machine).
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <random>
+#include <thread>
 
 #include "algorithms/pollable_link.h"
 #include "core/clock.h"
@@ -24,11 +28,16 @@ class FaultPath final : public algorithms::PollableLink {
     fire_at_ = sends;
     fault_ = std::move(fault);
   }
+  void jitter(std::uint64_t seed) {
+    jitter_ = true;
+    rng_.seed(seed);
+  }
   algorithms::PollableLink& inner() { return inner_; }
 
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
   Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override {
+    perturb();
     if (++sends_ == fire_at_ && fault_) fault_();
     return inner_.send(peer, tag, data);
   }
@@ -37,7 +46,10 @@ class FaultPath final : public algorithms::PollableLink {
   }
   Status wait(Handle h, Deadline deadline) override { return inner_.wait(h, deadline); }
   void abort(const Status& reason) override { inner_.abort(reason); }
-  bool test(Handle h) override { return inner_.test(h); }
+  bool test(Handle h) override {
+    perturb();
+    return inner_.test(h);
+  }
   void drive(Deadline until) override {
     const bool blocks = !until.passed();  // a look without blocking takes no time
     inner_.drive(until);
@@ -45,12 +57,24 @@ class FaultPath final : public algorithms::PollableLink {
   }
 
  private:
+  void perturb() {
+    if (!jitter_) return;
+    const auto x = rng_() % 100;
+    if (x < 10) {
+      std::this_thread::sleep_for(std::chrono::microseconds(rng_() % 300));
+    } else if (x < 30) {
+      std::this_thread::yield();
+    }
+  }
+
   std::unique_ptr<algorithms::PollableLink> owned_;
   algorithms::PollableLink& inner_;
   FakeClock* clock_;
   int sends_ = 0;
   int fire_at_ = -1;
   std::function<void()> fault_;
+  bool jitter_ = false;
+  std::mt19937_64 rng_;
 };
 
 }  // namespace tributary::testing
