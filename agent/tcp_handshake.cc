@@ -69,6 +69,16 @@ void TcpEndpoint::Impl::accept_next() {
 }
 
 void TcpEndpoint::Impl::back_off_accept(const std::error_code& ec) {
+  // Linux's accept() takes a descriptor before it looks at the queue, and Asio tries it
+  // before waiting: EMFILE also comes with nobody waiting, where closing a handshake would
+  // evict an innocent peer. Wait for a connection first.
+  pollfd waiting{acceptor_.native_handle(), POLLIN, 0};
+  if (::poll(&waiting, 1, 0) == 0) {
+    acceptor_.async_wait(tcp::acceptor::wait_read, [this](std::error_code e) {
+      if (!e && acceptor_.is_open()) accept_next();
+    });
+    return;
+  }
   if (!handshaking_.empty()) {
     // Room for the connection waiting in the backlog: the oldest unfinished handshake
     // (a real peer's takes milliseconds) goes. Each retry then accepts one connection, so
