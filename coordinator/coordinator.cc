@@ -147,6 +147,7 @@ bool Coordinator::Service::journal_view(const membership::View& view,
           : membership::MemberLabels{"", m.host, m.zone, m.data_address, m.capabilities};
     entry.members.push_back({m.id, std::move(labels)});
   }
+  entry.with_state = membership_->with_state(view);
   return recorded(store_->record(entry), "this view");
 }
 

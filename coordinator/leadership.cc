@@ -71,7 +71,7 @@ void Coordinator::Service::lead(coordinator_store::StoredState state) {
   if (!state.members.empty()) {
     std::vector<std::pair<MemberId, membership::MemberLabels>> members;
     for (auto& m : state.members) members.emplace_back(m.id, std::move(m.labels));
-    membership_->restore(std::move(members), clock_.now());
+    membership_->restore(std::move(members), clock_.now(), state.with_state);
   }
   leading_ = true;
   publish_snapshot();

@@ -134,6 +134,7 @@ Result<StoredState> EtcdStore::read_state() {
   state_.epoch = state.last_epoch;
   state_.last_member_id = state.last_member_id;
   state_.members = state.members;
+  state_.with_state = state.with_state;
   return state;
 }
 

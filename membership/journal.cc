@@ -38,7 +38,8 @@ Status io_error(const std::string& what, const std::string& path) {
 // Keeps the last kJournalRecentViews view records (for the status history).
 void remember_view(JournalState& state, const proto::JournalRecord& record) {
   JournalEntry entry{record.last_member_id(), record.epoch(),   state.members,
-                     record.cause(),          record.unix_ms(), {}};
+                     record.cause(),          record.unix_ms(), {},
+                     state.with_state};
   for (const auto& r : record.removed()) entry.removed.push_back({r.id(), r.name(), r.reason()});
   state.recent_views.push_back(std::move(entry));
   if (state.recent_views.size() > kJournalRecentViews)
@@ -67,6 +68,10 @@ std::string encode_journal_entry(const JournalEntry& entry) {
     pr->set_id(r.id);
     pr->set_name(r.name);
     pr->set_reason(r.reason);
+  }
+  if (entry.with_state) {
+    record.set_with_state_known(true);
+    for (MemberId id : *entry.with_state) record.add_with_state(id);
   }
   const std::string payload = record.SerializeAsString();
   std::string out;
@@ -125,6 +130,10 @@ JournalState replay_journal(std::string_view bytes) {
                                   pm.data_address(),
                                   {pm.capabilities().begin(), pm.capabilities().end()}}});
         state.last_member_id = std::max<MemberId>(state.last_member_id, pm.id());
+      }
+      state.with_state.reset();
+      if (record.with_state_known()) {
+        state.with_state.emplace(record.with_state().begin(), record.with_state().end());
       }
       remember_view(state, record);
     }

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,6 +53,10 @@ struct JournalEntry {
   std::string cause;                   // membership::to_string(ViewCause)
   std::int64_t unix_ms = 0;            // wall clock when the view was issued
   std::vector<JournalRemoval> removed;
+  // The members that held the training state when the view was issued (were in the last
+  // started view); the rest of `members` joined with it and need the state. nullopt:
+  // not recorded (older journals), every member is taken to hold it.
+  std::optional<std::vector<MemberId>> with_state;
 };
 
 inline constexpr std::size_t kJournalRecentViews = 32;
@@ -61,6 +66,7 @@ struct JournalState {
   Epoch last_epoch = 0;
   MemberId last_member_id = 0;
   std::vector<JournalMember> members;      // of the latest view (empty if none)
+  std::optional<std::vector<MemberId>> with_state;  // of the latest view (JournalEntry)
   std::vector<JournalEntry> recent_views;  // the last kJournalRecentViews views, oldest first
   std::size_t records = 0;                 // valid records read
   std::size_t valid_bytes = 0;             // length of the valid prefix

@@ -106,7 +106,18 @@ Result<JoinDecision> Membership::join(MemberLabels labels, TimePoint now) {
   return out;
 }
 
-void Membership::restore(std::vector<std::pair<MemberId, MemberLabels>> members, TimePoint now) {
+std::vector<MemberId> Membership::with_state(const View& view) const {
+  std::vector<MemberId> out;
+  for (const auto& m : view.members) {
+    if (std::binary_search(started_members_.begin(), started_members_.end(), m.id)) {
+      out.push_back(m.id);
+    }
+  }
+  return out;
+}
+
+void Membership::restore(std::vector<std::pair<MemberId, MemberLabels>> members, TimePoint now,
+                         const std::optional<std::vector<MemberId>>& with_state) {
   started_members_.clear();
   for (auto& [id, labels] : members) {
     PeerState peer;
@@ -116,7 +127,9 @@ void Membership::restore(std::vector<std::pair<MemberId, MemberLabels>> members,
     peer.joined_at = now;
     peer.last_heartbeat = now;
     last_id_ = std::max(last_id_, id);
-    started_members_.push_back(id);
+    if (!with_state || std::find(with_state->begin(), with_state->end(), id) != with_state->end()) {
+      started_members_.push_back(id);
+    }
     if (auto old = peers_.find(id); old != peers_.end())
       pending_ -= old->second.phase == PeerPhase::kPending;
     peers_[id] = std::move(peer);

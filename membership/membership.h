@@ -221,8 +221,16 @@ class Membership {
   // change). kInvalidArgument for an id this membership does not expect or a name that
   // differs from the journaled one.
   Result<JoinDecision> resume(MemberId id, MemberLabels labels, TimePoint now);
-  // A restarted coordinator: the members of the journaled view, to wait for.
-  void restore(std::vector<std::pair<MemberId, MemberLabels>> members, TimePoint now);
+  // A restarted coordinator: the members of the journaled view, to wait for, and those of
+  // them that held the training state when it was issued (nullopt: all of them). The
+  // others are joiners: the next Go names them and a state source, as for any join (a
+  // joiner whose view had started before the restart gets the state again: the same
+  // bytes it holds).
+  void restore(std::vector<std::pair<MemberId, MemberLabels>> members, TimePoint now,
+               const std::optional<std::vector<MemberId>>& with_state = std::nullopt);
+  // The members of `view` that hold the training state: those of the last started view
+  // (for the journal, which records it with every view).
+  std::vector<MemberId> with_state(const View& view) const;
   // A member adopted view r.epoch. Reports for another epoch are ignored.
   Decisions ready(MemberId id, const ReadyReport& report, TimePoint now);
   // A member reached a step boundary in `epoch` (ignored unless it is the current one).

@@ -441,5 +441,49 @@ TEST(Resume, AllBackIssuesTheViewAtOnceAndReconnectChangesNothing) {
   EXPECT_TRUE(again->decisions.empty()) << "a reconnecting member is simply known again";
 }
 
+// The journaled view had admitted a joiner (the leader died after recording the view,
+// before its Go): after the restart the joiner is still a joiner, and the Go names it and
+// a state source, or it would train from its own, empty state (fault_failover_test saw
+// a joiner at step 0 beside members at step 567: every sum differed from the reference).
+TEST(Resume, AJoinerOfTheJournaledViewStillGetsTheState) {
+  FakeClock clock;
+  MembershipConfig cfg = config(1);
+  cfg.last_epoch = 3;
+  Membership m(cfg);
+  m.restore({{1, labels("a")}, {2, labels("b")}, {3, labels("j")}}, clock.now(),
+            std::vector<MemberId>{1, 2});
+  ASSERT_TRUE(m.resume(1, labels("a"), clock.now()).is_ok());
+  ASSERT_TRUE(m.resume(2, labels("b"), clock.now()).is_ok());
+  auto r = m.resume(3, labels("j"), clock.now());
+  ASSERT_TRUE(r.is_ok());
+  ASSERT_TRUE(r->decisions.new_view);
+  EXPECT_EQ(m.with_state(*r->decisions.new_view), (std::vector<MemberId>{1, 2}));
+  m.ready(1, {4, 3, 9, 0}, clock.now());
+  m.ready(2, {4, 3, 9, 0}, clock.now());
+  Decisions go = m.ready(3, {4, 0, 0, 0}, clock.now());
+  ASSERT_TRUE(go.go);
+  EXPECT_EQ(go.go->joiners, (std::vector<MemberId>{3}));
+  EXPECT_EQ(go.go->state_source, 1u);
+  EXPECT_EQ(go.go->commit_through, 9u) << "the joiner's empty report decides nothing";
+  // Once started, every member holds the state.
+  EXPECT_EQ(m.with_state(m.view()), (std::vector<MemberId>{1, 2, 3}));
+}
+
+// A journal from before with_state was recorded: every member is taken to hold the state.
+TEST(Resume, WithoutAWithStateListEveryMemberHoldsTheState) {
+  FakeClock clock;
+  MembershipConfig cfg = config(1);
+  cfg.last_epoch = 3;
+  Membership m(cfg);
+  m.restore({{1, labels("a")}, {2, labels("b")}}, clock.now());
+  ASSERT_TRUE(m.resume(1, labels("a"), clock.now()).is_ok());
+  ASSERT_TRUE(m.resume(2, labels("b"), clock.now()).is_ok());
+  m.ready(1, {4, 3, 5, 0}, clock.now());
+  Decisions go = m.ready(2, {4, 3, 5, 0}, clock.now());
+  ASSERT_TRUE(go.go);
+  EXPECT_TRUE(go.go->joiners.empty());
+  EXPECT_EQ(go.go->state_source, 1u);
+}
+
 }  // namespace
 }  // namespace tributary::membership

@@ -71,6 +71,24 @@ TEST(Journal, RecordBytesAreTheFileFormat) {
   EXPECT_EQ(s.last_member_id, 12u);
 }
 
+// Which members of the latest view held the state when it was issued: recorded, replayed
+// from the latest view (a counter record keeps it), and absent from older records.
+TEST(Journal, TheLatestViewSaysWhoHeldTheState) {
+  JournalEntry joined = view_entry(2, {1, 2, 3});
+  joined.with_state = std::vector<MemberId>{1, 2};
+  JournalState s = replay_journal(encode_journal_entry(view_entry(1, {1, 2})) +
+                                  encode_journal_entry(joined) +
+                                  encode_journal_entry(counter_entry(4)));
+  ASSERT_TRUE(s.with_state.has_value());
+  EXPECT_EQ(*s.with_state, (std::vector<MemberId>{1, 2}));
+  JournalEntry nobody = view_entry(3, {1, 2});
+  nobody.with_state = std::vector<MemberId>{};
+  s = replay_journal(encode_journal_entry(joined) + encode_journal_entry(nobody));
+  ASSERT_TRUE(s.with_state.has_value()) << "an empty list is not an old record";
+  EXPECT_TRUE(s.with_state->empty());
+  EXPECT_FALSE(replay_journal(three_records()).with_state.has_value());
+}
+
 // Views carry why and when they were issued and whom they left out; replay keeps the last
 // kJournalRecentViews of them (the status history of a restarted coordinator). Records
 // without these fields (older journals, counter records) replay with them empty.
