@@ -7,6 +7,7 @@
 #include <prometheus/text_serializer.h>
 
 #include <map>
+#include <tuple>
 
 #include "core/metrics_server.h"
 
@@ -26,6 +27,8 @@ class AgentMetrics::Impl {
   prometheus::Counter* bad_frames = nullptr;
   prometheus::Counter* crc_failures = nullptr;
   FrameRefusals seen_refusals;
+  prometheus::Family<prometheus::Counter>* path_changes = nullptr;
+  std::map<std::tuple<std::string, std::string, std::string>, std::uint64_t> seen_changes;
   // Last cumulative values seen per (transport, peer address), to turn snapshots into
   // increments.
   std::map<std::pair<std::string, std::string>, std::pair<std::uint64_t, std::uint64_t>> seen;
@@ -86,6 +89,13 @@ Result<std::unique_ptr<AgentMetrics>> AgentMetrics::serve(const std::string& bin
                    .Help(std::string("Data-plane bytes ") + direction + ", by transport (shm, tcp)")
                    .Register(r);
   }
+  impl->path_changes =
+      &prometheus::BuildCounter()
+           .Name("tributary_link_path_changes_total")
+           .Help(
+               "Pairs moved from one data path to another (--failover), by path names and "
+               "cause (error, stall, peer: the peer moved first); to=none: every path failed")
+           .Register(r);
   impl->peer_transport =
       &prometheus::BuildGauge()
            .Name("tributary_peer_transport")
@@ -113,7 +123,16 @@ void AgentMetrics::record_collective(std::string_view op, std::string_view algor
   impl_->latency->Add({{"op", std::string(op)}}, kBuckets).Observe(seconds);
 }
 
-void AgentMetrics::sync_links(const std::vector<PeerPath>& paths, const FrameRefusals& refusals) {
+void AgentMetrics::sync_links(const std::vector<PeerPath>& paths, const FrameRefusals& refusals,
+                              const std::vector<PathChangeCount>& path_changes) {
+  for (const PathChangeCount& c : path_changes) {
+    std::uint64_t& seen = impl_->seen_changes[{c.from, c.to, c.cause}];
+    if (c.count > seen) {
+      impl_->path_changes->Add({{"from", c.from}, {"to", c.to}, {"cause", c.cause}})
+          .Increment(static_cast<double>(c.count - seen));
+      seen = c.count;
+    }
+  }
   for (prometheus::Gauge* g : impl_->path_gauges) g->Set(0);
   impl_->path_gauges.clear();
   for (const auto& p : paths) {
@@ -128,6 +147,7 @@ void AgentMetrics::sync_links(const std::vector<PeerPath>& paths, const FrameRef
     impl_->transport_received->Add({{"transport", p.transport}}).Increment(more_received);
     sent = p.bytes_sent;
     received = p.bytes_received;
+    if (!p.in_use) continue;
     prometheus::Gauge& g = impl_->peer_transport->Add(
         {{"peer", p.address}, {"member", std::to_string(p.member)}, {"transport", p.transport}});
     g.Set(1);

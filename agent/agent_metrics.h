@@ -5,6 +5,7 @@
 //   tributary_link_bad_frames_total, tributary_link_crc_failures_total   frames refused
 //   tributary_transport_bytes_sent_total{transport}, _received_total{transport}   by transport
 //   tributary_peer_transport{peer,member,transport}      1 for the path carrying each peer
+//   tributary_link_path_changes_total{from,to,cause}     pairs moved between paths (--failover)
 //   tributary_membership_size, tributary_epoch           from the coordinator client
 // Updated only from the collective thread; the server's thread (core/metrics_server.h, which
 // slow or many scrapers cannot block) only reads.
@@ -40,7 +41,8 @@ class AgentMetrics {
   // Folds the current group's cumulative per-peer byte counts and the data plane's
   // lifetime refusals into the counters, and points each peer's path gauge at the
   // transport carrying it.
-  void sync_links(const std::vector<PeerPath>& paths, const FrameRefusals& refusals);
+  void sync_links(const std::vector<PeerPath>& paths, const FrameRefusals& refusals,
+                  const std::vector<PathChangeCount>& path_changes = {});
 
   class Impl;
 

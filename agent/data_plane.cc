@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <future>
 
 #include "agent/tcp_transport.h"
+#include "transport/failover_link.h"
 #include "transport/shm_transport.h"
 
 namespace tributary::agent {
@@ -86,19 +88,78 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const WorkerConfig& config, 
     ordered.push_back(std::move(tcp));
     d->table_ = std::make_unique<transport::TransportTable>(std::move(ordered), log);
   }
+  if (config.failover) {
+    // The standby listener: same hosts, its own port, the second address first.
+    ec.port = 0;
+    TRIB_ASSIGN_OR_RETURN(d->standby_endpoint_, TcpEndpoint::listen(ec));
+    const std::string standby_port = std::to_string(d->standby_endpoint_->port());
+    std::vector<std::string> standby_addresses;
+    for (const std::string& a : d->addresses_) {
+      standby_addresses.push_back(a.substr(0, a.rfind(':') + 1) + standby_port);
+    }
+    if (standby_addresses.size() > 1) {
+      std::rotate(standby_addresses.begin(), standby_addresses.begin() + 1,
+                  standby_addresses.end());
+    }
+    d->standby_ = std::make_unique<TcpTransport>(*d->standby_endpoint_,
+                                                 std::move(standby_addresses), "tcp-standby");
+    d->stall_timeout_ = config.stall_timeout;
+  }
   return d;
 }
 
 DataPlane::~DataPlane() {
   table_.reset();  // its transports use the endpoint
   tcp_only_channels_.reset();
+  standby_.reset();
+}
+
+std::vector<std::string> DataPlane::capabilities() const {
+  std::vector<std::string> out = table_->advertise();
+  if (standby_) {
+    for (std::string& s : standby_->advertise()) out.push_back(std::move(s));
+  }
+  return out;
+}
+
+void DataPlane::cancel_connect(std::uint64_t newer_epoch) {
+  table_->cancel_connect(newer_epoch);
+  if (standby_) standby_->cancel_connect(newer_epoch);
 }
 
 std::uint16_t DataPlane::port() const { return endpoint_->port(); }
 
 Result<std::unique_ptr<algorithms::Link>> DataPlane::connect(const transport::GroupSpec& spec,
                                                              Deadline deadline) {
-  TRIB_ASSIGN_OR_RETURN(transport::ConnectedGroup group, table_->connect_group(spec, deadline));
+  bool standby = standby_ != nullptr && spec.size() > 1;
+  for (int r = 0; standby && r < spec.size(); ++r) {
+    standby = r == spec.rank || standby_->can_connect(spec.members[spec.rank], spec.members[r]);
+  }
+  if (standby_ && !standby && spec.size() > 1) {
+    log_.warn("epoch " + std::to_string(spec.epoch) +
+              ": a member advertises no standby path: this group runs without failover");
+  }
+  // Both paths connect at once: the standby's handshakes overlap the table's.
+  std::future<Result<std::unique_ptr<algorithms::Link>>> second;
+  if (standby) {
+    second = std::async(std::launch::async,
+                        [this, &spec, deadline] { return standby_->connect_group(spec, deadline); });
+  }
+  auto connected = table_->connect_group(spec, deadline);
+  if (!connected) {
+    if (second.valid()) {
+      standby_->cancel_connect(spec.epoch + 1);
+      second.wait();
+    }
+    return connected.status();
+  }
+  transport::ConnectedGroup group = std::move(*connected);
+  std::unique_ptr<algorithms::Link> link = std::move(group.link);
+  bool failover = false;
+  if (second.valid()) {
+    TRIB_ASSIGN_OR_RETURN(link, with_standby(spec, std::move(link), group.transport,
+                                             second.get(), &failover));
+  }
   std::string line;
   for (int r = 0; r < spec.size(); ++r) {
     if (r == spec.rank) continue;
@@ -107,12 +168,81 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::connect(const transport::Gr
   }
   log_.info("epoch " + std::to_string(spec.epoch) + ": member " +
             std::to_string(spec.members[spec.rank].member) + " (rank " + std::to_string(spec.rank) +
-            ") data paths: " + (line.empty() ? "none" : line));
+            ") data paths: " + (line.empty() ? "none" : line) +
+            (failover ? "; standby tcp-standby per pair (stall timeout " +
+                            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               stall_timeout_)
+                                               .count()) +
+                            " ms)"
+                      : ""));
   std::lock_guard lock(mu_);
+  group_epoch_ = spec.epoch;
   group_transport_ = group.transport;
   group_members_.clear();
   for (const auto& m : spec.members) group_members_.push_back(m.member);
-  return std::move(group.link);
+  group_path_.assign(static_cast<std::size_t>(spec.size()), 0);
+  group_has_standby_ = failover;
+  return link;
+}
+
+Result<std::unique_ptr<algorithms::Link>> DataPlane::with_standby(
+    const transport::GroupSpec& spec, std::unique_ptr<algorithms::Link> primary,
+    const std::string& primary_name, Result<std::unique_ptr<algorithms::Link>> standby,
+    bool* failover) {
+  const std::string epoch = "epoch " + std::to_string(spec.epoch) + ": ";
+  if (!standby) {
+    log_.warn(epoch + "the standby path did not connect (" + standby.status().to_string() +
+              "): this group runs without failover");
+    return primary;
+  }
+  if (dynamic_cast<algorithms::PollableLink*>(primary.get()) == nullptr) {
+    log_.warn(epoch + "the " + primary_name + " link cannot be a failover path: no failover");
+    return primary;
+  }
+  if (dynamic_cast<algorithms::PollableLink*>(standby->get()) == nullptr) {
+    log_.warn(epoch + "the standby link cannot be a failover path: no failover");
+    return primary;
+  }
+  std::vector<std::unique_ptr<algorithms::PollableLink>> paths;
+  TRIB_ASSIGN_OR_RETURN(auto first, transport::as_path(std::move(primary)));
+  TRIB_ASSIGN_OR_RETURN(auto second, transport::as_path(std::move(*standby)));
+  paths.push_back(std::move(first));
+  paths.push_back(std::move(second));
+  transport::FailoverParams params;
+  params.epoch = spec.epoch;
+  params.path_names = {primary_name, "tcp-standby"};
+  params.stall_deadline = stall_timeout_;
+  params.log = log_;
+  params.on_change = [this, e = spec.epoch](const transport::PathChange& c) {
+    on_path_change(e, c);
+  };
+  TRIB_ASSIGN_OR_RETURN(auto link, transport::make_failover_link(std::move(params), std::move(paths)));
+  *failover = true;
+  return link;
+}
+
+void DataPlane::on_path_change(std::uint64_t epoch, const transport::PathChange& c) {
+  std::lock_guard lock(mu_);
+  const bool current = epoch == group_epoch_;  // not a link of an earlier group, going away
+  if (current && c.peer >= 0 && c.peer < static_cast<int>(group_path_.size())) {
+    group_path_[static_cast<std::size_t>(c.peer)] = c.to;
+  }
+  const std::string primary = current ? group_transport_ : "earlier";
+  const std::string from = c.from == 0 ? primary : "tcp-standby";
+  const std::string to = c.to < 0 ? "none" : c.to == 0 ? primary : "tcp-standby";
+  const std::string cause = c.stall ? "stall" : c.by_peer ? "peer" : "error";
+  for (PathChangeCount& k : path_changes_) {
+    if (k.from == from && k.to == to && k.cause == cause) {
+      ++k.count;
+      return;
+    }
+  }
+  path_changes_.push_back({from, to, cause, 1});
+}
+
+std::vector<PathChangeCount> DataPlane::path_changes() const {
+  std::lock_guard lock(mu_);
+  return path_changes_;
 }
 
 std::vector<PeerPath> DataPlane::paths() const {
@@ -121,20 +251,37 @@ std::vector<PeerPath> DataPlane::paths() const {
   auto member = [&](int rank) {
     return rank < static_cast<int>(group_members_.size()) ? group_members_[rank] : 0;
   };
+  auto on = [&](int rank, int path) {
+    return rank >= 0 && rank < static_cast<int>(group_path_.size()) &&
+           group_path_[static_cast<std::size_t>(rank)] == path;
+  };
   if (group_transport_ == "shm" && shm_ != nullptr) {
     for (const auto& t : shm_->traffic()) {
-      out.push_back({t.rank, member(t.rank), t.address, "shm", t.bytes_sent, t.bytes_received});
+      out.push_back({t.rank, member(t.rank), t.address, "shm", t.bytes_sent, t.bytes_received,
+                     on(t.rank, 0)});
     }
   } else if (group_transport_ == "tcp") {
     for (const auto& p : endpoint_->stats().peers) {
-      out.push_back({p.rank, member(p.rank), p.address, "tcp", p.bytes_sent, p.bytes_received});
+      out.push_back({p.rank, member(p.rank), p.address, "tcp", p.bytes_sent, p.bytes_received,
+                     on(p.rank, 0)});
+    }
+  }
+  if (group_has_standby_ && standby_endpoint_) {
+    for (const auto& p : standby_endpoint_->stats().peers) {
+      out.push_back({p.rank, member(p.rank), p.address, "tcp-standby", p.bytes_sent,
+                     p.bytes_received, on(p.rank, 1)});
     }
   }
   return out;
 }
 
 FrameRefusals DataPlane::refusals() const {
-  const TcpEndpointStats stats = endpoint_->stats();
+  TcpEndpointStats stats = endpoint_->stats();
+  if (standby_endpoint_) {
+    const TcpEndpointStats more = standby_endpoint_->stats();
+    stats.bad_frames += more.bad_frames;
+    stats.crc_failures += more.crc_failures;
+  }
   return {stats.bad_frames, stats.crc_failures};
 }
 

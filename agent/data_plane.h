@@ -7,6 +7,18 @@
 // another host fails to connect, saying which) or "tcp". `data_addresses` lists the
 // addresses peers dial, "host[:port]" in order of preference (port: the listener's);
 // empty means the listener's own address (or --advertise-host with its port).
+//
+// With `failover` (--failover), a second listener carries a standby TCP path per pair: its
+// own connections, dialing each peer's standby addresses from the second data address
+// (so with two networks the standby runs over the other one). Every group whose members
+// all advertise a standby ("tcp-standby:<address>") gets a transport/failover_link.h link
+// over [the table's transport, the standby]: a pair whose path fails, or stays without
+// acknowledgement for `stall_timeout`, moves to the standby and resumes at the first
+// message its peer had not received, with no view change. A group with a member that
+// advertises none, or whose standby does not connect by the deadline, runs on the table's
+// transport alone (logged). Caveat: acknowledgements are the peer link's, so a peer that
+// stays out of the collective longer than `stall_timeout` (a slow step) also moves the
+// pair; keep `stall_timeout` above the longest step.
 #pragma once
 
 #include <memory>
@@ -20,6 +32,7 @@
 
 namespace tributary::transport {
 class ShmTransport;
+struct PathChange;
 }
 
 namespace tributary::agent {
@@ -32,6 +45,15 @@ struct PeerPath {
   std::string transport;
   std::uint64_t bytes_sent = 0;
   std::uint64_t bytes_received = 0;
+  bool in_use = true;  // the path that carries the pair now (one of two with failover)
+};
+
+// Moves of pairs between paths over the process's lifetime (monotonic), by kind.
+struct PathChangeCount {
+  std::string from;   // path names: "shm", "tcp", "tcp-standby"
+  std::string to;     // "none": every path to the peer failed
+  std::string cause;  // "error", "stall" or "peer" (the peer moved first)
+  std::uint64_t count = 0;
 };
 
 // Data-plane frames refused over the process's lifetime (monotonic).
@@ -49,29 +71,44 @@ class DataPlane {
   std::uint16_t port() const;
   const std::vector<std::string>& addresses() const { return addresses_; }
   // What the coordinator is told: every transport's adverts, in table order.
-  std::vector<std::string> capabilities() const { return table_->advertise(); }
+  std::vector<std::string> capabilities() const;
 
   // Connects `spec`'s group over the transport the table picks; logs the paths.
   Result<std::unique_ptr<algorithms::Link>> connect(const transport::GroupSpec& spec,
                                                     Deadline deadline);
-  void cancel_connect(std::uint64_t newer_epoch) { table_->cancel_connect(newer_epoch); }
-  // The current group's peers (empty before the first group).
+  void cancel_connect(std::uint64_t newer_epoch);
+  // The current group's peers, one entry per path (empty before the first group).
   std::vector<PeerPath> paths() const;
   FrameRefusals refusals() const;
+  std::vector<PathChangeCount> path_changes() const;
 
  private:
   DataPlane() = default;
+  // The failover link over `primary` and the standby, or `primary` alone (logged why).
+  Result<std::unique_ptr<algorithms::Link>> with_standby(
+      const transport::GroupSpec& spec, std::unique_ptr<algorithms::Link> primary,
+      const std::string& primary_name, Result<std::unique_ptr<algorithms::Link>> standby,
+      bool* failover);
+  void on_path_change(std::uint64_t epoch, const transport::PathChange& change);
 
   std::unique_ptr<TcpEndpoint> endpoint_;
   std::unique_ptr<transport::TransportTable> table_;
   // Under "shm" only: TCP outside the table, as shared memory's source of connections.
   std::unique_ptr<transport::Transport> tcp_only_channels_;
   transport::ShmTransport* shm_ = nullptr;  // owned by table_; nullptr when not in it
+  // With failover: the standby path's listener and transport (nullptr without).
+  std::unique_ptr<TcpEndpoint> standby_endpoint_;
+  std::unique_ptr<transport::Transport> standby_;
+  Duration stall_timeout_{};
   std::vector<std::string> addresses_;
   Logger log_{"link"};
   mutable std::mutex mu_;
+  std::uint64_t group_epoch_ = 0;
   std::string group_transport_;
   std::vector<std::uint64_t> group_members_;
+  std::vector<int> group_path_;  // by rank: 0 the table's transport, 1 the standby, -1 none
+  bool group_has_standby_ = false;
+  std::vector<PathChangeCount> path_changes_;
 };
 
 // "host[:port]" (or "[v6][:port]", or a bare IPv6 address) with `port` filled in when

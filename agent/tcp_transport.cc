@@ -4,14 +4,24 @@
 
 namespace tributary::agent {
 
-TcpTransport::TcpTransport(TcpEndpoint& endpoint, std::vector<std::string> addresses)
-    : endpoint_(endpoint), addresses_(std::move(addresses)) {
+TcpTransport::TcpTransport(TcpEndpoint& endpoint, std::vector<std::string> addresses,
+                           std::string name)
+    : endpoint_(endpoint), addresses_(std::move(addresses)), name_(std::move(name)) {
   TRIB_CHECK(!addresses_.empty()) << "a TCP transport needs an address to advertise";
 }
 
 std::vector<std::string> TcpTransport::advertise() const {
-  std::vector<std::string> out{"tcp"};
-  for (const std::string& a : addresses_) out.push_back("tcp:" + a);
+  std::vector<std::string> out{name_};
+  for (const std::string& a : addresses_) out.push_back(name_ + ":" + a);
+  return out;
+}
+
+std::vector<std::string> TcpTransport::advertised_by(const transport::MemberAdvert& member) const {
+  if (name_ == "tcp") return addresses_of(member);
+  std::vector<std::string> out;
+  for (std::string& a : transport::capability_parameters(member.capabilities, name_)) {
+    if (!a.empty()) out.push_back(std::move(a));
+  }
   return out;
 }
 
@@ -26,13 +36,13 @@ std::vector<std::string> TcpTransport::addresses_of(const transport::MemberAdver
 
 bool TcpTransport::can_connect(const transport::MemberAdvert& self,
                                const transport::MemberAdvert& peer) const {
-  return !addresses_of(self).empty() && !addresses_of(peer).empty();
+  return !advertised_by(self).empty() && !advertised_by(peer).empty();
 }
 
 std::vector<std::vector<std::string>> TcpTransport::paths(const transport::GroupSpec& spec) const {
   std::vector<std::vector<std::string>> out;
   out.reserve(spec.members.size());
-  for (const transport::MemberAdvert& m : spec.members) out.push_back(addresses_of(m));
+  for (const transport::MemberAdvert& m : spec.members) out.push_back(advertised_by(m));
   return out;
 }
 

@@ -19,10 +19,13 @@ namespace tributary::agent {
 class TcpTransport final : public transport::Transport, public transport::ChannelSource {
  public:
   // `endpoint` must outlive this transport; `addresses` (not empty) is what this member
-  // advertises, most preferred first.
-  TcpTransport(TcpEndpoint& endpoint, std::vector<std::string> addresses);
+  // advertises, most preferred first. `name` is what it advertises under: "tcp", or
+  // "tcp-standby" for the listener of the standby path (agent/data_plane.h), which a
+  // member without one neither advertises nor finds in a peer's advert.
+  TcpTransport(TcpEndpoint& endpoint, std::vector<std::string> addresses,
+               std::string name = "tcp");
 
-  std::string_view name() const override { return "tcp"; }
+  std::string_view name() const override { return name_; }
   std::vector<std::string> advertise() const override;
   bool can_connect(const transport::MemberAdvert& self,
                    const transport::MemberAdvert& peer) const override;
@@ -32,14 +35,18 @@ class TcpTransport final : public transport::Transport, public transport::Channe
   Result<std::vector<transport::PeerChannel>> connect_channels(const transport::GroupSpec& spec,
                                                                Deadline deadline) override;
 
-  // A member's addresses in order of preference, from its advert.
+  // A member's addresses in order of preference, from its advert ("tcp" entries, or its
+  // view data_address when it has none).
   static std::vector<std::string> addresses_of(const transport::MemberAdvert& member);
+  // The same for this transport's name (a standby listener has no fallback address).
+  std::vector<std::string> advertised_by(const transport::MemberAdvert& member) const;
 
  private:
   std::vector<std::vector<std::string>> paths(const transport::GroupSpec& spec) const;
 
   TcpEndpoint& endpoint_;
   std::vector<std::string> addresses_;
+  std::string name_;
 };
 
 }  // namespace tributary::agent

@@ -263,7 +263,8 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
                                      : to_string(algorithm),
                                  status, seconds);
       if (++collectives_since_sync >= 64 || !status.is_ok()) {
-        metrics->sync_links(data_plane->paths(), data_plane->refusals());
+        metrics->sync_links(data_plane->paths(), data_plane->refusals(),
+                            data_plane->path_changes());
         collectives_since_sync = 0;
       }
     }

@@ -25,6 +25,15 @@ inline void add_data_path_flags(CLI::App& cmd, agent::WorkerConfig& w) {
                  "shared-memory ring per pair and direction (a power of two)")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
+  cmd.add_flag("--failover", w.failover,
+               "keep a standby TCP path per peer (a second listener): a failed or stalled "
+               "path moves there mid-collective, without a view change");
+  cmd.add_option_function<long>(
+         "--stall-timeout-ms",
+         [&w](long ms) { w.stall_timeout = std::chrono::milliseconds(ms); },
+         "with --failover: no acknowledgement on a pair's path for this long moves the pair "
+         "to its standby path (default 2000)")
+      ->check(CLI::PositiveNumber);
   cmd.add_option_function<long>(
          "--connect-attempt-ms",
          [&w](long ms) { w.connect_attempt_timeout = std::chrono::milliseconds(ms); },

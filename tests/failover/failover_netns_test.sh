@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# Runtime fallback between real networks: N agents, each in its own network namespace with
+# two interfaces, one on network A (10.81.0.0/24, the preferred data path) and one on
+# network B (10.82.0.0/24, the standby path and the control plane). The agents train the
+# soak workload (every step's sum checked against a reference) with --failover over TCP,
+# A's address first. Mid-run, agent 1's interface on A goes down: its pairs stall (packets
+# vanish, nothing fails), move to the standby path within the stall timeout, and resume
+# the step where it stood. Every step stays correct and agreed, no view changes (epoch 1
+# throughout: nobody failed, a link did), the move is logged naming both members and both
+# paths, and agent 1's /metrics counts it (tributary_link_path_changes_total) and shows
+# its peers on tcp-standby (tributary_peer_transport).
+#
+# With `kill`, the last agent is also killed (kill -9) at the moment A goes down: a path
+# failing while a peer dies still ends in the member-failure protocol (its pairs lose both
+# paths at once), and the survivors train on in a new view, every step correct and agreed.
+#
+#   failover_netns_test.sh TRIBUTARY_BIN [N [kill]]   # STEPS, COUNT (floats per all-reduce)
+#                                                     # from the environment
+#
+# Needs root and network namespaces; otherwise exits 77 (skipped) saying why.
+set -euo pipefail
+
+BIN=$1
+N=${2:-3}
+MODE=${3:-cut}
+skip() { echo "SKIPPED: $*"; exit 77; }
+[[ $(id -u) -eq 0 ]] || skip "needs root for ip netns"
+command -v ip >/dev/null || skip "no ip(8) (iproute2)"
+PROBE=tfprobe$$
+ip netns add "$PROBE" 2>/dev/null || skip "cannot create a network namespace here"
+ip netns del "$PROBE"
+
+P=tf$$
+SW=${P}_sw
+WORK=$(mktemp -d)
+PIDS=()
+CREATED=()
+cleanup() {
+  for pid in "${PIDS[@]:-}"; do [[ -n $pid ]] && kill -9 "$pid" 2>/dev/null || true; done
+  for ns in "${CREATED[@]:-}"; do [[ -n $ns ]] && ip netns del "$ns" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+fail() {
+  echo "FAILED: $*" >&2
+  for f in "$WORK"/*.err; do [[ -f $f ]] && { echo "--- $f" >&2; tail -25 "$f" >&2; }; done
+  exit 1
+}
+
+# The switch namespace: a bridge per network; the coordinator lives here, on B.
+ip netns add "$SW"
+CREATED+=("$SW")
+ip -n "$SW" link set lo up
+for net in A B; do
+  ip -n "$SW" link add "br$net" type bridge
+  ip -n "$SW" link set "br$net" up
+done
+ip -n "$SW" addr add 10.82.0.254/24 dev brB
+for ((i = 0; i < N; i++)); do
+  h=${P}_h$i
+  ip netns add "$h"
+  CREATED+=("$h")
+  ip -n "$h" link set lo up
+  for net in A B; do
+    octet=$([[ $net == A ]] && echo 81 || echo 82)
+    ip link add "${P}$net$i" type veth peer name "${P}$net${i}s"
+    ip link set "${P}$net$i" netns "$h"
+    ip link set "${P}$net${i}s" netns "$SW"
+    ip -n "$h" link set "${P}$net$i" name "eth$net"
+    ip -n "$h" addr add "10.$octet.0.$((i + 1))/24" dev "eth$net"
+    ip -n "$h" link set "eth$net" up
+    ip -n "$SW" link set "${P}$net${i}s" master "br$net"
+    ip -n "$SW" link set "${P}$net${i}s" up
+  done
+done
+
+export TRIBUTARY_SECRET=$(head -c16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+ip netns exec "$SW" "$BIN" coordinator --bind tcp://10.82.0.254:0 --world-size "$N" \
+  --ready-file "$WORK/endpoint" >"$WORK/coordinator.out" 2>"$WORK/coordinator.err" &
+PIDS+=($!)
+for ((t = 0; t < 200; t++)); do
+  [[ -s $WORK/endpoint ]] && break
+  sleep 0.05
+done
+[[ -s $WORK/endpoint ]] || fail "the coordinator did not bind"
+ENDPOINT=$(cat "$WORK/endpoint")
+
+STEPS=${STEPS:-120}
+COUNT=${COUNT:-65536}
+declare -a AGENT
+for ((i = 0; i < N; i++)); do
+  ip netns exec "${P}_h$i" "$BIN" agent --coordinator "$ENDPOINT" --host "h$i" \
+    --bind-host 0.0.0.0 --data-address "10.81.0.$((i + 1))" --data-address "10.82.0.$((i + 1))" \
+    --transport tcp --failover --stall-timeout-ms 1000 --metrics 127.0.0.1:9464 \
+    --workload soak --soak-count "$COUNT" --soak-steps "$STEPS" --soak-delay-ms 20 \
+    >"$WORK/agent$i.out" 2>"$WORK/agent$i.err" &
+  AGENT[i]=$!
+  PIDS+=($!)
+done
+
+# Once every agent committed a sixth of its steps, network A goes away under agent 1.
+CUT_AT=$((STEPS / 6))
+for ((t = 0; t < 1200; t++)); do
+  done_all=1
+  for ((i = 0; i < N; i++)); do
+    [[ $(grep -c "^soak step" "$WORK/agent$i.out" 2>/dev/null || true) -ge $CUT_AT ]] || done_all=0
+  done
+  [[ $done_all == 1 ]] && break
+  sleep 0.05
+done
+[[ $done_all == 1 ]] || fail "the agents did not reach step $CUT_AT"
+ip -n "${P}_h1" link set ethA down
+echo "network A down under agent 1 at step $(grep -c '^soak step' "$WORK/agent1.out")"
+LAST=$N
+if [[ $MODE == kill ]]; then
+  kill -9 "${AGENT[N - 1]}"
+  echo "agent $((N - 1)) killed"
+  wait "${AGENT[N - 1]}" 2>/dev/null || true
+  LAST=$((N - 1))
+fi
+
+# Agent 1's metrics while it trains on (they sync every 64 collectives).
+SCRAPED=$WORK/agent1.metrics
+if [[ $MODE != kill ]] && command -v curl >/dev/null; then
+  while kill -0 "${AGENT[1]}" 2>/dev/null; do
+    ip netns exec "${P}_h1" curl -s --max-time 1 http://127.0.0.1:9464/metrics >"$SCRAPED.new" || true
+    if grep -q '^tributary_link_path_changes_total{.*from="tcp".*to="tcp-standby"' "$SCRAPED.new"; then
+      mv "$SCRAPED.new" "$SCRAPED"
+      break
+    fi
+    sleep 0.1
+  done
+fi
+for ((i = 0; i < LAST; i++)); do
+  wait "${AGENT[i]}" || fail "agent $i exited with $?"
+done
+if [[ $MODE == kill ]]; then
+  # The survivors: every step correct, the same sums, the dead member gone in a new view.
+  for ((i = 0; i < LAST; i++)); do
+    steps=$(grep -c "^soak step" "$WORK/agent$i.out" || true)
+    [[ $steps -ge $STEPS ]] || fail "survivor $i committed $steps of $STEPS steps"
+    grep -q "^soak step.* WRONG" "$WORK/agent$i.out" && fail "survivor $i committed a wrong sum"
+    grep "^soak step" "$WORK/agent$i.out" | tail -1 | grep -q " view 1 " &&
+      fail "survivor $i never left view 1 after a member died"
+  done
+  sums=$(for ((i = 0; i < LAST; i++)); do grep "^soak step" "$WORK/agent$i.out" | awk '{print $3, $(NF - 1)}'; done | sort -u | wc -l)
+  [[ $sums -eq $STEPS ]] || fail "the survivors disagree on some step ($sums distinct sums, $STEPS steps)"
+  echo "PASSED: $N agents, A cut under agent 1 as agent $((N - 1)) died: $LAST survivors agree on $STEPS correct steps"
+  exit 0
+fi
+for ((i = 0; i < N; i++)); do
+  steps=$(grep -c "^soak step" "$WORK/agent$i.out" || true)
+  [[ $steps -ge $STEPS ]] || fail "agent $i committed $steps of $STEPS steps"
+  grep -q "^soak step.* WRONG" "$WORK/agent$i.out" && fail "agent $i committed a wrong sum"
+  # Epoch 1 throughout: the link changed, the membership did not.
+  grep "^soak step" "$WORK/agent$i.out" | grep -qv " view 1 " &&
+    fail "agent $i saw a view change: $(grep '^soak step' "$WORK/agent$i.out" | grep -v ' view 1 ' | head -1)"
+done
+# Every agent committed the same sums.
+sums=$(for ((i = 0; i < N; i++)); do grep "^soak step" "$WORK/agent$i.out" | awk '{print $3, $NF == "ok" ? $(NF - 1) : "x"}'; done | sort -u | wc -l)
+[[ $sums -eq $STEPS ]] || fail "the agents disagree on some step ($sums distinct step sums for $STEPS steps)"
+# Agent 1 moved its pairs from A (tcp) to B (tcp-standby), naming both ends and paths.
+grep -q "rank .* to rank .*: path tcp -> tcp-standby" "$WORK/agent1.err" ||
+  fail "agent 1 logged no move to the standby path"
+grep -h "path tcp -> tcp-standby" "$WORK"/agent*.err | head -4
+if command -v curl >/dev/null; then
+  [[ -s $SCRAPED ]] || fail "agent 1's /metrics never counted a move to tcp-standby"
+  grep -q '^tributary_peer_transport{.*transport="tcp-standby".*} 1' "$SCRAPED" ||
+    fail "agent 1's /metrics shows no peer on tcp-standby: $(grep peer_transport "$SCRAPED")"
+  grep -E '^tributary_(link_path_changes_total|peer_transport)' "$SCRAPED"
+fi
+echo "PASSED: $N agents, network A cut under agent 1 mid-run: $STEPS correct, agreed steps in epoch 1"
