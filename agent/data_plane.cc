@@ -156,6 +156,13 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::connect(const transport::Gr
   transport::ConnectedGroup group = std::move(*connected);
   std::unique_ptr<algorithms::Link> link = std::move(group.link);
   bool failover = false;
+  if (second.valid() &&
+      second.wait_for(std::chrono::duration_cast<std::chrono::nanoseconds>(stall_timeout_)) !=
+          std::future_status::ready) {
+    // The table's path is up; a standby that is not by a stall timeout later (its address
+    // unreachable, a firewall) would only hold the group back: it goes without.
+    standby_->cancel_connect(spec.epoch + 1);
+  }
   if (second.valid()) {
     TRIB_ASSIGN_OR_RETURN(link, with_standby(spec, std::move(link), group.transport,
                                              second.get(), &failover));

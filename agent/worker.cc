@@ -398,6 +398,7 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
       const bool leaving = drain_requested.load();
       client->request_boundary(view.epoch, leaving);
       if (leaving) {
+        settle_link(config.stall_timeout);
         drop_link(error(StatusCode::kAborted, "drained"));
         stop_watcher();
         Status s = client->leave(Deadline::after(std::chrono::seconds(10)));
@@ -508,6 +509,7 @@ Status Worker::leave() {
   if (impl_->left) return Status::ok();
   impl_->left = true;
   impl_->stop_watcher();
+  impl_->settle_link(impl_->config.stall_timeout);
   impl_->drop_link(error(StatusCode::kAborted, "worker left"));
   if (!impl_->client) return Status::ok();
   return impl_->client->leave(Deadline::after(std::chrono::seconds(5)));

@@ -20,6 +20,7 @@
 #include "agent/agent_metrics.h"
 #include "agent/attempt_deadline.h"
 #include "agent/data_plane.h"
+#include "transport/failover_link.h"
 #include "agent/worker.h"
 #include "algorithms/cost_model.h"
 #include "algorithms/zone_layout.h"
@@ -60,6 +61,13 @@ class Worker::Impl {
     std::lock_guard lock(link_mu);
     link = std::move(l);
     link_epoch = epoch;
+  }
+  // Before leaving on purpose: the peers acknowledge what this member sent them (a
+  // failover link keeps it until then, and a peer that sees every path close before it
+  // read the last message would fail its step). Bounded; a plain link returns at once.
+  void settle_link(Duration within) {
+    std::lock_guard lock(link_mu);
+    if (link) (void)transport::drain(*link, Deadline::after(within));
   }
   void drop_link(const Status& why) {
     std::lock_guard lock(link_mu);

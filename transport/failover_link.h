@@ -77,7 +77,8 @@ struct FailoverParams {
 // message it sent, or a pair has no path left (its error), or `deadline` (kTimedOut). A
 // rank whose own operations are all over does not drive its paths, so a resume that
 // arrives then is answered only at its next wait(): the runtime's next collective (the
-// commit round follows every one), or this at the end of the link's use.
+// commit round follows every one), or this at the end of the link's use. Any other link
+// keeps nothing to resend: OK at once.
 Status drain(algorithms::Link& link, Deadline deadline);
 
 // A link the table built, as a path: kInternal when its transport cannot be polled.

@@ -101,11 +101,48 @@ void FailoverLink::service_pair(Pair& p) {
 }
 
 void FailoverLink::service_controls(Pair& p) {
+  // First what the current path delivered: a peer that closes its connections after its
+  // last send (a member leaving at a step boundary, or done with the collective) leaves
+  // descriptors, payloads and acknowledgements readable before the close, which fails
+  // every receive still posted. Its error is acted on after them, as a plain link's
+  // receives match what arrived before a close.
+  const int c = p.current;
+  std::optional<Status> failure;
+  while (std::optional<Status> st = collect(c, p.descriptor_h)) {
+    if (!st->is_ok()) {
+      failure = *st;
+      break;
+    }
+    on_descriptor(p);
+    if (p.current != c || !p.lost.is_ok()) return;
+    p.descriptor_h = paths_[static_cast<std::size_t>(c)]->recv(
+        p.peer, control_tag(Control::kDescriptor), std::span<std::byte>(p.descriptor_in));
+  }
+  while (std::optional<Status> st = collect(c, p.ack_h)) {
+    if (!st->is_ok()) {
+      if (!failure) failure = *st;
+      break;
+    }
+    on_ack(p, get64(p.ack_in.data()));
+    p.ack_h = paths_[static_cast<std::size_t>(c)]->recv(p.peer, control_tag(Control::kAck),
+                                                        std::span<std::byte>(p.ack_in));
+  }
+  if (failure) {
+    service_arrivals(p);
+    if (p.current != c || !p.lost.is_ok()) return;
+    return fail_path(p, c, *failure, false);
+  }
   for (int k = 0; k < static_cast<int>(paths_.size()); ++k) {
     if (p.failed[static_cast<std::size_t>(k)]) continue;
     std::optional<Status> st = collect(k, p.resume_h[static_cast<std::size_t>(k)]);
     if (!st) continue;
-    if (!st->is_ok()) return fail_path(p, k, *st, false);
+    if (!st->is_ok()) {
+      if (k == c) {  // payloads that arrived before the close are delivered first
+        service_arrivals(p);
+        if (p.current != c || !p.lost.is_ok()) return;
+      }
+      return fail_path(p, k, *st, false);
+    }
     const auto& in = p.resume_in[static_cast<std::size_t>(k)];
     const std::uint32_t said = get32(in.data());
     const std::uint64_t low = get64(in.data() + 8);
@@ -115,25 +152,11 @@ void FailoverLink::service_controls(Pair& p) {
     post_resume_listener(p, k);
     return on_resume(p, k, low);
   }
-  const int c = p.current;
   if (p.resume_send_h != kNoHandle) {
     const int path = p.resume_send_path;
     if (std::optional<Status> st = collect(path, p.resume_send_h); st && !st->is_ok()) {
       return fail_path(p, path, *st, false);
     }
-  }
-  while (std::optional<Status> st = collect(c, p.descriptor_h)) {
-    if (!st->is_ok()) return fail_path(p, c, *st, false);
-    on_descriptor(p);
-    if (p.current != c || !p.lost.is_ok()) return;
-    p.descriptor_h = paths_[static_cast<std::size_t>(c)]->recv(
-        p.peer, control_tag(Control::kDescriptor), std::span<std::byte>(p.descriptor_in));
-  }
-  while (std::optional<Status> st = collect(c, p.ack_h)) {
-    if (!st->is_ok()) return fail_path(p, c, *st, false);
-    on_ack(p, get64(p.ack_in.data()));
-    p.ack_h = paths_[static_cast<std::size_t>(c)]->recv(p.peer, control_tag(Control::kAck),
-                                                        std::span<std::byte>(p.ack_in));
   }
   if (std::optional<Status> st = collect(c, p.ack_send_h)) {
     if (!st->is_ok()) return fail_path(p, c, *st, false);
