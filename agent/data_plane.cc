@@ -238,6 +238,7 @@ void DataPlane::on_path_change(std::uint64_t epoch, const transport::PathChange&
   const std::string from = c.from == 0 ? primary : "tcp-standby";
   const std::string to = c.to < 0 ? "none" : c.to == 0 ? primary : "tcp-standby";
   const std::string cause = c.stall ? "stall" : c.by_peer ? "peer" : "error";
+  path_change_total_.fetch_add(1);
   for (PathChangeCount& k : path_changes_) {
     if (k.from == from && k.to == to && k.cause == cause) {
       ++k.count;

@@ -21,6 +21,7 @@
 // pair; keep `stall_timeout` above the longest step.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -81,6 +82,8 @@ class DataPlane {
   std::vector<PeerPath> paths() const;
   FrameRefusals refusals() const;
   std::vector<PathChangeCount> path_changes() const;
+  // How many path changes so far (cheap: for deciding when to sync the metrics).
+  std::uint64_t path_change_total() const { return path_change_total_.load(); }
 
  private:
   DataPlane() = default;
@@ -109,6 +112,7 @@ class DataPlane {
   std::vector<int> group_path_;  // by rank: 0 the table's transport, 1 the standby, -1 none
   bool group_has_standby_ = false;
   std::vector<PathChangeCount> path_changes_;
+  std::atomic<std::uint64_t> path_change_total_{0};
 };
 
 // "host[:port]" (or "[v6][:port]", or a bare IPv6 address) with `port` filled in when

@@ -262,7 +262,11 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
                                      ? std::string_view("fixed")
                                      : to_string(algorithm),
                                  status, seconds);
-      if (++collectives_since_sync >= 64 || !status.is_ok()) {
+      // Every 64 collectives, and at once after a failure or a pair's path change.
+      const std::uint64_t path_changes = data_plane->path_change_total();
+      if (++collectives_since_sync >= 64 || !status.is_ok() ||
+          path_changes != path_changes_synced) {
+        path_changes_synced = path_changes;
         metrics->sync_links(data_plane->paths(), data_plane->refusals(),
                             data_plane->path_changes());
         collectives_since_sync = 0;

@@ -169,6 +169,7 @@ class Worker::Impl {
   std::uint64_t commit_through = 0;  // the latest Go's decision
   double throughput = 100e6;         // bytes/s, EWMA over successful collectives
   int collectives_since_sync = 0;
+  std::uint64_t path_changes_synced = 0;  // DataPlane::path_change_total() at the last sync
 
   // Elasticity.
   std::map<std::string, std::span<std::byte>> state;

@@ -461,6 +461,7 @@ int main(int argc, char** argv) {
   bench->add_flag("--no-agreement", bench_flags.no_agreement,
                   "skip the commit round after each collective (measures the data phase alone)");
   add_transport_flag(*bench, bench_flags.worker);
+  add_failover_flags(*bench, bench_flags.worker);
 
   AgentFlags check_flags;
   LocalFlags check_local;
@@ -477,6 +478,7 @@ int main(int argc, char** argv) {
   check->add_option("--algorithm", check_flags.algorithm,
                     "all-reduce algorithm (auto: cost model)");
   add_transport_flag(*check, check_flags.worker);
+  add_failover_flags(*check, check_flags.worker);
 
   AgentFlags demo_flags;
   DemoSpec demo_spec;
@@ -508,6 +510,7 @@ int main(int argc, char** argv) {
   demo->add_option("--straggler-ms", demo_spec.straggler_ms,
                    "one worker computes this many ms slower per step");
   add_transport_flag(*demo, demo_flags.worker);
+  add_failover_flags(*demo, demo_flags.worker);
   demo->add_flag("--ha", demo_spec.ha, "a local etcd and three replicated coordinators");
   demo->add_option("--kill-leader-at", demo_spec.kill_leader_at,
                    "--ha: kill -9 the leading coordinator at this step")
@@ -537,13 +540,15 @@ int main(int argc, char** argv) {
       auto names = kBenchFlagNames;
       names.insert(names.end(), {"--chunk-bytes", "--algorithm", "--timeout-ms", "--no-agreement",
                                  "--transport"});
+      names.insert(names.end(), kFailoverFlagNames.begin(), kFailoverFlagNames.end());
       return names;
     }());
   }
   if (check->parsed()) {
     if (Status s = finish_agent_flags(check_flags); !s) return report(s, "check");
-    return run_local_cluster(*check, check_local, log_flags, "check",
-                             {"--chunk-bytes", "--algorithm", "--transport"});
+    std::vector<std::string> names = {"--chunk-bytes", "--algorithm", "--transport"};
+    names.insert(names.end(), kFailoverFlagNames.begin(), kFailoverFlagNames.end());
+    return run_local_cluster(*check, check_local, log_flags, "check", names);
   }
   if (demo->parsed()) {
     if (Status st = finish_agent_flags(demo_flags); !st) return report(st, "demo");
@@ -553,6 +558,7 @@ int main(int argc, char** argv) {
     auto names = kTrainFlagNames;
     names.insert(names.end(), {"--algorithm", "--metrics", "--step-delay-ms", "--codec",
                                "--wan-codec", "--transport"});
+    names.insert(names.end(), kFailoverFlagNames.begin(), kFailoverFlagNames.end());
     demo_spec.agent_args = forwarded_args(*demo, names);
     for (const auto& a : log_args(log_flags)) {
       demo_spec.coordinator_args.push_back(a);

@@ -4,6 +4,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+#include <vector>
+
 #include "agent/worker.h"
 
 namespace tributary::cli {
@@ -16,15 +19,7 @@ inline void add_transport_flag(CLI::App& cmd, agent::WorkerConfig& w) {
       ->check(CLI::IsMember({"auto", "shm", "tcp"}));
 }
 
-inline void add_data_path_flags(CLI::App& cmd, agent::WorkerConfig& w) {
-  add_transport_flag(cmd, w);
-  cmd.add_option("--data-address", w.data_addresses,
-                 "address peers dial, host[:port] (port: the listener's); repeat it for more "
-                 "paths, most preferred first (default: --advertise-host or --bind-host)");
-  cmd.add_option("--shm-ring-bytes", w.shm_ring_bytes,
-                 "shared-memory ring per pair and direction (a power of two)")
-      ->transform(CLI::AsSizeValue(false))
-      ->capture_default_str();
+inline void add_failover_flags(CLI::App& cmd, agent::WorkerConfig& w) {
   cmd.add_flag("--failover", w.failover,
                "keep a standby TCP path per peer (a second listener): a failed or stalled "
                "path moves there mid-collective, without a view change");
@@ -34,6 +29,21 @@ inline void add_data_path_flags(CLI::App& cmd, agent::WorkerConfig& w) {
          "with --failover: no acknowledgement on a pair's path for this long moves the pair "
          "to its standby path (default 2000)")
       ->check(CLI::PositiveNumber);
+}
+
+// The names the local launchers forward to their agents.
+inline const std::vector<std::string> kFailoverFlagNames = {"--failover", "--stall-timeout-ms"};
+
+inline void add_data_path_flags(CLI::App& cmd, agent::WorkerConfig& w) {
+  add_transport_flag(cmd, w);
+  add_failover_flags(cmd, w);
+  cmd.add_option("--data-address", w.data_addresses,
+                 "address peers dial, host[:port] (port: the listener's); repeat it for more "
+                 "paths, most preferred first (default: --advertise-host or --bind-host)");
+  cmd.add_option("--shm-ring-bytes", w.shm_ring_bytes,
+                 "shared-memory ring per pair and direction (a power of two)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
   cmd.add_option_function<long>(
          "--connect-attempt-ms",
          [&w](long ms) { w.connect_attempt_timeout = std::chrono::milliseconds(ms); },

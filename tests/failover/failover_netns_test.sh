@@ -110,6 +110,7 @@ for ((t = 0; t < 1200; t++)); do
 done
 [[ $done_all == 1 ]] || fail "the agents did not reach step $CUT_AT"
 ip -n "${P}_h1" link set ethA down
+CUT=$(date +%s.%N)
 echo "network A down under agent 1 at step $(grep -c '^soak step' "$WORK/agent1.out")"
 LAST=$N
 if [[ $MODE == kill ]]; then
@@ -163,6 +164,10 @@ sums=$(for ((i = 0; i < N; i++)); do grep "^soak step" "$WORK/agent$i.out" | awk
 grep -q "rank .* to rank .*: path tcp -> tcp-standby" "$WORK/agent1.err" ||
   fail "agent 1 logged no move to the standby path"
 grep -h "path tcp -> tcp-standby" "$WORK"/agent*.err | head -4
+# From the cut to agent 1's first move (its log's clock is this machine's).
+first=$(grep -h "path tcp -> tcp-standby" "$WORK/agent1.err" | awk '{print $1}' | sort | head -1)
+moved=$(date -d "$first" +%s.%N)
+echo "first move $(awk -v a="$CUT" -v b="$moved" 'BEGIN {printf "%.0f", (b - a) * 1000}') ms after the cut (stall timeout 1000 ms)"
 if command -v curl >/dev/null; then
   [[ -s $SCRAPED ]] || fail "agent 1's /metrics never counted a move to tcp-standby"
   grep -q '^tributary_peer_transport{.*transport="tcp-standby".*} 1' "$SCRAPED" ||
