@@ -1,5 +1,6 @@
 // Replicated coordinators on a real etcd with agents training: kill -9 of the leader (at
-// a random point of a step, and right after it admitted a joiner), a leader paused with
+// a random point of a step, right after it admitted a joiner, while it resolves a failure,
+// and during a step boundary where a member leaves), a leader paused with
 // SIGSTOP until a standby took over, and etcd itself killed and restarted. Each time a standby
 // leads within the lease time, no epoch is issued twice, every committed step agrees across the
 // agents, and the agents resume with the new leader instead of rejoining.
@@ -243,6 +244,58 @@ TEST(FaultFailover, KillNineTheLeaderWhileItResolvesAFailure) {
   }
   std::cout << "takeover during a failure's resolution: " << takeover * 1e3 << " ms\n";
   expect_agreement_and_drain(ha, survivors);
+}
+
+TEST(FaultFailover, KillNineTheLeaderDuringAStepBoundary) {
+  std::unique_ptr<HaCluster> started;
+  start_training(3, started);
+  if (!started) return;
+  HaCluster& ha = *started;
+  SoakCluster& cluster = *ha.soak;
+  Process* leader = ha.leader();
+  ASSERT_NE(leader, nullptr) << ha.dump();
+  Process& leaver = *cluster.agents[1];
+  const std::vector<Process*> stayers = except(cluster.agents, {&leaver});
+
+  // A drain (SIGTERM) makes the next step boundary one where a member leaves; the leader
+  // dies within the few milliseconds that boundary takes (before or after it issued the
+  // view without the leaver, at a random point).
+  const std::uint64_t seed = test_seed();
+  std::mt19937_64 rng(seed);
+  std::cout << "seed " << seed << "\n";
+  const std::uint64_t old_max = max_epoch_of(*leader);
+  leaver.signal(SIGTERM);
+  std::this_thread::sleep_for(milliseconds(std::uniform_int_distribution<int>(0, 30)(rng)));
+  const double takeover = kill_leader_and_time_takeover(ha, *leader);
+  ASSERT_GE(takeover, 0) << "no standby took over\n" << ha.dump();
+  EXPECT_LT(takeover, std::chrono::duration<double>(kTakeoverBound).count()) << ha.dump();
+
+  // The leaver is gone either way (it left through the old leader, or through the new one,
+  // or the new leader's resume deadline dropped it), cleanly; the others train on without
+  // it under the new leader, and never had to rejoin.
+  const auto code = leaver.wait_until(deadline_after(seconds(30)));
+  ASSERT_TRUE(code) << "the drained agent did not exit\n" << ha.dump();
+  EXPECT_EQ(*code, 0) << ha.dump();
+  ASSERT_TRUE(wait_committed_after(stayers, old_max, deadline_after(seconds(60))))
+      << "the others did not commit a step under the new leader\n"
+      << ha.dump();
+  ASSERT_TRUE(poll_until(deadline_after(seconds(30)), [&] {
+    for (Process* p : stayers) {
+      const AgentReport r = parse_report(p->out());
+      if (r.steps.empty() || r.steps.back().contributors.size() != 2) return false;
+    }
+    return true;
+  })) << ha.dump();
+  for (Process* p : stayers) {
+    EXPECT_EQ(parse_report(p->out()).members.size(), 1u) << p->name() << " had to rejoin\n"
+                                                         << ha.dump();
+  }
+  std::cout << "takeover during a step boundary: " << takeover * 1e3 << " ms; the old leader "
+            << (std::regex_search(leader->err(), std::regex(R"(member \d+ \('[^']*'\) left)"))
+                    ? "had"
+                    : "had not")
+            << " let the leaver go\n";
+  expect_agreement_and_drain(ha, stayers);
 }
 
 TEST(FaultFailover, StatusFromAStandbyNamesTheLeaderAndMetricsSayWhoLeads) {
