@@ -123,12 +123,14 @@ Status FailoverLink::wait(Handle h, Deadline deadline) {
   TRIB_CHECK(found != ops_.end()) << "unknown or already waited handle " << h;
   CallerOp& op = found->second;
   Pair& p = pairs_[static_cast<std::size_t>(op.peer)];
+  const auto spin_until = std::chrono::steady_clock::now() + params_.busy_poll;
   for (;;) {
     if (!op.done && abort_.raised()) finish(h, abort_.status());
     if (!op.done) service();
     if (op.done) break;
     const auto now = std::chrono::steady_clock::now();
     if (deadline.passed(now)) return give_up(h, op);
+    if (now < spin_until) continue;
     const Deadline slice{std::min(deadline.at, now + params_.slice)};
     paths_[static_cast<std::size_t>(p.current)]->drive(slice);
   }

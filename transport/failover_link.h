@@ -63,8 +63,13 @@ struct FailoverParams {
   // How long a message may stay unacknowledged before its path is given up (not for a
   // pair's last path, where the caller's deadline decides).
   Duration stall_deadline = std::chrono::seconds(2);
-  // How long one wait() blocks in one path before it looks at the others.
+  // How long one wait() blocks in one path before it looks at the others; also how often
+  // the paths no pair is on are looked at (for a resume) while waiting.
   Duration slice = std::chrono::milliseconds(1);
+  // How long a wait() polls the paths in use without blocking before it sleeps in one (as
+  // the stream links do: a sleep costs every small message a scheduler wake-up, and over
+  // shared memory a doorbell through the peer's socket).
+  Duration busy_poll = std::chrono::microseconds(50);
   const Clock* clock = &SteadyClock::instance();  // for the stall deadline only
   // A descriptor announcing more is a broken path (kBadFrame), never an allocation; the
   // paths' own frame bound (StreamLinkParams::max_frame_bytes) by default.

@@ -168,6 +168,8 @@ class FailoverLink final : public algorithms::Link {
   PayloadPool pool_;
   Handle next_handle_ = 1;
   std::uint64_t next_order_ = 0;
+  std::chrono::steady_clock::time_point last_full_look_{};
+  TimePoint now_{};  // the stall clock at the start of the current service() round
   AbortState abort_;
 };
 

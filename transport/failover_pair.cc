@@ -82,7 +82,19 @@ void FailoverLink::post_out(Pair& p, Outgoing& o) {
 }
 
 void FailoverLink::service() {
-  for (auto& path : paths_) path->drive(Deadline{TimePoint::min()});
+  now_ = params_.clock->now();  // the stall clock, read once a round
+  // The paths some pair is on, every time; the others (where only a resume can arrive)
+  // once a slice, so that polling stays cheap.
+  const auto now = std::chrono::steady_clock::now();
+  const bool all = now - last_full_look_ >= params_.slice;
+  if (all) last_full_look_ = now;
+  for (std::size_t k = 0; k < paths_.size(); ++k) {
+    bool used = all;
+    for (std::size_t r = 0; !used && r < pairs_.size(); ++r) {
+      used = pairs_[r].peer >= 0 && pairs_[r].current == static_cast<int>(k);
+    }
+    if (used) paths_[k]->drive(Deadline{TimePoint::min()});
+  }
   for (Pair& p : pairs_) {
     if (p.peer < 0 || !p.lost.is_ok()) continue;
     service_pair(p);
@@ -172,7 +184,7 @@ void FailoverLink::on_descriptor(Pair& p) {
   if (a.length > params_.max_message_bytes || a.tag.seq == kControlSeq) {
     return fail_path(p, p.current, error(StatusCode::kBadFrame, "a malformed descriptor"), false);
   }
-  p.progress_at = params_.clock->now();
+  p.progress_at = now_;
   std::byte* dst = nullptr;
   a.discard = a.index < p.low || p.above.count(a.index) > 0;
   if (!a.discard) {
@@ -214,7 +226,7 @@ void FailoverLink::service_arrivals(Pair& p) {
     }
     if (!st->is_ok()) return fail_path(p, p.current, *st, false);
     a.complete = true;
-    p.progress_at = params_.clock->now();
+    p.progress_at = now_;
     mark_received(p, a.index);
     if (a.discard || a.target != kNoHandle) {
       on_arrival(a);
@@ -255,7 +267,7 @@ void FailoverLink::maybe_ack(Pair& p) {
 void FailoverLink::on_ack(Pair& p, std::uint64_t low) {
   if (low <= p.acked) return;
   p.acked = std::min(low, p.next_index);
-  p.progress_at = params_.clock->now();
+  p.progress_at = now_;
   release_acknowledged(p);
 }
 
@@ -299,7 +311,7 @@ void FailoverLink::check_stall(Pair& p) {
   const bool later = std::any_of(p.failed.begin() + p.current + 1, p.failed.end(),
                                  [](bool failed) { return !failed; });
   if (!later) return;  // the pair's last path: the caller's deadline decides
-  const Duration quiet = params_.clock->now() - p.progress_at;
+  const Duration quiet = now_ - p.progress_at;
   if (quiet < params_.stall_deadline) return;
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(quiet).count();
   fail_path(p, p.current,
@@ -322,7 +334,7 @@ void FailoverLink::on_resume(Pair& p, int path, std::uint64_t low) {
   }
   if (low > p.acked) on_ack(p, low);
   p.awaiting_resume = false;
-  p.progress_at = params_.clock->now();
+  p.progress_at = now_;
   for (Outgoing& o : p.out) {
     if (o.path != p.current && o.index >= p.acked) post_out(p, o);
   }
@@ -387,7 +399,7 @@ void FailoverLink::move_to(Pair& p, int path, const std::string& reason, bool st
   leave_current(p);
   p.current = path;
   p.awaiting_resume = true;
-  p.progress_at = params_.clock->now();
+  p.progress_at = now_;
   post_controls(p);
   if (p.resume_send_h != kNoHandle) cancel(p.resume_send_path, p.resume_send_h);
   put32(p.resume_out.data(), static_cast<std::uint32_t>(path));

@@ -134,7 +134,11 @@ void ShmLink::drive(Deadline until) {
     std::lock_guard io(io_mu_);
     if (abort_.raised() || progress()) return;
   }
-  sleep(until.at);  // also looks at the connections: a dead peer is seen here too
+  // A look without blocking (a failover link polling) reads the rings only: a system call
+  // per look would make its polling cost more than the message. A blocking drive sleeps,
+  // and looks at the connections: a dead peer is seen there.
+  if (until.passed()) return;
+  sleep(until.at);
 }
 
 void ShmLink::abort(const Status& reason) {
