@@ -62,14 +62,18 @@ void start_training(int coordinators, std::unique_ptr<HaCluster>& ha) {
   ha = std::move(cluster);
 }
 
-// The first three agents kept their membership through every takeover (resumed, never
-// rejoined).
-void expect_original_agents_never_rejoined(HaCluster& ha) {
-  for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(parse_report(ha.soak->agents[i]->out()).members.size(), 1u)
-        << ha.soak->agents[i]->name() << " had to rejoin\n"
-        << ha.dump();
+// `agents` kept their membership through every takeover (resumed, never rejoined).
+void expect_never_rejoined(HaCluster& ha, const std::vector<Process*>& agents) {
+  for (Process* p : agents) {
+    EXPECT_EQ(parse_report(p->out()).members.size(), 1u) << p->name() << " had to rejoin\n"
+                                                         << ha.dump();
   }
+}
+
+// The first three agents kept their membership through every takeover.
+void expect_original_agents_never_rejoined(HaCluster& ha) {
+  expect_never_rejoined(ha, {ha.soak->agents[0].get(), ha.soak->agents[1].get(),
+                             ha.soak->agents[2].get()});
 }
 
 // What every failover must leave behind: no epoch issued twice, every committed step the
@@ -286,10 +290,7 @@ TEST(FaultFailover, KillNineTheLeaderDuringAStepBoundary) {
     }
     return true;
   })) << ha.dump();
-  for (Process* p : stayers) {
-    EXPECT_EQ(parse_report(p->out()).members.size(), 1u) << p->name() << " had to rejoin\n"
-                                                         << ha.dump();
-  }
+  expect_never_rejoined(ha, stayers);
   std::cout << "takeover during a step boundary: " << takeover * 1e3 << " ms; the old leader "
             << (std::regex_search(leader->err(), std::regex(R"(member \d+ \('[^']*'\) left)"))
                     ? "had"
