@@ -218,6 +218,11 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::with_standby(
   transport::FailoverParams params;
   params.epoch = spec.epoch;
   params.path_names = {primary_name, "tcp-standby"};
+  for (int r = 0; r < spec.size(); ++r) {
+    params.rank_names.push_back("rank " + std::to_string(r) + " (member " +
+                                std::to_string(spec.members[static_cast<std::size_t>(r)].member) +
+                                ")");
+  }
   params.stall_deadline = stall_timeout_;
   params.log = log_;
   params.on_change = [this, e = spec.epoch](const transport::PathChange& c) {

@@ -217,8 +217,14 @@ void FailoverLink::abort(const Status& reason) {
   for (auto& path : paths_) path->abort(st);
 }
 
-std::string FailoverLink::pair_name(const Pair& p) const {
-  return "rank " + std::to_string(p.peer);
+std::string FailoverLink::pair_name(const Pair& p) const { return name_of(p.peer); }
+
+std::string FailoverLink::name_of(int rank) const {
+  const auto r = static_cast<std::size_t>(rank);
+  if (r < params_.rank_names.size() && !params_.rank_names[r].empty()) {
+    return params_.rank_names[r];
+  }
+  return "rank " + std::to_string(rank);
 }
 
 Result<std::unique_ptr<algorithms::Link>> make_failover_link(

@@ -60,6 +60,8 @@ struct FailoverParams {
   std::uint64_t epoch = 0;
   // Names of the paths (for logs and metrics), most preferred first; one per path link.
   std::vector<std::string> path_names;
+  // What logs call each rank (e.g. "rank 2 (member 7)"); "rank r" where empty.
+  std::vector<std::string> rank_names;
   // How long a message may stay unacknowledged before its path is given up (not for a
   // pair's last path, where the caller's deadline decides).
   Duration stall_deadline = std::chrono::seconds(2);

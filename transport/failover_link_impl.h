@@ -155,6 +155,7 @@ class FailoverLink final : public algorithms::Link {
   void move_to(Pair& p, int path, const std::string& reason, bool stall, bool by_peer);
   void lose_pair(Pair& p, const Status& last);
   std::string pair_name(const Pair& p) const;
+  std::string name_of(int rank) const;  // FailoverParams::rank_names, or "rank r"
   // Something is under way with the peer (a peer that leaves when done closes every path:
   // worth a warning only when this holds).
   bool busy(const Pair& p) const;

@@ -346,7 +346,7 @@ void FailoverLink::fail_path(Pair& p, int path, const Status& why, bool stall) {
   cancel(path, p.resume_h[static_cast<std::size_t>(path)]);
   if (path != p.current) {
     params_.log.log(busy(p) ? LogLevel::kWarn : LogLevel::kDebug,
-                    "epoch " + std::to_string(params_.epoch) + ": rank " + std::to_string(rank_) +
+                    "epoch " + std::to_string(params_.epoch) + ": " + name_of(rank_) +
                         " to " + pair_name(p) + ": standby path " +
                         params_.path_names[static_cast<std::size_t>(path)] +
                         " failed: " + why.to_string());
@@ -409,7 +409,7 @@ void FailoverLink::move_to(Pair& p, int path, const std::string& reason, bool st
   p.resume_send_path = path;
   p.ack_sent = p.low;
   const auto& names = params_.path_names;
-  params_.log.warn("epoch " + std::to_string(params_.epoch) + ": rank " + std::to_string(rank_) +
+  params_.log.warn("epoch " + std::to_string(params_.epoch) + ": " + name_of(rank_) +
                    " to " + pair_name(p) + ": path " + names[static_cast<std::size_t>(from)] +
                    " -> " + names[static_cast<std::size_t>(path)] + " (" +
                    (stall     ? "stall"
@@ -425,7 +425,7 @@ void FailoverLink::lose_pair(Pair& p, const Status& last) {
   p.lost = error(last.code(), last.message() + " (every path to " + pair_name(p) +
                                   " has failed: " + tried + ")");
   params_.log.log(busy(p) ? LogLevel::kWarn : LogLevel::kDebug,
-                  "epoch " + std::to_string(params_.epoch) + ": rank " + std::to_string(rank_) +
+                  "epoch " + std::to_string(params_.epoch) + ": " + name_of(rank_) +
                       " to " + pair_name(p) + ": no path left: " + p.lost.to_string());
   if (params_.on_change) {
     params_.on_change(PathChange{p.peer, p.current, -1, last.to_string(), false, false});
