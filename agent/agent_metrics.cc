@@ -28,7 +28,8 @@ class AgentMetrics::Impl {
   prometheus::Counter* crc_failures = nullptr;
   FrameRefusals seen_refusals;
   prometheus::Family<prometheus::Counter>* path_changes = nullptr;
-  std::map<std::tuple<std::string, std::string, std::string>, std::uint64_t> seen_changes;
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, std::uint64_t>
+      seen_changes;
   // Last cumulative values seen per (transport, peer address), to turn snapshots into
   // increments.
   std::map<std::pair<std::string, std::string>, std::pair<std::uint64_t, std::uint64_t>> seen;
@@ -91,10 +92,11 @@ Result<std::unique_ptr<AgentMetrics>> AgentMetrics::serve(const std::string& bin
   }
   impl->path_changes =
       &prometheus::BuildCounter()
-           .Name("tributary_link_path_changes_total")
+           .Name("tributary_link_fallbacks_total")
            .Help(
-               "Pairs moved from one data path to another (--failover), by path names and "
-               "cause (error, stall, peer: the peer moved first); to=none: every path failed")
+               "Times the link to a peer moved from one data path to another (--failover), "
+               "by peer, path names and cause (error, stall, peer: the peer moved first); "
+               "to=none: every path to the peer failed")
            .Register(r);
   impl->peer_transport =
       &prometheus::BuildGauge()
@@ -126,9 +128,10 @@ void AgentMetrics::record_collective(std::string_view op, std::string_view algor
 void AgentMetrics::sync_links(const std::vector<PeerPath>& paths, const FrameRefusals& refusals,
                               const std::vector<PathChangeCount>& path_changes) {
   for (const PathChangeCount& c : path_changes) {
-    std::uint64_t& seen = impl_->seen_changes[{c.from, c.to, c.cause}];
+    std::uint64_t& seen = impl_->seen_changes[{c.peer, c.from, c.to, c.cause}];
     if (c.count > seen) {
-      impl_->path_changes->Add({{"from", c.from}, {"to", c.to}, {"cause", c.cause}})
+      impl_->path_changes
+          ->Add({{"peer", c.peer}, {"from", c.from}, {"to", c.to}, {"cause", c.cause}})
           .Increment(static_cast<double>(c.count - seen));
       seen = c.count;
     }

@@ -5,7 +5,7 @@
 //   tributary_link_bad_frames_total, tributary_link_crc_failures_total   frames refused
 //   tributary_transport_bytes_sent_total{transport}, _received_total{transport}   by transport
 //   tributary_peer_transport{peer,member,transport}      1 for the path carrying each peer
-//   tributary_link_path_changes_total{from,to,cause}     pairs moved between paths (--failover)
+//   tributary_link_fallbacks_total{peer,from,to,cause}   links moved between paths (--failover)
 //   tributary_membership_size, tributary_epoch           from the coordinator client
 // Updated only from the collective thread; the server's thread (core/metrics_server.h, which
 // slow or many scrapers cannot block) only reads.

@@ -187,6 +187,8 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::connect(const transport::Gr
   group_transport_ = group.transport;
   group_members_.clear();
   for (const auto& m : spec.members) group_members_.push_back(m.member);
+  group_addresses_.clear();
+  for (const auto& m : spec.members) group_addresses_.push_back(m.data_address);
   group_path_.assign(static_cast<std::size_t>(spec.size()), 0);
   group_has_standby_ = failover;
   return link;
@@ -243,14 +245,18 @@ void DataPlane::on_path_change(std::uint64_t epoch, const transport::PathChange&
   const std::string from = c.from == 0 ? primary : "tcp-standby";
   const std::string to = c.to < 0 ? "none" : c.to == 0 ? primary : "tcp-standby";
   const std::string cause = c.stall ? "stall" : c.by_peer ? "peer" : "error";
+  const std::string peer =
+      current && c.peer >= 0 && c.peer < static_cast<int>(group_addresses_.size())
+          ? group_addresses_[static_cast<std::size_t>(c.peer)]
+          : "rank " + std::to_string(c.peer);
   path_change_total_.fetch_add(1);
   for (PathChangeCount& k : path_changes_) {
-    if (k.from == from && k.to == to && k.cause == cause) {
+    if (k.peer == peer && k.from == from && k.to == to && k.cause == cause) {
       ++k.count;
       return;
     }
   }
-  path_changes_.push_back({from, to, cause, 1});
+  path_changes_.push_back({peer, from, to, cause, 1});
 }
 
 std::vector<PathChangeCount> DataPlane::path_changes() const {

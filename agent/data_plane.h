@@ -49,8 +49,9 @@ struct PeerPath {
   bool in_use = true;  // the path that carries the pair now (one of two with failover)
 };
 
-// Moves of pairs between paths over the process's lifetime (monotonic), by kind.
+// Moves of pairs between paths over the process's lifetime (monotonic), by peer and kind.
 struct PathChangeCount {
+  std::string peer;   // the peer's data address (HOST:PORT) in the view
   std::string from;   // path names: "shm", "tcp", "tcp-standby"
   std::string to;     // "none": every path to the peer failed
   std::string cause;  // "error", "stall" or "peer" (the peer moved first)
@@ -109,6 +110,7 @@ class DataPlane {
   std::uint64_t group_epoch_ = 0;
   std::string group_transport_;
   std::vector<std::uint64_t> group_members_;
+  std::vector<std::string> group_addresses_;  // by rank: the view's data_address
   std::vector<int> group_path_;  // by rank: 0 the table's transport, 1 the standby, -1 none
   bool group_has_standby_ = false;
   std::vector<PathChangeCount> path_changes_;

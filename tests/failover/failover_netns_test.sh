@@ -7,7 +7,7 @@
 # vanish, nothing fails), move to the standby path within the stall timeout, and resume
 # the step where it stood. Every step stays correct and agreed, no view changes (epoch 1
 # throughout: nobody failed, a link did), the move is logged naming both members and both
-# paths, and agent 1's /metrics counts it (tributary_link_path_changes_total) and shows
+# paths, and agent 1's /metrics counts it (tributary_link_fallbacks_total) and shows
 # its peers on tcp-standby (tributary_peer_transport).
 #
 # With `kill`, the last agent is also killed (kill -9) at the moment A goes down: a path
@@ -125,7 +125,7 @@ SCRAPED=$WORK/agent1.metrics
 if [[ $MODE != kill ]] && command -v curl >/dev/null; then
   while kill -0 "${AGENT[1]}" 2>/dev/null; do
     ip netns exec "${P}_h1" curl -s --max-time 1 http://127.0.0.1:9464/metrics >"$SCRAPED.new" || true
-    if grep -q '^tributary_link_path_changes_total{.*from="tcp".*to="tcp-standby"' "$SCRAPED.new"; then
+    if grep -q '^tributary_link_fallbacks_total{.*from="tcp".*to="tcp-standby"' "$SCRAPED.new"; then
       mv "$SCRAPED.new" "$SCRAPED"
       break
     fi
@@ -172,6 +172,6 @@ if command -v curl >/dev/null; then
   [[ -s $SCRAPED ]] || fail "agent 1's /metrics never counted a move to tcp-standby"
   grep -q '^tributary_peer_transport{.*transport="tcp-standby".*} 1' "$SCRAPED" ||
     fail "agent 1's /metrics shows no peer on tcp-standby: $(grep peer_transport "$SCRAPED")"
-  grep -E '^tributary_(link_path_changes_total|peer_transport)' "$SCRAPED"
+  grep -E '^tributary_(link_fallbacks_total|peer_transport)' "$SCRAPED"
 fi
 echo "PASSED: $N agents, network A cut under agent 1 mid-run: $STEPS correct, agreed steps in epoch 1"
