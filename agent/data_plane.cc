@@ -5,6 +5,7 @@
 #include <future>
 
 #include "agent/tcp_transport.h"
+#include "transport/absent_path.h"
 #include "transport/failover_link.h"
 #include "transport/shm_transport.h"
 
@@ -199,24 +200,26 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::with_standby(
     const std::string& primary_name, Result<std::unique_ptr<algorithms::Link>> standby,
     bool* failover) {
   const std::string epoch = "epoch " + std::to_string(spec.epoch) + ": ";
-  if (!standby) {
-    log_.warn(epoch + "the standby path did not connect (" + standby.status().to_string() +
-              "): this group runs without failover");
-    return primary;
-  }
   if (dynamic_cast<algorithms::PollableLink*>(primary.get()) == nullptr) {
+    // The same on every member (it depends on the transport, which the view decides).
     log_.warn(epoch + "the " + primary_name + " link cannot be a failover path: no failover");
-    return primary;
-  }
-  if (dynamic_cast<algorithms::PollableLink*>(standby->get()) == nullptr) {
-    log_.warn(epoch + "the standby link cannot be a failover path: no failover");
     return primary;
   }
   std::vector<std::unique_ptr<algorithms::PollableLink>> paths;
   TRIB_ASSIGN_OR_RETURN(auto first, transport::as_path(std::move(primary)));
-  TRIB_ASSIGN_OR_RETURN(auto second, transport::as_path(std::move(*standby)));
   paths.push_back(std::move(first));
-  paths.push_back(std::move(second));
+  if (standby) {
+    TRIB_ASSIGN_OR_RETURN(auto second, transport::as_path(std::move(*standby)));
+    paths.push_back(std::move(second));
+  } else {
+    // Every member of this group runs the failover protocol on its preferred path (the
+    // view says all advertise a standby); where the standby did not connect, the pairs
+    // simply have no second path. Running without the protocol here, while a peer whose
+    // standby connected runs with it, would leave that pair speaking two protocols.
+    log_.warn(epoch + "the standby path did not connect (" + standby.status().to_string() +
+              "): this epoch's pairs have no standby on this member");
+    paths.push_back(transport::make_absent_path(spec.rank, spec.size(), standby.status()));
+  }
   transport::FailoverParams params;
   params.epoch = spec.epoch;
   params.path_names = {primary_name, "tcp-standby"};

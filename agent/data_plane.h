@@ -15,8 +15,10 @@
 // over [the table's transport, the standby]: a pair whose path fails, or stays without
 // acknowledgement for `stall_timeout`, moves to the standby and resumes at the first
 // message its peer had not received, with no view change. A group with a member that
-// advertises none, or whose standby does not connect by the deadline, runs on the table's
-// transport alone (logged). Caveat: acknowledgements are the peer link's, so a peer that
+// advertises none runs on the table's transport alone (logged); one whose standby does
+// not connect within a stall timeout of the table's runs the failover protocol with an
+// absent standby (transport/absent_path.h): the view alone decides the protocol, so the two
+// ends of a pair always agree. Caveat: acknowledgements are the peer link's, so a peer that
 // stays out of the collective longer than `stall_timeout` (a slow step) also moves the
 // pair; keep `stall_timeout` above the longest step.
 #pragma once

@@ -7,6 +7,8 @@
 // no test sleeps. The paths add jitter (FaultPath::jitter) to vary the interleavings.
 #include "transport/failover_link.h"
 
+#include "transport/absent_path.h"
+
 #include <gtest/gtest.h>
 
 #include <array>
@@ -410,6 +412,65 @@ TEST(FailoverLink, EveryPathGoneIsAPeerFailure) {
         << st.to_string();
   }
   EXPECT_TRUE(paths.any_lost());
+}
+
+// Rank 0's standby never connected (an absent path: transport/absent_path.h) while the
+// others' did: every rank still speaks the failover protocol on the preferred path, so the
+// collectives are those of a plain link; and when rank 0's preferred path to rank 1 then
+// breaks, that pair has nowhere to go and fails as a peer failure, at once, on both ends.
+TEST(FailoverLink, AStandbyThatNeverConnectedIsNoPathButTheSameProtocol) {
+  constexpr int kN = 3;
+  constexpr std::size_t kCount = 1537;
+  const auto expected = reference(AllReduceAlgorithm::kRing, kN, kCount);
+  MemoryFabric preferred(kN), standby(kN);
+  // As over TCP: the member whose standby group did not form closed the connections it had
+  // made to the others' standby listeners, so their standby to it is gone too.
+  standby.fail_link(0, 1);
+  standby.fail_link(0, 2);
+  auto link_of = [&](int r) {
+    std::vector<std::unique_ptr<PollableLink>> paths;
+    paths.push_back(std::make_unique<FaultPath>(preferred.pollable(r)));
+    if (r == 0) {
+      paths.push_back(transport::make_absent_path(
+          r, kN, error(StatusCode::kUnavailable, "standby not connected")));
+    } else {
+      paths.push_back(std::make_unique<FaultPath>(standby.pollable(r)));
+    }
+    transport::FailoverParams params;
+    params.epoch = 1;
+    auto made = transport::make_failover_link(std::move(params), std::move(paths));
+    EXPECT_TRUE(made.is_ok());
+    return std::move(*made);
+  };
+  std::vector<std::vector<float>> out(kN, std::vector<float>(kCount));
+  std::atomic<int> broken{0};
+  const auto start = std::chrono::steady_clock::now();
+  const auto statuses = testing::run_ranks(kN, [&](int r) -> Status {
+    auto link = link_of(r);
+    const std::vector<float> in = random_floats(r, kCount);
+    TRIB_RETURN_IF_ERROR(all_reduce(*link, in.data(), out[static_cast<std::size_t>(r)].data(),
+                                    kCount, DType::kFloat32, ReduceOp::kSum,
+                                    options_for(AllReduceAlgorithm::kRing)));
+    if (++broken == kN) preferred.fail_link(0, 1);  // after everyone's first collective
+    while (broken.load() < kN) std::this_thread::yield();
+    if (r == 2) return Status();
+    std::vector<std::byte> buf(64);
+    const auto h = r == 0 ? link->send(1, Tag{9, 0, 0}, buf) : link->recv(0, Tag{9, 0, 0}, buf);
+    return link->wait(h, Deadline::after(std::chrono::seconds(10)));
+  });
+  for (int r = 0; r < kN; ++r) {
+    EXPECT_EQ(std::memcmp(out[static_cast<std::size_t>(r)].data(),
+                          expected[static_cast<std::size_t>(r)].data(), kCount * sizeof(float)),
+              0)
+        << "rank " << r;
+  }
+  EXPECT_TRUE(statuses[2].is_ok()) << statuses[2].to_string();
+  for (int r : {0, 1}) {
+    EXPECT_EQ(statuses[static_cast<std::size_t>(r)].code(), StatusCode::kPeerLost)
+        << "rank " << r << ": " << statuses[static_cast<std::size_t>(r)].to_string();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5))
+      << "a pair with no standby waited for one";
 }
 
 // A peer killed (every path resets): one failure, kPeerLost, no move left dangling.
