@@ -118,6 +118,8 @@ std::vector<MemberId> Membership::with_state(const View& view) const {
 
 void Membership::restore(std::vector<std::pair<MemberId, MemberLabels>> members, TimePoint now,
                          const std::optional<std::vector<MemberId>>& with_state) {
+  std::vector<MemberId> holders = with_state.value_or(std::vector<MemberId>{});
+  std::sort(holders.begin(), holders.end());  // thousands of members: no scan per member
   started_members_.clear();
   for (auto& [id, labels] : members) {
     PeerState peer;
@@ -127,7 +129,7 @@ void Membership::restore(std::vector<std::pair<MemberId, MemberLabels>> members,
     peer.joined_at = now;
     peer.last_heartbeat = now;
     last_id_ = std::max(last_id_, id);
-    if (!with_state || std::find(with_state->begin(), with_state->end(), id) != with_state->end()) {
+    if (!with_state || std::binary_search(holders.begin(), holders.end(), id)) {
       started_members_.push_back(id);
     }
     if (auto old = peers_.find(id); old != peers_.end())

@@ -10,12 +10,10 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <filesystem>
 #include <regex>
-#include <vector>
 
 #include "tests/agent/tcp_test_util.h"
+#include "tests/support/descriptors_exhausted.h"
 
 namespace tributary::testing {
 namespace {
@@ -67,34 +65,6 @@ class Stranger {
 
  private:
   int fd_;
-};
-
-// While alive, no new descriptor can be opened in this process, and every descriptor the
-// endpoint closes is one that can be opened again: the limit is just above the highest
-// descriptor in use and every hole below it is filled with a placeholder. (A limit at the
-// lowest free descriptor, with descriptors in use above it, made closing those useless:
-// the endpoint closed one handshake too many, depending on accept order.)
-class DescriptorsExhausted {
- public:
-  DescriptorsExhausted() {
-    int highest = 0;
-    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
-      highest = std::max(highest, std::stoi(entry.path().filename().string()));
-    }
-    ::getrlimit(RLIMIT_NOFILE, &saved_);
-    rlimit tight = saved_;
-    tight.rlim_cur = static_cast<rlim_t>(highest + 1);
-    ::setrlimit(RLIMIT_NOFILE, &tight);
-    for (int fd = ::dup(0); fd >= 0; fd = ::dup(0)) placeholders_.push_back(fd);
-  }
-  ~DescriptorsExhausted() {
-    for (int fd : placeholders_) ::close(fd);
-    ::setrlimit(RLIMIT_NOFILE, &saved_);
-  }
-
- private:
-  rlimit saved_{};
-  std::vector<int> placeholders_;
 };
 
 double cpu_seconds_of_process() {

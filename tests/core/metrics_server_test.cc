@@ -4,7 +4,6 @@
 #include "core/metrics_server.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
@@ -16,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/descriptors_exhausted.h"
 #include "tests/support/raw_socket.h"
 
 namespace tributary {
@@ -124,35 +124,27 @@ TEST(MetricsServer, OutOfFileDescriptorsBacksOffInsteadOfSpinning) {
   options.request_timeout = seconds(30);  // the idle ones stay
   auto server = serve(options);
   ASSERT_TRUE(server);
-  rlimit old{};
-  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
-  int highest = 0;
-  for (int fd = 0; fd < 4096; ++fd) {
-    if (::fcntl(fd, F_GETFD) != -1) highest = fd;
-  }
-  rlimit low = old;
-  low.rlim_cur = static_cast<rlim_t>(highest + 30);
-  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
   // Sockets made while descriptors are left; then every descriptor of this process (the
   // server's too: it is this process) in use; then the sockets connect, which takes no
   // descriptor: the kernel completes them into the listen backlog, and the server's
   // accept() fails with EMFILE, with no connection of its own it could close to make room.
   std::vector<int> sockets;
   for (int i = 0; i < 10; ++i) sockets.push_back(::socket(AF_INET, SOCK_STREAM, 0));
-  std::vector<int> filler;
-  for (int fd; (fd = ::dup(0)) >= 0;) filler.push_back(fd);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(server->port());
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  for (int fd : sockets) EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  const double before = cpu_seconds();
-  // Measuring CPU use over a second of wall time (nothing is waited for here).
-  std::this_thread::sleep_for(seconds(1));
-  const double spent = cpu_seconds() - before;
-  for (int fd : filler) ::close(fd);
+  double spent = 0;
+  {
+    testing::DescriptorsExhausted exhausted;
+    ASSERT_TRUE(exhausted.armed());
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(server->port());
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (int fd : sockets) EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    const double before = cpu_seconds();
+    // Measuring CPU use over a second of wall time (nothing is waited for here).
+    std::this_thread::sleep_for(seconds(1));
+    spent = cpu_seconds() - before;
+  }
   for (int fd : sockets) ::close(fd);
-  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old), 0);
   EXPECT_LT(spent, 0.25) << "the accept loop spun on EMFILE";
   // Descriptors are back: it serves again.
   EXPECT_NE(scrape(server->port()).find("up 1"), std::string::npos);
