@@ -65,8 +65,10 @@ class Worker::Impl {
   // Before leaving on purpose: the peers acknowledge what this member sent them (a
   // failover link keeps it until then, and a peer that sees every path close before it
   // read the last message would fail its step). Bounded; a plain link returns at once.
+  // On the worker's thread, the only one that replaces `link`, so without link_mu: the
+  // watcher may abort the link meanwhile (abort is thread-safe and ends the drain) instead
+  // of waiting out the drain for the lock.
   void settle_link(Duration within) {
-    std::lock_guard lock(link_mu);
     if (link) (void)transport::drain(*link, Deadline::after(within));
   }
   void drop_link(const Status& why) {
