@@ -11,6 +11,9 @@ packages=(
   # gateway spoken over libcurl, JSON parsing
   etcd-server libcurl4-openssl-dev nlohmann-json3-dev
   libgloo-dev openmpi-bin libopenmpi-dev iperf3
+  # the RDMA verbs transport (transport/rdma_*): built when libibverbs is found; rdma-core
+  # brings ibv_devices / ibv_devinfo to see what a machine has
+  libibverbs-dev rdma-core
   iproute2 procps python3
   # fuzz targets (tests/fuzz): clang and libFuzzer's runtime; the project itself builds with GCC
   clang libclang-rt-dev
