@@ -28,6 +28,7 @@ class AgentMetrics::Impl {
   prometheus::Counter* crc_failures = nullptr;
   FrameRefusals seen_refusals;
   prometheus::Family<prometheus::Counter>* path_changes = nullptr;
+  prometheus::Family<prometheus::Counter>* path_recoveries = nullptr;
   std::map<std::tuple<std::string, std::string, std::string, std::string>, std::uint64_t>
       seen_changes;
   // Last cumulative values seen per (transport, peer address), to turn snapshots into
@@ -98,6 +99,12 @@ Result<std::unique_ptr<AgentMetrics>> AgentMetrics::serve(const std::string& bin
                "by peer, path names and cause (error, stall, peer: the peer moved first); "
                "to=none: every path to the peer failed")
            .Register(r);
+  impl->path_recoveries =
+      &prometheus::BuildCounter()
+           .Name("tributary_link_recoveries_total")
+           .Help("Times the link to a peer moved back up to a better data path that had "
+                 "stalled and answers again (--failover), by peer and path names")
+           .Register(r);
   impl->peer_transport =
       &prometheus::BuildGauge()
            .Name("tributary_peer_transport")
@@ -129,7 +136,11 @@ void AgentMetrics::sync_links(const std::vector<PeerPath>& paths, const FrameRef
                               const std::vector<PathChangeCount>& path_changes) {
   for (const PathChangeCount& c : path_changes) {
     std::uint64_t& seen = impl_->seen_changes[{c.peer, c.from, c.to, c.cause}];
-    if (c.count > seen) {
+    if (c.count > seen && c.cause == "recovered") {
+      impl_->path_recoveries->Add({{"peer", c.peer}, {"from", c.from}, {"to", c.to}})
+          .Increment(static_cast<double>(c.count - seen));
+      seen = c.count;
+    } else if (c.count > seen) {
       impl_->path_changes
           ->Add({{"peer", c.peer}, {"from", c.from}, {"to", c.to}, {"cause", c.cause}})
           .Increment(static_cast<double>(c.count - seen));

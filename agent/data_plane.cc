@@ -7,6 +7,7 @@
 #include "agent/tcp_transport.h"
 #include "transport/absent_path.h"
 #include "transport/failover_link.h"
+#include "transport/rdma_transport.h"
 #include "transport/shm_transport.h"
 
 namespace tributary::agent {
@@ -47,9 +48,14 @@ Result<std::string> complete_address(const std::string& address, std::uint16_t p
 }
 
 Result<std::unique_ptr<DataPlane>> DataPlane::start(const WorkerConfig& config, Logger log) {
-  if (config.transport != "auto" && config.transport != "tcp" && config.transport != "shm") {
+  if (config.transport != "auto" && config.transport != "tcp" && config.transport != "shm" &&
+      config.transport != "rdma") {
     return error(StatusCode::kInvalidArgument,
-                 "--transport '" + config.transport + "': want auto, shm or tcp");
+                 "--transport '" + config.transport + "': want auto, shm, rdma or tcp");
+  }
+  if (config.transport == "rdma" && !transport::rdma_verbs_built()) {
+    return error(StatusCode::kInvalidArgument,
+                 "--transport rdma: this build has no RDMA support (built without libibverbs)");
   }
   std::unique_ptr<DataPlane> d(new DataPlane());
   d->log_ = log;
@@ -72,7 +78,7 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const WorkerConfig& config, 
   }
   auto tcp = std::make_unique<TcpTransport>(*d->endpoint_, d->addresses_);
   std::vector<std::unique_ptr<transport::Transport>> ordered;
-  if (config.transport != "tcp") {
+  if (config.transport == "auto" || config.transport == "shm") {
     transport::ShmTransportConfig sc;
     sc.ring_bytes = config.shm_ring_bytes;
     sc.log = log;
@@ -80,9 +86,25 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const WorkerConfig& config, 
     d->shm_ = shm.get();
     ordered.push_back(std::move(shm));
   }
-  // TCP stays in the table under "shm" too: shared memory sets itself up over its
+  // RDMA between shared memory and TCP: in a build with libibverbs; it advertises only
+  // when a device with an active port was opened.
+  if ((config.transport == "auto" && transport::rdma_verbs_built()) ||
+      config.transport == "rdma") {
+    auto device = transport::open_rdma_device();
+    if (!device.is_ok() && config.transport == "rdma") {
+      log.warn("--transport rdma: " + device.status().message() + ": no group can connect");
+    } else if (!device.is_ok()) {
+      log.info("rdma not advertised: " + device.status().message());
+    }
+    transport::RdmaTransportConfig rc;
+    rc.log = log;
+    auto rdma = std::make_unique<transport::RdmaTransport>(rc, *tcp, std::move(device));
+    d->rdma_ = rdma.get();
+    ordered.push_back(std::move(rdma));
+  }
+  // TCP stays in the table under "shm" and "rdma" too: those set themselves up over its
   // connections. It carries no group there, because it does not advertise.
-  if (config.transport == "shm") {
+  if (config.transport == "shm" || config.transport == "rdma") {
     d->table_ = std::make_unique<transport::TransportTable>(std::move(ordered), log);
     d->tcp_only_channels_ = std::move(tcp);
   } else {
@@ -247,7 +269,8 @@ void DataPlane::on_path_change(std::uint64_t epoch, const transport::PathChange&
   const std::string primary = current ? group_transport_ : "earlier";
   const std::string from = c.from == 0 ? primary : "tcp-standby";
   const std::string to = c.to < 0 ? "none" : c.to == 0 ? primary : "tcp-standby";
-  const std::string cause = c.stall ? "stall" : c.by_peer ? "peer" : "error";
+  // A move back up to a path that returned is a recovery, whichever side moved first.
+  const std::string cause = c.recovered ? "recovered" : c.stall ? "stall" : c.by_peer ? "peer" : "error";
   const std::string peer =
       current && c.peer >= 0 && c.peer < static_cast<int>(group_addresses_.size())
           ? group_addresses_[static_cast<std::size_t>(c.peer)]
@@ -280,6 +303,11 @@ std::vector<PeerPath> DataPlane::paths() const {
   if (group_transport_ == "shm" && shm_ != nullptr) {
     for (const auto& t : shm_->traffic()) {
       out.push_back({t.rank, member(t.rank), t.address, "shm", t.bytes_sent, t.bytes_received,
+                     on(t.rank, 0)});
+    }
+  } else if (group_transport_ == "rdma" && rdma_ != nullptr) {
+    for (const auto& t : rdma_->traffic()) {
+      out.push_back({t.rank, member(t.rank), t.address, "rdma", t.bytes_sent, t.bytes_received,
                      on(t.rank, 0)});
     }
   } else if (group_transport_ == "tcp") {

@@ -3,10 +3,12 @@
 // path carries each peer of the current group, for metrics and logs.
 //
 // Configuration (WorkerConfig): `transport` is "auto" (shared memory for members on
-// this host, TCP otherwise), "shm" (shared memory only: a group with a member on
-// another host fails to connect, saying which) or "tcp". `data_addresses` lists the
-// addresses peers dial, "host[:port]" in order of preference (port: the listener's);
-// empty means the listener's own address (or --advertise-host with its port).
+// this host, RDMA verbs for members that all have a device, TCP otherwise), "shm" (shared
+// memory only: a group with a member on another host fails to connect, saying which),
+// "rdma" (RDMA only, likewise; refused by a build without libibverbs) or "tcp".
+// `data_addresses` lists the addresses peers dial, "host[:port]" in order of preference
+// (port: the listener's); empty means the listener's own address (or --advertise-host
+// with its port).
 //
 // With `failover` (--failover), a second listener carries a standby TCP path per pair: its
 // own connections, dialing each peer's standby addresses from the second data address
@@ -34,6 +36,7 @@
 #include "transport/transport_table.h"
 
 namespace tributary::transport {
+class RdmaTransport;
 class ShmTransport;
 struct PathChange;
 }
@@ -56,7 +59,9 @@ struct PathChangeCount {
   std::string peer;   // the peer's data address (HOST:PORT) in the view
   std::string from;   // path names: "shm", "tcp", "tcp-standby"
   std::string to;     // "none": every path to the peer failed
-  std::string cause;  // "error", "stall" or "peer" (the peer moved first)
+  // "error", "stall" or "peer" (the peer moved first); "recovered": back up to a path
+  // that had stalled and answers again
+  std::string cause;
   std::uint64_t count = 0;
 };
 
@@ -99,9 +104,10 @@ class DataPlane {
 
   std::unique_ptr<TcpEndpoint> endpoint_;
   std::unique_ptr<transport::TransportTable> table_;
-  // Under "shm" only: TCP outside the table, as shared memory's source of connections.
+  // Under "shm" or "rdma" only: TCP outside the table, as their source of connections.
   std::unique_ptr<transport::Transport> tcp_only_channels_;
-  transport::ShmTransport* shm_ = nullptr;  // owned by table_; nullptr when not in it
+  transport::ShmTransport* shm_ = nullptr;    // owned by table_; nullptr when not in it
+  transport::RdmaTransport* rdma_ = nullptr;  // likewise
   // With failover: the standby path's listener and transport (nullptr without).
   std::unique_ptr<TcpEndpoint> standby_endpoint_;
   std::unique_ptr<transport::Transport> standby_;

@@ -37,7 +37,8 @@ class MemoryFabric::Impl {
         dead_(size, false),
         delay_(size, Duration::zero()),
         broken_(static_cast<std::size_t>(size) * size, false),
-        silent_(static_cast<std::size_t>(size) * size, false) {}
+        silent_(static_cast<std::size_t>(size) * size, false),
+        held_(static_cast<std::size_t>(size) * size) {}
 
   class RankLink;
 
@@ -51,6 +52,11 @@ class MemoryFabric::Impl {
   std::vector<Duration> delay_;
   std::vector<bool> broken_;  // [a * size + b]
   std::vector<bool> silent_;  // [a * size + b]: a's messages to b vanish
+  struct Held {
+    bool on = false;
+    std::deque<std::pair<Tag, Message>> messages;  // a's messages to b, in send order
+  };
+  std::vector<Held> held_;  // [a * size + b]
 
   bool is_broken(int a, int b) const { return broken_[static_cast<std::size_t>(a) * size_ + b]; }
   bool is_silent(int a, int b) const { return silent_[static_cast<std::size_t>(a) * size_ + b]; }
@@ -77,9 +83,13 @@ class MemoryFabric::Impl::RankLink final : public PollableLink {
       m.bytes.assign(data.begin(), data.end());
       m.check = tag.check;
       m.visible_at = std::chrono::steady_clock::now() + fabric_->delay_[rank_];
-      auto& box = fabric_->links_[peer]->mailbox_[{rank_, tag}];
-      box.push_back(std::move(m));
-      fabric_->cv_.notify_all();
+      auto& held = fabric_->held_[static_cast<std::size_t>(rank_) * size() + peer];
+      if (held.on) {
+        held.messages.emplace_back(tag, std::move(m));
+      } else {
+        fabric_->links_[peer]->mailbox_[{rank_, tag}].push_back(std::move(m));
+        fabric_->cv_.notify_all();
+      }
     }
     sends_.emplace(h, st);
     return h;
@@ -241,6 +251,25 @@ void MemoryFabric::fail_link(int a, int b) {
   std::lock_guard lock(impl_->mu_);
   impl_->broken_[static_cast<std::size_t>(a) * impl_->size_ + b] = true;
   impl_->broken_[static_cast<std::size_t>(b) * impl_->size_ + a] = true;
+  impl_->cv_.notify_all();
+}
+
+void MemoryFabric::hold_link(int a, int b) {
+  std::lock_guard lock(impl_->mu_);
+  impl_->held_[static_cast<std::size_t>(a) * impl_->size_ + b].on = true;
+  impl_->held_[static_cast<std::size_t>(b) * impl_->size_ + a].on = true;
+}
+
+void MemoryFabric::release_link(int a, int b) {
+  std::lock_guard lock(impl_->mu_);
+  for (auto [from, to] : {std::pair{a, b}, std::pair{b, a}}) {
+    auto& held = impl_->held_[static_cast<std::size_t>(from) * impl_->size_ + to];
+    held.on = false;
+    for (auto& [tag, m] : held.messages) {
+      impl_->links_[to]->mailbox_[{from, tag}].push_back(std::move(m));
+    }
+    held.messages.clear();
+  }
   impl_->cv_.notify_all();
 }
 

@@ -1,8 +1,8 @@
 // An in-process Link for tests and benchmarks: ranks are threads, messages are copied
 // through per-rank mailboxes. It can inject what real networks do to collectives:
 // delay a rank's messages, kill a rank (its peers see kPeerLost), freeze a rank (it goes
-// silent, as under SIGSTOP: peers see kTimedOut at their deadline), fail one link or
-// silence it. Its links are pollable (pollable_link.h).
+// silent, as under SIGSTOP: peers see kTimedOut at their deadline), fail one link,
+// silence it, or hold its messages back until it is released. Its links are pollable (pollable_link.h).
 #pragma once
 
 #include <memory>
@@ -38,6 +38,11 @@ class MemoryFabric {
   // The link between a and b goes silent in both directions, as when a cable is pulled:
   // nothing fails, nothing sent from now on arrives (what was sent before still does).
   void silence_link(int a, int b);
+  // The link between a and b holds what is sent on it, in both directions, as TCP does
+  // over a cable that is pulled and put back: nothing fails, nothing arrives until
+  // release_link(a, b) delivers everything held, in order, and lets later sends through.
+  void hold_link(int a, int b);
+  void release_link(int a, int b);
 
   class Impl;
 

@@ -27,11 +27,23 @@ FailoverLink::FailoverLink(FailoverParams params,
     if (r == rank_) continue;
     Pair& p = pairs_[static_cast<std::size_t>(r)];
     p.peer = r;
-    p.failed.assign(paths_.size(), false);
+    p.state.assign(paths_.size(), PathState::kUp);
     p.resume_h.assign(paths_.size(), kNoHandle);
     p.resume_in.resize(paths_.size());
+    p.probe_h.assign(paths_.size(), kNoHandle);
+    p.probe_in.resize(paths_.size());
+    p.probe_ack_h.assign(paths_.size(), kNoHandle);
+    p.probe_ack_in.resize(paths_.size());
+    p.probe_answer_h.assign(paths_.size(), kNoHandle);
+    p.probe_answer_out.resize(paths_.size());
+    p.probe_send_h.assign(paths_.size(), kNoHandle);
+    p.probe_out.resize(paths_.size());
     p.progress_at = now;
-    for (int k = 0; k < static_cast<int>(paths_.size()); ++k) post_resume_listener(p, k);
+    p.probed_at = now;
+    for (int k = 0; k < static_cast<int>(paths_.size()); ++k) {
+      post_resume_listener(p, k);
+      post_probe_listeners(p, k);
+    }
     post_controls(p);
   }
 }

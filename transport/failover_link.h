@@ -5,7 +5,7 @@
 //
 // Guarantees, on top of algorithms/link.h:
 // - Every message of a pair is numbered (per direction). Before each payload the sender
-//   sends, on the same path, a descriptor {index, tag, length}; the receiver matches
+//   sends, on the same path, a descriptor {index, tag, length, generation}; the receiver matches
 //   payloads to its receives from the descriptors, and acknowledges cumulatively (the
 //   lowest index it has not fully received) whenever that advances.
 // - A sent message is kept until it is acknowledged: while the caller's wait() has not
@@ -27,7 +27,7 @@
 // - Threading: one thread issues operations and drives the paths inside wait(); abort()
 //   from any thread. Path links are owned.
 //
-// Costs: one 32-byte descriptor per message and one 8-byte acknowledgement per advance;
+// Costs: one 40-byte descriptor per message and one 8-byte acknowledgement per advance;
 // one copy of each message whose wait() returns before its acknowledgement arrived.
 #pragma once
 
@@ -54,6 +54,8 @@ struct PathChange {
   std::string reason;
   bool stall = false;    // no acknowledgement within the stall deadline (else an error)
   bool by_peer = false;  // the peer's resume arrived first
+  // Back up to a path left earlier by a stall (`to` < `from`): a probe on it was answered.
+  bool recovered = false;
 };
 
 struct FailoverParams {
@@ -68,6 +70,10 @@ struct FailoverParams {
   // How long one wait() blocks in one path before it looks at the others; also how often
   // the paths no pair is on are looked at (for a resume) while waiting.
   Duration slice = std::chrono::milliseconds(1);
+  // How often a pair on a later path probes each better path it left by a stall; when a
+  // probe is answered on it, the pair moves back up (at a message boundary of the
+  // resume protocol: the peer resumes at the first message not fully received).
+  Duration probe_interval = std::chrono::milliseconds(250);
   // How long a wait() polls the paths in use without blocking before it sleeps in one (as
   // the stream links do: a sleep costs every small message a scheduler wake-up, and over
   // shared memory a doorbell through the peer's socket).

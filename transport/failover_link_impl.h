@@ -24,10 +24,26 @@ inline constexpr Handle kNoHandle = 0;
 
 // Control messages travel on the paths themselves, under tags no collective uses.
 inline constexpr std::uint64_t kControlSeq = ~std::uint64_t{0};
-enum class Control : std::uint32_t { kDescriptor = 1, kAck = 2, kResume = 3 };
-inline constexpr std::size_t kDescriptorBytes = 32;  // index, seq, slot, check, length
+enum class Control : std::uint32_t {
+  kDescriptor = 1,
+  kAck = 2,
+  kResume = 3,
+  kProbe = 4,     // "does this path work again?", on a path left by a stall
+  kProbeAck = 5,  // the answer, on the same path
+};
+// Payloads travel under a tag of their own, {index, generation}, never the caller's: a
+// payload left on a path by an earlier stint (sent before a move, read after a move back)
+// can then never be taken for a later message with the caller's tag.
+inline constexpr std::uint32_t kPayloadCheck = 0x46504c44;  // "FPLD"
+inline constexpr std::size_t kDescriptorBytes = 40;  // index, seq, slot, check, length, generation
 inline constexpr std::size_t kAckBytes = 8;          // lowest index not yet received
-inline constexpr std::size_t kResumeBytes = 16;      // path, lowest index not yet received
+inline constexpr std::size_t kResumeBytes = 16;      // path, generation, lowest index not received
+inline constexpr std::size_t kProbeBytes = 8;        // generation
+
+// A path as one pair sees it. A stalled path was left because nothing moved on it; it is
+// probed, and the pair moves back up to it when a probe is answered. A down path failed
+// with an error (a reset, a close, a corrupt frame): its connection is gone for this link.
+enum class PathState { kUp, kStalled, kDown };
 
 // A message of this rank to a peer, from send() until the peer acknowledges it.
 struct Outgoing {
@@ -38,6 +54,7 @@ struct Outgoing {
   PayloadPool::Buffer copy;  // empty until taken
   std::array<std::byte, kDescriptorBytes> descriptor{};
   int path = -1;  // where it was last posted; -1: waits to be (re)sent
+  std::uint32_t generation = 0;  // the pair's generation when it was last posted
   Handle descriptor_h = kNoHandle;
   Handle data_h = kNoHandle;
   Handle op = kNoHandle;  // the caller's send, until its wait() returns
@@ -69,17 +86,38 @@ struct CallerOp {
   Status status;
 };
 
+// A receive posted only to read and drop a payload of an earlier stint on a path.
+struct Discard {
+  int path = -1;
+  Handle h = kNoHandle;
+};
+
 // One peer: which path carries it and the protocol state of both directions.
 struct Pair {
   int peer = -1;
   int current = 0;
-  std::vector<bool> failed;  // per path
-  Status lost;               // every path failed: the pair's operations fail with this
+  // Moves so far (both sides agree once a move is answered): descriptors, payload tags,
+  // resumes and probes carry it, so what an earlier stint left on a path is told apart.
+  std::uint32_t generation = 0;
+  std::vector<PathState> state;  // per path
+  Status lost;                   // every path failed: the pair's operations fail with this
   std::vector<Handle> resume_h;
   std::vector<std::array<std::byte, kResumeBytes>> resume_in;
   std::array<std::byte, kResumeBytes> resume_out{};
   Handle resume_send_h = kNoHandle;
   int resume_send_path = -1;
+  // Probing stalled paths: a listener for probes and one for answers on every path that
+  // is not down; one probe in flight at a time; one answer per path.
+  std::vector<Handle> probe_h;
+  std::vector<std::array<std::byte, kProbeBytes>> probe_in;
+  std::vector<Handle> probe_ack_h;
+  std::vector<std::array<std::byte, kProbeBytes>> probe_ack_in;
+  std::vector<Handle> probe_answer_h;
+  std::vector<std::array<std::byte, kProbeBytes>> probe_answer_out;
+  std::vector<Handle> probe_send_h;
+  std::vector<std::array<std::byte, kProbeBytes>> probe_out;
+  TimePoint probed_at{};
+  std::vector<Discard> discards;
   // Sending.
   std::uint64_t next_index = 0;
   std::uint64_t acked = 0;  // the peer has everything below
@@ -137,6 +175,11 @@ class FailoverLink final : public algorithms::Link {
   void cancel(int path, Handle& h);
   void post_controls(Pair& p);
   void post_resume_listener(Pair& p, int path);
+  void post_probe_listeners(Pair& p, int path);
+  void cancel_listeners(Pair& p, int path);
+  // Probes, their answers, and the drops of stale payloads, on every path not down.
+  void service_probes(Pair& p);
+  void maybe_probe(Pair& p);
   void post_out(Pair& p, Outgoing& o);
   // From now on `o` goes from a copy of its own (recycled buffers: no page faults).
   void keep_copy(Outgoing& o);
@@ -146,13 +189,16 @@ class FailoverLink final : public algorithms::Link {
   void on_ack(Pair& p, std::uint64_t low);
   // Finishes the sends of acknowledged messages that no path reads any more; drops them.
   void release_acknowledged(Pair& p);
-  void on_resume(Pair& p, int path, std::uint64_t low);
+  void on_resume(Pair& p, int path, std::uint32_t generation, std::uint64_t low);
   void mark_received(Pair& p, std::uint64_t index);
   void maybe_ack(Pair& p);
   // Path `path` of `p` failed with `why`: the pair moves to its next path, or fails.
   void fail_path(Pair& p, int path, const Status& why, bool stall);
   void leave_current(Pair& p);
-  void move_to(Pair& p, int path, const std::string& reason, bool stall, bool by_peer);
+  // Moves the pair to `path` in `generation` (this side's move: the next one; following
+  // the peer: the peer's).
+  void move_to(Pair& p, int path, std::uint32_t generation, const std::string& reason,
+               bool stall, bool by_peer);
   void lose_pair(Pair& p, const Status& last);
   std::string pair_name(const Pair& p) const;
   std::string name_of(int rank) const;  // FailoverParams::rank_names, or "rank r"

@@ -25,6 +25,10 @@ std::uint32_t get32(const std::byte* p) {
 
 algorithms::Tag control_tag(Control c) { return {kControlSeq, static_cast<std::uint32_t>(c), 0}; }
 
+algorithms::Tag payload_tag(std::uint64_t index, std::uint32_t generation) {
+  return {index, generation, kPayloadCheck};
+}
+
 }  // namespace
 
 bool FailoverLink::busy(const Pair& p) const {
@@ -52,6 +56,31 @@ void FailoverLink::post_resume_listener(Pair& p, int path) {
       p.peer, control_tag(Control::kResume), std::span<std::byte>(buf));
 }
 
+void FailoverLink::post_probe_listeners(Pair& p, int path) {
+  const auto k = static_cast<std::size_t>(path);
+  p.probe_h[k] = paths_[k]->recv(p.peer, control_tag(Control::kProbe),
+                                 std::span<std::byte>(p.probe_in[k]));
+  p.probe_ack_h[k] = paths_[k]->recv(p.peer, control_tag(Control::kProbeAck),
+                                     std::span<std::byte>(p.probe_ack_in[k]));
+}
+
+void FailoverLink::cancel_listeners(Pair& p, int path) {
+  const auto k = static_cast<std::size_t>(path);
+  cancel(path, p.resume_h[k]);
+  cancel(path, p.probe_h[k]);
+  cancel(path, p.probe_ack_h[k]);
+  cancel(path, p.probe_answer_h[k]);
+  cancel(path, p.probe_send_h[k]);
+  for (auto it = p.discards.begin(); it != p.discards.end();) {
+    if (it->path != path) {
+      ++it;
+      continue;
+    }
+    cancel(path, it->h);
+    it = p.discards.erase(it);
+  }
+}
+
 void FailoverLink::post_controls(Pair& p) {
   algorithms::PollableLink& link = *paths_[static_cast<std::size_t>(p.current)];
   p.descriptor_h =
@@ -75,10 +104,13 @@ void FailoverLink::post_out(Pair& p, Outgoing& o) {
   put32(o.descriptor.data() + 16, o.tag.slot);
   put32(o.descriptor.data() + 20, o.tag.check);
   put64(o.descriptor.data() + 24, o.size);
+  put32(o.descriptor.data() + 32, p.generation);
   algorithms::PollableLink& link = *paths_[static_cast<std::size_t>(p.current)];
   o.descriptor_h = link.send(p.peer, control_tag(Control::kDescriptor), o.descriptor);
-  o.data_h = link.send(p.peer, o.tag, std::span<const std::byte>(o.data, o.size));
+  o.data_h = link.send(p.peer, payload_tag(o.index, p.generation),
+                       std::span<const std::byte>(o.data, o.size));
   o.path = p.current;
+  o.generation = p.generation;
 }
 
 void FailoverLink::service() {
@@ -110,6 +142,76 @@ void FailoverLink::service_pair(Pair& p) {
   service_sends(p);
   if (!p.lost.is_ok() || p.current != before) return;
   check_stall(p);
+  if (!p.lost.is_ok() || p.current != before) return;
+  service_probes(p);
+  if (!p.lost.is_ok() || p.current != before) return;
+  maybe_probe(p);
+}
+
+void FailoverLink::service_probes(Pair& p) {
+  for (int k = 0; k < static_cast<int>(paths_.size()); ++k) {
+    const auto i = static_cast<std::size_t>(k);
+    if (p.state[i] == PathState::kDown) continue;
+    // A listener or a probe's send failing on the current path is also seen, in order,
+    // by its descriptor and acknowledgement receives (service_controls): left to them.
+    auto failed = [&](const std::optional<Status>& st) {
+      return st && !st->is_ok() && k != p.current;
+    };
+    if (std::optional<Status> st = collect(k, p.probe_h[i])) {
+      if (failed(st)) return fail_path(p, k, *st, false);
+      if (st->is_ok()) {
+        // Answer with the generation the probe carried: the prober moves back only on an
+        // answer to a probe of its current generation.
+        if (std::optional<Status> prev = collect(k, p.probe_answer_h[i]); failed(prev)) {
+          return fail_path(p, k, *prev, false);
+        }
+        if (p.probe_answer_h[i] == kNoHandle) {
+          p.probe_answer_out[i] = p.probe_in[i];
+          p.probe_answer_h[i] = paths_[i]->send(p.peer, control_tag(Control::kProbeAck),
+                                                std::span<const std::byte>(p.probe_answer_out[i]));
+        }
+        p.probe_h[i] = paths_[i]->recv(p.peer, control_tag(Control::kProbe),
+                                       std::span<std::byte>(p.probe_in[i]));
+      }
+    }
+    if (std::optional<Status> st = collect(k, p.probe_answer_h[i]); failed(st)) {
+      return fail_path(p, k, *st, false);
+    }
+    if (std::optional<Status> st = collect(k, p.probe_send_h[i]); failed(st)) {
+      return fail_path(p, k, *st, false);
+    }
+    for (auto it = p.discards.begin(); it != p.discards.end();) {
+      // A stale payload read and dropped (its receive ends with a length mismatch), or
+      // the path failed under it: either way nothing more to do.
+      it = it->path == k && collect(k, it->h) ? p.discards.erase(it) : std::next(it);
+    }
+    if (std::optional<Status> st = collect(k, p.probe_ack_h[i])) {
+      if (failed(st)) return fail_path(p, k, *st, false);
+      if (!st->is_ok()) continue;
+      const std::uint32_t generation = get32(p.probe_ack_in[i].data());
+      p.probe_ack_h[i] = paths_[i]->recv(p.peer, control_tag(Control::kProbeAck),
+                                         std::span<std::byte>(p.probe_ack_in[i]));
+      if (generation == p.generation && k < p.current && p.state[i] == PathState::kStalled) {
+        p.state[i] = PathState::kUp;
+        return move_to(p, k, p.generation + 1, "a probe was answered on it", false, false);
+      }
+    }
+  }
+}
+
+void FailoverLink::maybe_probe(Pair& p) {
+  if (now_ - p.probed_at < params_.probe_interval) return;
+  bool probed = false;
+  for (int k = 0; k < p.current; ++k) {
+    const auto i = static_cast<std::size_t>(k);
+    // One probe in flight per path: a path that still holds the last one gets no other.
+    if (p.state[i] != PathState::kStalled || p.probe_send_h[i] != kNoHandle) continue;
+    put32(p.probe_out[i].data(), p.generation);
+    p.probe_send_h[i] = paths_[i]->send(p.peer, control_tag(Control::kProbe),
+                                        std::span<const std::byte>(p.probe_out[i]));
+    probed = true;
+  }
+  if (probed) p.probed_at = now_;
 }
 
 void FailoverLink::service_controls(Pair& p) {
@@ -145,7 +247,7 @@ void FailoverLink::service_controls(Pair& p) {
     return fail_path(p, c, *failure, false);
   }
   for (int k = 0; k < static_cast<int>(paths_.size()); ++k) {
-    if (p.failed[static_cast<std::size_t>(k)]) continue;
+    if (p.state[static_cast<std::size_t>(k)] == PathState::kDown) continue;
     std::optional<Status> st = collect(k, p.resume_h[static_cast<std::size_t>(k)]);
     if (!st) continue;
     if (!st->is_ok()) {
@@ -157,12 +259,13 @@ void FailoverLink::service_controls(Pair& p) {
     }
     const auto& in = p.resume_in[static_cast<std::size_t>(k)];
     const std::uint32_t said = get32(in.data());
+    const std::uint32_t generation = get32(in.data() + 4);
     const std::uint64_t low = get64(in.data() + 8);
     if (said != static_cast<std::uint32_t>(k)) {
       return fail_path(p, k, error(StatusCode::kBadFrame, "a resume for another path"), false);
     }
     post_resume_listener(p, k);
-    return on_resume(p, k, low);
+    return on_resume(p, k, generation, low);
   }
   if (p.resume_send_h != kNoHandle) {
     const int path = p.resume_send_path;
@@ -181,8 +284,18 @@ void FailoverLink::on_descriptor(Pair& p) {
   a.index = get64(d);
   a.tag = algorithms::Tag{get64(d + 8), get32(d + 16), get32(d + 20)};
   a.length = get64(d + 24);
+  const std::uint32_t generation = get32(d + 32);
   if (a.length > params_.max_message_bytes || a.tag.seq == kControlSeq) {
     return fail_path(p, p.current, error(StatusCode::kBadFrame, "a malformed descriptor"), false);
+  }
+  if (generation != p.generation) {
+    // Left on this path by an earlier stint (the pair moved away and back): its message
+    // was resent since under the current generation. Its payload, if it was sent at all,
+    // is read and dropped by a receive that wants no bytes (a length mismatch).
+    p.discards.push_back({p.current, paths_[static_cast<std::size_t>(p.current)]->recv(
+                                         p.peer, payload_tag(a.index, generation),
+                                         std::span<std::byte>())});
+    return;
   }
   p.progress_at = now_;
   std::byte* dst = nullptr;
@@ -212,7 +325,8 @@ void FailoverLink::on_descriptor(Pair& p) {
     dst = a.buffer.get();
   }
   a.under = paths_[static_cast<std::size_t>(p.current)]->recv(
-      p.peer, a.tag, std::span<std::byte>(dst, static_cast<std::size_t>(a.length)));
+      p.peer, payload_tag(a.index, generation),
+      std::span<std::byte>(dst, static_cast<std::size_t>(a.length)));
   p.arrivals.push_back(std::move(a));
 }
 
@@ -308,8 +422,8 @@ void FailoverLink::service_sends(Pair& p) {
 
 void FailoverLink::check_stall(Pair& p) {
   if (p.acked >= p.next_index && !p.awaiting_resume) return;
-  const bool later = std::any_of(p.failed.begin() + p.current + 1, p.failed.end(),
-                                 [](bool failed) { return !failed; });
+  const bool later = std::any_of(p.state.begin() + p.current + 1, p.state.end(),
+                                 [](PathState s) { return s == PathState::kUp; });
   if (!later) return;  // the pair's last path: the caller's deadline decides
   const Duration quiet = now_ - p.progress_at;
   if (quiet < params_.stall_deadline) return;
@@ -320,17 +434,20 @@ void FailoverLink::check_stall(Pair& p) {
             true);
 }
 
-void FailoverLink::on_resume(Pair& p, int path, std::uint64_t low) {
-  if (path < p.current) return;  // from before a later move: stale
-  if (path > p.current) {
-    for (int j = 0; j < path; ++j) {
-      if (j == p.current || p.failed[static_cast<std::size_t>(j)]) continue;
-      p.failed[static_cast<std::size_t>(j)] = true;
-      cancel(j, p.resume_h[static_cast<std::size_t>(j)]);
+void FailoverLink::on_resume(Pair& p, int path, std::uint32_t generation, std::uint64_t low) {
+  if (generation < p.generation) return;  // from before a later move: stale
+  // Both sides moved at once in the same generation: the one further down the list wins
+  // (it knows of more failures), the other follows.
+  if (generation == p.generation && path < p.current) return;
+  if (generation > p.generation || path > p.current) {
+    if (path > p.current) {
+      // The peer left the paths above this one: they are suspect here too, and probed.
+      for (int j = 0; j < path; ++j) {
+        auto& s = p.state[static_cast<std::size_t>(j)];
+        if (s == PathState::kUp) s = PathState::kStalled;
+      }
     }
-    p.failed[static_cast<std::size_t>(p.current)] = true;
-    cancel(p.current, p.resume_h[static_cast<std::size_t>(p.current)]);
-    move_to(p, path, pair_name(p) + " resumed on it", false, true);
+    move_to(p, path, generation, pair_name(p) + " resumed on it", false, true);
   }
   if (low > p.acked) on_ack(p, low);
   p.awaiting_resume = false;
@@ -341,9 +458,17 @@ void FailoverLink::on_resume(Pair& p, int path, std::uint64_t low) {
 }
 
 void FailoverLink::fail_path(Pair& p, int path, const Status& why, bool stall) {
-  if (p.failed[static_cast<std::size_t>(path)]) return;
-  p.failed[static_cast<std::size_t>(path)] = true;
-  cancel(path, p.resume_h[static_cast<std::size_t>(path)]);
+  auto& state = p.state[static_cast<std::size_t>(path)];
+  if (state == PathState::kDown) return;
+  if (path != p.current || !stall) {
+    // Its connection failed: gone for this link.
+    state = PathState::kDown;
+    cancel_listeners(p, path);
+  } else {
+    // Nothing moved on it: it may come back. Its listeners stay, for the peer's probes
+    // and resumes.
+    state = PathState::kStalled;
+  }
   if (path != p.current) {
     params_.log.log(busy(p) ? LogLevel::kWarn : LogLevel::kDebug,
                     "epoch " + std::to_string(params_.epoch) + ": " + name_of(rank_) +
@@ -352,9 +477,13 @@ void FailoverLink::fail_path(Pair& p, int path, const Status& why, bool stall) {
                         " failed: " + why.to_string());
     return;
   }
-  for (int k = 0; k < static_cast<int>(paths_.size()); ++k) {
-    if (!p.failed[static_cast<std::size_t>(k)]) {
-      return move_to(p, k, why.to_string(), stall, false);
+  // The first path that works; failing that, a stalled one (that may have come back: the
+  // pair's last chance, where the caller's deadline decides); failing that, none.
+  for (PathState wanted : {PathState::kUp, PathState::kStalled}) {
+    for (int k = 0; k < static_cast<int>(paths_.size()); ++k) {
+      if (k != path && p.state[static_cast<std::size_t>(k)] == wanted) {
+        return move_to(p, k, p.generation + 1, why.to_string(), stall, false);
+      }
     }
   }
   leave_current(p);
@@ -394,15 +523,21 @@ void FailoverLink::leave_current(Pair& p) {
   release_acknowledged(p);
 }
 
-void FailoverLink::move_to(Pair& p, int path, const std::string& reason, bool stall, bool by_peer) {
+void FailoverLink::move_to(Pair& p, int path, std::uint32_t generation, const std::string& reason,
+                           bool stall, bool by_peer) {
   const int from = p.current;
+  const bool recovered = path < from;
   leave_current(p);
   p.current = path;
+  p.generation = generation;
+  p.state[static_cast<std::size_t>(path)] = PathState::kUp;
+  p.probed_at = now_;
   p.awaiting_resume = true;
   p.progress_at = now_;
   post_controls(p);
   if (p.resume_send_h != kNoHandle) cancel(p.resume_send_path, p.resume_send_h);
   put32(p.resume_out.data(), static_cast<std::uint32_t>(path));
+  put32(p.resume_out.data() + 4, generation);
   put64(p.resume_out.data() + 8, p.low);
   p.resume_send_h = paths_[static_cast<std::size_t>(path)]->send(
       p.peer, control_tag(Control::kResume), std::span<const std::byte>(p.resume_out));
@@ -412,12 +547,15 @@ void FailoverLink::move_to(Pair& p, int path, const std::string& reason, bool st
   params_.log.warn("epoch " + std::to_string(params_.epoch) + ": " + name_of(rank_) +
                    " to " + pair_name(p) + ": path " + names[static_cast<std::size_t>(from)] +
                    " -> " + names[static_cast<std::size_t>(path)] + " (" +
-                   (stall     ? "stall"
-                    : by_peer ? "peer moved"
-                              : "error") +
+                   (stall       ? "stall"
+                    : by_peer   ? "peer moved"
+                    : recovered ? "recovered"
+                                : "error") +
                    ": " + reason + "); resuming at message " + std::to_string(p.low) +
                    " of the peer's");
-  if (params_.on_change) params_.on_change(PathChange{p.peer, from, path, reason, stall, by_peer});
+  if (params_.on_change) {
+    params_.on_change(PathChange{p.peer, from, path, reason, stall, by_peer, recovered});
+  }
 }
 
 void FailoverLink::lose_pair(Pair& p, const Status& last) {
@@ -430,9 +568,7 @@ void FailoverLink::lose_pair(Pair& p, const Status& last) {
   if (params_.on_change) {
     params_.on_change(PathChange{p.peer, p.current, -1, last.to_string(), false, false});
   }
-  for (int k = 0; k < static_cast<int>(paths_.size()); ++k) {
-    cancel(k, p.resume_h[static_cast<std::size_t>(k)]);
-  }
+  for (int k = 0; k < static_cast<int>(paths_.size()); ++k) cancel_listeners(p, k);
   if (p.resume_send_h != kNoHandle) cancel(p.resume_send_path, p.resume_send_h);
   for (Handle h : p.posted) finish(h, p.lost);
   p.posted.clear();

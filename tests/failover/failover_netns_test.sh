@@ -10,11 +10,15 @@
 # paths, and agent 1's /metrics counts it (tributary_link_fallbacks_total) and shows
 # its peers on tcp-standby (tributary_peer_transport).
 #
+# With `return`, network A comes back under agent 1 once it has moved: its pairs probe A,
+# find it answering, and move back up to it (logged "tcp-standby -> tcp (recovered",
+# counted in tributary_link_recoveries_total), every step still correct, epoch 1 throughout.
+#
 # With `kill`, the last agent is also killed (kill -9) at the moment A goes down: a path
 # failing while a peer dies still ends in the member-failure protocol (its pairs lose both
 # paths at once), and the survivors train on in a new view, every step correct and agreed.
 #
-#   failover_netns_test.sh TRIBUTARY_BIN [N [kill]]   # STEPS, COUNT (floats per all-reduce)
+#   failover_netns_test.sh TRIBUTARY_BIN [N [kill|return]]   # STEPS, COUNT (floats per all-reduce)
 #                                                     # from the environment
 #
 # Needs root and network namespaces; otherwise exits 77 (skipped) saying why.
@@ -85,7 +89,7 @@ done
 [[ -s $WORK/endpoint ]] || fail "the coordinator did not bind"
 ENDPOINT=$(cat "$WORK/endpoint")
 
-STEPS=${STEPS:-120}
+STEPS=${STEPS:-$([[ $MODE == return ]] && echo 400 || echo 120)}
 COUNT=${COUNT:-65536}
 declare -a AGENT
 for ((i = 0; i < N; i++)); do
@@ -132,6 +136,30 @@ if [[ $MODE != kill ]] && command -v curl >/dev/null; then
     sleep 0.1
   done
 fi
+if [[ $MODE == return ]]; then
+  # Wait for the move (the metrics above need curl; the log does not), then bring A back.
+  for ((t = 0; t < 600; t++)); do
+    grep -q "path tcp -> tcp-standby" "$WORK/agent1.err" && break
+    kill -0 "${AGENT[1]}" 2>/dev/null || fail "agent 1 ended before it moved to the standby path"
+    sleep 0.05
+  done
+  ip -n "${P}_h1" link set ethA up
+  UP=$(date +%s.%N)
+  echo "network A back up under agent 1 at step $(grep -c '^soak step' "$WORK/agent1.out")"
+  RECOVERED=$WORK/agent1.recovered.metrics
+  while kill -0 "${AGENT[1]}" 2>/dev/null; do
+    if command -v curl >/dev/null; then
+      ip netns exec "${P}_h1" curl -s --max-time 1 http://127.0.0.1:9464/metrics >"$RECOVERED.new" || true
+      if grep -q '^tributary_link_recoveries_total{.*from="tcp-standby".*to="tcp"' "$RECOVERED.new"; then
+        mv "$RECOVERED.new" "$RECOVERED"
+        break
+      fi
+    elif grep -q "path tcp-standby -> tcp" "$WORK/agent1.err"; then
+      break
+    fi
+    sleep 0.1
+  done
+fi
 for ((i = 0; i < LAST; i++)); do
   wait "${AGENT[i]}" || fail "agent $i exited with $?"
 done
@@ -168,10 +196,24 @@ grep -h "path tcp -> tcp-standby" "$WORK"/agent*.err | head -4
 first=$(grep -h "path tcp -> tcp-standby" "$WORK/agent1.err" | awk '{print $1}' | sort | head -1)
 moved=$(date -d "$first" +%s.%N)
 echo "first move $(awk -v a="$CUT" -v b="$moved" 'BEGIN {printf "%.0f", (b - a) * 1000}') ms after the cut (stall timeout 1000 ms)"
+if [[ $MODE == return ]]; then
+  grep -q "rank .* to rank .*: path tcp-standby -> tcp (recovered" "$WORK/agent1.err" ||
+    grep -q "rank .* to rank .*: path tcp-standby -> tcp (peer moved" "$WORK/agent1.err" ||
+    fail "agent 1 never moved back up to network A after it returned"
+  grep -h "path tcp-standby -> tcp" "$WORK"/agent*.err | head -4
+  back=$(grep -h "path tcp-standby -> tcp" "$WORK/agent1.err" | awk '{print $1}' | sort | head -1)
+  echo "first move back $(awk -v a="$UP" -v b="$(date -d "$back" +%s.%N)" 'BEGIN {printf "%.0f", (b - a) * 1000}') ms after network A came back"
+  if command -v curl >/dev/null; then
+    [[ -s $RECOVERED ]] || fail "agent 1's /metrics never counted a recovery to tcp"
+    grep -q '^tributary_peer_transport{.*transport="tcp".*} 1' "$RECOVERED" ||
+      fail "agent 1's /metrics shows no peer back on tcp: $(grep peer_transport "$RECOVERED")"
+    grep -E '^tributary_link_recoveries_total' "$RECOVERED"
+  fi
+fi
 if command -v curl >/dev/null; then
   [[ -s $SCRAPED ]] || fail "agent 1's /metrics never counted a move to tcp-standby"
   grep -q '^tributary_peer_transport{.*transport="tcp-standby".*} 1' "$SCRAPED" ||
     fail "agent 1's /metrics shows no peer on tcp-standby: $(grep peer_transport "$SCRAPED")"
   grep -E '^tributary_(link_fallbacks_total|peer_transport)' "$SCRAPED"
 fi
-echo "PASSED: $N agents, network A cut under agent 1 mid-run: $STEPS correct, agreed steps in epoch 1"
+echo "PASSED: $N agents, network A cut under agent 1 mid-run$([[ $MODE == return ]] && echo ' and brought back'): $STEPS correct, agreed steps in epoch 1"
