@@ -1,13 +1,13 @@
 #include "transport/shm_transport.h"
 
-#include <poll.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
+
+#include "transport/channel_io.h"
 
 namespace tributary::transport {
 namespace {
@@ -17,32 +17,9 @@ constexpr std::size_t kMaxNameBytes = 64;
 constexpr char kMapped = 'K';
 constexpr char kRefused = 'N';
 
-// Moves exactly n bytes over a blocking connection, bounded by `deadline`.
 Status exchange(int fd, std::byte* buf, std::size_t n, bool out, Deadline deadline,
                 const std::string& peer) {
-  std::size_t done = 0;
-  while (done < n) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline.at - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      return error(StatusCode::kTimedOut,
-                   "shared-memory setup with " + peer + " not done by the deadline");
-    }
-    pollfd p{fd, static_cast<short>(out ? POLLOUT : POLLIN), 0};
-    const int ready = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1 << 30)));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) continue;
-    const ssize_t k = out ? ::send(fd, buf + done, n - done, MSG_NOSIGNAL | MSG_DONTWAIT)
-                          : ::recv(fd, buf + done, n - done, MSG_DONTWAIT);
-    if (k > 0) {
-      done += static_cast<std::size_t>(k);
-    } else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-      return error(StatusCode::kPeerLost, peer +
-                                              " closed the connection during the "
-                                              "shared-memory setup");
-    }
-  }
-  return Status();
+  return channel_exchange(fd, buf, n, out, deadline, peer, "shared-memory setup");
 }
 
 // The lower rank's half: create, offer, wait for the peer to map it, unlink.
