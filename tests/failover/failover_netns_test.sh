@@ -14,11 +14,16 @@
 # find it answering, and move back up to it (logged "tcp-standby -> tcp (recovered",
 # counted in tributary_link_recoveries_total), every step still correct, epoch 1 throughout.
 #
+# With `shm`, the agents run over shared memory (--transport auto: one machine, one
+# /dev/shm), their pulse connections over A; the cut kills agent 1's connections on A
+# (`ss -K`: the kernel aborts them and resets the peers' ends), so its shared-memory paths
+# fail with an error and their pairs move to the standby TCP path: "path shm -> tcp-standby".
+#
 # With `kill`, the last agent is also killed (kill -9) at the moment A goes down: a path
 # failing while a peer dies still ends in the member-failure protocol (its pairs lose both
 # paths at once), and the survivors train on in a new view, every step correct and agreed.
 #
-#   failover_netns_test.sh TRIBUTARY_BIN [N [kill|return]]   # STEPS, COUNT (floats per all-reduce)
+#   failover_netns_test.sh TRIBUTARY_BIN [N [kill|return|shm]]   # STEPS, COUNT (floats per all-reduce)
 #                                                     # from the environment
 #
 # Needs root and network namespaces; otherwise exits 77 (skipped) saying why.
@@ -90,12 +95,16 @@ done
 ENDPOINT=$(cat "$WORK/endpoint")
 
 STEPS=${STEPS:-$([[ $MODE == return ]] && echo 400 || echo 120)}
+PRIMARY=tcp
+if [[ $MODE == shm ]]; then
+  PRIMARY=shm
+fi
 COUNT=${COUNT:-65536}
 declare -a AGENT
 for ((i = 0; i < N; i++)); do
   ip netns exec "${P}_h$i" "$BIN" agent --coordinator "$ENDPOINT" --host "h$i" \
     --bind-host 0.0.0.0 --data-address "10.81.0.$((i + 1))" --data-address "10.82.0.$((i + 1))" \
-    --transport tcp --failover --stall-timeout-ms 1000 --metrics 127.0.0.1:9464 \
+    --transport "$([[ $MODE == shm ]] && echo auto || echo tcp)" --failover --stall-timeout-ms 1000 --metrics 127.0.0.1:9464 \
     --workload soak --soak-count "$COUNT" --soak-steps "$STEPS" --soak-delay-ms 20 \
     >"$WORK/agent$i.out" 2>"$WORK/agent$i.err" &
   AGENT[i]=$!
@@ -113,9 +122,13 @@ for ((t = 0; t < 1200; t++)); do
   sleep 0.05
 done
 [[ $done_all == 1 ]] || fail "the agents did not reach step $CUT_AT"
-ip -n "${P}_h1" link set ethA down
+if [[ $MODE == shm ]]; then
+  ip netns exec "${P}_h1" ss -K dst 10.81.0.0/24 >/dev/null
+else
+  ip -n "${P}_h1" link set ethA down
+fi
 CUT=$(date +%s.%N)
-echo "network A down under agent 1 at step $(grep -c '^soak step' "$WORK/agent1.out")"
+echo "$([[ $MODE == shm ]] && echo "agent 1's connections on A killed" || echo "network A down under agent 1") at step $(grep -c '^soak step' "$WORK/agent1.out")"
 LAST=$N
 if [[ $MODE == kill ]]; then
   kill -9 "${AGENT[N - 1]}"
@@ -129,7 +142,7 @@ SCRAPED=$WORK/agent1.metrics
 if [[ $MODE != kill ]] && command -v curl >/dev/null; then
   while kill -0 "${AGENT[1]}" 2>/dev/null; do
     ip netns exec "${P}_h1" curl -s --max-time 1 http://127.0.0.1:9464/metrics >"$SCRAPED.new" || true
-    if grep -q '^tributary_link_fallbacks_total{.*from="tcp".*to="tcp-standby"' "$SCRAPED.new"; then
+    if grep -q "^tributary_link_fallbacks_total{.*from=\"$PRIMARY\".*to=\"tcp-standby\"" "$SCRAPED.new"; then
       mv "$SCRAPED.new" "$SCRAPED"
       break
     fi
@@ -189,11 +202,11 @@ done
 sums=$(for ((i = 0; i < N; i++)); do grep "^soak step" "$WORK/agent$i.out" | awk '{print $3, $NF == "ok" ? $(NF - 1) : "x"}'; done | sort -u | wc -l)
 [[ $sums -eq $STEPS ]] || fail "the agents disagree on some step ($sums distinct step sums for $STEPS steps)"
 # Agent 1 moved its pairs from A (tcp) to B (tcp-standby), naming both ends and paths.
-grep -q "rank .* to rank .*: path tcp -> tcp-standby" "$WORK/agent1.err" ||
-  fail "agent 1 logged no move to the standby path"
-grep -h "path tcp -> tcp-standby" "$WORK"/agent*.err | head -4
+grep -q "rank .* to rank .*: path $PRIMARY -> tcp-standby" "$WORK/agent1.err" ||
+  fail "agent 1 logged no move from $PRIMARY to the standby path"
+grep -h "path $PRIMARY -> tcp-standby" "$WORK"/agent*.err | head -4
 # From the cut to agent 1's first move (its log's clock is this machine's).
-first=$(grep -h "path tcp -> tcp-standby" "$WORK/agent1.err" | awk '{print $1}' | sort | head -1)
+first=$(grep -h "path $PRIMARY -> tcp-standby" "$WORK/agent1.err" | awk '{print $1}' | sort | head -1)
 moved=$(date -d "$first" +%s.%N)
 echo "first move $(awk -v a="$CUT" -v b="$moved" 'BEGIN {printf "%.0f", (b - a) * 1000}') ms after the cut (stall timeout 1000 ms)"
 if [[ $MODE == return ]]; then
@@ -216,4 +229,9 @@ if command -v curl >/dev/null; then
     fail "agent 1's /metrics shows no peer on tcp-standby: $(grep peer_transport "$SCRAPED")"
   grep -E '^tributary_(link_fallbacks_total|peer_transport)' "$SCRAPED"
 fi
-echo "PASSED: $N agents, network A cut under agent 1 mid-run$([[ $MODE == return ]] && echo ' and brought back'): $STEPS correct, agreed steps in epoch 1"
+case $MODE in
+  return) what="network A cut under agent 1 mid-run and brought back" ;;
+  shm) what="agent 1's shared-memory paths failed mid-run (pulse connections killed)" ;;
+  *) what="network A cut under agent 1 mid-run" ;;
+esac
+echo "PASSED: $N agents, $what: $STEPS correct, agreed steps in epoch 1"
