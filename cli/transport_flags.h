@@ -13,10 +13,11 @@ namespace tributary::cli {
 
 inline void add_transport_flag(CLI::App& cmd, agent::WorkerConfig& w) {
   cmd.add_option("--transport", w.transport,
-                 "data-plane transport: auto (shared memory with members on this host, TCP "
-                 "otherwise), shm, tcp (docs/transports.md)")
+                 "data-plane transport: auto (shared memory with members on this host, RDMA "
+                 "verbs where every member has a device, TCP otherwise), shm, rdma, tcp "
+                 "(docs/transports.md)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "shm", "tcp"}));
+      ->check(CLI::IsMember({"auto", "shm", "rdma", "tcp"}));
 }
 
 inline void add_failover_flags(CLI::App& cmd, agent::WorkerConfig& w) {
