@@ -112,20 +112,28 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const WorkerConfig& config, 
     d->table_ = std::make_unique<transport::TransportTable>(std::move(ordered), log);
   }
   if (config.failover) {
-    // The standby listener: same hosts, its own port, the second address first.
-    ec.port = 0;
-    TRIB_ASSIGN_OR_RETURN(d->standby_endpoint_, TcpEndpoint::listen(ec));
-    const std::string standby_port = std::to_string(d->standby_endpoint_->port());
-    std::vector<std::string> standby_addresses;
-    for (const std::string& a : d->addresses_) {
-      standby_addresses.push_back(a.substr(0, a.rfind(':') + 1) + standby_port);
+    // A standby listener per data address but the first (same hosts, its own port); the
+    // first standby also lists the other addresses after its own, as connect-time
+    // fallbacks, so that with two addresses it is exactly one standby, over the second
+    // network when it connects.
+    const std::size_t count = std::max<std::size_t>(1, d->addresses_.size() - 1);
+    for (std::size_t k = 0; k < count; ++k) {
+      ec.port = 0;
+      TRIB_ASSIGN_OR_RETURN(auto endpoint, TcpEndpoint::listen(ec));
+      const std::string port = std::to_string(endpoint->port());
+      std::vector<std::string> addresses;
+      for (const std::string& a : d->addresses_) {
+        addresses.push_back(a.substr(0, a.rfind(':') + 1) + port);
+      }
+      if (addresses.size() > 1) {
+        std::rotate(addresses.begin(), addresses.begin() + 1 + static_cast<std::ptrdiff_t>(k),
+                    addresses.end());
+        if (k > 0) addresses.resize(1);  // the later standbys: their own network only
+      }
+      d->standbys_.push_back(
+          std::make_unique<TcpTransport>(*endpoint, std::move(addresses), standby_name(k)));
+      d->standby_endpoints_.push_back(std::move(endpoint));
     }
-    if (standby_addresses.size() > 1) {
-      std::rotate(standby_addresses.begin(), standby_addresses.begin() + 1,
-                  standby_addresses.end());
-    }
-    d->standby_ = std::make_unique<TcpTransport>(*d->standby_endpoint_,
-                                                 std::move(standby_addresses), "tcp-standby");
     d->stall_timeout_ = config.stall_timeout;
   }
   return d;
@@ -134,61 +142,88 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const WorkerConfig& config, 
 DataPlane::~DataPlane() {
   table_.reset();  // its transports use the endpoint
   tcp_only_channels_.reset();
-  standby_.reset();
+  standbys_.clear();
+}
+
+namespace {
+
+std::string standby_list(std::size_t count) {
+  std::string out;
+  for (std::size_t k = 0; k < count; ++k) out += (k == 0 ? "" : ", ") + standby_name(k);
+  return out;
+}
+
+}  // namespace
+
+std::string standby_name(std::size_t k) {
+  return k == 0 ? "tcp-standby" : "tcp-standby-" + std::to_string(k + 1);
 }
 
 std::vector<std::string> DataPlane::capabilities() const {
   std::vector<std::string> out = table_->advertise();
-  if (standby_) {
-    for (std::string& s : standby_->advertise()) out.push_back(std::move(s));
+  for (const auto& standby : standbys_) {
+    for (std::string& s : standby->advertise()) out.push_back(std::move(s));
   }
   return out;
 }
 
 void DataPlane::cancel_connect(std::uint64_t newer_epoch) {
   table_->cancel_connect(newer_epoch);
-  if (standby_) standby_->cancel_connect(newer_epoch);
+  for (const auto& standby : standbys_) standby->cancel_connect(newer_epoch);
 }
 
 std::uint16_t DataPlane::port() const { return endpoint_->port(); }
 
 Result<std::unique_ptr<algorithms::Link>> DataPlane::connect(const transport::GroupSpec& spec,
                                                              Deadline deadline) {
-  bool standby = standby_ != nullptr && spec.size() > 1;
-  for (int r = 0; standby && r < spec.size(); ++r) {
-    standby = r == spec.rank || standby_->can_connect(spec.members[spec.rank], spec.members[r]);
+  // The standbys every member advertises, in order (the view decides it, so every member
+  // counts the same: a standby missing from one member ends the list for the group).
+  std::size_t standbys = spec.size() > 1 ? standbys_.size() : 0;
+  for (std::size_t k = 0; k < standbys; ++k) {
+    for (int r = 0; r < spec.size(); ++r) {
+      if (r != spec.rank && !standbys_[k]->can_connect(spec.members[spec.rank], spec.members[r])) {
+        standbys = k;
+        break;
+      }
+    }
   }
-  if (standby_ && !standby && spec.size() > 1) {
+  if (!standbys_.empty() && standbys == 0 && spec.size() > 1) {
     log_.warn("epoch " + std::to_string(spec.epoch) +
               ": a member advertises no standby path: this group runs without failover");
   }
-  // Both paths connect at once: the standby's handshakes overlap the table's.
-  std::future<Result<std::unique_ptr<algorithms::Link>>> second;
-  if (standby) {
-    second = std::async(std::launch::async,
-                        [this, &spec, deadline] { return standby_->connect_group(spec, deadline); });
+  // Every path connects at once: the standbys' handshakes overlap the table's.
+  std::vector<std::future<Result<std::unique_ptr<algorithms::Link>>>> more;
+  for (std::size_t k = 0; k < standbys; ++k) {
+    transport::Transport* standby = standbys_[k].get();
+    more.push_back(std::async(std::launch::async, [standby, &spec, deadline] {
+      return standby->connect_group(spec, deadline);
+    }));
   }
   auto connected = table_->connect_group(spec, deadline);
   if (!connected) {
-    if (second.valid()) {
-      standby_->cancel_connect(spec.epoch + 1);
-      second.wait();
+    for (std::size_t k = 0; k < more.size(); ++k) {
+      standbys_[k]->cancel_connect(spec.epoch + 1);
+      more[k].wait();
     }
     return connected.status();
   }
   transport::ConnectedGroup group = std::move(*connected);
   std::unique_ptr<algorithms::Link> link = std::move(group.link);
   bool failover = false;
-  if (second.valid() &&
-      second.wait_for(std::chrono::duration_cast<std::chrono::nanoseconds>(stall_timeout_)) !=
-          std::future_status::ready) {
-    // The table's path is up; a standby that is not by a stall timeout later (its address
-    // unreachable, a firewall) would only hold the group back: it goes without.
-    standby_->cancel_connect(spec.epoch + 1);
+  // The table's path is up; a standby that is not by a stall timeout later (its address
+  // unreachable, a firewall) would only hold the group back: it goes without.
+  const auto grace = std::chrono::steady_clock::now() +
+                     std::chrono::duration_cast<std::chrono::nanoseconds>(stall_timeout_);
+  std::vector<Result<std::unique_ptr<algorithms::Link>>> standby_links;
+  for (std::size_t k = 0; k < more.size(); ++k) {
+    if (more[k].wait_until(grace) != std::future_status::ready) {
+      standbys_[k]->cancel_connect(spec.epoch + 1);
+    }
+    standby_links.push_back(more[k].get());
   }
-  if (second.valid()) {
+  if (!standby_links.empty()) {
     TRIB_ASSIGN_OR_RETURN(link, with_standby(spec, std::move(link), group.transport,
-                                             second.get(), &failover));
+                                             std::move(standby_links), &failover));
   }
   std::string line;
   for (int r = 0; r < spec.size(); ++r) {
@@ -199,7 +234,7 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::connect(const transport::Gr
   log_.info("epoch " + std::to_string(spec.epoch) + ": member " +
             std::to_string(spec.members[spec.rank].member) + " (rank " + std::to_string(spec.rank) +
             ") data paths: " + (line.empty() ? "none" : line) +
-            (failover ? "; standby tcp-standby per pair (stall timeout " +
+            (failover ? "; standby " + standby_list(standbys) + " per pair (stall timeout " +
                             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
                                                stall_timeout_)
                                                .count()) +
@@ -213,14 +248,14 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::connect(const transport::Gr
   group_addresses_.clear();
   for (const auto& m : spec.members) group_addresses_.push_back(m.data_address);
   group_path_.assign(static_cast<std::size_t>(spec.size()), 0);
-  group_has_standby_ = failover;
+  group_standbys_ = failover ? standbys : 0;
   return link;
 }
 
 Result<std::unique_ptr<algorithms::Link>> DataPlane::with_standby(
     const transport::GroupSpec& spec, std::unique_ptr<algorithms::Link> primary,
-    const std::string& primary_name, Result<std::unique_ptr<algorithms::Link>> standby,
-    bool* failover) {
+    const std::string& primary_name,
+    std::vector<Result<std::unique_ptr<algorithms::Link>>> standbys, bool* failover) {
   const std::string epoch = "epoch " + std::to_string(spec.epoch) + ": ";
   if (dynamic_cast<algorithms::PollableLink*>(primary.get()) == nullptr) {
     // The same on every member (it depends on the transport, which the view decides).
@@ -230,21 +265,25 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::with_standby(
   std::vector<std::unique_ptr<algorithms::PollableLink>> paths;
   TRIB_ASSIGN_OR_RETURN(auto first, transport::as_path(std::move(primary)));
   paths.push_back(std::move(first));
-  if (standby) {
-    TRIB_ASSIGN_OR_RETURN(auto second, transport::as_path(std::move(*standby)));
-    paths.push_back(std::move(second));
-  } else {
-    // Every member of this group runs the failover protocol on its preferred path (the
-    // view says all advertise a standby); where the standby did not connect, the pairs
-    // simply have no second path. Running without the protocol here, while a peer whose
-    // standby connected runs with it, would leave that pair speaking two protocols.
-    log_.warn(epoch + "the standby path did not connect (" + standby.status().to_string() +
-              "): this epoch's pairs have no standby on this member");
+  for (std::size_t k = 0; k < standbys.size(); ++k) {
+    auto& standby = standbys[k];
+    if (standby) {
+      TRIB_ASSIGN_OR_RETURN(auto next, transport::as_path(std::move(*standby)));
+      paths.push_back(std::move(next));
+      continue;
+    }
+    // Every member of this group runs the failover protocol with the same paths (the view
+    // says all advertise this standby); where it did not connect, the pairs simply have no
+    // such path. Leaving it out here, while a peer whose standby connected keeps it, would
+    // leave that pair numbering its paths two ways.
+    log_.warn(epoch + "the standby path " + standby_name(k) + " did not connect (" +
+              standby.status().to_string() + "): this epoch's pairs have no such path on this member");
     paths.push_back(transport::make_absent_path(spec.rank, spec.size(), standby.status()));
   }
   transport::FailoverParams params;
   params.epoch = spec.epoch;
-  params.path_names = {primary_name, "tcp-standby"};
+  params.path_names = {primary_name};
+  for (std::size_t k = 0; k < standbys.size(); ++k) params.path_names.push_back(standby_name(k));
   for (int r = 0; r < spec.size(); ++r) {
     params.rank_names.push_back("rank " + std::to_string(r) + " (member " +
                                 std::to_string(spec.members[static_cast<std::size_t>(r)].member) +
@@ -266,9 +305,8 @@ void DataPlane::on_path_change(std::uint64_t epoch, const transport::PathChange&
   if (current && c.peer >= 0 && c.peer < static_cast<int>(group_path_.size())) {
     group_path_[static_cast<std::size_t>(c.peer)] = c.to;
   }
-  const std::string primary = current ? group_transport_ : "earlier";
-  const std::string from = c.from == 0 ? primary : "tcp-standby";
-  const std::string to = c.to < 0 ? "none" : c.to == 0 ? primary : "tcp-standby";
+  const std::string from = path_name(c.from, current);
+  const std::string to = c.to < 0 ? "none" : path_name(c.to, current);
   // A move back up to a path that returned is a recovery, whichever side moved first.
   const std::string cause = c.recovered ? "recovered" : c.stall ? "stall" : c.by_peer ? "peer" : "error";
   const std::string peer =
@@ -283,6 +321,11 @@ void DataPlane::on_path_change(std::uint64_t epoch, const transport::PathChange&
     }
   }
   path_changes_.push_back({peer, from, to, cause, 1});
+}
+
+std::string DataPlane::path_name(int index, bool current) const {
+  if (index == 0) return current ? group_transport_ : "earlier";
+  return standby_name(static_cast<std::size_t>(index - 1));
 }
 
 std::vector<PathChangeCount> DataPlane::path_changes() const {
@@ -316,10 +359,10 @@ std::vector<PeerPath> DataPlane::paths() const {
                      on(p.rank, 0)});
     }
   }
-  if (group_has_standby_ && standby_endpoint_) {
-    for (const auto& p : standby_endpoint_->stats().peers) {
-      out.push_back({p.rank, member(p.rank), p.address, "tcp-standby", p.bytes_sent,
-                     p.bytes_received, on(p.rank, 1)});
+  for (std::size_t k = 0; k < group_standbys_ && k < standby_endpoints_.size(); ++k) {
+    for (const auto& p : standby_endpoints_[k]->stats().peers) {
+      out.push_back({p.rank, member(p.rank), p.address, standby_name(k), p.bytes_sent,
+                     p.bytes_received, on(p.rank, static_cast<int>(k) + 1)});
     }
   }
   return out;
@@ -327,8 +370,8 @@ std::vector<PeerPath> DataPlane::paths() const {
 
 FrameRefusals DataPlane::refusals() const {
   TcpEndpointStats stats = endpoint_->stats();
-  if (standby_endpoint_) {
-    const TcpEndpointStats more = standby_endpoint_->stats();
+  for (const auto& standby : standby_endpoints_) {
+    const TcpEndpointStats more = standby->stats();
     stats.bad_frames += more.bad_frames;
     stats.crc_failures += more.crc_failures;
   }

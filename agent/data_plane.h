@@ -10,17 +10,20 @@
 // (port: the listener's); empty means the listener's own address (or --advertise-host
 // with its port).
 //
-// With `failover` (--failover), a second listener carries a standby TCP path per pair: its
-// own connections, dialing each peer's standby addresses from the second data address
-// (so with two networks the standby runs over the other one). Every group whose members
-// all advertise a standby ("tcp-standby:<address>") gets a transport/failover_link.h link
-// over [the table's transport, the standby]: a pair whose path fails, or stays without
-// acknowledgement for `stall_timeout`, moves to the standby and resumes at the first
-// message its peer had not received, with no view change. A group with a member that
-// advertises none runs on the table's transport alone (logged); one whose standby does
-// not connect within a stall timeout of the table's runs the failover protocol with an
-// absent standby (transport/absent_path.h): the view alone decides the protocol, so the two
-// ends of a pair always agree. Caveat: acknowledgements are the peer link's, so a peer that
+// With `failover` (--failover), more listeners carry standby TCP paths per pair, each with
+// its own connections: one per data address but the first, dialing the peer's standby on
+// that address (the first standby falls back on the other addresses when its own does
+// not connect); with one address, one standby over it. So with networks A and B the
+// standby runs over B, and with A, B and C a pair has [the table's path, B, C]. Every
+// group whose members all advertise standby k ("tcp-standby:<address>",
+// "tcp-standby-2:<address>", ...) gets it as path k + 1 of a transport/failover_link.h
+// link: a pair whose path fails, or stays without acknowledgement for `stall_timeout`,
+// moves to its next path and resumes at the first message its peer had not received,
+// with no view change, and moves back up when a stalled path answers again. A group with
+// a member that advertises no standby runs on the table's transport alone (logged); a
+// standby that does not connect within a stall timeout of the table's stays in the list as
+// an absent path (transport/absent_path.h): the view alone decides the protocol, so the
+// two ends of a pair always agree. Caveat: acknowledgements are the peer link's, so a peer that
 // stays out of the collective longer than `stall_timeout` (a slow step) also moves the
 // pair; keep `stall_timeout` above the longest step.
 #pragma once
@@ -95,11 +98,14 @@ class DataPlane {
 
  private:
   DataPlane() = default;
-  // The failover link over `primary` and the standby, or `primary` alone (logged why).
+  // The failover link over `primary` and the standbys (in path order), or `primary` alone
+  // (logged why).
   Result<std::unique_ptr<algorithms::Link>> with_standby(
       const transport::GroupSpec& spec, std::unique_ptr<algorithms::Link> primary,
-      const std::string& primary_name, Result<std::unique_ptr<algorithms::Link>> standby,
-      bool* failover);
+      const std::string& primary_name,
+      std::vector<Result<std::unique_ptr<algorithms::Link>>> standbys, bool* failover);
+  // The path name of failover path `index` in the current group (0: the table's).
+  std::string path_name(int index, bool current) const;
   void on_path_change(std::uint64_t epoch, const transport::PathChange& change);
 
   std::unique_ptr<TcpEndpoint> endpoint_;
@@ -108,9 +114,11 @@ class DataPlane {
   std::unique_ptr<transport::Transport> tcp_only_channels_;
   transport::ShmTransport* shm_ = nullptr;    // owned by table_; nullptr when not in it
   transport::RdmaTransport* rdma_ = nullptr;  // likewise
-  // With failover: the standby path's listener and transport (nullptr without).
-  std::unique_ptr<TcpEndpoint> standby_endpoint_;
-  std::unique_ptr<transport::Transport> standby_;
+  // With failover: the standby paths' listeners and transports, one per data address but
+  // the first (one over the only address when there is one), in path order (empty
+  // without). Standby k is advertised and logged as standby_name(k).
+  std::vector<std::unique_ptr<TcpEndpoint>> standby_endpoints_;
+  std::vector<std::unique_ptr<transport::Transport>> standbys_;
   Duration stall_timeout_{};
   std::vector<std::string> addresses_;
   Logger log_{"link"};
@@ -119,11 +127,15 @@ class DataPlane {
   std::string group_transport_;
   std::vector<std::uint64_t> group_members_;
   std::vector<std::string> group_addresses_;  // by rank: the view's data_address
-  std::vector<int> group_path_;  // by rank: 0 the table's transport, 1 the standby, -1 none
-  bool group_has_standby_ = false;
+  // by rank: 0 the table's transport, k the standby k - 1, -1 none
+  std::vector<int> group_path_;
+  std::size_t group_standbys_ = 0;  // standby paths in the current group
   std::vector<PathChangeCount> path_changes_;
   std::atomic<std::uint64_t> path_change_total_{0};
 };
+
+// Failover path names of the standbys: "tcp-standby", then "tcp-standby-2", "tcp-standby-3".
+std::string standby_name(std::size_t k);
 
 // "host[:port]" (or "[v6][:port]", or a bare IPv6 address) with `port` filled in when
 // missing; kInvalidArgument on anything else.

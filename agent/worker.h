@@ -51,10 +51,11 @@ struct WorkerConfig {
   // "auto" (shared memory with members on this host, TCP otherwise), "shm" or "tcp".
   std::string transport = "auto";
   std::uint64_t shm_ring_bytes = std::uint64_t{4} << 20;  // per pair and direction
-  // A standby TCP path per pair (a second listener, its own connections, the peer's
-  // addresses dialed from the second): a pair whose path fails, or makes no progress for
-  // `stall_timeout`, moves to it and resumes the collective where it stood, without a
-  // view change (agent/data_plane.h, docs/transports.md "Runtime fallback").
+  // Standby TCP paths per pair (a listener per data address but the first, or one over
+  // the only address; their own connections): a pair whose path fails, or makes no
+  // progress for `stall_timeout`, moves to the next and resumes the collective where it
+  // stood, without a view change (agent/data_plane.h, docs/transports.md "Runtime
+  // fallback").
   bool failover = false;
   std::chrono::milliseconds stall_timeout{2000};
   // One connection attempt to one address of a peer, before the next address is tried.

@@ -22,8 +22,9 @@ inline void add_transport_flag(CLI::App& cmd, agent::WorkerConfig& w) {
 
 inline void add_failover_flags(CLI::App& cmd, agent::WorkerConfig& w) {
   cmd.add_flag("--failover", w.failover,
-               "keep a standby TCP path per peer (a second listener): a failed or stalled "
-               "path moves there mid-collective, without a view change");
+               "keep standby TCP paths per peer (a listener per --data-address but the first, "
+               "or one over the only address): a failed or stalled path moves to the next "
+               "mid-collective, without a view change, and back when a stalled one returns");
   cmd.add_option_function<long>(
          "--stall-timeout-ms",
          [&w](long ms) { w.stall_timeout = std::chrono::milliseconds(ms); },

@@ -19,11 +19,16 @@
 # (`ss -K`: the kernel aborts them and resets the peers' ends), so its shared-memory paths
 # fail with an error and their pairs move to the standby TCP path: "path shm -> tcp-standby".
 #
+# With `three`, there is a network C (10.83.0.0/24) too, which carries the control plane,
+# and every agent gives three data addresses: each pair has three paths [A, B, C]. A goes
+# down under agent 1, then, once its pairs moved to B, B goes down too: they move on to C
+# ("path tcp-standby -> tcp-standby-2"), every step correct, epoch 1 throughout.
+#
 # With `kill`, the last agent is also killed (kill -9) at the moment A goes down: a path
 # failing while a peer dies still ends in the member-failure protocol (its pairs lose both
 # paths at once), and the survivors train on in a new view, every step correct and agreed.
 #
-#   failover_netns_test.sh TRIBUTARY_BIN [N [kill|return|shm]]   # STEPS, COUNT (floats per all-reduce)
+#   failover_netns_test.sh TRIBUTARY_BIN [N [kill|return|shm|three]]   # STEPS, COUNT (floats per all-reduce)
 #                                                     # from the environment
 #
 # Needs root and network namespaces; otherwise exits 77 (skipped) saying why.
@@ -56,22 +61,27 @@ fail() {
   exit 1
 }
 
-# The switch namespace: a bridge per network; the coordinator lives here, on B.
+# The switch namespace: a bridge per network; the coordinator lives here, on the last.
+NETS="A B"
+[[ $MODE == three ]] && NETS="A B C"
+CTL=$([[ $MODE == three ]] && echo 83 || echo 82)
+CTL_NET=$([[ $MODE == three ]] && echo C || echo B)
+octet_of() { case $1 in A) echo 81 ;; B) echo 82 ;; C) echo 83 ;; esac; }
 ip netns add "$SW"
 CREATED+=("$SW")
 ip -n "$SW" link set lo up
-for net in A B; do
+for net in $NETS; do
   ip -n "$SW" link add "br$net" type bridge
   ip -n "$SW" link set "br$net" up
 done
-ip -n "$SW" addr add 10.82.0.254/24 dev brB
+ip -n "$SW" addr add "10.$CTL.0.254/24" dev "br$CTL_NET"
 for ((i = 0; i < N; i++)); do
   h=${P}_h$i
   ip netns add "$h"
   CREATED+=("$h")
   ip -n "$h" link set lo up
-  for net in A B; do
-    octet=$([[ $net == A ]] && echo 81 || echo 82)
+  for net in $NETS; do
+    octet=$(octet_of "$net")
     ip link add "${P}$net$i" type veth peer name "${P}$net${i}s"
     ip link set "${P}$net$i" netns "$h"
     ip link set "${P}$net${i}s" netns "$SW"
@@ -84,7 +94,7 @@ for ((i = 0; i < N; i++)); do
 done
 
 export TRIBUTARY_SECRET=$(head -c16 /dev/urandom | od -An -tx1 | tr -d ' \n')
-ip netns exec "$SW" "$BIN" coordinator --bind tcp://10.82.0.254:0 --world-size "$N" \
+ip netns exec "$SW" "$BIN" coordinator --bind "tcp://10.$CTL.0.254:0" --world-size "$N" \
   --ready-file "$WORK/endpoint" >"$WORK/coordinator.out" 2>"$WORK/coordinator.err" &
 PIDS+=($!)
 for ((t = 0; t < 200; t++)); do
@@ -94,7 +104,7 @@ done
 [[ -s $WORK/endpoint ]] || fail "the coordinator did not bind"
 ENDPOINT=$(cat "$WORK/endpoint")
 
-STEPS=${STEPS:-$([[ $MODE == return ]] && echo 400 || echo 120)}
+STEPS=${STEPS:-$([[ $MODE == return || $MODE == three ]] && echo 400 || echo 120)}
 PRIMARY=tcp
 if [[ $MODE == shm ]]; then
   PRIMARY=shm
@@ -104,6 +114,7 @@ declare -a AGENT
 for ((i = 0; i < N; i++)); do
   ip netns exec "${P}_h$i" "$BIN" agent --coordinator "$ENDPOINT" --host "h$i" \
     --bind-host 0.0.0.0 --data-address "10.81.0.$((i + 1))" --data-address "10.82.0.$((i + 1))" \
+    $([[ $MODE == three ]] && echo --data-address "10.83.0.$((i + 1))") \
     --transport "$([[ $MODE == shm ]] && echo auto || echo tcp)" --failover --stall-timeout-ms 1000 --metrics 127.0.0.1:9464 \
     --workload soak --soak-count "$COUNT" --soak-steps "$STEPS" --soak-delay-ms 20 \
     >"$WORK/agent$i.out" 2>"$WORK/agent$i.err" &
@@ -148,6 +159,15 @@ if [[ $MODE != kill ]] && command -v curl >/dev/null; then
     fi
     sleep 0.1
   done
+fi
+if [[ $MODE == three ]]; then
+  for ((t = 0; t < 600; t++)); do
+    grep -q "path tcp -> tcp-standby" "$WORK/agent1.err" && break
+    kill -0 "${AGENT[1]}" 2>/dev/null || fail "agent 1 ended before it moved to the standby path"
+    sleep 0.05
+  done
+  ip -n "${P}_h1" link set ethB down
+  echo "network B down under agent 1 at step $(grep -c '^soak step' "$WORK/agent1.out")"
 fi
 if [[ $MODE == return ]]; then
   # Wait for the move (the metrics above need curl; the log does not), then bring A back.
@@ -209,6 +229,11 @@ grep -h "path $PRIMARY -> tcp-standby" "$WORK"/agent*.err | head -4
 first=$(grep -h "path $PRIMARY -> tcp-standby" "$WORK/agent1.err" | awk '{print $1}' | sort | head -1)
 moved=$(date -d "$first" +%s.%N)
 echo "first move $(awk -v a="$CUT" -v b="$moved" 'BEGIN {printf "%.0f", (b - a) * 1000}') ms after the cut (stall timeout 1000 ms)"
+if [[ $MODE == three ]]; then
+  grep -q "rank .* to rank .*: path tcp-standby -> tcp-standby-2" "$WORK/agent1.err" ||
+    fail "agent 1 never moved on to network C after B went down too"
+  grep -h "path tcp-standby -> tcp-standby-2" "$WORK"/agent*.err | head -4
+fi
 if [[ $MODE == return ]]; then
   grep -q "rank .* to rank .*: path tcp-standby -> tcp (recovered" "$WORK/agent1.err" ||
     grep -q "rank .* to rank .*: path tcp-standby -> tcp (peer moved" "$WORK/agent1.err" ||
@@ -232,6 +257,7 @@ fi
 case $MODE in
   return) what="network A cut under agent 1 mid-run and brought back" ;;
   shm) what="agent 1's shared-memory paths failed mid-run (pulse connections killed)" ;;
+  three) what="networks A then B cut under agent 1 mid-run, its pairs on C" ;;
   *) what="network A cut under agent 1 mid-run" ;;
 esac
 echo "PASSED: $N agents, $what: $STEPS correct, agreed steps in epoch 1"
