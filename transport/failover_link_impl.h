@@ -217,6 +217,7 @@ class FailoverLink final : public algorithms::Link {
   std::uint64_t next_order_ = 0;
   std::chrono::steady_clock::time_point last_full_look_{};
   TimePoint now_{};  // the stall clock at the start of the current service() round
+  bool full_look_ = true;  // this round looks at every path (once a slice)
   AbortState abort_;
 };
 

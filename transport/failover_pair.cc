@@ -120,6 +120,7 @@ void FailoverLink::service() {
   const auto now = std::chrono::steady_clock::now();
   const bool all = now - last_full_look_ >= params_.slice;
   if (all) last_full_look_ = now;
+  full_look_ = all;
   for (std::size_t k = 0; k < paths_.size(); ++k) {
     bool used = all;
     for (std::size_t r = 0; !used && r < pairs_.size(); ++r) {
@@ -149,6 +150,9 @@ void FailoverLink::service_pair(Pair& p) {
 }
 
 void FailoverLink::service_probes(Pair& p) {
+  // Probes and their answers are for paths the pair is not on: looked at once a slice,
+  // like those paths themselves, so that the steady state pays nothing for them.
+  if (!full_look_) return;
   for (int k = 0; k < static_cast<int>(paths_.size()); ++k) {
     const auto i = static_cast<std::size_t>(k);
     if (p.state[i] == PathState::kDown) continue;

@@ -82,6 +82,15 @@ class TwoPaths {
     }
     return count;
   }
+  // The path rank `r` last moved its pair with `peer` to (0 when it never moved).
+  int last_to(int r, int peer) {
+    std::lock_guard lock(mu_);
+    int to = 0;
+    for (const auto& [who, c] : changes_) {
+      if (who == r && c.peer == peer) to = c.to;
+    }
+    return to;
+  }
   bool any_recovered_flag_wrong() {
     std::lock_guard lock(mu_);
     for (const auto& [who, c] : changes_) {
@@ -428,9 +437,17 @@ TEST_P(PathReturns, ThePairMovesBackUpAndEveryCollectiveKeepsItsBits) {
         paths.clock().advance(std::chrono::milliseconds(20));  // the next probe is due
       }
     }
-    algorithms::CollectiveOptions after = options_for(c.algorithm);
-    after.seq = 100;
-    TRIB_RETURN_IF_ERROR(barrier(*link, after));
+    // Small all-reduces until both ends are back on the preferred path (rank 0 decides,
+    // the sum tells everyone; the clock moves so that probes keep coming), bounded.
+    for (int round = 0; round < 500; ++round) {
+      float back = r == 0 && paths.last_to(0, 1) == 0 && paths.last_to(1, 0) == 0 ? 1.0f : 0.0f;
+      algorithms::CollectiveOptions o = options_for(c.algorithm);
+      o.seq = 100 + static_cast<std::uint64_t>(round);
+      TRIB_RETURN_IF_ERROR(
+          all_reduce(*link, &back, &back, 1, DType::kFloat32, ReduceOp::kSum, o));
+      if (back > 0) break;
+      if (r == 0) paths.clock().advance(std::chrono::milliseconds(5));
+    }
     return serve_until_all_drained(*link, drained, c.n);
   });
   for (int r = 0; r < c.n; ++r) {
@@ -438,9 +455,13 @@ TEST_P(PathReturns, ThePairMovesBackUpAndEveryCollectiveKeepsItsBits) {
     ASSERT_TRUE(statuses[i].is_ok()) << "rank " << r << ": " << statuses[i].to_string();
   }
   EXPECT_EQ(wrong.load(), 0) << "collectives whose bits differ from the run without the fault";
+  // How many round trips down and up depends on timing: the second hold may find the pair
+  // still on the standby, and a side may follow a later move without having seen an
+  // earlier one (a resume held on the path with everything else). At least one each way.
   for (auto [a, b] : {std::pair{0, 1}, std::pair{1, 0}}) {
-    EXPECT_EQ(paths.moves(a, b, 0, 1), 2) << "rank " << a << " to rank " << b << ": moves down";
-    EXPECT_EQ(paths.moves(a, b, 1, 0), 2) << "rank " << a << " to rank " << b << ": moves back up";
+    EXPECT_GE(paths.moves(a, b, 0, 1), 1) << "rank " << a << " to rank " << b << ": moves down";
+    EXPECT_GE(paths.moves(a, b, 1, 0), 1) << "rank " << a << " to rank " << b << ": moves back up";
+    EXPECT_EQ(paths.last_to(a, b), 0) << "rank " << a << " to rank " << b << ": not back up";
   }
   EXPECT_FALSE(paths.any_recovered_flag_wrong());
   EXPECT_FALSE(paths.any_lost());
