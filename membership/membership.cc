@@ -160,7 +160,12 @@ Result<JoinDecision> Membership::resume(MemberId id, MemberLabels labels, TimePo
   oldest_heartbeat_ = std::min(oldest_heartbeat_, now);
   JoinDecision out;
   out.id = id;
-  if (peer.phase != PeerPhase::kResuming) return out;  // a reconnect: known again, nothing changes
+  if (peer.phase != PeerPhase::kResuming) {
+    // A reconnect: known again, nothing changes, but what went to the old connection
+    // may be lost: its next heartbeat behind the view gets the view at once.
+    peer.view_sent_at.reset();
+    return out;
+  }
   peer.labels = std::move(labels);
   peer.phase = PeerPhase::kWaiting;
   const bool all_back = std::none_of(peers_.begin(), peers_.end(), [](const auto& e) {
@@ -219,7 +224,10 @@ HeartbeatDecision Membership::heartbeat(MemberId id, Epoch known_epoch, std::uin
   }
   peer.known_epoch = std::max(peer.known_epoch, known_epoch);
   peer.step = std::max(peer.step, step);
-  out.resend_view = peer.phase == PeerPhase::kInView && known_epoch < view_.epoch;
+  out.resend_view = peer.phase == PeerPhase::kInView && known_epoch < view_.epoch &&
+                    (!peer.view_sent_at ||
+                     now - *peer.view_sent_at >= kViewResendAfter * heartbeat_interval());
+  if (out.resend_view) peer.view_sent_at = now;
   return out;
 }
 
@@ -331,6 +339,7 @@ std::optional<View> Membership::maybe_issue_view(TimePoint now, bool admit_joine
     peer.ready.reset();
     peer.boundary_epoch = 0;
     peer.leaving = false;
+    peer.view_sent_at = now;  // the coordinator pushes the view to every member
   }
   ready_ = 0;
   view_ = build_view(++last_epoch_);

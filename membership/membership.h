@@ -60,6 +60,13 @@
 //  - The heartbeat pace (membership/heartbeat_pace.h): members are asked to heartbeat
 //    every heartbeat_interval() = max(config.heartbeat_interval, size / max_heartbeat_rate),
 //    and silences are judged by the same factor.
+//  - A heartbeat naming an older epoch than a view member's current view asks for the
+//    view again (HeartbeatDecision::resend_view) only when the view went to that member
+//    at least kViewResendAfter heartbeat intervals ago (or never: it reconnected), so a
+//    heartbeat sent while the push was on its way asks for no second copy. At 4,096
+//    members a push is 4,096 copies of a 170 KB view and takes seconds to deliver; a
+//    resend per stale heartbeat multiplied that (bench/results/
+//    coordinator_scale_2026-11-23b.md).
 //  - Per-message work is O(log n) and a tick() that decides nothing is O(1) (plus the
 //    open failure suspicions): the heartbeat timeout is swept only when the oldest
 //    heartbeat can have expired.
@@ -132,6 +139,9 @@ struct PeerState {
   std::deque<bool> lag_history;                  // straggler verdicts of its last W evaluated steps
   std::optional<std::uint64_t> last_timed_step;  // the last step it reported a timing for
   bool timing_warmup = true;  // its next timing spans its entry into the view: not judged
+  // When the current view last went to it (pushed with the view, or resent after a
+  // heartbeat that named an older epoch); nullopt: not since it reconnected.
+  std::optional<TimePoint> view_sent_at;
 };
 
 enum class RemovalReason : std::uint8_t {
@@ -243,6 +253,9 @@ class Membership {
   Decisions leave(MemberId id, TimePoint now);
   Decisions remove(MemberId id, RemovalReason reason, TimePoint now);
   HeartbeatDecision heartbeat(MemberId id, Epoch known_epoch, std::uint64_t step, TimePoint now);
+  // How many heartbeat intervals a view push is given to arrive before a heartbeat that
+  // names an older epoch gets the view again.
+  static constexpr int kViewResendAfter = 3;
   // Removes every member silent for longer than heartbeat_timeout; enforces the ready,
   // boundary and resume timeouts; re-checks failure suspicions.
   Decisions tick(TimePoint now);

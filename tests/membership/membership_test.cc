@@ -295,6 +295,40 @@ TEST(Membership, HeartbeatAsksForViewResendWhenMemberIsBehind) {
   EXPECT_EQ(m.find(a)->known_epoch, 2u);
 }
 
+// A heartbeat sent before the view's push arrived names the old epoch; it must not get a
+// second copy while the push is on its way (at 4,096 members every stale heartbeat
+// resending a 170 KB view kept the coordinator behind for good), but a member that did
+// miss the push gets the view within kViewResendAfter intervals, and one that
+// reconnected gets it at once.
+TEST(Membership, ViewResendWaitsForThePushButNotForAReconnect) {
+  FakeClock clock;
+  MembershipConfig c = config(2, milliseconds(1000));
+  c.heartbeat_interval = milliseconds(100);
+  Membership m(c);
+  const Duration grace = Membership::kViewResendAfter * m.heartbeat_interval();
+  const MemberId a = join(m, labels("a"), clock);
+  std::optional<View> v;
+  join(m, labels("b"), clock, &v);
+  ASSERT_TRUE(v);  // epoch 1, pushed to a now
+  clock.advance(milliseconds(50));
+  EXPECT_FALSE(m.heartbeat(a, 0, 0, clock.now()).resend_view) << "the push is on its way";
+  clock.advance(grace - milliseconds(50) - milliseconds(1));
+  EXPECT_FALSE(m.heartbeat(a, 0, 0, clock.now()).resend_view);
+  clock.advance(milliseconds(1));
+  EXPECT_TRUE(m.heartbeat(a, 0, 0, clock.now()).resend_view) << "the push was lost";
+  clock.advance(milliseconds(1));
+  EXPECT_FALSE(m.heartbeat(a, 0, 0, clock.now()).resend_view) << "the resend is on its way";
+  clock.advance(grace);
+  EXPECT_TRUE(m.heartbeat(a, 0, 0, clock.now()).resend_view);
+  EXPECT_FALSE(m.heartbeat(a, 1, 0, clock.now()).resend_view) << "up to date";
+
+  auto back = m.resume(a, labels("a"), clock.now());  // a reconnect of a view member
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_TRUE(m.heartbeat(a, 0, 0, clock.now()).resend_view)
+      << "what went to the old connection may be lost";
+  EXPECT_FALSE(m.heartbeat(a, 0, 0, clock.now()).resend_view);
+}
+
 TEST(Membership, LateHeartbeatDoesNotMoveLastHeartbeatBack) {
   FakeClock clock;
   Membership m(config(1, milliseconds(100)));
