@@ -1,5 +1,7 @@
 #include "transport/failover_link.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -135,16 +137,24 @@ Status FailoverLink::wait(Handle h, Deadline deadline) {
   TRIB_CHECK(found != ops_.end()) << "unknown or already waited handle " << h;
   CallerOp& op = found->second;
   Pair& p = pairs_[static_cast<std::size_t>(op.peer)];
-  const auto spin_until = std::chrono::steady_clock::now() + params_.busy_poll;
+  auto spin_until = std::chrono::steady_clock::now() + params_.busy_poll;
   for (;;) {
     if (!op.done && abort_.raised()) finish(h, abort_.status());
+    const std::uint64_t before = completions_;
     if (!op.done) service();
     if (op.done) break;
     const auto now = std::chrono::steady_clock::now();
     if (deadline.passed(now)) return give_up(h, op);
-    if (now < spin_until) continue;
-    const Deadline slice{std::min(deadline.at, now + params_.slice)};
-    paths_[static_cast<std::size_t>(p.current)]->drive(slice);
+    if (completions_ != before) {
+      // Something moved: keep polling, as the stream links do (a sleep would cost the
+      // next message a wake-up, and over shared memory a doorbell).
+      spin_until = now + params_.busy_poll;
+    } else if (now < spin_until) {
+      sched_yield();  // when ranks outnumber cores the peer may need this very core
+    } else {
+      const Deadline slice{std::min(deadline.at, now + params_.slice)};
+      paths_[static_cast<std::size_t>(p.current)]->drive(slice);
+    }
   }
   if (op.is_send) {
     // Kept until acknowledged: from now on in a copy, the caller's buffer is theirs again.

@@ -218,6 +218,7 @@ class FailoverLink final : public algorithms::Link {
   std::chrono::steady_clock::time_point last_full_look_{};
   TimePoint now_{};  // the stall clock at the start of the current service() round
   bool full_look_ = true;  // this round looks at every path (once a slice)
+  std::uint64_t completions_ = 0;  // path operations collected so far (progress, for wait())
   AbortState abort_;
 };
 

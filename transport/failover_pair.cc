@@ -41,6 +41,7 @@ std::optional<Status> FailoverLink::collect(int path, Handle& h) {
   if (!link.test(h)) return std::nullopt;
   Status st = link.wait(h, Deadline{TimePoint::min()});
   h = kNoHandle;
+  ++completions_;
   return st;
 }
 
