@@ -13,6 +13,7 @@
 #include "agent/recovery.h"
 #include "agent/worker_impl.h"
 #include "algorithms/agreement.h"
+#include "algorithms/link_probe.h"
 #include "algorithms/seq_space.h"
 #include "control_client/coordinator_client.h"
 #include "core/hash.h"
@@ -94,8 +95,9 @@ Status Worker::Impl::start() {
     return error(StatusCode::kInvalidArgument,
                  "--wan-mbps and --wan-latency-ms: need a positive bandwidth and a latency >= 0");
   }
-  cost_model =
+  configured_cost_model =
       algorithms::CostModel::default_model().with_wan(wan_seconds, 8.0 / config.wan_bandwidth_bps);
+  cost_model = configured_cost_model;
   const Deadline deadline = Deadline::after(config.join_timeout);
   if (!config.metrics_bind.empty()) {
     TRIB_ASSIGN_OR_RETURN(metrics, AgentMetrics::serve(config.metrics_bind, log.child("metrics")));
@@ -198,11 +200,47 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
       continue;
     }
     install_link(std::move(*l), view.epoch);
+    if (Status fitted = fit_links(); !fitted.is_ok()) {
+      // The new links failed under the measurement as they would under a collective.
+      drop_link(fitted);
+      if (fitted.code() != StatusCode::kAborted) {
+        connect_failure = fitted;
+        log.warn("the links of view " + std::to_string(view.epoch) +
+                 " failed while being measured: " + fitted.to_string());
+        client->report_failure(view.epoch, 0, fitted.to_string());
+      }
+      continue;
+    }
     next_seq = commit_through + 1;
     compression_state.on_view_change(static_cast<int>(view.size()), rank);
     adopt_wan_tier();
     return Status::ok();
   }
+}
+
+Status Worker::Impl::fit_links() {
+  cost_model = configured_cost_model;
+  const algorithms::ZoneLayout layout(zone_of_rank, static_cast<int>(view.size()));
+  // With zones the ring's slowest link is the inter-zone one, which --wan-mbps describes;
+  // fitting the zones' own links to it would price every hop as a WAN hop.
+  if (!config.measure_links || view.size() <= 1 || layout.zones() > 1) return Status::ok();
+  algorithms::LinkProbeParams probe;
+  algorithms::CollectiveOptions options;
+  options.seq = algorithms::seq_in(algorithms::SeqSpace::kLinkProbe, 2 * view.epoch);
+  options.deadline = collective_deadline(probe.bulk_bytes).deadline;
+  auto measured = algorithms::measure_ring_links(*link, options, probe);
+  if (!measured) return measured.status();
+  cost_model = configured_cost_model.fitted_to(measured->alpha, measured->beta);
+  const bool alpha_fitted = cost_model.alpha() != configured_cost_model.alpha();
+  const bool beta_fitted = cost_model.beta() != configured_cost_model.beta();
+  log.logf(LogLevel::kInfo,
+           "slowest link of view %llu: %.1f us per message, %.1f MB/s; the cost model uses "
+           "%.1f us (%s), %.1f MB/s (%s)",
+           static_cast<unsigned long long>(view.epoch), measured->alpha * 1e6,
+           measured->beta > 0 ? 1e-6 / measured->beta : 0.0, cost_model.alpha() * 1e6,
+           alpha_fitted ? "measured" : "default", 1e-6 / cost_model.beta(),
+           beta_fitted ? "measured" : "default");
+  return Status::ok();
 }
 
 Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgorithm algorithm,

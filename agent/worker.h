@@ -82,6 +82,9 @@ struct WorkerConfig {
   std::chrono::milliseconds recovery_timeout{60000};
   int min_world_size = 1;  // below this, wait (bounded by recovery_timeout) for joiners
   bool agreement = true;   // the commit round after each collective (docs/fault-tolerance.md)
+  // Measure every view's ring links when they come up and fit the cost model to the
+  // slowest (algorithms/link_probe.h, CostModel::fitted_to).
+  bool measure_links = true;
   // Gradient compression for all_reduce_compressed(): a spec such as "qint8:bucket=512",
   // "topk:density=0.01", "powersgd:rank=2" (compression/collectives/compression_plan.h);
   // "float32" sends plain floats. Every member must use the same spec.

@@ -54,6 +54,11 @@ class Worker::Impl {
   // new links. `held_seq`: the collective whose result this member holds uncommitted.
   Status transition(std::uint64_t held_seq, Deadline deadline);
 
+  // Right after a view's links come up, on every member: measures the ring's links and
+  // fits the cost model to the slowest (algorithms/link_probe.h). A failure is the new
+  // links' failure.
+  Status fit_links();
+
   Result<BoundaryOutcome> step_boundary();
   Status sync_state();
 
@@ -162,7 +167,10 @@ class Worker::Impl {
   membership::View view;
   int rank = -1;
   std::vector<int> zone_of_rank;     // adopt_zones(), with every view
-  algorithms::CostModel cost_model;  // the default, with config's inter-zone link (start())
+  // The default, with config's inter-zone link (start()); cost_model is it fitted to the
+  // current view's measured links (fit_links()).
+  algorithms::CostModel configured_cost_model;
+  algorithms::CostModel cost_model;
   std::mutex link_mu;                // guards `link` against the watcher's abort
   std::unique_ptr<algorithms::Link> link;
   std::uint64_t link_epoch = 0;  // guarded by link_mu

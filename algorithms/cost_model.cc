@@ -52,6 +52,17 @@ CostModel CostModel::with_wan(double alpha, double beta) const {
   return m;
 }
 
+CostModel CostModel::fitted_to(double measured_alpha, double measured_beta) const {
+  CostModel m = *this;
+  if (usable(measured_alpha) && measured_alpha >= kMeasuredAlphaFactor * alpha_) {
+    m.alpha_ = measured_alpha;
+  }
+  if (usable(measured_beta) && measured_beta >= kMeasuredBetaFactor * beta_) {
+    m.beta_ = measured_beta;
+  }
+  return m;
+}
+
 CostModel CostModel::cross_zone() const {
   constexpr int kUnbounded = 1 << 20;  // the link, not the cores, is the bottleneck
   return CostModel(wan_alpha_, wan_beta_, gamma_, chunk_bytes_, kUnbounded);

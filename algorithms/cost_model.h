@@ -62,6 +62,18 @@ class CostModel {
   CostModel with_wan(double alpha, double beta) const;
   double wan_alpha() const { return wan_alpha_; }
   double wan_beta() const { return wan_beta_; }
+  // The same model fitted to measured links (link_probe.h: the slowest link's alpha and
+  // beta): alpha is replaced when the measurement is at least kMeasuredAlphaFactor times
+  // this model's, beta when it is at least kMeasuredBetaFactor times; each is kept
+  // otherwise. The defaults describe the loopback and shared memory of the machines the
+  // model was tuned on (against measured algorithm times), and a measurement taken while
+  // the ranks share busy cores reads a fast link several times slower than it is (eight
+  // ranks on two cores: loopback TCP measured at 69 us per message and 360 MB/s, a
+  // fraction of what its collectives move), so only a much slower link counts as a
+  // different network: over 200 us one way (a WAN), under about 1 Gbit/s.
+  static constexpr double kMeasuredAlphaFactor = 40;
+  static constexpr double kMeasuredBetaFactor = 40;
+  CostModel fitted_to(double measured_alpha, double measured_beta) const;
   // A model of the inter-zone link alone (its alpha and beta; no shared-core bound, the
   // link is the bottleneck): what prices an algorithm run among one member per zone.
   CostModel cross_zone() const;

@@ -72,6 +72,7 @@ struct AgentFlags {
   long deadline_floor_ms = 5000;
   long recovery_timeout_ms = 60000;
   bool no_agreement = false;
+  bool no_measure_links = false;
   std::string mismatch = "count";
   TrainSpec train;
   SoakSpec soak;
@@ -128,6 +129,9 @@ void add_worker_flags(CLI::App& cmd, AgentFlags& f) {
       ->check(CLI::PositiveNumber);
   cmd.add_flag("--no-agreement", f.no_agreement,
                "skip the commit round after each collective (not all-or-nothing; benchmarks)");
+  cmd.add_flag("--no-measure-links", f.no_measure_links,
+               "keep the cost model's default link constants instead of measuring each view's "
+               "links when they come up");
 }
 
 void add_bench_flags(CLI::App& cmd, AgentFlags& f) {
@@ -235,6 +239,7 @@ Status finish_agent_flags(AgentFlags& f) {
   f.worker.deadline_floor = std::chrono::milliseconds(f.deadline_floor_ms);
   f.worker.recovery_timeout = std::chrono::milliseconds(f.recovery_timeout_ms);
   f.worker.agreement = !f.no_agreement;
+  f.worker.measure_links = !f.no_measure_links;
   f.worker.wan_bandwidth_bps = f.wan_mbps * 1e6;
   f.worker.wan_latency = std::chrono::microseconds(static_cast<long>(f.wan_latency_ms * 1000));
   f.train.compressed = f.worker.codec != "float32" || !f.worker.wan_codec.empty();
@@ -460,6 +465,8 @@ int main(int argc, char** argv) {
                     "cap on each attempt of a collective (a late one is recovered and re-run)");
   bench->add_flag("--no-agreement", bench_flags.no_agreement,
                   "skip the commit round after each collective (measures the data phase alone)");
+  bench->add_flag("--no-measure-links", bench_flags.no_measure_links,
+                  "the cost model keeps its default link constants (no measurement per view)");
   add_transport_flag(*bench, bench_flags.worker);
   add_failover_flags(*bench, bench_flags.worker);
 
@@ -539,7 +546,7 @@ int main(int argc, char** argv) {
     return run_local_cluster(*bench, bench_local, log_flags, "bench", [] {
       auto names = kBenchFlagNames;
       names.insert(names.end(), {"--chunk-bytes", "--algorithm", "--timeout-ms", "--no-agreement",
-                                 "--transport"});
+                                 "--no-measure-links", "--transport"});
       names.insert(names.end(), kFailoverFlagNames.begin(), kFailoverFlagNames.end());
       return names;
     }());

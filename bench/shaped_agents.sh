@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The agent's automatic all-reduce algorithm against every forced one, between "hosts" in
+# network namespaces whose links are shaped to $RATE with tbf (as bench/shaped_link.sh):
+# real `tributary agent --workload bench` processes and a coordinator, one agent per host.
+# Rows: auto with the cost model fitted to the measured links (the default), auto with the
+# default constants (--no-measure-links), then each algorithm forced. Each configuration is
+# one launch; the agents' own table (rank 0's) is printed, with the measured link line.
+#
+#   sudo bench/shaped_agents.sh [N=4]    env: BIN (build/release/cli/tributary), RATE
+#                                         (100mbit), SIZES ("-b 4096 -e 16777216 -f 16"),
+#                                         ITERS (3), ALGORITHMS (ring tree double_tree
+#                                         halving_doubling)
+set -euo pipefail
+
+N=${1:-4}
+RATE=${RATE:-100mbit}
+ITERS=${ITERS:-3}
+SIZES=${SIZES:--b 4096 -e 16777216 -f 16}
+ALGORITHMS=${ALGORITHMS:-ring tree double_tree halving_doubling}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${BIN:-$ROOT/build/release/cli/tributary}
+[[ -x $BIN ]] || { echo "shaped_agents.sh: no tributary binary at $BIN" >&2; exit 1; }
+[[ $(id -u) -eq 0 ]] || { echo "shaped_agents.sh: needs root (ip netns, tc)" >&2; exit 1; }
+
+PREFIX=tsa$$
+SW=${PREFIX}_sw
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]:-}"; do [[ -n $pid ]] && kill -9 "$pid" 2>/dev/null || true; done
+  for ((i = 0; i < N; i++)); do ip netns del "${PREFIX}_h$i" 2>/dev/null || true; done
+  ip netns del "$SW" 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+shape() { ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$RATE" burst 32kbit latency 400ms; }
+
+ip netns add "$SW"
+ip netns exec "$SW" ip link add br0 type bridge
+ip netns exec "$SW" ip link set br0 up
+ip netns exec "$SW" ip link set lo up
+ip netns exec "$SW" ip addr add 10.78.0.254/24 dev br0
+for ((i = 0; i < N; i++)); do
+  H=${PREFIX}_h$i
+  ip netns add "$H"
+  ip link add "${PREFIX}h$i" type veth peer name "${PREFIX}s$i"
+  ip link set "${PREFIX}h$i" netns "$H"
+  ip link set "${PREFIX}s$i" netns "$SW"
+  ip netns exec "$H" ip link set "${PREFIX}h$i" name eth0
+  ip netns exec "$H" ip addr add "10.78.0.$((i + 1))/24" dev eth0
+  ip netns exec "$H" ip link set eth0 up
+  ip netns exec "$H" ip link set lo up
+  ip netns exec "$SW" ip link set "${PREFIX}s$i" master br0
+  ip netns exec "$SW" ip link set "${PREFIX}s$i" up
+  shape "$H" eth0
+  shape "$SW" "${PREFIX}s$i"
+done
+export TRIBUTARY_SECRET=$(head -c16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+
+# One launch: a coordinator and N agents with the given extra flags; rank 0's table.
+launch() {
+  local label=$1
+  shift
+  rm -f "$WORK/endpoint"
+  ip netns exec "$SW" "$BIN" coordinator --bind tcp://10.78.0.254:0 --world-size "$N" \
+    --ready-file "$WORK/endpoint" >"$WORK/coordinator.out" 2>"$WORK/coordinator.err" &
+  local coordinator=$!
+  PIDS+=("$coordinator")
+  for ((t = 0; t < 200; t++)); do [[ -s $WORK/endpoint ]] && break; sleep 0.05; done
+  [[ -s $WORK/endpoint ]] || { echo "the coordinator did not bind" >&2; exit 1; }
+  local agents=()
+  for ((i = 0; i < N; i++)); do
+    # shellcheck disable=SC2086
+    ip netns exec "${PREFIX}_h$i" timeout 900 "$BIN" agent --coordinator "$(cat "$WORK/endpoint")" \
+      --host "h$i" --bind-host "10.78.0.$((i + 1))" --transport tcp --workload bench \
+      $SIZES --iters "$ITERS" --warmup 1 --deadline-floor-ms 60000 --timeout-ms 600000 "$@" \
+      >"$WORK/agent$i.out" 2>"$WORK/agent$i.err" &
+    agents+=($!)
+    PIDS+=($!)
+  done
+  local status=0
+  for pid in "${agents[@]}"; do wait "$pid" || status=1; done
+  kill "$coordinator" 2>/dev/null || true
+  wait "$coordinator" 2>/dev/null || true
+  echo "## $label"
+  grep -h "slowest link" "$WORK/agent0.err" | head -1 | sed 's/.*: slowest/slowest/' || true
+  if [[ $status -ne 0 ]]; then
+    echo "FAILED"; tail -5 "$WORK"/agent*.err
+  else
+    grep -hE "^ +[0-9]+ " "$WORK"/agent*.out | sort -u -k1,1n | head -20
+  fi
+}
+
+echo "# $N agents, links shaped to $RATE (tbf), $ITERS timed iterations after 1 warm-up, load $(cut -d' ' -f1-3 /proc/loadavg)"
+launch "auto (cost model fitted to the measured links)"
+launch "auto (default constants, --no-measure-links)" --no-measure-links
+for a in $ALGORITHMS; do launch "$a (forced)" --algorithm "$a"; done
