@@ -104,7 +104,7 @@ TEST(CostModelFit, OnlyAMuchSlowerLinkReplacesTheDefaults) {
 
 // What the fit is for: at 100 Mbit/s and 4 ranks a 16 MiB all-reduce ran 2.9x slower with
 // the defaults' choice (double tree) than with the ring (bench/results/
-// shaped_agents_2026-11-23.md); the fitted model picks a bandwidth-optimal algorithm.
+// auto_algorithm_shaped_2026-11-23.md); the fitted model picks a bandwidth-optimal algorithm.
 TEST(CostModelFit, AHundredMegabitLinkChoosesABandwidthOptimalAlgorithm) {
   const CostModel fitted = CostModel::default_model().fitted_to(2e-5, 8.0 / 100e6);
   const auto a = fitted.choose(4, std::size_t{16} << 20);
