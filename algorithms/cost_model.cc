@@ -54,11 +54,10 @@ CostModel CostModel::with_wan(double alpha, double beta) const {
 
 CostModel CostModel::fitted_to(double measured_alpha, double measured_beta) const {
   CostModel m = *this;
+  if (!usable(measured_beta) || measured_beta < kMeasuredBetaFactor * beta_) return m;
+  m.beta_ = measured_beta;
   if (usable(measured_alpha) && measured_alpha >= kMeasuredAlphaFactor * alpha_) {
     m.alpha_ = measured_alpha;
-  }
-  if (usable(measured_beta) && measured_beta >= kMeasuredBetaFactor * beta_) {
-    m.beta_ = measured_beta;
   }
   return m;
 }

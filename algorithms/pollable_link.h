@@ -19,6 +19,12 @@ class PollableLink : public Link {
  public:
   virtual bool test(Handle handle) = 0;
   virtual void drive(Deadline until) = 0;
+  // Whether a waiter should keep polling this link while it makes progress rather than
+  // sleep in drive(): true where nothing in the kernel wakes a sleeper when bytes arrive
+  // (shared memory, where a sleep costs a doorbell through the peer's socket); false where
+  // a sleep in drive() wakes on arrival (sockets), and polling would only take the CPU
+  // from the processes that have the work.
+  virtual bool polls_best() const { return false; }
 };
 
 }  // namespace tributary::algorithms

@@ -145,15 +145,18 @@ Status FailoverLink::wait(Handle h, Deadline deadline) {
     if (op.done) break;
     const auto now = std::chrono::steady_clock::now();
     if (deadline.passed(now)) return give_up(h, op);
-    if (completions_ != before) {
-      // Something moved: keep polling, as the stream links do (a sleep would cost the
-      // next message a wake-up, and over shared memory a doorbell).
+    algorithms::PollableLink& path = *paths_[static_cast<std::size_t>(p.current)];
+    if (completions_ != before && path.polls_best()) {
+      // Something moved on shared memory: keep polling, as its link does (a sleep would
+      // cost the next message a doorbell). Over sockets the 50 us window stays fixed, as
+      // in their links: polling through a long transfer takes the CPU from the processes
+      // that have the work (8 agents on 2 cores stalled their pairs doing so).
       spin_until = now + params_.busy_poll;
     } else if (now < spin_until) {
       sched_yield();  // when ranks outnumber cores the peer may need this very core
     } else {
       const Deadline slice{std::min(deadline.at, now + params_.slice)};
-      paths_[static_cast<std::size_t>(p.current)]->drive(slice);
+      path.drive(slice);
     }
   }
   if (op.is_send) {

@@ -198,7 +198,7 @@ class FailoverLink final : public algorithms::Link {
   // Moves the pair to `path` in `generation` (this side's move: the next one; following
   // the peer: the peer's).
   void move_to(Pair& p, int path, std::uint32_t generation, const std::string& reason,
-               bool stall, bool by_peer);
+               bool stall, bool by_peer, bool recovery = false);
   void lose_pair(Pair& p, const Status& last);
   std::string pair_name(const Pair& p) const;
   std::string name_of(int rank) const;  // FailoverParams::rank_names, or "rank r"

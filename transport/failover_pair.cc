@@ -198,7 +198,7 @@ void FailoverLink::service_probes(Pair& p) {
                                          std::span<std::byte>(p.probe_ack_in[i]));
       if (generation == p.generation && k < p.current && p.state[i] == PathState::kStalled) {
         p.state[i] = PathState::kUp;
-        return move_to(p, k, p.generation + 1, "a probe was answered on it", false, false);
+        return move_to(p, k, p.generation + 1, "a probe was answered on it", false, false, true);
       }
     }
   }
@@ -529,9 +529,11 @@ void FailoverLink::leave_current(Pair& p) {
 }
 
 void FailoverLink::move_to(Pair& p, int path, std::uint32_t generation, const std::string& reason,
-                           bool stall, bool by_peer) {
+                           bool stall, bool by_peer, bool recovery) {
   const int from = p.current;
-  const bool recovered = path < from;
+  // Back up to a path that answers again: this side's probe, or the peer's move up (a
+  // move down to a stalled path, every better one having failed, is no recovery).
+  const bool recovered = recovery || (by_peer && path < from);
   leave_current(p);
   p.current = path;
   p.generation = generation;

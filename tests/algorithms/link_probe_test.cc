@@ -96,6 +96,10 @@ TEST(CostModelFit, OnlyAMuchSlowerLinkReplacesTheDefaults) {
   EXPECT_EQ(slow.gamma(), d.gamma());
   EXPECT_EQ(slow.chunk_bytes(), d.chunk_bytes());
   EXPECT_EQ(slow.cores(), d.cores());
+  // A high latency on a fast link (busy cores, not a slow network): nothing adopted.
+  const CostModel busy = d.fitted_to(5e-4, d.beta() * 2);
+  EXPECT_EQ(busy.alpha(), d.alpha());
+  EXPECT_EQ(busy.beta(), d.beta());
   // Garbage is never adopted.
   const CostModel bad = d.fitted_to(-1, std::numeric_limits<double>::infinity());
   EXPECT_EQ(bad.alpha(), d.alpha());
