@@ -340,6 +340,10 @@ class Worker {
       due_.push({ns(a.next_heartbeat), static_cast<std::uint32_t>(a.index - agents_[0]->index)});
     } else if (env->has_view()) {
       on_view(a, env->view().epoch(), msg.size());
+    } else if (env->has_view_delta()) {
+      // Small: decoded (and bounds-checked) like any message; not applied, as full views
+      // are not decoded: the epoch is what the simulated agent reports.
+      on_view(a, env->view_delta().epoch(), msg.size());
     } else if (env->has_heartbeat_ack()) {
       ++totals_.acks;
       if (env->heartbeat_ack().heartbeat_interval_ms() > 0) {

@@ -65,6 +65,31 @@ Result<std::array<std::uint8_t, N>> fixed_bytes(std::string_view what, std::stri
   return out;
 }
 
+void member_to_proto(const membership::ViewMember& m, Member* pm) {
+  pm->set_id(m.id);
+  pm->set_rank(m.rank);
+  pm->set_data_address(m.data_address);
+  pm->set_host(m.host);
+  pm->set_zone(m.zone);
+  for (const auto& c : m.capabilities) pm->add_capabilities(c);
+}
+
+// Labels and capabilities within bounds (kBadFrame); ids and ranks are the caller's.
+Result<membership::ViewMember> member_from_proto(const Member& pm) {
+  for (const auto* s : {&pm.data_address(), &pm.host(), &pm.zone()}) {
+    if (Status st = check_label("view label", *s, false); !st)
+      return error(StatusCode::kBadFrame, st.message());
+  }
+  if (Status st = check_capabilities(pm.capabilities()); !st)
+    return error(StatusCode::kBadFrame, st.message());
+  return membership::ViewMember{pm.id(),
+                                pm.rank(),
+                                pm.data_address(),
+                                pm.host(),
+                                pm.zone(),
+                                {pm.capabilities().begin(), pm.capabilities().end()}};
+}
+
 // protobuf writes its own line to stderr for every string field that is not UTF-8 (and
 // some other parse errors): unescaped, unlimited, and around our log facility. Every
 // failed parse is reported by decode_envelope's status instead; fatal messages still
@@ -152,6 +177,17 @@ Status validate_body(const Envelope& env) {
         return bad("reason longer than " + std::to_string(kMaxDetailBytes) + " bytes");
       return Status::ok();
     }
+    case E::kViewDelta: {
+      const auto& d = env.view_delta();
+      if (d.base_epoch() == 0 || d.epoch() <= d.base_epoch())
+        return bad("epoch " + std::to_string(d.epoch()) + " is not above base_epoch " +
+                   std::to_string(d.base_epoch()) + " > 0");
+      if (static_cast<std::size_t>(d.removed_size()) > kMaxViewMembers ||
+          static_cast<std::size_t>(d.added_size()) > kMaxViewMembers ||
+          d.size() > kMaxViewMembers)
+        return bad("more than " + std::to_string(kMaxViewMembers) + " members");
+      return Status::ok();
+    }
     case E::kNotLeader:
       if (env.not_leader().leader().size() > kMaxLabelBytes)
         return bad("leader longer than " + std::to_string(kMaxLabelBytes) + " bytes");
@@ -188,6 +224,7 @@ std::string_view body_name(Envelope::BodyCase body) {
     case E::kStatusDenied: return "status_denied";
     case E::kNotLeader: return "not_leader";
     case E::kProbe: return "probe";
+    case E::kViewDelta: return "view_delta";
     case E::BODY_NOT_SET: break;
   }
   return "unknown";
@@ -196,15 +233,7 @@ std::string_view body_name(Envelope::BodyCase body) {
 void view_to_proto(const membership::View& view, View* out) {
   out->set_epoch(view.epoch);
   out->clear_members();
-  for (const auto& m : view.members) {
-    Member* pm = out->add_members();
-    pm->set_id(m.id);
-    pm->set_rank(m.rank);
-    pm->set_data_address(m.data_address);
-    pm->set_host(m.host);
-    pm->set_zone(m.zone);
-    for (const auto& c : m.capabilities) pm->add_capabilities(c);
-  }
+  for (const auto& m : view.members) member_to_proto(m, out->add_members());
   out->clear_ring();
   for (auto r : view.ring) out->add_ring(r);
 }
@@ -231,18 +260,8 @@ Result<membership::View> view_from_proto(const View& pv) {
       return error(StatusCode::kBadFrame,
                    "view has a zero or duplicate member id " + std::to_string(pm.id()));
     }
-    for (const auto* s : {&pm.data_address(), &pm.host(), &pm.zone()}) {
-      if (Status st = check_label("view label", *s, false); !st)
-        return error(StatusCode::kBadFrame, st.message());
-    }
-    if (Status st = check_capabilities(pm.capabilities()); !st)
-      return error(StatusCode::kBadFrame, st.message());
-    view.members.push_back({pm.id(),
-                            pm.rank(),
-                            pm.data_address(),
-                            pm.host(),
-                            pm.zone(),
-                            {pm.capabilities().begin(), pm.capabilities().end()}});
+    TRIB_ASSIGN_OR_RETURN(auto member, member_from_proto(pm));
+    view.members.push_back(std::move(member));
   }
   std::vector<bool> seen(n, false);
   for (auto r : pv.ring()) {
@@ -259,6 +278,53 @@ Result<membership::View> view_from_proto(const View& pv) {
                    "view ring order differs from rank order at position " + std::to_string(i));
   }
   return view;
+}
+
+void view_delta_to_proto(const membership::ViewDelta& d, ViewDelta* out) {
+  out->set_epoch(d.epoch);
+  out->set_base_epoch(d.base_epoch);
+  out->clear_removed();
+  for (auto id : d.removed) out->add_removed(id);
+  out->clear_added();
+  for (const auto& m : d.added) member_to_proto(m, out->add_added());
+  out->set_size(d.size);
+  out->set_digest(d.digest);
+}
+
+Result<membership::ViewDelta> view_delta_from_proto(const ViewDelta& pd) {
+  auto bad = [](const std::string& what) {
+    return error(StatusCode::kBadFrame, "view delta: " + what);
+  };
+  if (pd.base_epoch() == 0 || pd.epoch() <= pd.base_epoch())
+    return bad("epoch " + std::to_string(pd.epoch()) + " is not above base_epoch " +
+               std::to_string(pd.base_epoch()) + " > 0");
+  const auto removed = static_cast<std::size_t>(pd.removed_size());
+  const auto added = static_cast<std::size_t>(pd.added_size());
+  if (removed > kMaxViewMembers || added > kMaxViewMembers || pd.size() > kMaxViewMembers ||
+      added > pd.size())
+    return bad(std::to_string(removed) + " removed, " + std::to_string(added) + " added, size " +
+               std::to_string(pd.size()) + ": beyond the bounds");
+  membership::ViewDelta d;
+  d.epoch = pd.epoch();
+  d.base_epoch = pd.base_epoch();
+  d.size = pd.size();
+  d.digest = pd.digest();
+  d.removed.reserve(removed);
+  for (auto id : pd.removed()) {
+    if (id == 0) return bad("removed id 0");
+    d.removed.push_back(id);
+  }
+  d.added.reserve(added);
+  std::unordered_set<membership::MemberId> ids;
+  for (const Member& pm : pd.added()) {
+    if (pm.id() == 0 || !ids.insert(pm.id()).second)
+      return bad("a zero or duplicate added id " + std::to_string(pm.id()));
+    if (pm.rank() >= pd.size() || (!d.added.empty() && pm.rank() <= d.added.back().rank))
+      return bad("added ranks are not increasing below size " + std::to_string(pd.size()));
+    TRIB_ASSIGN_OR_RETURN(auto member, member_from_proto(pm));
+    d.added.push_back(std::move(member));
+  }
+  return d;
 }
 
 Status validate_join_request(const JoinRequest& r) {

@@ -15,6 +15,7 @@
 #include "core/status.h"
 #include "membership/membership.h"
 #include "membership/view.h"
+#include "membership/view_delta.h"
 
 namespace tributary::control {
 
@@ -45,6 +46,13 @@ void view_to_proto(const membership::View& view, View* out);
 // kBadFrame unless ranks are 0..n-1 in order, ids are unique and non-zero, ring is the
 // ranks in rank order (membership/view.h), and every label is within bounds.
 Result<membership::View> view_from_proto(const View& view);
+
+void view_delta_to_proto(const membership::ViewDelta& delta, ViewDelta* out);
+// kBadFrame unless epoch > base_epoch > 0, the lists are within kMaxViewMembers, removed
+// ids are non-zero, and added members are valid view members (ids non-zero and unique,
+// ranks increasing and below size, labels within bounds). Whether it fits a base view is
+// membership::apply_delta's check.
+Result<membership::ViewDelta> view_delta_from_proto(const ViewDelta& delta);
 
 // kInvalidArgument (with the offending field named) for labels that are empty where they
 // must not be, too long, hold control characters, or a data address that is not

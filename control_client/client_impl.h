@@ -112,6 +112,8 @@ struct CoordinatorClient::Impl {
     bool refused = false;  // a standby answered NotLeader: ask again next interval
   };
   std::optional<Resume> resume;
+  // A ViewDelta could not be applied: the next heartbeat asks for the whole view.
+  bool want_view = false;
   // Replicated coordinators (failover.cc): every endpoint given, and the one we left
   // because it fell silent, and when (a standby still names it as leader until its lease
   // expires; but it may only have been slow: it is trusted again after a while).
@@ -157,8 +159,11 @@ struct CoordinatorClient::Impl {
   // client_thread.cc
   void run();
   void handle(const control::Envelope& envelope, TimePoint now);
-  // `probe_answer`: only the Heartbeat, at once, in answer to a Probe.
-  void send_heartbeat(TimePoint now, bool probe_answer = false);
+  // `alone`: only the Heartbeat, at once (in answer to a Probe, or asking for a view).
+  void send_heartbeat(TimePoint now, bool alone = false);
+  // Applies an incremental view to the view held (membership/view_delta.h); one that does
+  // not apply (another base, a digest mismatch) is dropped and the whole view asked for.
+  void on_view_delta(const control::ViewDelta& delta, TimePoint now);
   // The interval a HeartbeatAck asks for, bounded by the configured one and
   // kMaxPacedInterval.
   Duration paced_interval(std::uint32_t asked_ms) const;

@@ -86,6 +86,29 @@ void CoordinatorClient::Impl::publish_view(membership::View v) {
   cv.notify_all();
 }
 
+void CoordinatorClient::Impl::on_view_delta(const control::ViewDelta& pd, TimePoint now) {
+  auto delta = control::view_delta_from_proto(pd);
+  std::optional<Result<membership::View>> rebuilt;
+  if (delta) {
+    std::lock_guard lock(mu);
+    if (delta->epoch <= view.epoch) return;  // stale or duplicate
+    rebuilt.emplace(membership::apply_delta(view, *delta));
+  }
+  const Status why = !delta ? delta.status() : rebuilt->status();
+  if (!why) {
+    // Expected after a missed view (another base); anything else is a bug at one end.
+    log.info("asking coordinator " + endpoint + " for the whole view: " + why.message());
+    want_view = true;
+    return send_heartbeat(now, /*alone=*/true);
+  }
+  if (!(*rebuilt)->contains(id)) {
+    log.warn("ignored view epoch " + std::to_string((*rebuilt)->epoch) +
+             " that does not include member " + std::to_string(id));
+    return;
+  }
+  publish_view(std::move(*rebuilt).value());
+}
+
 void CoordinatorClient::Impl::run() {
   TimePoint next_heartbeat = std::chrono::steady_clock::now();
   // While resuming, the coordinator does not know us yet: queued messages wait for the
@@ -144,7 +167,7 @@ Duration CoordinatorClient::Impl::paced_interval(std::uint32_t asked_ms) const {
   return std::max(asked, config.heartbeat_interval);
 }
 
-void CoordinatorClient::Impl::send_heartbeat(TimePoint now, bool probe_answer) {
+void CoordinatorClient::Impl::send_heartbeat(TimePoint now, bool alone) {
   control::Envelope out;
   std::optional<control::Envelope> ready_env;
   std::optional<control::Envelope> boundary_env;
@@ -160,6 +183,7 @@ void CoordinatorClient::Impl::send_heartbeat(TimePoint now, bool probe_answer) {
       hb->set_member_id(id);
       hb->set_epoch(view.epoch);
       hb->set_step(step.load());
+      hb->set_want_view(want_view);
     }
     // Ready is repeated until its Go arrives: a lost one (a coordinator restart, a full
     // pipe) must not stall the view change.
@@ -184,12 +208,12 @@ void CoordinatorClient::Impl::send_heartbeat(TimePoint now, bool probe_answer) {
   // A resume that got no answer (the coordinator may still be starting) is repeated; a
   // silent coordinator among several is left for the next.
   // A Leave, too, must reach the leader; with one coordinator it is only repeated.
-  if (probe_answer) {  // the heartbeat alone, now: the coordinator checks who is alive
-    if (out.has_heartbeat()) send_envelope(dealer, out);
+  if (alone) {  // the heartbeat alone, now: a probe's answer, or asking for the view
+    if (out.has_heartbeat() && send_envelope(dealer, out)) want_view = false;
     return;
   }
   if ((!out.has_leave() || endpoints.size() > 1) && check_failover(now, last_heard)) return;
-  send_envelope(dealer, out);
+  if (send_envelope(dealer, out) && out.has_heartbeat()) want_view = false;
   if (ready_env) send_envelope(dealer, *ready_env);
   if (boundary_env) send_envelope(dealer, *boundary_env);
 }
@@ -233,7 +257,8 @@ void CoordinatorClient::Impl::handle(const control::Envelope& env, TimePoint now
       if (ack.heartbeat_interval_ms() > 0) interval = paced_interval(ack.heartbeat_interval_ms());
       return;
     }
-    case E::kProbe: return send_heartbeat(now, /*probe_answer=*/true);
+    case E::kViewDelta: return on_view_delta(env.view_delta(), now);
+    case E::kProbe: return send_heartbeat(now, /*alone=*/true);
     case E::kEvicted: {
       const auto& ev = env.evicted();
       // "Unknown connection": the coordinator restarted (another instance id) or our

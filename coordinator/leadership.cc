@@ -68,7 +68,8 @@ void Coordinator::Service::lead(coordinator_store::StoredState state) {
     status_.restore(state.recent_views);
   }
   membership_.emplace(mc);
-  encoded_view_.clear();  // encoded by the previous membership, if any
+  encoded_view_ = {};  // encoded by the previous membership, if any
+  delta_base_ = {};    // no member holds a view of this membership yet: full views first
   if (!state.members.empty()) {
     std::vector<std::pair<MemberId, membership::MemberLabels>> members;
     for (auto& m : state.members) members.emplace_back(m.id, std::move(m.labels));

@@ -185,8 +185,15 @@ class Coordinator::Service {
   void send(const std::string& identity, const control::Envelope& env);
   // Sends bytes already encoded (a view or Go is encoded once for all its recipients).
   void send_encoded(const std::string& identity, const std::string& bytes);
-  // The current view, encoded once per epoch for the broadcast and every resend.
-  const std::string& encoded_view();
+  // The current view, encoded once per epoch for the broadcast and every resend, and
+  // the delta to it from the view encoded before (membership/view_delta.h).
+  struct EncodedView {
+    membership::Epoch epoch = 0;
+    std::string full;
+    membership::Epoch base_epoch = 0;  // the delta applies to this epoch's view
+    std::string delta;                 // empty: no delta (first view, or not expressible)
+  };
+  const EncodedView& encoded_view();
   std::optional<MemberId> member_of(const std::string& identity) const {
     auto it = member_of_.find(identity);
     return it == member_of_.end() ? std::nullopt : std::optional<MemberId>(it->second);
@@ -210,8 +217,8 @@ class Coordinator::Service {
   TimePoint started_at_{};
   std::unordered_map<std::string, MemberId> member_of_;  // routing id -> member
   std::unordered_map<MemberId, std::string> route_of_;   // member -> routing id
-  membership::Epoch encoded_view_epoch_ = 0;  // encoded_view_ holds this epoch's view
-  std::string encoded_view_;
+  EncodedView encoded_view_;
+  membership::View delta_base_;  // the view encoded last: the next epoch's delta base
   BoundedSet blocked_;
   control::ClusterCurveKeys keys_;
   LogLimiter refusals_;

@@ -206,7 +206,7 @@ Decisions Membership::remove(MemberId id, RemovalReason reason, TimePoint now) {
 }
 
 HeartbeatDecision Membership::heartbeat(MemberId id, Epoch known_epoch, std::uint64_t step,
-                                        TimePoint now) {
+                                        TimePoint now, bool want_view) {
   HeartbeatDecision out;
   out.current_epoch = view_.epoch;
   out.joiners_pending = joiners_pending();
@@ -225,7 +225,7 @@ HeartbeatDecision Membership::heartbeat(MemberId id, Epoch known_epoch, std::uin
   peer.known_epoch = std::max(peer.known_epoch, known_epoch);
   peer.step = std::max(peer.step, step);
   out.resend_view = peer.phase == PeerPhase::kInView && known_epoch < view_.epoch &&
-                    (!peer.view_sent_at ||
+                    (want_view || !peer.view_sent_at ||
                      now - *peer.view_sent_at >= kViewResendAfter * heartbeat_interval());
   if (out.resend_view) peer.view_sent_at = now;
   return out;

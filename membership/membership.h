@@ -66,7 +66,11 @@
 //    heartbeat sent while the push was on its way asks for no second copy. At 4,096
 //    members a push is 4,096 copies of a 170 KB view and takes seconds to deliver; a
 //    resend per stale heartbeat multiplied that (bench/results/
-//    coordinator_scale_2026-11-23b.md).
+//    coordinator_scale_2026-11-23b.md). A heartbeat with want_view (the member could
+//    not apply a ViewDelta) gets the view at once.
+//  - PeerState::known_epoch is the latest epoch a member reported in a heartbeat or a
+//    Ready: the coordinator sends an incremental view to the members whose known_epoch is
+//    the delta's base (membership/view_delta.h), the whole view to the others.
 //  - Per-message work is O(log n) and a tick() that decides nothing is O(1) (plus the
 //    open failure suspicions): the heartbeat timeout is swept only when the oldest
 //    heartbeat can have expired.
@@ -131,7 +135,7 @@ struct PeerState {
   PeerPhase phase = PeerPhase::kWaiting;
   TimePoint joined_at{};
   TimePoint last_heartbeat{};                    // the join counts as the first heartbeat
-  Epoch known_epoch = 0;                         // latest epoch the member reported
+  Epoch known_epoch = 0;                         // latest epoch it reported (heartbeat, Ready)
   std::uint64_t step = 0;                        // latest step the member reported
   std::optional<ReadyReport> ready;              // its last Ready (for the epoch in ready->epoch)
   Epoch boundary_epoch = 0;                      // the epoch of its last boundary request
@@ -252,7 +256,10 @@ class Membership {
   // Unknown ids are ignored (empty Decisions): a leave may race a timeout.
   Decisions leave(MemberId id, TimePoint now);
   Decisions remove(MemberId id, RemovalReason reason, TimePoint now);
-  HeartbeatDecision heartbeat(MemberId id, Epoch known_epoch, std::uint64_t step, TimePoint now);
+  // `want_view`: the member could not apply an incremental view (membership/view_delta.h)
+  // and asks for the whole one: resent at once when it is behind, whenever the last went.
+  HeartbeatDecision heartbeat(MemberId id, Epoch known_epoch, std::uint64_t step, TimePoint now,
+                              bool want_view = false);
   // How many heartbeat intervals a view push is given to arrive before a heartbeat that
   // names an older epoch gets the view again.
   static constexpr int kViewResendAfter = 3;

@@ -31,6 +31,8 @@ constexpr double kNotJudged = -1.0;
 
 Decisions Membership::ready(MemberId id, const ReadyReport& report, TimePoint /*now*/) {
   if (!in_view(id) || report.epoch != view_.epoch) return {};
+  PeerState& peer = peers_.at(id);
+  peer.known_epoch = std::max(peer.known_epoch, report.epoch);  // it adopted this view
   Decisions out;
   if (go_sent_) {
     // A repeated Ready (its Go was lost or is in flight): answer it alone.
@@ -40,7 +42,6 @@ Decisions Membership::ready(MemberId id, const ReadyReport& report, TimePoint /*
     }
     return out;
   }
-  PeerState& peer = peers_.at(id);
   ready_ += !peer.ready || peer.ready->epoch != view_.epoch;
   peer.ready = report;
   out.go = maybe_go(out);

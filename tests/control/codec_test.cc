@@ -31,6 +31,57 @@ TEST(ControlCodec, RoundTripsAView) {
   EXPECT_EQ(*view, sample_view());
 }
 
+membership::ViewDelta sample_delta() {
+  membership::View next = sample_view();
+  next.epoch = 8;
+  next.members[1] = {13, 1, "c:3", "c", "y", {"tcp", "shm"}};
+  return *membership::make_delta(sample_view(), next);
+}
+
+TEST(ControlCodec, RoundTripsAViewDeltaThatRebuildsTheView) {
+  control::Envelope env;
+  view_delta_to_proto(sample_delta(), env.mutable_view_delta());
+  auto decoded = decode_envelope(encode_envelope(env));
+  ASSERT_TRUE(decoded.is_ok()) << decoded.status().to_string();
+  EXPECT_EQ(body_name(decoded->body_case()), "view_delta");
+  auto delta = view_delta_from_proto(decoded->view_delta());
+  ASSERT_TRUE(delta.is_ok()) << delta.status().to_string();
+  EXPECT_EQ(*delta, sample_delta());
+  auto view = membership::apply_delta(sample_view(), *delta);
+  ASSERT_TRUE(view.is_ok()) << view.status().to_string();
+  EXPECT_EQ(view->epoch, 8u);
+  EXPECT_EQ(view->members[1].capabilities, (std::vector<std::string>{"tcp", "shm"}));
+}
+
+TEST(ControlCodec, MalformedViewDeltasAreBadFrame) {
+  auto refused = [](auto mutate, std::string_view why) {
+    control::Envelope env;
+    view_delta_to_proto(sample_delta(), env.mutable_view_delta());
+    mutate(*env.mutable_view_delta());
+    auto decoded = decode_envelope(encode_envelope(env));
+    Status st = decoded.status();
+    if (decoded) st = view_delta_from_proto(decoded->view_delta()).status();
+    EXPECT_EQ(st.code(), StatusCode::kBadFrame) << why;
+    EXPECT_NE(st.message().find(why), std::string::npos) << st.message();
+  };
+  refused([](ViewDelta& d) { d.set_base_epoch(0); }, "base_epoch");
+  refused([](ViewDelta& d) { d.set_epoch(d.base_epoch()); }, "not above");
+  refused([](ViewDelta& d) { d.set_size(1u << 20); }, "members");
+  refused([](ViewDelta& d) { d.add_removed(0); }, "removed id 0");
+  refused([](ViewDelta& d) { *d.add_added() = d.added(0); }, "duplicate added id");
+  refused([](ViewDelta& d) { d.mutable_added(0)->set_rank(5); }, "ranks");
+  refused([](ViewDelta& d) { d.mutable_added(0)->set_host(std::string(300, 'h')); }, "300 bytes");
+  refused([](ViewDelta& d) { d.mutable_added(0)->set_zone("z\n"); }, "control character");
+  refused([](ViewDelta& d) { d.mutable_added(0)->set_id(0); }, "zero");
+  // Millions of removed ids in one message: refused by the size bound before any work.
+  control::Envelope huge;
+  view_delta_to_proto(sample_delta(), huge.mutable_view_delta());
+  for (int i = 0; i < 70000; ++i) huge.mutable_view_delta()->add_removed(1000 + i);
+  auto r = decode_envelope(encode_envelope(huge));
+  EXPECT_EQ(r.status().code(), StatusCode::kBadFrame);
+  EXPECT_NE(r.status().message().find("members"), std::string::npos) << r.status().message();
+}
+
 TEST(ControlCodec, GarbageIsBadFrame) {
   for (std::string bytes : {std::string("\xff\xff\xff\xff garbage", 13), std::string("\x0a\x7f", 2),
                             std::string(1000, '\xee')}) {

@@ -3,7 +3,7 @@
 // must still resume it. (Seen under chaos: a member that kept committing steps was removed
 // for heartbeat_timeout: its client had taken the coordinator's late accept of its first
 // resume request for a failed proof of the second, marked itself evicted and stopped
-// heartbeating.)
+// heartbeating.) Also the client's side of incremental views (ViewDelta).
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -163,6 +163,81 @@ TEST(Resume, AStaleOrOutOfOrderAnswerDoesNotEvictTheResumingMember) {
   coordinator.accept(n1, *c1, 222, false);
   ASSERT_TRUE(coordinator.expect(control::Envelope::kHeartbeat)) << "heartbeats resumed";
   EXPECT_NE(client.health().code(), StatusCode::kEvicted) << client.health().to_string();
+}
+
+// The next heartbeat that asks for the whole view, or nullopt after 5 s.
+std::optional<control::Envelope> want_view(ScriptedCoordinator& coordinator) {
+  for (int i = 0; i < 200; ++i) {
+    auto hb = coordinator.expect(control::Envelope::kHeartbeat);
+    if (!hb) return std::nullopt;
+    if (hb->heartbeat().want_view()) return hb;
+  }
+  return std::nullopt;
+}
+
+membership::View view_of(membership::Epoch epoch, std::vector<membership::MemberId> ids) {
+  membership::View v;
+  v.epoch = epoch;
+  for (std::uint32_t r = 0; r < ids.size(); ++r) {
+    v.members.push_back({ids[r], r, "127.0.0.1:" + std::to_string(7000 + ids[r]), "h", "z", {"tcp"}});
+    v.ring.push_back(r);
+  }
+  return v;
+}
+
+TEST(ViewDeltaClient, AppliesADeltaOnItsBaseAndAsksForTheWholeViewOtherwise) {
+  ScriptedCoordinator coordinator;
+  CoordinatorClient client(Logger("client"));
+  ASSERT_NO_FATAL_FAILURE(join(coordinator, client));
+  // join() held view 1 = {kId} (address 127.0.0.1:7000).
+  membership::View v1 = view_of(1, {kId});
+  v1.members[0].data_address = "127.0.0.1:7000";
+  ASSERT_EQ(client.view(), v1);
+  auto send_delta = [&](const membership::ViewDelta& d) {
+    control::Envelope e;
+    control::view_delta_to_proto(d, e.mutable_view_delta());
+    coordinator.send(e);
+  };
+  // Right base: applied, the same view bit for bit.
+  membership::View v2 = view_of(2, {3, kId, 9});
+  v2.members[1].data_address = "127.0.0.1:7000";
+  send_delta(*membership::make_delta(v1, v2));
+  auto got = client.wait_for_view(2, Deadline::after(seconds(5)));
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  EXPECT_EQ(*got, v2);
+
+  // Another base (the client missed epoch 3): ignored, and the whole view asked for.
+  membership::View v3 = v2;
+  v3.epoch = 3;
+  membership::View v4 = v2;
+  v4.epoch = 4;
+  v4.members.pop_back();
+  v4.ring.pop_back();
+  send_delta(*membership::make_delta(v3, v4));
+  auto ask = want_view(coordinator);
+  ASSERT_TRUE(ask) << "no heartbeat asked for the whole view";
+  EXPECT_EQ(ask->heartbeat().epoch(), 2u);
+  EXPECT_EQ(client.view().epoch, 2u) << "a delta on another base is not applied";
+  control::Envelope full;
+  control::view_to_proto(v4, full.mutable_view());
+  coordinator.send(full);
+  got = client.wait_for_view(4, Deadline::after(seconds(5)));
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  EXPECT_EQ(*got, v4);
+
+  // The right base but a corrupted delta (its digest does not match): not applied either.
+  membership::View v5 = v4;
+  v5.epoch = 5;
+  auto bad = *membership::make_delta(v4, v5);
+  bad.digest ^= 0x10;
+  send_delta(bad);
+  ask = want_view(coordinator);
+  ASSERT_TRUE(ask) << "no heartbeat asked for the whole view";
+  EXPECT_EQ(ask->heartbeat().epoch(), 4u);
+  EXPECT_EQ(client.view(), v4);
+  // A stale delta (its epoch is not newer) is simply dropped: no request.
+  send_delta(*membership::make_delta(v1, v2));
+  EXPECT_EQ(client.view(), v4);
 }
 
 }  // namespace

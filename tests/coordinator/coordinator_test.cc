@@ -366,6 +366,123 @@ TEST_F(CoordinatorTest, MemberThatBreaksTheProtocolIsRemovedOthersCarryOn) {
   EXPECT_TRUE(honest->health().is_ok());
 }
 
+// A member driven by hand over a raw DEALER: joins with the real handshake.
+struct RawMember {
+  RawMember(zmq::context_t& ctx, const std::string& endpoint, const std::string& name)
+      : socket(ctx, zmq::socket_type::dealer) {
+    socket.set(zmq::sockopt::linger, 0);
+    testing::use_cluster_client_keys(socket, kSecret);
+    socket.connect(endpoint);
+    control::Envelope req;
+    auto* jr = req.mutable_join_request();
+    jr->set_protocol_version(control::kProtocolVersion);
+    jr->set_name(name);
+    jr->set_host(name);
+    jr->set_data_address("127.0.0.1:7999");
+    send(socket, req);
+    auto challenge = receive(socket);
+    EXPECT_TRUE(challenge && challenge->has_challenge());
+    if (!challenge || !challenge->has_challenge()) return;
+    const Nonce server = *control::nonce_from_bytes(challenge->challenge().nonce());
+    const Nonce client = random_nonce();
+    control::Envelope proof;
+    proof.mutable_join_proof()->set_client_nonce(control::to_bytes(client));
+    proof.mutable_join_proof()->set_mac(
+        control::to_bytes(control::join_proof_mac(kSecret, server, client, name)));
+    send(socket, proof);
+    auto accepted = receive(socket);
+    EXPECT_TRUE(accepted && accepted->has_join_accepted());
+    if (accepted && accepted->has_join_accepted()) id = accepted->join_accepted().member_id();
+  }
+  // The next View or ViewDelta (other messages are dropped).
+  std::optional<control::Envelope> next_view() {
+    for (auto env = receive(socket); env; env = receive(socket)) {
+      if (env->has_view() || env->has_view_delta()) return env;
+    }
+    return std::nullopt;
+  }
+  void heartbeat(membership::Epoch epoch, bool want_view = false) {
+    control::Envelope hb;
+    hb.mutable_heartbeat()->set_member_id(id);
+    hb.mutable_heartbeat()->set_epoch(epoch);
+    hb.mutable_heartbeat()->set_want_view(want_view);
+    send(socket, hb);
+  }
+  void ready(membership::Epoch epoch) {  // a joiner's Ready: no previous epoch, no seqs
+    control::Envelope e;
+    e.mutable_ready()->set_member_id(id);
+    e.mutable_ready()->set_epoch(epoch);
+    send(socket, e);
+  }
+  void boundary(membership::Epoch epoch) {
+    control::Envelope b;
+    b.mutable_boundary_request()->set_member_id(id);
+    b.mutable_boundary_request()->set_epoch(epoch);
+    send(socket, b);
+  }
+  zmq::socket_t socket;
+  membership::MemberId id = 0;
+};
+
+TEST_F(CoordinatorTest, UpToDateMembersGetDeltasOthersTheWholeView) {
+  start(coordinator_config(1));
+  auto a = joined("a", 7000);
+  ASSERT_EQ(a->view().epoch, 1u);
+  // a reports that it adopted view 1 (a Ready is a report of the epoch it holds).
+  ASSERT_TRUE(a->ready({1, 0, 0, 0}, soon()).is_ok());
+
+  zmq::context_t ctx;
+  RawMember r(ctx, coordinator_->endpoint(), "r");
+  ASSERT_NE(r.id, 0u);
+  a->request_boundary(1, false);  // admits r
+  // r is a joiner: the whole view. a holds view 1: a delta, which it applies.
+  auto first = r.next_view();
+  ASSERT_TRUE(first && first->has_view()) << "a joiner gets the whole view";
+  auto v2 = control::view_from_proto(first->view());
+  ASSERT_TRUE(v2.is_ok()) << v2.status().to_string();
+  EXPECT_EQ(v2->epoch, 2u);
+  auto at_a = a->wait_for_view(2, soon());
+  ASSERT_TRUE(at_a.is_ok()) << at_a.status().to_string();
+  EXPECT_EQ(*at_a, *v2);
+  EXPECT_EQ(*at_a, coordinator_->current_view());
+  EXPECT_TRUE(logs_.wait_for({"epoch 2 went out as 1 deltas", "and 1 full views"}));
+
+  // Both hold view 2 now (r says so in a heartbeat, both in their Ready); c joins: both
+  // get a delta, c the whole view.
+  r.heartbeat(2);
+  r.ready(2);
+  auto go = a->ready({2, 1, 0, 0}, soon());
+  ASSERT_TRUE(go.is_ok()) << go.status().to_string();
+  auto c = joined("c", 7002);
+  r.boundary(2);
+  a->request_boundary(2, false);
+  auto second = r.next_view();
+  ASSERT_TRUE(second && second->has_view_delta()) << "r held the delta's base";
+  auto delta = control::view_delta_from_proto(second->view_delta());
+  ASSERT_TRUE(delta.is_ok()) << delta.status().to_string();
+  EXPECT_EQ(delta->base_epoch, 2u);
+  EXPECT_EQ(delta->added.size(), 1u);
+  auto v3 = membership::apply_delta(*v2, *delta);
+  ASSERT_TRUE(v3.is_ok()) << v3.status().to_string();
+  EXPECT_EQ(*v3, coordinator_->current_view()) << "rebuilt bit for bit";
+  at_a = a->wait_for_view(3, soon());
+  ASSERT_TRUE(at_a.is_ok()) << at_a.status().to_string();
+  EXPECT_EQ(*at_a, *v3);
+  auto at_c = c->wait_for_view(3, soon());
+  ASSERT_TRUE(at_c.is_ok()) << at_c.status().to_string();
+  EXPECT_EQ(*at_c, *v3);
+  EXPECT_TRUE(logs_.wait_for({"epoch 3 went out as 2 deltas", "and 1 full views"}));
+
+  // A member that could not apply a delta asks with its heartbeat: the whole view comes at
+  // once, though the push went out just now (kViewResendAfter does not hold it back).
+  r.heartbeat(2, /*want_view=*/true);
+  auto whole = r.next_view();
+  ASSERT_TRUE(whole && whole->has_view());
+  auto again = control::view_from_proto(whole->view());
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(*again, *v3);
+}
+
 TEST_F(CoordinatorTest, SilentMemberIsRemovedByHeartbeatTimeout) {
   start(coordinator_config(2, milliseconds(300), true));
   auto a = client("a");

@@ -63,7 +63,7 @@ void data_handshakes(const fs::path& root) {
 }
 
 std::vector<control::Envelope> envelopes() {
-  std::vector<control::Envelope> out(10);
+  std::vector<control::Envelope> out(11);
   auto* j = out[0].mutable_join_request();
   j->set_protocol_version(control::kProtocolVersion);
   j->set_name("w0");
@@ -104,6 +104,20 @@ std::vector<control::Envelope> envelopes() {
   t->set_compute_seconds(0.25);
   *out[9].mutable_resume_request()->mutable_join() = out[0].join_request();
   out[9].mutable_resume_request()->set_member_id(11);
+  // A delta that applies to the base the control codec fuzzer holds (ids 1..4).
+  membership::View base;
+  base.epoch = 3;
+  for (std::uint32_t r = 0; r < 4; ++r) {
+    base.members.push_back({r + 1, r, "127.0.0.1:1", "h", "z", {"tcp"}});
+    base.ring.push_back(r);
+  }
+  membership::View next = base;
+  next.epoch = 4;
+  next.members.erase(next.members.begin() + 1);
+  next.members.push_back({9, 0, "127.0.0.1:2", "h", "z", {"tcp"}});
+  next.ring = {0, 1, 2, 3};
+  for (std::uint32_t r = 0; r < 4; ++r) next.members[r].rank = r;
+  control::view_delta_to_proto(*membership::make_delta(base, next), out[10].mutable_view_delta());
   return out;
 }
 

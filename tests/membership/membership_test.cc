@@ -329,6 +329,32 @@ TEST(Membership, ViewResendWaitsForThePushButNotForAReconnect) {
   EXPECT_FALSE(m.heartbeat(a, 0, 0, clock.now()).resend_view);
 }
 
+TEST(Membership, AMemberThatCouldNotApplyADeltaGetsTheViewAtOnce) {
+  FakeClock clock;
+  MembershipConfig c = config(2, milliseconds(1000));
+  c.heartbeat_interval = milliseconds(100);
+  Membership m(c);
+  const MemberId a = join(m, labels("a"), clock);
+  join(m, labels("b"), clock);
+  ASSERT_EQ(m.epoch(), 1u);  // pushed to a now: a plain stale heartbeat waits for it
+  clock.advance(milliseconds(10));
+  EXPECT_FALSE(m.heartbeat(a, 0, 0, clock.now()).resend_view);
+  EXPECT_TRUE(m.heartbeat(a, 0, 0, clock.now(), /*want_view=*/true).resend_view)
+      << "a delta it could not apply: the whole view now";
+  EXPECT_FALSE(m.heartbeat(a, 1, 0, clock.now(), true).resend_view) << "up to date: nothing";
+  EXPECT_EQ(m.find(a)->known_epoch, 1u);
+}
+
+TEST(Membership, AReadyReportsTheEpochTheMemberHolds) {
+  FakeClock clock;
+  Membership m(config(2, milliseconds(1000)));
+  const MemberId a = join(m, labels("a"), clock);
+  join(m, labels("b"), clock);
+  EXPECT_EQ(m.find(a)->known_epoch, 0u);
+  (void)m.ready(a, {1, 0, 0, 0}, clock.now());
+  EXPECT_EQ(m.find(a)->known_epoch, 1u) << "the delta base of the next view";
+}
+
 TEST(Membership, LateHeartbeatDoesNotMoveLastHeartbeatBack) {
   FakeClock clock;
   Membership m(config(1, milliseconds(100)));
