@@ -488,6 +488,14 @@ Worker::~Worker() {
 int Worker::rank() const { return impl_->rank; }
 int Worker::size() const { return static_cast<int>(impl_->view.size()); }
 std::uint64_t Worker::epoch() const { return impl_->view.epoch; }
+double Worker::predicted_all_reduce_seconds(std::size_t bytes,
+                                            algorithms::AllReduceAlgorithm algorithm) const {
+  const algorithms::ZoneLayout layout(impl_->zone_of_rank, static_cast<int>(impl_->view.size()));
+  if (algorithm == algorithms::AllReduceAlgorithm::kAuto) {
+    algorithm = impl_->cost_model.choose(layout, bytes);
+  }
+  return impl_->cost_model.predict(algorithm, layout, bytes);
+}
 std::uint64_t Worker::member_id() const { return impl_->client->member_id(); }
 std::uint16_t Worker::data_port() const { return impl_->data_plane->port(); }
 std::uint16_t Worker::metrics_port() const { return impl_->metrics ? impl_->metrics->port() : 0; }

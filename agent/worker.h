@@ -150,6 +150,11 @@ class Worker {
   std::uint64_t member_id() const;
   std::uint16_t data_port() const;
   std::uint16_t metrics_port() const;  // 0 when no metrics endpoint
+  // What the cost model (fitted to this view's links: docs/algorithms.md) predicts for one
+  // all-reduce of `bytes` with `algorithm` (kAuto: its own choice) in the current view, in
+  // seconds; a ranking device, printed by `tributary bench` beside what it measured.
+  double predicted_all_reduce_seconds(std::size_t bytes,
+                                      algorithms::AllReduceAlgorithm algorithm) const;
 
   Result<Outcome> all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
                              ReduceOp op);

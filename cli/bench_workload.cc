@@ -94,8 +94,11 @@ Status run_bench(agent::Worker& w, const BenchSpec& spec, std::FILE* out) {
     std::fprintf(out, "# tributary np=%d dtype=%s op=%s warmup=%d iters=%d\n", n,
                  std::string(to_string(spec.dtype)).c_str(),
                  std::string(to_string(spec.op)).c_str(), spec.warmup, spec.iters);
-    std::fprintf(out, "#%12s %12s %8s %7s %15s %11s %12s %12s %7s\n", "size", "count", "type",
-                 "redop", "algo", "time_us", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+    // model_us: the cost model's prediction for the all-reduce's algorithm (docs/
+    // algorithms.md), beside what was measured; "-" for the other collectives.
+    std::fprintf(out, "#%12s %12s %8s %7s %15s %11s %12s %12s %7s %10s\n", "size", "count",
+                 "type", "redop", "algo", "time_us", "algbw(GB/s)", "busbw(GB/s)", "#wrong",
+                 "model_us");
     std::fflush(out);
   }
   for (CollectiveKind kind : spec.kinds) {
@@ -140,11 +143,18 @@ Status run_bench(agent::Worker& w, const BenchSpec& spec, std::FILE* out) {
         const std::string algo = kind == CollectiveKind::kAllReduce
                                      ? std::string(to_string(last.algorithm))
                                      : std::string(to_string(kind));
-        std::fprintf(out, " %12zu %12zu %8s %7s %15s %11.2f %12.3f %12.3f %7.0f\n",
+        char model[32] = "-";
+        if (kind == CollectiveKind::kAllReduce) {
+          std::snprintf(model, sizeof model, "%.2f",
+                        w.predicted_all_reduce_seconds(static_cast<std::size_t>(moved),
+                                                       last.algorithm) *
+                            1e6);
+        }
+        std::fprintf(out, " %12zu %12zu %8s %7s %15s %11.2f %12.3f %12.3f %7.0f %10s\n",
                      static_cast<std::size_t>(moved), total,
                      std::string(to_string(spec.dtype)).c_str(),
                      std::string(to_string(spec.op)).c_str(), algo.c_str(), seconds * 1e6, algbw,
-                     algbw * bus_bandwidth_factor(kind, n), wrong);
+                     algbw * bus_bandwidth_factor(kind, n), wrong, model);
         std::fflush(out);
       }
       if (kind == CollectiveKind::kBarrier) break;

@@ -29,7 +29,8 @@ SMALL = 4096  # the latency size
 
 def parse_row(line):
     f = line.split()
-    if len(f) != 9 or line.lstrip().startswith("#"):
+    # Tributary's rows add a tenth column (the cost model's prediction): not aggregated.
+    if len(f) not in (9, 10) or line.lstrip().startswith("#"):
         return None
     try:
         return {
