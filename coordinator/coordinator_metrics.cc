@@ -72,6 +72,19 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry) {
                        .Name("tributary_view_changes_total")
                        .Help("Views issued, by cause")
                        .Register(registry);
+  auto& views_sent = prometheus::BuildCounter()
+                         .Name("tributary_views_sent_total")
+                         .Help("Views sent to members, by kind: delta (to a member known to "
+                               "hold the previous view) or full")
+                         .Register(registry);
+  views_sent_delta_ = &views_sent.Add({{"kind", "delta"}});
+  views_sent_full_ = &views_sent.Add({{"kind", "full"}});
+  auto& view_bytes = prometheus::BuildCounter()
+                         .Name("tributary_view_bytes_sent_total")
+                         .Help("Bytes of the views sent to members, by kind (delta, full)")
+                         .Register(registry);
+  view_bytes_delta_ = &view_bytes.Add({{"kind", "delta"}});
+  view_bytes_full_ = &view_bytes.Add({{"kind", "full"}});
   joiners_pending_ = &prometheus::BuildGauge()
                           .Name("tributary_joiners_pending")
                           .Help("Joiners waiting for a step boundary")
@@ -105,6 +118,14 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry) {
 void CoordinatorMetrics::set_membership(std::size_t members, membership::Epoch epoch) {
   size_->Set(static_cast<double>(members));
   epoch_->Set(static_cast<double>(epoch));
+}
+
+void CoordinatorMetrics::views_sent(std::size_t deltas, std::size_t delta_bytes,
+                                    std::size_t fulls, std::size_t full_bytes) {
+  views_sent_delta_->Increment(static_cast<double>(deltas));
+  views_sent_full_->Increment(static_cast<double>(fulls));
+  view_bytes_delta_->Increment(static_cast<double>(deltas * delta_bytes));
+  view_bytes_full_->Increment(static_cast<double>(fulls * full_bytes));
 }
 
 void CoordinatorMetrics::joined() { joins_->Increment(); }

@@ -32,6 +32,10 @@ class CoordinatorMetrics {
   // boundary timeout), and every involuntary removal by reason and member name.
   void evicted(membership::RemovalReason reason, const std::string& member);
   void view_change(membership::ViewCause cause);
+  // A view sent to `deltas` members as a delta of `delta_bytes` and to `fulls` as the whole
+  // view of `full_bytes` (incremental views: membership/view_delta.h).
+  void views_sent(std::size_t deltas, std::size_t delta_bytes, std::size_t fulls,
+                  std::size_t full_bytes);
   void set_joiners_pending(std::size_t n);
   void message(std::string_view type);
   void malformed();
@@ -56,6 +60,10 @@ class CoordinatorMetrics {
   prometheus::Counter* failures_confirmed_;
   prometheus::Family<prometheus::Counter>* evictions_;
   prometheus::Family<prometheus::Counter>* view_changes_;
+  prometheus::Counter* views_sent_delta_;
+  prometheus::Counter* views_sent_full_;
+  prometheus::Counter* view_bytes_delta_;
+  prometheus::Counter* view_bytes_full_;
   prometheus::Gauge* joiners_pending_;
   prometheus::Gauge* leader_;
   prometheus::Counter* takeovers_;

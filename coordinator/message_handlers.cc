@@ -211,6 +211,7 @@ void Coordinator::Service::broadcast_view(const membership::View& view, membersh
     (void)router_.send(copy, zmq::send_flags::dontwait);
     ++(delta ? deltas : fulls);
   }
+  metrics_->views_sent(deltas, has_delta ? encoded->delta.size() : 0, fulls, full.size());
   // Not "view epoch E ...": tests count the issued epochs by that line.
   log_.info("epoch " + std::to_string(view.epoch) + " went out as " + std::to_string(deltas) +
             " deltas (" + std::to_string(has_delta ? encoded->delta.size() : 0) + " bytes) and " +

@@ -425,7 +425,7 @@ struct RawMember {
 };
 
 TEST_F(CoordinatorTest, UpToDateMembersGetDeltasOthersTheWholeView) {
-  start(coordinator_config(1));
+  start(coordinator_config(1, milliseconds(2000), /*metrics=*/true));
   auto a = joined("a", 7000);
   ASSERT_EQ(a->view().epoch, 1u);
   // a reports that it adopted view 1 (a Ready is a report of the epoch it holds).
@@ -472,6 +472,14 @@ TEST_F(CoordinatorTest, UpToDateMembersGetDeltasOthersTheWholeView) {
   ASSERT_TRUE(at_c.is_ok()) << at_c.status().to_string();
   EXPECT_EQ(*at_c, *v3);
   EXPECT_TRUE(logs_.wait_for({"epoch 3 went out as 2 deltas", "and 1 full views"}));
+  // Operators see the same on /metrics: one delta for epoch 2, two for epoch 3.
+  const std::string text = scrape(coordinator_->metrics_port());
+  EXPECT_EQ(metric(text, "tributary_views_sent_total{kind=\"delta\"}"), 3.0) << text;
+  EXPECT_GE(metric(text, "tributary_views_sent_total{kind=\"full\"}"), 2.0) << text;
+  EXPECT_GT(metric(text, "tributary_view_bytes_sent_total{kind=\"delta\"}"), 0.0) << text;
+  EXPECT_GT(metric(text, "tributary_view_bytes_sent_total{kind=\"full\"}"),
+            metric(text, "tributary_view_bytes_sent_total{kind=\"delta\"}"))
+      << text;
 
   // A member that could not apply a delta asks with its heartbeat: the whole view comes at
   // once, though the push went out just now (kViewResendAfter does not hold it back).
