@@ -16,6 +16,7 @@
 #include "algorithms/pollable_link.h"
 #include "core/check.h"
 #include "transport/rdma_link.h"
+#include "transport/stream_inbound.h"
 
 namespace tributary::transport {
 
@@ -61,8 +62,6 @@ class RdmaLink final : public algorithms::PollableLink {
   int size() const override { return params_.size; }
 
  private:
-  enum class Inbound : std::uint8_t { kHeader, kDirect, kUnexpected, kDiscard, kNotice };
-
   struct Op : PendingOp {
     RdmaHeader header;
   };

@@ -18,6 +18,7 @@
 #include "core/check.h"
 #include "transport/link_ops.h"
 #include "transport/shm_link.h"
+#include "transport/stream_inbound.h"
 
 namespace tributary::transport {
 
@@ -50,8 +51,6 @@ class ShmLink final : public algorithms::PollableLink {
   int size() const override { return params_.size; }
 
  private:
-  enum class Inbound : std::uint8_t { kHeader, kDirect, kUnexpected, kDiscard, kNotice };
-
   struct Op : PendingOp {
     RingHeader header;
   };

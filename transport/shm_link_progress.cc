@@ -104,58 +104,23 @@ void ShmLink::begin_payload(Peer& p) {
                                ", length " + std::to_string(h.length)),
                      true);
   }
-  p.length = p.remaining = h.length;
-  const algorithms::Tag tag{h.seq, h.slot, h.check};
-  const std::optional<std::uint32_t> posted =
-      h.kind == 1 ? std::nullopt : ops_.take_posted(p.posted, tag);
-  if (h.kind == 1) {
-    p.notice.resize(h.length);
-    p.state = Inbound::kNotice;
-    p.dst = p.notice.data();
-  } else if (!posted) {  // early: buffered until its receive is posted
-    EarlyMessage& a = p.arrived.emplace_back();
-    a.tag = tag;
-    a.length = h.length;
-    a.bytes = pool_.take(h.length);
-    p.state = Inbound::kUnexpected;
-    p.dst = a.bytes.get();
-  } else {
-    Status st = match_status(peer_name(p), ops_[*posted], h.length, h.check);
-    p.state = st.is_ok() ? Inbound::kDirect : Inbound::kDiscard;
-    p.dst = st.is_ok() ? ops_[*posted].data : nullptr;
-    p.direct_op = *posted;
-    if (!st.is_ok()) ops_[*posted].finish(std::move(st));
-  }
+  start_inbound(p, ops_, pool_, peer_name(p), algorithms::Tag{h.seq, h.slot, h.check}, h.length,
+                h.kind == 1);
   if (p.remaining == 0) end_payload(p);
 }
 
 void ShmLink::end_payload(Peer& p) {
-  const Inbound finished = std::exchange(p.state, Inbound::kHeader);
-  p.dst = nullptr;
-  switch (finished) {
-    case Inbound::kDirect: ops_[p.direct_op].finish(Status()); return;
-    case Inbound::kUnexpected: p.arrived.back().complete = true; return;
-    case Inbound::kNotice: return take_notice(p);
-    default: return;
-  }
+  if (finish_inbound(p, ops_)) take_notice(p);
 }
 
 void ShmLink::take_notice(Peer& p) {
-  std::uint32_t code = 0;
-  std::uint32_t origin = 0;
-  if (p.notice.size() >= 8) {
-    std::memcpy(&code, p.notice.data(), 4);
-    std::memcpy(&origin, p.notice.data() + 4, 4);
-  }
-  if (code == 0 || code > static_cast<std::uint32_t>(StatusCode::kInternal)) {
+  std::optional<StreamNotice> n = parse_notice(p.notice);
+  if (!n) {
     return fail_peer(p, error(StatusCode::kBadFrame, "bad abort notice from " + peer_name(p)),
                      true);
   }
-  std::string reason(reinterpret_cast<const char*>(p.notice.data() + 8), p.notice.size() - 8);
-  Status st(static_cast<StatusCode>(code),
-            "rank " + std::to_string(origin) + " aborted: " + reason);
-  received_.push_back(ReceivedNotice{st, origin, std::move(reason)});
-  fail_peer(p, std::move(st), false);
+  received_.push_back(ReceivedNotice{n->status, n->origin, std::move(n->reason)});
+  fail_peer(p, std::move(n->status), false);
 }
 
 void ShmLink::doorbell(Peer& p) {

@@ -1,0 +1,86 @@
+// The receiving side of a message stream, shared by the links that carry their messages
+// as one byte stream per peer of {header, payload} (shared memory's rings, RDMA's
+// chunks): what a header starts (a payload straight into a posted receive, one buffered
+// until its receive is posted, one read and dropped, or an abort notice) and what its end
+// finishes. The links keep their own headers, framing and errors; `Peer` is theirs, with
+// the members used below. Internal to transport/.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "algorithms/link.h"
+#include "core/status.h"
+#include "transport/link_ops.h"
+#include "transport/payload_pool.h"
+
+namespace tributary::transport {
+
+enum class Inbound : std::uint8_t { kHeader, kDirect, kUnexpected, kDiscard, kNotice };
+
+// A header has arrived, checked by the link: sets where its `length` payload bytes go.
+// The caller ends the payload at once when `length` is 0.
+template <typename Peer, typename Ops>
+void start_inbound(Peer& p, Ops& ops, PayloadPool& pool, const std::string& peer_name,
+                   const algorithms::Tag& tag, std::uint64_t length, bool notice) {
+  p.length = p.remaining = length;
+  const std::optional<std::uint32_t> posted =
+      notice ? std::nullopt : ops.take_posted(p.posted, tag);
+  if (notice) {
+    p.notice.resize(length);
+    p.state = Inbound::kNotice;
+    p.dst = p.notice.data();
+  } else if (!posted) {  // early: buffered until its receive is posted
+    EarlyMessage& a = p.arrived.emplace_back();
+    a.tag = tag;
+    a.length = length;
+    a.bytes = pool.take(length);
+    p.state = Inbound::kUnexpected;
+    p.dst = a.bytes.get();
+  } else {
+    Status st = match_status(peer_name, ops[*posted], length, tag.check);
+    p.state = st.is_ok() ? Inbound::kDirect : Inbound::kDiscard;
+    p.dst = st.is_ok() ? ops[*posted].data : nullptr;
+    p.direct_op = *posted;
+    if (!st.is_ok()) ops[*posted].finish(std::move(st));
+  }
+}
+
+// The payload is complete: finishes its receive or marks it arrived. True when it was an
+// abort notice, which the link then reads (parse_notice).
+template <typename Peer, typename Ops>
+bool finish_inbound(Peer& p, Ops& ops) {
+  const Inbound finished = std::exchange(p.state, Inbound::kHeader);
+  p.dst = nullptr;
+  switch (finished) {
+    case Inbound::kDirect: ops[p.direct_op].finish(Status()); return false;
+    case Inbound::kUnexpected: p.arrived.back().complete = true; return false;
+    case Inbound::kNotice: return true;
+    default: return false;
+  }
+}
+
+// An abort notice's payload {code, origin rank, reason}; nullopt when it is not one.
+struct StreamNotice {
+  Status status;  // "rank R aborted: reason", with the origin's code
+  std::uint32_t origin = 0;
+  std::string reason;
+};
+inline std::optional<StreamNotice> parse_notice(const std::vector<std::byte>& notice) {
+  std::uint32_t code = 0;
+  std::uint32_t origin = 0;
+  if (notice.size() >= 8) {
+    std::memcpy(&code, notice.data(), 4);
+    std::memcpy(&origin, notice.data() + 4, 4);
+  }
+  if (code == 0 || code > static_cast<std::uint32_t>(StatusCode::kInternal)) return std::nullopt;
+  std::string reason(reinterpret_cast<const char*>(notice.data() + 8), notice.size() - 8);
+  Status st(static_cast<StatusCode>(code), "rank " + std::to_string(origin) + " aborted: " + reason);
+  return StreamNotice{std::move(st), origin, std::move(reason)};
+}
+
+}  // namespace tributary::transport
