@@ -26,6 +26,7 @@ class AgentMetrics::Impl {
   prometheus::Family<prometheus::Gauge>* peer_transport = nullptr;
   prometheus::Counter* bad_frames = nullptr;
   prometheus::Counter* crc_failures = nullptr;
+  prometheus::Counter* tls_failures = nullptr;
   FrameRefusals seen_refusals;
   prometheus::Family<prometheus::Counter>* path_changes = nullptr;
   prometheus::Family<prometheus::Counter>* path_recoveries = nullptr;
@@ -82,6 +83,13 @@ Result<std::unique_ptr<AgentMetrics>> AgentMetrics::serve(const std::string& bin
                             .Help(
                                 "Data-plane frames whose CRC-32C did not match: corrupted "
                                 "in transit, never delivered")
+                            .Register(r)
+                            .Add({});
+  impl->tls_failures = &prometheus::BuildCounter()
+                            .Name("tributary_link_tls_failures_total")
+                            .Help(
+                                "Data-plane TLS handshakes that failed (refused certificate, "
+                                "PSK mismatch, no answer by the deadline), either side")
                             .Register(r)
                             .Add({});
   for (auto [family, direction] : {std::pair{&impl->transport_sent, "sent"},
@@ -171,6 +179,7 @@ void AgentMetrics::sync_links(const std::vector<PeerPath>& paths, const FrameRef
   FrameRefusals& seen = impl_->seen_refusals;
   impl_->bad_frames->Increment(static_cast<double>(refusals.bad_frames - seen.bad_frames));
   impl_->crc_failures->Increment(static_cast<double>(refusals.crc_failures - seen.crc_failures));
+  impl_->tls_failures->Increment(static_cast<double>(refusals.tls_failures - seen.tls_failures));
   seen = refusals;
 }
 

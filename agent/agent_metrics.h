@@ -3,6 +3,7 @@
 //   tributary_collective_seconds{op}                     latency histogram
 //   tributary_link_bytes_sent_total{peer}, _received_total{peer}   data-plane bytes by peer
 //   tributary_link_bad_frames_total, tributary_link_crc_failures_total   frames refused
+//   tributary_link_tls_failures_total                    TLS handshakes failed (--tls)
 //   tributary_transport_bytes_sent_total{transport}, _received_total{transport}   by transport
 //   tributary_peer_transport{peer,member,transport}      1 for the path carrying each peer
 //   tributary_link_fallbacks_total{peer,from,to,cause}   links moved between paths (--failover)

@@ -57,6 +57,12 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const WorkerConfig& config, 
     return error(StatusCode::kInvalidArgument,
                  "--transport rdma: this build has no RDMA support (built without libibverbs)");
   }
+  const bool tls = config.tls.mode != TlsMode::kOff;
+  if (tls && config.transport == "rdma") {
+    return error(StatusCode::kInvalidArgument,
+                 "--transport rdma with --tls " + std::string(tls_mode_name(config.tls.mode)) +
+                     ": RDMA traffic cannot be encrypted; use --transport auto or tcp");
+  }
   std::unique_ptr<DataPlane> d(new DataPlane());
   d->log_ = log;
   TcpEndpointConfig ec;
@@ -64,6 +70,7 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const WorkerConfig& config, 
   ec.port = config.data_port;
   ec.secret = config.secret;
   ec.connect_attempt_timeout = config.connect_attempt_timeout;
+  ec.tls = config.tls;
   ec.log = log;
   TRIB_ASSIGN_OR_RETURN(d->endpoint_, TcpEndpoint::listen(ec));
   const std::uint16_t port = d->endpoint_->port();
@@ -88,8 +95,11 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const WorkerConfig& config, 
   }
   // RDMA between shared memory and TCP: in a build with libibverbs; it advertises only
   // when a device with an active port was opened.
-  if ((config.transport == "auto" && transport::rdma_verbs_built()) ||
-      config.transport == "rdma") {
+  if (tls && config.transport == "auto" && transport::rdma_verbs_built()) {
+    log.info("rdma not advertised: --tls " + std::string(tls_mode_name(config.tls.mode)) +
+             " encrypts TCP only");
+  } else if ((config.transport == "auto" && transport::rdma_verbs_built()) ||
+             config.transport == "rdma") {
     auto device = transport::open_rdma_device();
     if (!device.is_ok() && config.transport == "rdma") {
       log.warn("--transport rdma: " + device.status().message() + ": no group can connect");
@@ -374,8 +384,9 @@ FrameRefusals DataPlane::refusals() const {
     const TcpEndpointStats more = standby->stats();
     stats.bad_frames += more.bad_frames;
     stats.crc_failures += more.crc_failures;
+    stats.tls_failures += more.tls_failures;
   }
-  return {stats.bad_frames, stats.crc_failures};
+  return {stats.bad_frames, stats.crc_failures, stats.tls_failures};
 }
 
 }  // namespace tributary::agent

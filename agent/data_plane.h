@@ -6,6 +6,9 @@
 // this host, RDMA verbs for members that all have a device, TCP otherwise), "shm" (shared
 // memory only: a group with a member on another host fails to connect, saying which),
 // "rdma" (RDMA only, likewise; refused by a build without libibverbs) or "tcp".
+// `tls` (agent/tls.h) encrypts TCP pairs, the standby paths' too; shared memory never
+// leaves the host and stays as it is; RDMA is not encrypted, so with TLS on "auto" leaves
+// it out of the table and "rdma" is refused.
 // `data_addresses` lists the addresses peers dial, "host[:port]" in order of preference
 // (port: the listener's); empty means the listener's own address (or --advertise-host
 // with its port).
@@ -72,6 +75,7 @@ struct PathChangeCount {
 struct FrameRefusals {
   std::uint64_t bad_frames = 0;    // malformed or corrupted (CRC failures included)
   std::uint64_t crc_failures = 0;  // frames whose CRC-32C did not match
+  std::uint64_t tls_failures = 0;  // TLS handshakes that failed (--tls)
 };
 
 class DataPlane {

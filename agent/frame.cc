@@ -137,6 +137,7 @@ HandshakeBytes encode_handshake(const HandshakeMessage& m) {
       put<std::uint32_t>(body + 8, m.from_rank);
       put<std::uint32_t>(body + 12, m.to_rank);
       put<std::uint32_t>(body + 16, m.group_size);
+      body[20] = static_cast<std::byte>((m.tls ? 1 : 0) | (m.tls_certificates ? 2 : 0));
       std::memcpy(body + 24, m.nonce.data(), m.nonce.size());
       break;
     case HandshakeType::kChallenge: std::memcpy(body, m.nonce.data(), m.nonce.size()); break;
@@ -172,7 +173,12 @@ Result<HandshakeMessage> decode_handshake(std::span<const std::byte, kHandshakeB
       m.from_rank = get<std::uint32_t>(body + 8);
       m.to_rank = get<std::uint32_t>(body + 12);
       m.group_size = get<std::uint32_t>(body + 16);
-      if (!all_zero(body + 20, body + 24)) return bad("nonzero reserved handshake bits");
+      if ((static_cast<std::uint8_t>(body[20]) & ~3u) != 0 || !all_zero(body + 21, body + 24)) {
+        return bad("nonzero reserved handshake bits");
+      }
+      m.tls = (static_cast<std::uint8_t>(body[20]) & 1u) != 0;
+      m.tls_certificates = (static_cast<std::uint8_t>(body[20]) & 2u) != 0;
+      if (m.tls_certificates && !m.tls) return bad("hello asks for TLS certificates without TLS");
       std::memcpy(m.nonce.data(), body + 24, m.nonce.size());
       used = body + 24 + m.nonce.size();
       // Ranks travel as u32 but are ints everywhere else; the group bound keeps them small.
@@ -193,7 +199,7 @@ Result<HandshakeMessage> decode_handshake(std::span<const std::byte, kHandshakeB
       break;
     case HandshakeType::kReject: {
       const auto reason = static_cast<std::uint8_t>(body[0]);
-      if (reason < 1 || reason > 6) return bad("unknown reject reason " + std::to_string(reason));
+      if (reason < 1 || reason > 7) return bad("unknown reject reason " + std::to_string(reason));
       m.reason = static_cast<RejectReason>(reason);
       if (!all_zero(body + 1, body + 8)) return bad("nonzero reserved handshake bits");
       m.epoch = get<std::uint64_t>(body + 8);
@@ -205,20 +211,35 @@ Result<HandshakeMessage> decode_handshake(std::span<const std::byte, kHandshakeB
   return m;
 }
 
-Mac handshake_mac(std::string_view secret, HandshakeRole role, const HandshakeMessage& hello,
-                  const Nonce& acceptor_nonce) {
+namespace {
+
+Mac transcript_mac(std::string_view secret, std::string_view label, const HandshakeMessage& hello,
+                   const Nonce& acceptor_nonce) {
   HandshakeMessage transcript_hello = hello;
   transcript_hello.type = HandshakeType::kHello;
   const HandshakeBytes hb = encode_handshake(transcript_hello);
   std::vector<std::uint8_t> msg;
   msg.reserve(32 + hb.size() + acceptor_nonce.size());
-  const std::string_view label = role == HandshakeRole::kConnector ? "tributary-tcp-v1 connector"
-                                                                   : "tributary-tcp-v1 acceptor";
   msg.insert(msg.end(), label.begin(), label.end());
   msg.push_back(0);
   for (std::byte x : hb) msg.push_back(static_cast<std::uint8_t>(x));
   msg.insert(msg.end(), acceptor_nonce.begin(), acceptor_nonce.end());
   return hmac_sha256(secret, msg);
+}
+
+}  // namespace
+
+Mac handshake_mac(std::string_view secret, HandshakeRole role, const HandshakeMessage& hello,
+                  const Nonce& acceptor_nonce) {
+  return transcript_mac(secret,
+                        role == HandshakeRole::kConnector ? "tributary-tcp-v1 connector"
+                                                          : "tributary-tcp-v1 acceptor",
+                        hello, acceptor_nonce);
+}
+
+Mac handshake_tls_psk(std::string_view secret, const HandshakeMessage& hello,
+                      const Nonce& acceptor_nonce) {
+  return transcript_mac(secret, "tributary/tls-psk/v1", hello, acceptor_nonce);
 }
 
 }  // namespace tributary::agent

@@ -93,6 +93,11 @@ Result<AbortNotice> decode_abort_payload(std::span<const std::byte> payload);
 // T binds both nonces, the epoch, both ranks and the group size, and the role labels
 // C/A differ, so no MAC can be replayed into another connection or reflected back.
 // The acceptor checks the connector first, so an unauthenticated peer learns nothing.
+//
+// The hello also says whether the dialer encrypts this pair (agent/tls.h) and with which
+// kind of key; the acceptor, deciding the same from its own configuration, answers REJECT
+// {kTlsMismatch} when they differ. After ACCEPT a pair that encrypts starts TLS 1.3 on
+// the same connection (the dialer is the client), before the first frame.
 
 inline constexpr std::uint32_t kHandshakeMagic = 0x48425254;  // "TRBH"
 inline constexpr std::size_t kHandshakeBytes = 64;
@@ -112,6 +117,7 @@ enum class RejectReason : std::uint8_t {
   kAuth = 4,           // the connector failed the cluster-secret challenge
   kGroupMismatch = 5,  // ranks or group size disagree with the acceptor's view
   kBusy = 6,           // too many parked connections
+  kTlsMismatch = 7,    // one side encrypts the pair (or uses certificates), the other not
 };
 
 struct HandshakeMessage {
@@ -122,6 +128,8 @@ struct HandshakeMessage {
   std::uint32_t from_rank = 0;
   std::uint32_t to_rank = 0;
   std::uint32_t group_size = 0;
+  bool tls = false;               // kHello: the dialer runs TLS on this connection
+  bool tls_certificates = false;  // kHello: ... with certificates (else the derived PSK)
   Nonce nonce{};                                    // kHello, kChallenge
   Mac mac{};                                        // kResponse, kAccept
   RejectReason reason = RejectReason::kBadMessage;  // kReject
@@ -138,5 +146,10 @@ enum class HandshakeRole : std::uint8_t { kConnector, kAcceptor };
 // The MAC one side sends to prove the secret, over the transcript described above.
 Mac handshake_mac(std::string_view secret, HandshakeRole role, const HandshakeMessage& hello,
                   const Nonce& acceptor_nonce);
+// The TLS pre-shared key of one connection: HMAC-SHA256(secret, "tributary/tls-psk/v1" 0
+// || hello || na), the same transcript as the MACs under another label, so each
+// connection's TLS keys are bound to its authenticated handshake and to nothing else.
+Mac handshake_tls_psk(std::string_view secret, const HandshakeMessage& hello,
+                      const Nonce& acceptor_nonce);
 
 }  // namespace tributary::agent

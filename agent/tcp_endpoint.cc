@@ -102,6 +102,8 @@ TcpEndpointStats TcpEndpoint::Impl::stats() const {
   s.handshakes_accepted = handshakes_accepted_.load();
   s.handshakes_rejected = handshakes_rejected_.load();
   s.connections_parked = parked_count_.load();
+  s.tls_failures = tls_failures_.load();
+  s.tls_peers = tls_peers_.load();
   return s;
 }
 
@@ -218,7 +220,16 @@ void TcpEndpoint::Impl::finish(const std::shared_ptr<Group>& g, Status st) {
         st = error(StatusCode::kInternal, "cannot take over the socket of rank " +
                                               std::to_string(r) + ": " + ec.message());
       } else {
-        sockets.push_back(PeerSocket{r, fd, slot.address});
+        sockets.push_back(PeerSocket{r, fd, slot.address, nullptr});
+        if (slot.tls) {
+          // The dialer (the lower rank) is the TLS client.
+          auto stream = TlsStream::create(tls_context_, fd, r > g->rank, slot.psk);
+          if (stream.is_ok()) {
+            sockets.back().tls = std::move(*stream);
+          } else {
+            st = stream.status();
+          }
+        }
         continue;
       }
     }
@@ -237,7 +248,7 @@ void TcpEndpoint::Impl::finish(const std::shared_ptr<Group>& g, Status st) {
 
 Result<std::vector<PeerSocket>> TcpEndpoint::Impl::connect_sockets(
     std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
-    Deadline deadline) {
+    Deadline deadline, std::vector<bool> tls) {
   const int size = static_cast<int>(addresses.size());
   if (size < 1 || rank < 0 || rank >= size) {
     return error(StatusCode::kInvalidArgument,
@@ -254,6 +265,8 @@ Result<std::vector<PeerSocket>> TcpEndpoint::Impl::connect_sockets(
   g->rank = rank;
   g->size = size;
   g->addresses = addresses;
+  g->tls = std::move(tls);
+  g->tls.resize(static_cast<std::size_t>(size), false);
   g->slots.resize(static_cast<std::size_t>(size));
   g->dial.resize(static_cast<std::size_t>(size));
   g->deadline = deadline;
@@ -291,8 +304,49 @@ Result<std::vector<PeerSocket>> TcpEndpoint::Impl::connect_sockets(
   return std::move(g->sockets);
 }
 
+std::vector<bool> TcpEndpoint::Impl::tls_pairs(int rank, int size,
+                                               const std::vector<std::string>& zones) const {
+  std::vector<bool> out(static_cast<std::size_t>(std::max(size, 0)), false);
+  if (config_.tls.mode == TlsMode::kOff) return out;
+  auto zone = [&](int r) {
+    return r < static_cast<int>(zones.size()) ? std::string_view(zones[r]) : std::string_view();
+  };
+  for (int r = 0; r < size; ++r) out[r] = r != rank && tls_between(config_.tls.mode, zone(rank), zone(r));
+  return out;
+}
+
+Status TcpEndpoint::Impl::establish_tls(std::uint64_t epoch, std::vector<PeerSocket>& sockets,
+                                        Deadline deadline) {
+  std::vector<TlsHandshake> handshakes;
+  for (const PeerSocket& s : sockets) {
+    if (s.tls) {
+      handshakes.push_back({s.tls.get(), s.fd, "rank " + std::to_string(s.rank) + " at " + s.address, Status()});
+    }
+  }
+  tls_peers_.store(handshakes.size());
+  if (handshakes.empty()) return Status();
+  // The handshake's own bound applies on top of the group's: a peer that stops answering
+  // mid-handshake is one that will not answer.
+  const Deadline bound = Deadline::after(config_.handshake_timeout);
+  const Status st = run_tls_handshakes(handshakes, bound.at < deadline.at ? bound : deadline);
+  std::string peers;
+  for (const TlsHandshake& h : handshakes) {
+    if (h.status.is_ok()) {
+      peers += (peers.empty() ? "" : ", ") + h.peer;
+      continue;
+    }
+    tls_failures_.fetch_add(1);
+    config_.log.warn("epoch " + std::to_string(epoch) + ": " + h.status.message());
+  }
+  if (st.is_ok()) {
+    config_.log.info("epoch " + std::to_string(epoch) + ": TLS 1.3 " +
+                     handshakes.front().stream->description() + " with " + peers);
+  }
+  return st;
+}
+
 Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::Impl::make_link(
-    std::uint64_t epoch, int rank, std::vector<PeerSocket> sockets) {
+    std::uint64_t epoch, int rank, std::vector<PeerSocket> sockets, Deadline deadline) {
   const int size = static_cast<int>(sockets.size()) + 1;
   std::vector<std::string> addresses(static_cast<std::size_t>(size));
   for (const PeerSocket& s : sockets) addresses[s.rank] = s.address;
@@ -321,6 +375,13 @@ Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::Impl::make_link(
                                               " non-blocking: " + std::strerror(err));
     }
   }
+  if (Status tls = establish_tls(epoch, sockets, deadline); !tls.is_ok()) {
+    for (PeerSocket& p : sockets) {
+      p.tls.reset();
+      ::close(p.fd);
+    }
+    return tls;
+  }
   TcpLinkParams params;
   params.epoch = epoch;
   params.rank = rank;
@@ -343,7 +404,12 @@ Result<std::unique_ptr<TcpEndpoint>> TcpEndpoint::listen(const TcpEndpointConfig
   if (config.max_frame_bytes == 0) {
     return error(StatusCode::kInvalidArgument, "max_frame_bytes must be positive");
   }
-  auto impl = std::make_unique<Impl>(config);
+  TRIB_RETURN_IF_ERROR(validate_tls_config(config.tls));
+  std::shared_ptr<TlsContext> tls;
+  if (config.tls.mode != TlsMode::kOff) {
+    TRIB_ASSIGN_OR_RETURN(tls, TlsContext::create(config.tls));
+  }
+  auto impl = std::make_unique<Impl>(config, std::move(tls));
   TRIB_RETURN_IF_ERROR(impl->start());
   return std::unique_ptr<TcpEndpoint>(new TcpEndpoint(std::move(impl)));
 }
@@ -353,18 +419,21 @@ std::string TcpEndpoint::address() const { return impl_->address(); }
 
 Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::connect_group(
     std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
-    Deadline deadline) {
-  TRIB_ASSIGN_OR_RETURN(std::vector<PeerSocket> sockets,
-                        impl_->connect_sockets(epoch, rank, addresses, deadline));
-  return impl_->make_link(epoch, rank, std::move(sockets));
+    Deadline deadline, const std::vector<std::string>& zones) {
+  const int size = static_cast<int>(addresses.size());
+  TRIB_ASSIGN_OR_RETURN(
+      std::vector<PeerSocket> sockets,
+      impl_->connect_sockets(epoch, rank, addresses, deadline, impl_->tls_pairs(rank, size, zones)));
+  return impl_->make_link(epoch, rank, std::move(sockets), deadline);
 }
 
 Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::connect_group(
-    std::uint64_t epoch, int rank, const std::vector<std::string>& addresses, Deadline deadline) {
+    std::uint64_t epoch, int rank, const std::vector<std::string>& addresses, Deadline deadline,
+    const std::vector<std::string>& zones) {
   std::vector<std::vector<std::string>> paths;
   paths.reserve(addresses.size());
   for (const std::string& a : addresses) paths.push_back({a});
-  return connect_group(epoch, rank, paths, deadline);
+  return connect_group(epoch, rank, paths, deadline, zones);
 }
 
 Result<std::vector<PeerSocket>> TcpEndpoint::connect_sockets(

@@ -17,6 +17,14 @@
 // (50 ms doubling to 1 s) instead of spinning; refusals are logged through a LogLimiter (5 per kind
 // per 10 s, then a count), so a flood of bad connections is a few lines.
 //
+// TLS (agent/tls.h): with config.tls.mode other than kOff, the pairs that connect_group()
+// is told to encrypt (kAll: every pair; kCrossZone: pairs whose `zones` differ) run TLS
+// 1.3 on the connection once both sides have accepted the handshake, before the link is
+// built: a refused TLS handshake fails connect_group with kAuthFailed naming the peer and
+// OpenSSL's reason, on both sides, and is logged and counted (tls_failures); a peer that
+// decided differently is refused at the handshake (kMismatch, "TLS mode mismatch").
+// connect_sockets() never encrypts (its users carry no data over the connections).
+//
 // Threading: one internal thread runs Asio for accepting and handshaking only; it never
 // carries data. connect_group() blocks its caller until the group is up, fails, or the
 // deadline passes. Links returned stay valid after the endpoint is destroyed (they own
@@ -29,6 +37,7 @@
 #include <vector>
 
 #include "agent/tcp_link.h"
+#include "agent/tls.h"
 #include "algorithms/link.h"
 #include "core/clock.h"
 #include "core/log.h"
@@ -56,6 +65,8 @@ struct TcpEndpointConfig {
   // 0 keeps Linux's buffer autotuning, which on loopback beats any fixed size we could
   // set (a fixed SO_RCVBUF disables autotuning and is capped by net.core.rmem_max).
   int socket_buffer_bytes = 0;
+  // TLS on data links (kOff: none); certificate files are loaded by listen().
+  TlsConfig tls;
   // Where refusals and dropped connections are reported (the links of its groups log
   // through it too). The Worker passes its own Logger's child("link").
   Logger log{"link"};
@@ -81,6 +92,8 @@ struct TcpEndpointStats {
   std::uint64_t bytes_copied_unexpected = 0;  // arrived before their recv: one extra copy
   std::uint64_t handshakes_accepted = 0;
   std::uint64_t handshakes_rejected = 0;
+  std::uint64_t tls_failures = 0;        // TLS handshakes refused or failed, either side
+  std::uint64_t tls_peers = 0;           // the latest group's peers that run TLS
   std::uint64_t connections_parked = 0;  // right now
 };
 
@@ -99,17 +112,19 @@ class TcpEndpoint {
   // them in that order, each attempt bounded by connect_attempt_timeout, and keeps the
   // first that connects (then the list starts over, until the deadline). Returns a Link
   // with rank() == rank and size() == addresses.size(), or: kAuthFailed (a peer refused
-  // our secret or failed its challenge), kStaleEpoch (epoch older than one already built
-  // here, or a peer has moved past it), kMismatch (a peer disagrees on ranks or group
-  // size), kTimedOut (someone missing at the deadline, named, with why each of its
+  // our secret or failed its challenge, or TLS failed), kStaleEpoch (epoch older than one already built
+  // here, or a peer has moved past it), kMismatch (a peer disagrees on ranks, group
+  // size or TLS), kTimedOut (someone missing at the deadline, named, with why each of its
   // addresses failed), kInvalidArgument. One call at a time per endpoint.
+  // `zones`: each rank's zone label, for --tls cross-zone (empty: one zone).
   Result<std::unique_ptr<algorithms::Link>> connect_group(
       std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
-      Deadline deadline);
+      Deadline deadline, const std::vector<std::string>& zones = {});
   // The same with one address per rank.
   Result<std::unique_ptr<algorithms::Link>> connect_group(std::uint64_t epoch, int rank,
                                                           const std::vector<std::string>& addresses,
-                                                          Deadline deadline);
+                                                          Deadline deadline,
+                                                          const std::vector<std::string>& zones = {});
   // The authenticated connections alone (blocking sockets, the caller owns them), for a
   // transport that builds its own link over them; same rules and errors.
   Result<std::vector<PeerSocket>> connect_sockets(

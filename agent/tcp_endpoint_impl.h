@@ -20,6 +20,7 @@
 
 #include "agent/frame.h"
 #include "agent/tcp_endpoint.h"
+#include "agent/tls_stream.h"
 #include "core/log_limiter.h"
 
 namespace tributary::agent {
@@ -52,6 +53,9 @@ class TcpEndpoint::Impl {
     std::string address;              // the one it connected on (dialed, or the remote end)
     bool busy = false;                // a claim is writing ACCEPT
     std::string last_error;
+    // TLS, once authenticated: whether the pair runs it, and its pre-shared key.
+    bool tls = false;
+    Mac psk{};
     // Dialing side: the address tried next, and why each one failed last.
     std::size_t next = 0;
     std::vector<std::string> address_errors;
@@ -67,6 +71,7 @@ class TcpEndpoint::Impl {
     int rank = 0;
     int size = 0;
     std::vector<std::vector<std::string>> addresses;  // by rank, in order of preference
+    std::vector<bool> tls;                            // by rank: this pair runs TLS
     Deadline deadline;
     std::vector<std::vector<tcp::endpoint>> dial;  // by rank; meaningful for ranks above ours
     std::vector<Slot> slots;
@@ -81,22 +86,30 @@ class TcpEndpoint::Impl {
     std::vector<PeerSocket> sockets;
   };
 
-  explicit Impl(const TcpEndpointConfig& config) : config_(config), acceptor_(io_) {}
+  Impl(const TcpEndpointConfig& config, std::shared_ptr<TlsContext> tls)
+      : config_(config), tls_context_(std::move(tls)), acceptor_(io_) {}
   ~Impl();
 
   Status start();
   std::uint16_t port() const { return port_; }
   std::string address() const { return address_; }
+  // `tls`: by rank, the pairs that run TLS (empty: none).
   Result<std::vector<PeerSocket>> connect_sockets(
       std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
-      Deadline deadline);
+      Deadline deadline, std::vector<bool> tls = {});
+  // By rank, which pairs run TLS under config_.tls with these zone labels.
+  std::vector<bool> tls_pairs(int rank, int size, const std::vector<std::string>& zones) const;
   Result<std::unique_ptr<algorithms::Link>> make_link(std::uint64_t epoch, int rank,
-                                                      std::vector<PeerSocket> sockets);
+                                                      std::vector<PeerSocket> sockets,
+                                                      Deadline deadline);
   void cancel_connect(std::uint64_t newer);
   TcpEndpointStats stats() const;
 
  private:
   void configure(tcp::socket& s);
+  // The TLS handshakes of the sockets that carry a stream, at once, by `deadline`; failures
+  // are logged and counted.
+  Status establish_tls(std::uint64_t epoch, std::vector<PeerSocket>& sockets, Deadline deadline);
 
   // ---- accepting side (tcp_handshake.cc, I/O thread) ----
   void accept_next();
@@ -146,6 +159,7 @@ class TcpEndpoint::Impl {
   void finish(const std::shared_ptr<Group>& g, Status st);
 
   TcpEndpointConfig config_;
+  std::shared_ptr<TlsContext> tls_context_;  // null with TLS off
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_{io_.get_executor()};
   tcp::acceptor acceptor_;
@@ -169,6 +183,8 @@ class TcpEndpoint::Impl {
   std::atomic<std::uint64_t> handshakes_accepted_{0};
   std::atomic<std::uint64_t> handshakes_rejected_{0};
   std::atomic<std::uint64_t> parked_count_{0};
+  std::atomic<std::uint64_t> tls_failures_{0};
+  std::atomic<std::uint64_t> tls_peers_{0};
   mutable std::mutex stats_mu_;
   std::shared_ptr<LinkCounters> counters_;    // the latest group's
   std::vector<std::string> stats_addresses_;  // by rank: the address each peer connected on

@@ -45,8 +45,14 @@ std::string_view reason_text(RejectReason r) {
     case RejectReason::kAuth: return "failed the cluster-secret challenge";
     case RejectReason::kGroupMismatch: return "ranks or group size disagree";
     case RejectReason::kBusy: return "too many parked connections";
+    case RejectReason::kTlsMismatch: return "TLS mode mismatch";
   }
   return "unknown";
+}
+
+std::string tls_text(bool tls, bool certificates) {
+  if (!tls) return "no TLS";
+  return certificates ? "TLS with certificates" : "TLS with the pre-shared key";
 }
 
 // The peer sent EOF or reset while parked: it gave up on us, so claiming it would only
@@ -274,6 +280,23 @@ void TcpEndpoint::Impl::claim(const std::shared_ptr<Group>& g,
                       std::to_string(g->rank) + " of " + std::to_string(g->size),
                   RejectReason::kGroupMismatch);
   }
+  const bool tls = g->tls[from];
+  const bool certificates = tls && tls_context_ && tls_context_->uses_certificates();
+  if (in->hello.tls != tls || in->hello.tls_certificates != certificates) {
+    // Both ends decided from their own configuration and the same view: a difference is
+    // a configuration error no retry fixes, so the group fails now rather than at its
+    // deadline (the peer proved the secret, so this is not a stranger's doing).
+    const std::string why = "TLS mode mismatch with rank " + std::to_string(from) + " at " +
+                            in->peer + ": the peer wants " +
+                            tls_text(in->hello.tls, in->hello.tls_certificates) +
+                            " on this pair, this member " + tls_text(tls, certificates) +
+                            " (--tls " + std::string(tls_mode_name(config_.tls.mode)) +
+                            "; give every member the same --tls and keys)";
+    refuse(in, "tls", why, RejectReason::kTlsMismatch);
+    config_.log.warn("epoch " + std::to_string(g->epoch) + ": " + why);
+    const std::shared_ptr<Group> group = g;  // a copy: `g` may be group_, which finish() resets
+    return finish(group, error(StatusCode::kMismatch, why));
+  }
   Slot& slot = g->slots[from];
   if (slot.sock || slot.busy) {
     return refuse(in, "mismatch", claim_text(in) + ", already connected",
@@ -296,6 +319,8 @@ void TcpEndpoint::Impl::claim(const std::shared_ptr<Group>& g,
                       }
                       // Named as the peer advertises itself (its ephemeral port means nothing).
                       s.address = g->addresses[from].empty() ? in->peer : g->addresses[from][0];
+                      s.tls = g->tls[from];
+                      if (s.tls) s.psk = handshake_tls_psk(config_.secret, in->hello, in->nonce);
                       s.sock.emplace(std::move(in->sock));
                       maybe_complete(g);
                     });
@@ -334,6 +359,8 @@ void TcpEndpoint::Impl::on_connected(const std::shared_ptr<Group>& g, int peer,
   hello.from_rank = static_cast<std::uint32_t>(g->rank);
   hello.to_rank = static_cast<std::uint32_t>(peer);
   hello.group_size = static_cast<std::uint32_t>(g->size);
+  hello.tls = g->tls[peer];
+  hello.tls_certificates = hello.tls && tls_context_ && tls_context_->uses_certificates();
   hello.nonce = random_nonce();
   auto buf = std::make_shared<HandshakeBytes>(encode_handshake(hello));
   asio::async_write(*sock, asio::buffer(*buf),
@@ -399,6 +426,10 @@ void TcpEndpoint::Impl::on_challenge(const std::shared_ptr<Group>& g, int peer,
                                  std::to_string(peer) + " reached on " + slot.address +
                                  " after its preferred address(es) failed: " + slot.last_error);
               }
+              slot.tls = hello.tls;
+              if (slot.tls) {
+                slot.psk = handshake_tls_psk(config_.secret, hello, acceptor_nonce);
+              }
               slot.sock.emplace(std::move(*sock));
               maybe_complete(g);
             });
@@ -416,6 +447,15 @@ void TcpEndpoint::Impl::on_reject(const std::shared_ptr<Group>& g, int peer,
                        "refused epoch " + std::to_string(g->epoch) + ": it has moved on to epoch " +
                            std::to_string(m.epoch));
     case RejectReason::kBusy: return redial(g, peer, sock, "is busy");
+    case RejectReason::kTlsMismatch:
+      return fail_dial(g, peer, sock, StatusCode::kMismatch,
+                       "refused the connection: TLS mode mismatch (this member wants " +
+                           tls_text(g->tls[peer], g->tls[peer] && tls_context_ &&
+                                                       tls_context_->uses_certificates()) +
+                           " on this pair with --tls " +
+                           std::string(tls_mode_name(config_.tls.mode)) +
+                           ", the peer decided otherwise: give every member the same --tls and "
+                           "keys)");
     default:
       return fail_dial(g, peer, sock, StatusCode::kMismatch,
                        "refused the connection: " + std::string(reason_text(m.reason)));

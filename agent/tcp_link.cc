@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "agent/tcp_link_impl.h"
+#include "agent/tls_stream.h"
 #include "core/crc32c.h"
 
 namespace tributary::agent {
@@ -30,6 +31,11 @@ TcpLink::TcpLink(TcpLinkParams params, std::vector<PeerSocket> sockets, int wake
     p.fd = s.fd;
     p.address = std::move(s.address);
     p.staging.reset(new std::byte[kStagingBytes]);
+    if (s.tls) {
+      p.tls = std::move(s.tls);
+      p.tls_scratch.reset(new std::byte[kTlsCoalesceBytes]);
+      any_tls_ = true;
+    }
   }
   for (const Peer& p : peers_) {
     TRIB_CHECK(p.rank == params_.rank || p.fd >= 0) << "no socket for rank " << p.rank;
@@ -141,7 +147,7 @@ void TcpLink::abort(const Status& reason) {
 Status TcpLink::time_out(std::uint32_t i) {
   std::lock_guard io(io_mu_);
   Peer& p = peers_[ops_[i].peer];
-  return ops_.time_out(i, p, p.head_sent > 0, RecvState::kDirect, RecvState::kDiscard,
+  return ops_.time_out(i, p, p.head_sent > 0 || p.tls_write_pending, RecvState::kDirect, RecvState::kDiscard,
                        peer_name(p));
 }
 

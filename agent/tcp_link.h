@@ -30,6 +30,9 @@
 //   then fail with the same code and "rank R aborted: <reason>" rather than kPeerLost.
 // - A connection closed while nothing is pending on it (a peer leaving at the end of a
 //   run) is not logged; operations posted on it later still fail naming the peer.
+// - A peer whose PeerSocket carries a TLS stream (agent/tls_stream.h, set up by the
+//   endpoint) has every byte go through it, with the same guarantees: a record that fails
+//   its authentication fails that peer like a bad frame. Other peers pay one branch.
 #pragma once
 
 #include <atomic>
@@ -43,6 +46,8 @@
 #include "transport/link_ops.h"
 
 namespace tributary::agent {
+
+class TlsStream;
 
 // Counters shared between a link (which bumps them on its own thread) and whoever reads
 // metrics; relaxed atomics, monotonic.
@@ -69,6 +74,7 @@ struct PeerSocket {
   int rank = -1;
   int fd = -1;  // connected, authenticated; the link takes ownership
   std::string address;
+  std::shared_ptr<TlsStream> tls;  // established over fd, or null: plaintext
 };
 
 struct TcpLinkParams : transport::StreamLinkParams {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <poll.h>
+#include <sys/uio.h>
 
 #include "agent/frame.h"
 #include "agent/tcp_link.h"
@@ -42,6 +43,8 @@ class TcpLink final : public algorithms::PollableLink {
 
   // Per-peer read buffer: small frames arrive here with their headers.
   static constexpr std::size_t kStagingBytes = 64 * 1024;
+  // A frame at most this large (header included) leaves through TLS as one record.
+  static constexpr std::size_t kTlsCoalesceBytes = 16 * 1024;
 
  private:
   enum class RecvState : std::uint8_t { kHeader, kDirect, kUnexpected, kDiscard, kAbortNotice };
@@ -78,6 +81,12 @@ class TcpLink final : public algorithms::PollableLink {
     std::size_t stage_end = 0;
     bool logged_stale = false;
     std::vector<std::byte> notice;  // an abort notice's payload while it arrives
+    // TLS (null: plaintext). A write that returned kWantWrite has bytes of the head frame
+    // inside OpenSSL already: the head counts as started, and the next write offers the
+    // same bytes again.
+    std::shared_ptr<TlsStream> tls;
+    bool tls_write_pending = false;
+    std::unique_ptr<std::byte[]> tls_scratch;  // a small frame, header and payload together
   };
 
   // An abort notice received from a peer, as this link reported it (`status`), kept so
@@ -106,6 +115,17 @@ class TcpLink final : public algorithms::PollableLink {
   void progress(Duration timeout, Deadline deadline, bool yield_when_idle = true);
   void flush(Peer& p);
   void pump_read(Peer& p);
+  // readv(2), or the same through TLS (drained until OpenSSL wants the socket). Bytes
+  // read, 0 when the peer closed, -1 with errno (EAGAIN: nothing now), -2 a TLS failure
+  // (p.tls->error()). *drained: nothing more can be read before poll(2) says so.
+  ssize_t read_some(Peer& p, const iovec* iov, int cnt, bool* drained);
+  // flush() through TLS: the head frame in one record when small, else header then
+  // payload straight from the caller's buffer.
+  void flush_tls(Peer& p);
+  // The bytes of the head frame from offset `sent` that one TLS write offers.
+  std::span<const std::byte> tls_segment(Peer& p, std::size_t sent);
+  // Counts `n` bytes of the queue as sent, finishing the frames they complete.
+  void account_sent(Peer& p, std::size_t n);
   // Parses headers and moves payload bytes out of the staging buffer.
   void consume_staging(Peer& p);
   // False when the frame has to wait (the unexpected bound): it stays unread.
@@ -139,6 +159,7 @@ class TcpLink final : public algorithms::PollableLink {
   std::vector<ReceivedNotice> received_notices_;
   std::vector<pollfd> pollfds_;
   std::vector<Peer*> poll_peers_;
+  bool any_tls_ = false;  // some peer's bytes go through TLS
 
   // Held around every touch of a socket or caller buffer, so abort() can wait them out.
   std::mutex io_mu_;

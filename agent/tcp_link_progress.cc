@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "agent/tcp_link_impl.h"
+#include "agent/tls_stream.h"
 #include "core/crc32c.h"
 
 namespace tributary::agent {
@@ -41,8 +42,18 @@ void TcpLink::progress(Duration timeout, Deadline deadline, bool yield_when_idle
     pollfds_.push_back(pollfd{p.fd, events, 0});
     poll_peers_.push_back(&p);
   }
+  // Records OpenSSL has read ahead are invisible to poll(2): with some, only look.
+  bool tls_pending = false;
+  if (any_tls_) {
+    for (const Peer* p : poll_peers_) {
+      if (p->tls && !p->stalled && p->tls->has_pending()) tls_pending = true;
+    }
+    if (tls_pending) timeout = Duration::zero();
+  }
   int n;
-  if (timeout == Duration::zero()) {
+  if (tls_pending) {
+    n = ::poll(pollfds_.data(), pollfds_.size(), 0);
+  } else if (timeout == Duration::zero()) {
     n = ::poll(pollfds_.data(), pollfds_.size(), 0);
     // When ranks outnumber cores the peer we wait for may need this very core.
     if (n == 0 && yield_when_idle) sched_yield();
@@ -52,12 +63,14 @@ void TcpLink::progress(Duration timeout, Deadline deadline, bool yield_when_idle
     const timespec ts = to_timespec(timeout);
     n = ::ppoll(pollfds_.data(), pollfds_.size(), &ts, nullptr);
   }
-  if (n <= 0) return;  // timeout or EINTR: the caller re-checks its op and deadline
+  // Timeout or EINTR: the caller re-checks its op and deadline.
+  if (n < 0 || (n == 0 && !tls_pending)) return;
   std::lock_guard io(io_mu_);
   if (abort_.raised()) return;
   for (std::size_t k = 0; k < poll_peers_.size(); ++k) {
-    const short re = pollfds_[k + 1].revents;
+    short re = pollfds_[k + 1].revents;
     Peer& p = *poll_peers_[k];
+    if (tls_pending && p.tls && p.fd >= 0 && !p.stalled && p.tls->has_pending()) re |= POLLIN;
     if (re == 0 || p.fd < 0) continue;
     if (re & (POLLIN | POLLERR | POLLHUP)) pump_read(p);
     if (p.fd >= 0 && (re & POLLOUT) && !p.sendq.empty()) flush(p);
@@ -65,6 +78,7 @@ void TcpLink::progress(Duration timeout, Deadline deadline, bool yield_when_idle
 }
 
 void TcpLink::flush(Peer& p) {
+  if (p.tls) return flush_tls(p);
   while (!p.sendq.empty()) {
     iovec iov[kMaxIov];
     int cnt = 0;
@@ -90,30 +104,106 @@ void TcpLink::flush(Peer& p) {
       fail_peer_os(p, errno);
       return;
     }
-    p.counters->bytes_sent.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
-    std::size_t left = static_cast<std::size_t>(n);
     std::size_t requested = 0;
     for (int k = 0; k < cnt; ++k) requested += iov[k].iov_len;
-    while (left > 0) {
-      const std::uint32_t i = p.sendq.front();
-      Op& op = ops_[i];
-      const std::size_t rest = kFrameHeaderBytes + op.size - p.head_sent;
-      if (left < rest) {
-        p.head_sent += left;
-        break;
-      }
-      left -= rest;
-      p.head_sent = 0;
-      p.sendq.pop_front();
-      p.counters->frames_sent.fetch_add(1, std::memory_order_relaxed);
-      if (op.orphan) {
-        ops_.free(i);
-      } else {
-        op.finish(Status());
-      }
-    }
+    account_sent(p, static_cast<std::size_t>(n));
     if (static_cast<std::size_t>(n) < requested) return;  // the socket buffer is full
   }
+}
+
+void TcpLink::account_sent(Peer& p, std::size_t n) {
+  p.counters->bytes_sent.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
+  std::size_t left = n;
+  while (left > 0) {
+    const std::uint32_t i = p.sendq.front();
+    Op& op = ops_[i];
+    const std::size_t rest = kFrameHeaderBytes + op.size - p.head_sent;
+    if (left < rest) {
+      p.head_sent += left;
+      break;
+    }
+    left -= rest;
+    p.head_sent = 0;
+    p.sendq.pop_front();
+    p.counters->frames_sent.fetch_add(1, std::memory_order_relaxed);
+    if (op.orphan) {
+      ops_.free(i);
+    } else {
+      op.finish(Status());
+    }
+  }
+}
+
+std::span<const std::byte> TcpLink::tls_segment(Peer& p, std::size_t sent) {
+  const Op& op = ops_[p.sendq.front()];
+  const std::size_t frame = kFrameHeaderBytes + op.size;
+  if (frame <= kTlsCoalesceBytes) {
+    // Rebuilt on every attempt from the same bytes, so a retry offers what it offered.
+    std::byte* scratch = p.tls_scratch.get();
+    std::memcpy(scratch, op.header.data(), kFrameHeaderBytes);
+    if (op.size > 0) std::memcpy(scratch + kFrameHeaderBytes, op.data, op.size);
+    return {scratch + sent, frame - sent};
+  }
+  if (sent < kFrameHeaderBytes) return {op.header.data() + sent, kFrameHeaderBytes - sent};
+  const std::size_t off = sent - kFrameHeaderBytes;
+  return {op.data + off, op.size - off};
+}
+
+void TcpLink::flush_tls(Peer& p) {
+  while (!p.sendq.empty()) {
+    const std::span<const std::byte> seg = tls_segment(p, p.head_sent);
+    std::size_t put = 0;
+    const TlsIo r = p.tls->write(seg.data(), seg.size(), &put);
+    if (r == TlsIo::kWantWrite || r == TlsIo::kWantRead) {
+      p.tls_write_pending = true;
+      return;
+    }
+    if (r != TlsIo::kOk) {
+      fail_peer(p,
+                error(StatusCode::kPeerLost,
+                      "connection to " + peer_name(p) + " failed: " + p.tls->error()),
+                r == TlsIo::kError);
+      return;
+    }
+    p.tls_write_pending = false;
+    account_sent(p, put);
+  }
+}
+
+ssize_t TcpLink::read_some(Peer& p, const iovec* iov, int cnt, bool* drained) {
+  if (!p.tls) {
+    const ssize_t n = ::readv(p.fd, iov, cnt);
+    std::size_t requested = 0;
+    for (int k = 0; k < cnt; ++k) requested += iov[k].iov_len;
+    *drained = n >= 0 && static_cast<std::size_t>(n) < requested;
+    return n;
+  }
+  *drained = false;
+  std::size_t total = 0;
+  for (int k = 0; k < cnt; ++k) {
+    auto* base = static_cast<std::byte*>(iov[k].iov_base);
+    std::size_t off = 0;
+    while (off < iov[k].iov_len) {
+      std::size_t got = 0;
+      const TlsIo r = p.tls->read(base + off, iov[k].iov_len - off, &got);
+      if (r == TlsIo::kOk) {
+        off += got;
+        continue;
+      }
+      total += off;
+      // kClosed and kError are sticky: with bytes in hand they come back on the next call.
+      if (total > 0) {
+        *drained = r == TlsIo::kWantRead || r == TlsIo::kWantWrite;
+        return static_cast<ssize_t>(total);
+      }
+      if (r == TlsIo::kClosed) return 0;
+      if (r == TlsIo::kError) return -2;
+      errno = EAGAIN;
+      return -1;
+    }
+    total += off;
+  }
+  return static_cast<ssize_t>(total);
 }
 
 void TcpLink::pump_read(Peer& p) {
@@ -148,9 +238,16 @@ void TcpLink::pump_read(Peer& p) {
       }
       iov[cnt++] = iovec{p.staging.get(), overflow};
     }
-    std::size_t requested = 0;
-    for (int k = 0; k < cnt; ++k) requested += iov[k].iov_len;
-    const ssize_t n = ::readv(p.fd, iov, cnt);
+    bool drained = false;
+    const ssize_t n = read_some(p, iov, cnt, &drained);
+    if (n == -2) {
+      params_.counters->bad_frames.fetch_add(1, std::memory_order_relaxed);
+      fail_peer(p,
+                error(StatusCode::kBadFrame,
+                      "TLS on the connection to " + peer_name(p) + " failed: " + p.tls->error()),
+                true);
+      return;
+    }
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
@@ -172,9 +269,9 @@ void TcpLink::pump_read(Peer& p) {
       p.stage_end = got - to_dst;
       if (p.remaining == 0) end_payload(p);
     }
-    if (got < requested) {
+    if (drained) {
       consume_staging(p);
-      return;  // drained; poll tells us when there is more
+      return;  // poll tells us when there is more
     }
   }
 }
@@ -333,13 +430,31 @@ void TcpLink::notify_peers(const Status& reason) {
   const std::vector<std::byte> frame = encode_abort_frame(params_.epoch, notice);
   for (Peer& p : peers_) {
     if (p.fd < 0 || !p.failed.is_ok()) continue;
-    if (p.head_sent > 0 && !finish_head_frame(p)) continue;
+    if ((p.head_sent > 0 || p.tls_write_pending) && !finish_head_frame(p)) continue;
+    if (p.tls) {
+      std::size_t put = 0;
+      for (std::size_t off = 0; off < frame.size(); off += put) {
+        if (p.tls->write(frame.data() + off, frame.size() - off, &put) != TlsIo::kOk) break;
+      }
+      continue;
+    }
     [[maybe_unused]] ssize_t n =
         ::send(p.fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   }
 }
 
 bool TcpLink::finish_head_frame(Peer& p) {
+  if (p.tls) {
+    const Op& op = ops_[p.sendq.front()];
+    const std::size_t frame = kFrameHeaderBytes + op.size;
+    for (std::size_t sent = p.head_sent; sent < frame;) {
+      const std::span<const std::byte> seg = tls_segment(p, sent);
+      std::size_t put = 0;
+      if (p.tls->write(seg.data(), seg.size(), &put) != TlsIo::kOk) return false;
+      sent += put;
+    }
+    return true;
+  }
   const Op& op = ops_[p.sendq.front()];
   iovec iov[2];
   int cnt = 0;
@@ -373,6 +488,8 @@ void TcpLink::fail_peer(Peer& p, Status st, bool always_log) {
     params_.log.warn("dropping connection to " + peer_name(p) + ": " + st.message());
   }
   p.failed = st;
+  p.tls.reset();  // before the socket it writes to goes
+  p.tls_write_pending = false;
   ::close(p.fd);
   p.fd = -1;
   if (p.state == RecvState::kDirect) ops_[p.direct_op].finish(st);

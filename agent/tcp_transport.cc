@@ -48,7 +48,10 @@ std::vector<std::vector<std::string>> TcpTransport::paths(const transport::Group
 
 Result<std::unique_ptr<algorithms::Link>> TcpTransport::connect_group(
     const transport::GroupSpec& spec, Deadline deadline) {
-  return endpoint_.connect_group(spec.epoch, spec.rank, paths(spec), deadline);
+  std::vector<std::string> zones;
+  zones.reserve(spec.members.size());
+  for (const transport::MemberAdvert& m : spec.members) zones.push_back(m.zone);
+  return endpoint_.connect_group(spec.epoch, spec.rank, paths(spec), deadline, zones);
 }
 
 void TcpTransport::cancel_connect(std::uint64_t newer_epoch) {

@@ -179,7 +179,7 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
     }
     transport::GroupSpec spec{view.epoch, rank, std::vector<transport::MemberAdvert>(view.size())};
     for (const auto& m : view.members) {
-      spec.members.at(m.rank) = {m.id, m.data_address, m.capabilities};
+      spec.members.at(m.rank) = {m.id, m.data_address, m.capabilities, m.zone};
     }
     auto l = data_plane->connect(spec, earlier(deadline, Deadline::after(config.join_timeout)));
     if (!l) {

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/tls.h"
 #include "algorithms/collectives.h"
 #include "core/clock.h"
 #include "core/dtype.h"
@@ -58,6 +59,10 @@ struct WorkerConfig {
   // fallback").
   bool failover = false;
   std::chrono::milliseconds stall_timeout{2000};
+  // TLS on data-plane TCP links (agent/tls.h, docs/security.md): off, between zones, or on
+  // every pair; certificates or the pre-shared key derived from `secret`. Every member
+  // must use the same mode and kind of key (a mismatch is refused at the handshake).
+  TlsConfig tls;
   // One connection attempt to one address of a peer, before the next address is tried.
   std::chrono::milliseconds connect_attempt_timeout{1000};
   std::chrono::milliseconds join_timeout{30000};

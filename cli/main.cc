@@ -244,6 +244,7 @@ Status finish_agent_flags(AgentFlags& f) {
   f.worker.wan_latency = std::chrono::microseconds(static_cast<long>(f.wan_latency_ms * 1000));
   f.train.compressed = f.worker.codec != "float32" || !f.worker.wan_codec.empty();
   TRIB_RETURN_IF_ERROR(check_training_codec(f));
+  TRIB_RETURN_IF_ERROR(agent::validate_tls_config(f.worker.tls));
   if (!algorithms::parse_all_reduce_algorithm(f.algorithm, &f.worker.algorithm)) {
     return error(StatusCode::kInvalidArgument,
                  "--algorithm: unknown algorithm '" + f.algorithm + "'");
@@ -469,6 +470,7 @@ int main(int argc, char** argv) {
                   "the cost model keeps its default link constants (no measurement per view)");
   add_transport_flag(*bench, bench_flags.worker);
   add_failover_flags(*bench, bench_flags.worker);
+  add_tls_flags(*bench, bench_flags.worker);
 
   AgentFlags check_flags;
   LocalFlags check_local;
@@ -486,6 +488,7 @@ int main(int argc, char** argv) {
                     "all-reduce algorithm (auto: cost model)");
   add_transport_flag(*check, check_flags.worker);
   add_failover_flags(*check, check_flags.worker);
+  add_tls_flags(*check, check_flags.worker);
 
   AgentFlags demo_flags;
   DemoSpec demo_spec;
@@ -518,6 +521,7 @@ int main(int argc, char** argv) {
                    "one worker computes this many ms slower per step");
   add_transport_flag(*demo, demo_flags.worker);
   add_failover_flags(*demo, demo_flags.worker);
+  add_tls_flags(*demo, demo_flags.worker);
   demo->add_flag("--ha", demo_spec.ha, "a local etcd and three replicated coordinators");
   demo->add_option("--kill-leader-at", demo_spec.kill_leader_at,
                    "--ha: kill -9 the leading coordinator at this step")
@@ -548,6 +552,7 @@ int main(int argc, char** argv) {
       names.insert(names.end(), {"--chunk-bytes", "--algorithm", "--timeout-ms", "--no-agreement",
                                  "--no-measure-links", "--transport"});
       names.insert(names.end(), kFailoverFlagNames.begin(), kFailoverFlagNames.end());
+      names.insert(names.end(), kTlsFlagNames.begin(), kTlsFlagNames.end());
       return names;
     }());
   }
@@ -555,6 +560,7 @@ int main(int argc, char** argv) {
     if (Status s = finish_agent_flags(check_flags); !s) return report(s, "check");
     std::vector<std::string> names = {"--chunk-bytes", "--algorithm", "--transport"};
     names.insert(names.end(), kFailoverFlagNames.begin(), kFailoverFlagNames.end());
+    names.insert(names.end(), kTlsFlagNames.begin(), kTlsFlagNames.end());
     return run_local_cluster(*check, check_local, log_flags, "check", names);
   }
   if (demo->parsed()) {
@@ -566,6 +572,7 @@ int main(int argc, char** argv) {
     names.insert(names.end(), {"--algorithm", "--metrics", "--step-delay-ms", "--codec",
                                "--wan-codec", "--transport"});
     names.insert(names.end(), kFailoverFlagNames.begin(), kFailoverFlagNames.end());
+    names.insert(names.end(), kTlsFlagNames.begin(), kTlsFlagNames.end());
     demo_spec.agent_args = forwarded_args(*demo, names);
     for (const auto& a : log_args(log_flags)) {
       demo_spec.coordinator_args.push_back(a);

@@ -1,5 +1,5 @@
 // The data-plane path flags of `tributary agent` and of the local launchers (bench,
-// check, demo), which forward --transport to their agents.
+// check, demo), which forward --transport, --failover and --tls to their agents.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -36,9 +36,34 @@ inline void add_failover_flags(CLI::App& cmd, agent::WorkerConfig& w) {
 // The names the local launchers forward to their agents.
 inline const std::vector<std::string> kFailoverFlagNames = {"--failover", "--stall-timeout-ms"};
 
+inline void add_tls_flags(CLI::App& cmd, agent::WorkerConfig& w) {
+  cmd.add_option_function<std::string>(
+         "--tls",
+         [&w](const std::string& mode) {
+           if (auto m = agent::parse_tls_mode(mode); m.is_ok()) w.tls.mode = *m;
+         },
+         "TLS 1.3 on data-plane TCP links: off, cross-zone (pairs whose --zone differs), all "
+         "(default off; docs/security.md)")
+      ->check(CLI::IsMember({"off", "cross-zone", "all"}));
+  cmd.add_option("--tls-cert", w.tls.cert_file,
+                 "with --tls: this member's certificate (PEM); with --tls-key and --tls-ca, "
+                 "peers verify each other's certificates instead of the key derived from "
+                 "the cluster secret")
+      ->check(CLI::ExistingFile);
+  cmd.add_option("--tls-key", w.tls.key_file, "with --tls-cert: its private key (PEM)")
+      ->check(CLI::ExistingFile);
+  cmd.add_option("--tls-ca", w.tls.ca_file,
+                 "with --tls-cert: the CA (PEM) every peer's certificate must chain to")
+      ->check(CLI::ExistingFile);
+}
+
+inline const std::vector<std::string> kTlsFlagNames = {"--tls", "--tls-cert", "--tls-key",
+                                                       "--tls-ca"};
+
 inline void add_data_path_flags(CLI::App& cmd, agent::WorkerConfig& w) {
   add_transport_flag(cmd, w);
   add_failover_flags(cmd, w);
+  add_tls_flags(cmd, w);
   cmd.add_option("--data-address", w.data_addresses,
                  "address peers dial, host[:port] (port: the listener's); repeat it for more "
                  "paths, most preferred first (default: --advertise-host or --bind-host)");

@@ -5,6 +5,8 @@
 #
 #   zones_netns_test.sh TRIBUTARY_BIN check     # every collective x dtype correct, zones 2+3+2,
 #                                               # hierarchical forced, then the cost model's choice
+#   zones_netns_test.sh TRIBUTARY_BIN tls       # the check with --tls cross-zone: TLS on the
+#                                               # pairs between zones only
 #   zones_netns_test.sh TRIBUTARY_BIN faults    # training with --wan-codec qint8 through kill -9
 #                                               # inside a zone, kill -9 and SIGSTOP of a zone's
 #                                               # last member, SIGSTOP inside a zone: survivors
@@ -112,6 +114,15 @@ case $MODE in
     grep -q "in 3 zone(s) runs hierarchical (cost model)" "$WORK"/agent*.err ||
       fail "the cost model never chose hierarchical across the zones"
     echo "PASSED: every collective correct over zones [$SIZES], hierarchical and auto"
+    ;;
+  tls)
+    run_check --tls cross-zone
+    # Agent 0 (zone 0, with agent 1) encrypts its links to the other zones' members only.
+    line=$(grep -h "TLS 1.3" "$WORK/agent0.err" | tail -1) || fail "agent 0 logged no TLS link"
+    peers=$(grep -o "rank [0-9]* at" <<<"$line" | wc -l)
+    [[ $peers -eq $((N - 2)) ]] || fail "agent 0 runs TLS with $peers peers, not the $((N - 2)) outside its zone: $line"
+    grep -q "${ZONES_ADDRS[1]}:" <<<"$line" && fail "agent 0 encrypts its link inside its zone: $line"
+    echo "PASSED: every collective correct over zones [$SIZES] with TLS between zones ($line)"
     ;;
   faults)
     # Zones 2 + 3 + 2. Zone 0: agent 0 killed (inside the zone), then agent 1, by then the
