@@ -1,12 +1,15 @@
 #include "agent/tls_stream.h"
 
+#include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 namespace tributary::agent {
@@ -81,6 +84,42 @@ int find_psk(SSL* ssl, const unsigned char* identity, std::size_t identity_len,
   return *session != nullptr ? 1 : 0;
 }
 
+// The socket as OpenSSL's BIO, but writing with MSG_NOSIGNAL: OpenSSL's own socket BIO
+// write(2)s, and a peer that closed first would raise SIGPIPE and end the process (the
+// plaintext path sends with MSG_NOSIGNAL for the same reason).
+int fd_of(BIO* b) { return static_cast<int>(reinterpret_cast<std::intptr_t>(BIO_get_data(b))); }
+
+int bio_write(BIO* b, const char* buf, int len) {
+  BIO_clear_retry_flags(b);
+  const ssize_t n = ::send(fd_of(b), buf, static_cast<std::size_t>(len), MSG_NOSIGNAL);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) BIO_set_retry_write(b);
+  return static_cast<int>(n);
+}
+
+int bio_read(BIO* b, char* buf, int len) {
+  BIO_clear_retry_flags(b);
+  const ssize_t n = ::recv(fd_of(b), buf, static_cast<std::size_t>(len), 0);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) BIO_set_retry_read(b);
+  return static_cast<int>(n);
+}
+
+long bio_ctrl(BIO*, int cmd, long, void*) { return cmd == BIO_CTRL_FLUSH ? 1 : 0; }
+
+BIO* socket_bio(int fd) {
+  static BIO_METHOD* const method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "tributary socket");
+    BIO_meth_set_write(m, bio_write);
+    BIO_meth_set_read(m, bio_read);
+    BIO_meth_set_ctrl(m, bio_ctrl);
+    return m;
+  }();
+  BIO* b = BIO_new(method);
+  if (b == nullptr) return nullptr;
+  BIO_set_data(b, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)));
+  BIO_set_init(b, 1);
+  return b;
+}
+
 std::string file_error(const std::string& what, const std::string& file) {
   return what + " '" + file + "': " + openssl_reason(first_error());
 }
@@ -132,9 +171,9 @@ Result<std::shared_ptr<TlsStream>> TlsStream::create(std::shared_ptr<TlsContext>
   SSL* ssl = SSL_new(context->native());
   if (ssl == nullptr) return tributary::error(StatusCode::kInternal, "cannot create a TLS connection");
   std::shared_ptr<TlsStream> s(new TlsStream(context, ssl, client, psk));
-  if (SSL_set_fd(ssl, fd) != 1) {
-    return tributary::error(StatusCode::kInternal, "cannot attach TLS to a socket");
-  }
+  BIO* bio = socket_bio(fd);
+  if (bio == nullptr) return tributary::error(StatusCode::kInternal, "cannot attach TLS to a socket");
+  SSL_set_bio(ssl, bio, bio);  // one reference, owned by the SSL from here
   if (!context->uses_certificates()) {
     SSL_set_app_data(ssl, &s->psk_);
     if (client) {
