@@ -9,7 +9,9 @@
 #   sudo bench/shaped_agents.sh [N=4]    env: BIN (build/release/cli/tributary), RATE
 #                                         (100mbit), SIZES ("-b 4096 -e 16777216 -f 16"),
 #                                         ITERS (3), ALGORITHMS (ring tree double_tree
-#                                         halving_doubling)
+#                                         halving_doubling), EXTRA_FLAGS (given to every
+#                                         agent, e.g. "--tls all"), ROWS (all; "auto": the
+#                                         first row only)
 set -euo pipefail
 
 N=${1:-4}
@@ -17,6 +19,8 @@ RATE=${RATE:-100mbit}
 ITERS=${ITERS:-3}
 SIZES=${SIZES:--b 4096 -e 16777216 -f 16}
 ALGORITHMS=${ALGORITHMS:-ring tree double_tree halving_doubling}
+EXTRA_FLAGS=${EXTRA_FLAGS:-}
+ROWS=${ROWS:-all}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$ROOT/build/release/cli/tributary}
 [[ -x $BIN ]] || { echo "shaped_agents.sh: no tributary binary at $BIN" >&2; exit 1; }
@@ -73,7 +77,7 @@ launch() {
     # shellcheck disable=SC2086
     ip netns exec "${PREFIX}_h$i" timeout 900 "$BIN" agent --coordinator "$(cat "$WORK/endpoint")" \
       --host "h$i" --bind-host "10.78.0.$((i + 1))" --transport tcp --workload bench \
-      $SIZES --iters "$ITERS" --warmup 1 --deadline-floor-ms 60000 --timeout-ms 600000 "$@" \
+      $SIZES --iters "$ITERS" --warmup 1 --deadline-floor-ms 60000 --timeout-ms 600000 $EXTRA_FLAGS "$@" \
       >"$WORK/agent$i.out" 2>"$WORK/agent$i.err" &
     agents+=($!)
     PIDS+=($!)
@@ -93,5 +97,6 @@ launch() {
 
 echo "# $N agents, links shaped to $RATE (tbf), $ITERS timed iterations after 1 warm-up, load $(cut -d' ' -f1-3 /proc/loadavg)"
 launch "auto (cost model fitted to the measured links)"
+[[ $ROWS == auto ]] && exit 0
 launch "auto (default constants, --no-measure-links)" --no-measure-links
 for a in $ALGORITHMS; do launch "$a (forced)" --algorithm "$a"; done
