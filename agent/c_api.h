@@ -1,7 +1,8 @@
 /* C API of the Tributary agent runtime, for bindings (Python ctypes/cffi, Rust, ...).
  *
  * Every function returns 0 on success or a positive tributary status code (the values of
- * tributary::StatusCode: 1 peer lost, 2 timed out, 3 aborted, ...); tributary_last_error()
+ * tributary::StatusCode: 1 peer lost, 2 timed out, 3 aborted, ..., 11 internal, 12 round
+ * failed); tributary_last_error()
  * gives the message of the calling thread's last failure. Buffers are the caller's and
  * are touched only during the call. A worker handle is used by one thread at a time. */
 #ifndef TRIBUTARY_AGENT_C_API_H_

@@ -16,6 +16,7 @@ std::string_view to_string(StatusCode code) {
     case StatusCode::kUnavailable: return "unavailable";
     case StatusCode::kEvicted: return "evicted";
     case StatusCode::kInternal: return "internal";
+    case StatusCode::kRoundFailed: return "round failed";
   }
   return "unknown";
 }

@@ -27,6 +27,7 @@ enum class StatusCode : std::uint8_t {
   kUnavailable,      // a service (coordinator, port) cannot be reached
   kEvicted,          // the coordinator removed this member from the view
   kInternal,         // an error from the OS or a library we cannot classify
+  kRoundFailed,      // a federated round had fewer contributors than its minimum
 };
 
 std::string_view to_string(StatusCode code);

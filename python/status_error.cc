@@ -16,7 +16,7 @@ struct ErrorClass {
 
 // The classes, by code; created once per process and never destroyed (they live as long as
 // the module, which Python does not unload).
-std::array<PyObject*, 12> g_classes{};
+std::array<PyObject*, 13> g_classes{};
 
 }  // namespace
 
@@ -38,6 +38,7 @@ void bind_errors(py::module_& m) {
       {StatusCode::kUnavailable, "Unavailable", nullptr},
       {StatusCode::kEvicted, "Evicted", nullptr},
       {StatusCode::kInternal, "Internal", nullptr},
+      {StatusCode::kRoundFailed, "RoundFailed", nullptr},
   };
   g_classes.fill(base);
   for (const ErrorClass& c : classes) {

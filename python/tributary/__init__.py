@@ -17,6 +17,7 @@ from tributary._tributary import (
     Mismatch,
     Outcome,
     PeerLost,
+    RoundFailed,
     StaleEpoch,
     TimedOut,
     Unavailable,
@@ -25,6 +26,6 @@ from tributary.worker import Work, Worker
 
 __all__ = [
     "Aborted", "AuthFailed", "BadFrame", "BoundaryOutcome", "Error", "Evicted", "Internal",
-    "InvalidArgument", "Mismatch", "Outcome", "PeerLost", "StaleEpoch", "TimedOut",
+    "InvalidArgument", "Mismatch", "Outcome", "PeerLost", "RoundFailed", "StaleEpoch", "TimedOut",
     "Unavailable", "Work", "Worker",
 ]
