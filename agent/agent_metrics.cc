@@ -18,6 +18,7 @@ class AgentMetrics::Impl {
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   std::unique_ptr<MetricsServer> server;  // last: stopped before the registry goes
   prometheus::Family<prometheus::Counter>* collectives = nullptr;
+  prometheus::Family<prometheus::Counter>* federated_rounds = nullptr;
   prometheus::Family<prometheus::Histogram>* latency = nullptr;
   prometheus::Family<prometheus::Counter>* bytes_sent = nullptr;
   prometheus::Family<prometheus::Counter>* bytes_received = nullptr;
@@ -113,6 +114,16 @@ Result<std::unique_ptr<AgentMetrics>> AgentMetrics::serve(const std::string& bin
            .Help("Times the link to a peer moved back up to a better data path that had "
                  "stalled and answers again (--failover), by peer and path names")
            .Register(r);
+  impl->federated_rounds =
+      &prometheus::BuildCounter()
+           .Name("tributary_federated_rounds_total")
+           .Help("Federated rounds this member took part in, by outcome: contributed (its "
+                 "update is in the result), late (the round closed without it), failed "
+                 "(below min_participants)")
+           .Register(r);
+  for (const char* outcome : {"contributed", "late", "failed"}) {
+    impl->federated_rounds->Add({{"outcome", outcome}});
+  }
   impl->peer_transport =
       &prometheus::BuildGauge()
            .Name("tributary_peer_transport")
@@ -138,6 +149,10 @@ void AgentMetrics::record_collective(std::string_view op, std::string_view algor
   static const prometheus::Histogram::BucketBoundaries kBuckets = {
       1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1, 3, 10};
   impl_->latency->Add({{"op", std::string(op)}}, kBuckets).Observe(seconds);
+}
+
+void AgentMetrics::record_federated_round(std::string_view outcome) {
+  impl_->federated_rounds->Add({{"outcome", std::string(outcome)}}).Increment();
 }
 
 void AgentMetrics::sync_links(const std::vector<PeerPath>& paths, const FrameRefusals& refusals,

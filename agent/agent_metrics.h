@@ -1,5 +1,6 @@
 // The agent's Prometheus series, served on WorkerConfig::metrics_bind:
 //   tributary_collectives_total{op,algorithm,result}   collectives run, by outcome
+//   tributary_federated_rounds_total{outcome}            contributed, late, failed
 //   tributary_collective_seconds{op}                     latency histogram
 //   tributary_link_bytes_sent_total{peer}, _received_total{peer}   data-plane bytes by peer
 //   tributary_link_bad_frames_total, tributary_link_crc_failures_total   frames refused
@@ -39,6 +40,8 @@ class AgentMetrics {
 
   void record_collective(std::string_view op, std::string_view algorithm, const Status& result,
                          double seconds);
+  // A federated round's outcome for this member: "contributed", "late" or "failed".
+  void record_federated_round(std::string_view outcome);
   // Folds the current group's cumulative per-peer byte counts and the data plane's
   // lifetime refusals into the counters, and points each peer's path gauge at the
   // transport carrying it.

@@ -294,38 +294,18 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
     const auto t1 = std::chrono::steady_clock::now();
     status = attempt_status(status, deadline, t1, config.collective_timeout, op, options.seq);
     const double seconds = std::chrono::duration<double>(t1 - t0).count();
-    if (metrics) {
-      metrics->record_collective(op,
-                                 algorithm == algorithms::AllReduceAlgorithm::kAuto
-                                     ? std::string_view("fixed")
-                                     : to_string(algorithm),
-                                 status, seconds);
-      // Every 64 collectives, and at once after a failure or a pair's path change.
-      const std::uint64_t path_changes = data_plane->path_change_total();
-      if (++collectives_since_sync >= 64 || !status.is_ok() ||
-          path_changes != path_changes_synced) {
-        path_changes_synced = path_changes;
-        metrics->sync_links(data_plane->paths(), data_plane->refusals(),
-                            data_plane->path_changes());
-        collectives_since_sync = 0;
-      }
-    }
+    record_attempt(op,
+                   algorithm == algorithms::AllReduceAlgorithm::kAuto ? std::string_view("fixed")
+                                                                      : to_string(algorithm),
+                   status, seconds);
     if (status.is_ok()) {
       if (bytes > 65536 && seconds > 0) throughput = 0.8 * throughput + 0.2 * (bytes / seconds);
       ++next_seq;
       return committed(epoch, member_ids(), attempt);
     }
-    // The epoch's links are done for (link.h). Ask the coordinator for the next view.
-    drop_link(status);
     const std::uint64_t seq = next_seq;
+    attempt_failed(op, "seq " + std::to_string(seq), epoch, status);
     if (evicted) return evicted_status();
-    if (newest_epoch.load() <= epoch) {  // not just overtaken by a newer view
-      client->report_failure(
-          epoch, 0, std::string(op) + " seq " + std::to_string(seq) + ": " + status.to_string());
-    }
-    log.logf(LogLevel::kWarn, "%.*s seq %llu in view %llu failed: %s; recovering",
-             static_cast<int>(op.size()), op.data(), static_cast<unsigned long long>(seq),
-             static_cast<unsigned long long>(epoch), status.to_string().c_str());
     const AttemptFailure failure{seq, held, status, retry};
     std::vector<std::uint64_t> failed_view_ids = member_ids();  // transition() replaces the view
     const Status moved = transition(failure.held_seq(), overall);
@@ -338,6 +318,32 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
     }
     if (!input.empty()) std::memcpy(input.data(), stash.data(), input.size());
   }
+}
+
+void Worker::Impl::record_attempt(std::string_view op, std::string_view algorithm,
+                                  const Status& status, double seconds) {
+  if (!metrics) return;
+  metrics->record_collective(op, algorithm, status, seconds);
+  // Every 64 collectives, and at once after a failure or a pair's path change.
+  const std::uint64_t path_changes = data_plane->path_change_total();
+  if (++collectives_since_sync >= 64 || !status.is_ok() || path_changes != path_changes_synced) {
+    path_changes_synced = path_changes;
+    metrics->sync_links(data_plane->paths(), data_plane->refusals(), data_plane->path_changes());
+    collectives_since_sync = 0;
+  }
+}
+
+void Worker::Impl::attempt_failed(std::string_view op, const std::string& what,
+                                  membership::Epoch epoch, const Status& status) {
+  // The epoch's links are done for (link.h). Ask the coordinator for the next view.
+  drop_link(status);
+  if (evicted) return;
+  if (newest_epoch.load() <= epoch) {  // not just overtaken by a newer view
+    client->report_failure(epoch, 0, std::string(op) + " " + what + ": " + status.to_string());
+  }
+  log.logf(LogLevel::kWarn, "%.*s %s in view %llu failed: %s; recovering",
+           static_cast<int>(op.size()), op.data(), what.c_str(),
+           static_cast<unsigned long long>(epoch), status.to_string().c_str());
 }
 
 Status Worker::Impl::sync_state() {
@@ -398,7 +404,11 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
   last_collective_end = clock->now();
   // Keyed by the collective sequence number, which every member (a rejoiner too, after
   // its Go) has in common at a boundary; a local step count would not line up.
-  client->report_step(next_seq, compute);
+  // A step that ran a federated round is not judged by the straggler policy: a member
+  // slower than the others is late for the round (its deadline handles it), not evicted
+  // (docs/federated.md).
+  if (!step_federated) client->report_step(next_seq, compute);
+  step_federated = false;
   client->set_step(next_seq);
   ++step;
   const Deadline deadline = Deadline::after(config.recovery_timeout);

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/federated_round.h"
 #include "agent/tls.h"
 #include "algorithms/collectives.h"
 #include "core/clock.h"
@@ -189,6 +190,17 @@ class Worker {
                                         std::uint64_t tensor_id, std::uint64_t step,
                                         std::span<const TensorMatrix> matrices = {},
                                         std::uint64_t* wire_bytes = nullptr);
+
+  // A federated round (agent/federated_round.h, docs/federated.md): contributes `data` (plus
+  // its residual for round.tensor_id, which is then cleared) with round.weight; on return a
+  // contributor's `data` holds the weighted mean over the round's contributors, the same
+  // bits on every contributor. A late member gets contributed = false and `data` untouched
+  // (folded into its residual or dropped, as round.late says). Below min_participants:
+  // kRoundFailed on every member, nothing changed. kInvalidArgument for a weight that is
+  // not finite and > 0, a non-positive deadline or min_participants, a round >= 2^56, or a
+  // residual of another count.
+  Result<FederatedOutcome> federated_round(float* data, std::size_t count,
+                                           const FederatedRound& round);
 
   // Registers training state (parameters, optimizer state, progress counters) that a
   // joiner must receive before it contributes. The span must stay valid for the Worker's

@@ -50,6 +50,18 @@ class Worker::Impl {
                       std::size_t bytes, std::span<std::byte> input, const CollectiveFn& fn,
                       bool retry = true);
 
+  // Metrics of one attempt of a collective (and, now and then, of the links).
+  void record_attempt(std::string_view op, std::string_view algorithm, const Status& status,
+                      double seconds);
+  // An attempt of `op` (`what`: "seq 7", "round 3") in view `epoch` failed with `status`:
+  // drops the epoch's links, reports the failure unless a newer view overtook it, logs.
+  void attempt_failed(std::string_view op, const std::string& what, membership::Epoch epoch,
+                      const Status& status);
+
+  // A federated round (worker_federated.cc, docs/federated.md).
+  Result<FederatedOutcome> federated_round(float* data, std::size_t count,
+                                           const FederatedRound& round);
+
   // Moves to a view newer than the current one: Ready/Go with the coordinator, quorum,
   // new links. `held_seq`: the collective whose result this member holds uncommitted.
   Status transition(std::uint64_t held_seq, Deadline deadline);
@@ -180,6 +192,12 @@ class Worker::Impl {
   double throughput = 100e6;         // bytes/s, EWMA over successful collectives
   int collectives_since_sync = 0;
   std::uint64_t path_changes_synced = 0;  // DataPlane::path_change_total() at the last sync
+
+  // Federated rounds: residuals of late updates by tensor id (LatePolicy::kFoldIntoResidual),
+  // and whether this step ran a round (its step timing is then not reported: the straggler
+  // policy does not judge federated lateness).
+  std::map<std::uint64_t, std::vector<float>> federated_residuals;
+  bool step_federated = false;
 
   // Elasticity.
   std::map<std::string, std::span<std::byte>> state;

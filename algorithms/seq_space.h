@@ -19,11 +19,13 @@ enum class SeqSpace : std::uint8_t {
   kCompressedDense = 0xC1,   // compression: PowerSGD's P all-reduce
   kCompressedStage2 = 0xC2,  // compression: stage-2 / PowerSGD's Q all-reduce
   kCompressedPlain = 0xC3,   // compression: the uncompressed float32 fallback
+  kFederated = 0xF0,         // a federated round's weighted sum: the round number (< 2^56)
 };
 
 // A hierarchical all-reduce's cross-zone phase flips the top byte of its collective's seq
 // by 0xA0 (algorithms/hierarchical.h, cross_zone_seq): 0x00 -> 0xA0, 0xC1..0xC3 ->
-// 0x61..0x63, none of them a space above.
+// 0x61..0x63, none of them a space above. (A federated round's sum is flat: no cross-zone
+// phase.)
 inline constexpr unsigned kSeqSpaceShift = 56;
 inline constexpr std::uint64_t kCallerSeqLimit = std::uint64_t{1} << kSeqSpaceShift;
 

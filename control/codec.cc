@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <cmath>
 #include <cstring>
 #include <unordered_set>
 
@@ -88,6 +90,53 @@ Result<membership::ViewMember> member_from_proto(const Member& pm) {
                                 pm.host(),
                                 pm.zone(),
                                 {pm.capabilities().begin(), pm.capabilities().end()}};
+}
+
+bool valid_weight(double w) {
+  return std::isfinite(w) && w > 0 && w <= membership::kMaxRoundWeight;  // NaN fails every test
+}
+
+template <typename Bad>
+Status validate_round_ready(const RoundReady& r, const Bad& bad) {
+  if (r.member_id() == 0) return bad("member_id is 0");
+  if (r.epoch() == 0) return bad("epoch is 0");
+  if (r.round() >= membership::kSeqLimit)
+    return bad("round " + std::to_string(r.round()) + " is at or beyond 2^56");
+  if (!valid_weight(r.weight()))
+    return bad("weight " + std::to_string(r.weight()) + " is not finite, > 0 and <= 1e15");
+  const auto max_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          membership::kMaxRoundDeadline)
+                          .count();
+  if (r.deadline_ms() == 0 || r.deadline_ms() > max_ms)
+    return bad("deadline_ms " + std::to_string(r.deadline_ms()) + " is not in 1.." +
+               std::to_string(max_ms));
+  if (r.min_participants() == 0 || r.min_participants() > membership::kMaxMinParticipants)
+    return bad("min_participants " + std::to_string(r.min_participants()) + " is not in 1.." +
+               std::to_string(membership::kMaxMinParticipants));
+  return Status::ok();
+}
+
+template <typename Bad>
+Status validate_round_decision(const RoundDecision& d, const Bad& bad) {
+  if (d.epoch() == 0) return bad("epoch is 0");
+  if (d.round() >= membership::kSeqLimit)
+    return bad("round " + std::to_string(d.round()) + " is at or beyond 2^56");
+  if (d.reason().size() > kMaxDetailBytes)
+    return bad("reason longer than " + std::to_string(kMaxDetailBytes) + " bytes");
+  if (d.members() > kMaxViewMembers ||
+      static_cast<std::size_t>(d.contributors_size()) > d.members())
+    return bad(std::to_string(d.contributors_size()) + " contributors of " +
+               std::to_string(d.members()) + " members: beyond the bounds");
+  std::unordered_set<std::uint64_t> ids;
+  for (const auto& c : d.contributors()) {
+    if (c.member_id() == 0 || !ids.insert(c.member_id()).second)
+      return bad("a zero or duplicate contributor id " + std::to_string(c.member_id()));
+    if (!valid_weight(c.weight()))
+      return bad("contributor " + std::to_string(c.member_id()) + " has weight " +
+                 std::to_string(c.weight()) + ", not finite, > 0 and <= 1e15");
+  }
+  if (d.failed() && d.contributors_size() > 0) return bad("a failed round with contributors");
+  return Status::ok();
 }
 
 // protobuf writes its own line to stderr for every string field that is not UTF-8 (and
@@ -188,6 +237,17 @@ Status validate_body(const Envelope& env) {
         return bad("more than " + std::to_string(kMaxViewMembers) + " members");
       return Status::ok();
     }
+    case E::kRoundReady: return validate_round_ready(env.round_ready(), bad);
+    case E::kRoundDecision: return validate_round_decision(env.round_decision(), bad);
+    case E::kRoundDone:
+      if (env.round_done().epoch() == 0) return bad("epoch is 0");
+      if (env.round_done().round() >= membership::kSeqLimit) return bad("round at or beyond 2^56");
+      return Status::ok();
+    case E::kRoundCommit:
+      if (env.round_commit().epoch() == 0) return bad("epoch is 0");
+      if (env.round_commit().round() >= membership::kSeqLimit)
+        return bad("round at or beyond 2^56");
+      return Status::ok();
     case E::kNotLeader:
       if (env.not_leader().leader().size() > kMaxLabelBytes)
         return bad("leader longer than " + std::to_string(kMaxLabelBytes) + " bytes");
@@ -225,6 +285,10 @@ std::string_view body_name(Envelope::BodyCase body) {
     case E::kNotLeader: return "not_leader";
     case E::kProbe: return "probe";
     case E::kViewDelta: return "view_delta";
+    case E::kRoundReady: return "round_ready";
+    case E::kRoundDecision: return "round_decision";
+    case E::kRoundDone: return "round_done";
+    case E::kRoundCommit: return "round_commit";
     case E::BODY_NOT_SET: break;
   }
   return "unknown";
@@ -325,6 +389,46 @@ Result<membership::ViewDelta> view_delta_from_proto(const ViewDelta& pd) {
     d.added.push_back(std::move(member));
   }
   return d;
+}
+
+membership::RoundReady round_ready_from_proto(const RoundReady& r) {
+  membership::RoundReady out;
+  out.member = r.member_id();
+  out.epoch = r.epoch();
+  out.round = r.round();
+  out.weight = r.weight();
+  out.deadline = std::chrono::milliseconds(r.deadline_ms());
+  out.min_participants = r.min_participants();
+  return out;
+}
+
+void round_decision_to_proto(const membership::RoundDecision& d, RoundDecision* out) {
+  out->set_epoch(d.epoch);
+  out->set_round(d.round);
+  out->set_failed(d.failed);
+  out->set_committed(d.committed);
+  out->set_reason(d.reason.substr(0, kMaxDetailBytes));
+  out->clear_contributors();
+  for (const auto& c : d.contributors) {
+    auto* pc = out->add_contributors();
+    pc->set_member_id(c.id);
+    pc->set_weight(c.weight);
+  }
+  out->set_members(d.members);
+  out->set_min_participants(d.min_participants);
+}
+
+membership::RoundDecision round_decision_from_proto(const RoundDecision& d) {
+  membership::RoundDecision out;
+  out.epoch = d.epoch();
+  out.round = d.round();
+  out.failed = d.failed();
+  out.committed = d.committed();
+  out.reason = d.reason();
+  for (const auto& c : d.contributors()) out.contributors.push_back({c.member_id(), c.weight()});
+  out.members = d.members();
+  out.min_participants = d.min_participants();
+  return out;
 }
 
 Status validate_join_request(const JoinRequest& r) {

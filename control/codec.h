@@ -13,6 +13,7 @@
 #include "control/control.pb.h"
 #include "core/auth.h"
 #include "core/status.h"
+#include "membership/federated_rounds.h"
 #include "membership/membership.h"
 #include "membership/view.h"
 #include "membership/view_delta.h"
@@ -43,6 +44,12 @@ Status validate_body(const Envelope& envelope);
 std::string_view body_name(Envelope::BodyCase body);
 
 void view_to_proto(const membership::View& view, View* out);
+
+// Federated rounds (membership/federated_rounds.h). The Envelope bodies are bounds-checked
+// by validate_body; these convert.
+membership::RoundReady round_ready_from_proto(const RoundReady& r);
+void round_decision_to_proto(const membership::RoundDecision& d, RoundDecision* out);
+membership::RoundDecision round_decision_from_proto(const RoundDecision& d);
 // kBadFrame unless ranks are 0..n-1 in order, ids are unique and non-zero, ring is the
 // ranks in rank order (membership/view.h), and every label is within bounds.
 Result<membership::View> view_from_proto(const View& view);

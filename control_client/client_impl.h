@@ -11,11 +11,14 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 #include <zmq.hpp>
 
@@ -99,6 +102,17 @@ struct CoordinatorClient::Impl {
     bool leaving = false;
   };
   std::optional<PendingBoundary> pending_boundary;
+  // Federated rounds: the RoundReady and RoundDone being waited on (resent each interval
+  // until answered or a newer view arrives), and the decisions and commits received (the
+  // last kRoundsKept), kept while the member computes so that a late member is told at once.
+  std::optional<membership::RoundReady> pending_round;
+  std::optional<std::pair<membership::Epoch, std::uint64_t>> pending_done;
+  std::map<std::uint64_t, membership::RoundDecision> rounds;
+  std::set<std::pair<membership::Epoch, std::uint64_t>> commits;
+  const membership::RoundDecision* round_answer(const membership::RoundReady& r) const {
+    auto it = rounds.find(r.round);
+    return it != rounds.end() && it->second.answers(id, r.epoch) ? &it->second : nullptr;
+  }
   // Fire-and-forget messages from API threads; the worker thread sends them.
   std::vector<control::Envelope> outbox;
 

@@ -171,6 +171,8 @@ void CoordinatorClient::Impl::send_heartbeat(TimePoint now, bool alone) {
   control::Envelope out;
   std::optional<control::Envelope> ready_env;
   std::optional<control::Envelope> boundary_env;
+  std::optional<control::Envelope> round_env;
+  std::optional<control::Envelope> done_env;
   TimePoint last_heard;
   {
     std::lock_guard lock(mu);
@@ -204,6 +206,24 @@ void CoordinatorClient::Impl::send_heartbeat(TimePoint now, bool alone) {
       b->set_epoch(pending_boundary->epoch);
       b->set_leaving(pending_boundary->leaving);
     }
+    if (pending_round && pending_round->epoch >= view.epoch && !round_answer(*pending_round)) {
+      round_env.emplace();
+      auto* r = round_env->mutable_round_ready();
+      r->set_member_id(id);
+      r->set_epoch(pending_round->epoch);
+      r->set_round(pending_round->round);
+      r->set_weight(pending_round->weight);
+      r->set_deadline_ms(static_cast<std::uint32_t>(
+          duration_cast<milliseconds>(pending_round->deadline).count()));
+      r->set_min_participants(pending_round->min_participants);
+    }
+    if (pending_done && pending_done->first >= view.epoch && !commits.contains(*pending_done)) {
+      done_env.emplace();
+      auto* d = done_env->mutable_round_done();
+      d->set_member_id(id);
+      d->set_epoch(pending_done->first);
+      d->set_round(pending_done->second);
+    }
   }
   // A resume that got no answer (the coordinator may still be starting) is repeated; a
   // silent coordinator among several is left for the next.
@@ -216,6 +236,8 @@ void CoordinatorClient::Impl::send_heartbeat(TimePoint now, bool alone) {
   if (send_envelope(dealer, out) && out.has_heartbeat()) want_view = false;
   if (ready_env) send_envelope(dealer, *ready_env);
   if (boundary_env) send_envelope(dealer, *boundary_env);
+  if (round_env) send_envelope(dealer, *round_env);
+  if (done_env) send_envelope(dealer, *done_env);
 }
 
 void CoordinatorClient::Impl::handle(const control::Envelope& env, TimePoint now) {
@@ -292,6 +314,25 @@ void CoordinatorClient::Impl::handle(const control::Envelope& env, TimePoint now
       return;
     }
     case E::kNotLeader: return on_not_leader(env.not_leader(), now);
+    case E::kRoundDecision: {
+      membership::RoundDecision d = control::round_decision_from_proto(env.round_decision());
+      {
+        std::lock_guard lock(mu);
+        rounds[d.round] = std::move(d);
+        while (rounds.size() > membership::kRoundsKept) rounds.erase(rounds.begin());
+      }
+      cv.notify_all();
+      return;
+    }
+    case E::kRoundCommit: {
+      {
+        std::lock_guard lock(mu);
+        commits.insert({env.round_commit().epoch(), env.round_commit().round()});
+        while (commits.size() > membership::kRoundsKept) commits.erase(commits.begin());
+      }
+      cv.notify_all();
+      return;
+    }
     case E::kLeaveAck: {
       {
         std::lock_guard lock(mu);

@@ -18,6 +18,15 @@
 //  - report_failure, report_step and request_boundary never block: fire and forget, repeated
 //    by the implementation where a loss would stall the protocol (a boundary request until
 //    a newer view arrives).
+//  - Federated rounds (docs/federated.md): await_round(r) tells the coordinator this member
+//    is ready for round r.round in view r.epoch and returns the decision that answers it
+//    (membership::RoundDecision::answers: a final one, or one naming this member a
+//    contributor in r.epoch); decisions that arrive while the member computes are kept
+//    (the last kRoundsKept rounds), so a late member is told at once. commit_round(E, R)
+//    says this contributor holds round R's result of epoch E and returns once the
+//    coordinator committed it. Both: kAborted when a view newer than the epoch arrives
+//    first (adopt it and ask again: the round is decided again there); RoundReady and
+//    RoundDone are repeated by the implementation until answered.
 //  - Liveness (heartbeats) is the implementation's business, not the caller's.
 //  - Thread-safety: every method may be called from any thread (the Worker's watcher
 //    waits for views while its collective thread reports failures).
@@ -30,6 +39,7 @@
 #include "core/clock.h"
 #include "core/status.h"
 #include "membership/commit_rule.h"
+#include "membership/federated_rounds.h"
 #include "membership/view.h"
 
 namespace tributary::control_client {
@@ -82,6 +92,10 @@ class ControlPlane {
   virtual void request_boundary(membership::Epoch epoch, bool leaving) = 0;
   // Leaves for good; ok also when already out.
   virtual Status leave(Deadline deadline) = 0;
+  // Federated rounds (see the contract above). `request.member` is filled in.
+  virtual Result<membership::RoundDecision> await_round(const membership::RoundReady& request,
+                                                        Deadline deadline) = 0;
+  virtual Status commit_round(membership::Epoch epoch, std::uint64_t round, Deadline deadline) = 0;
 };
 
 }  // namespace tributary::control_client

@@ -192,6 +192,64 @@ void CoordinatorClient::request_boundary(Epoch epoch, bool leaving) {
   impl_->post(std::move(env));
 }
 
+Result<membership::RoundDecision> CoordinatorClient::await_round(
+    const membership::RoundReady& request, Deadline deadline) {
+  auto& im = *impl_;
+  membership::RoundReady r = request;
+  {
+    std::lock_guard lock(im.mu);
+    if (im.id == 0) return error(StatusCode::kInvalidArgument, "await_round() before join()");
+    r.member = im.id;
+    im.pending_round = r;
+  }
+  im.wake('r');
+  std::unique_lock lock(im.mu);
+  auto done = [&] {
+    return im.round_answer(r) != nullptr || im.view.epoch > r.epoch || im.evicted || im.left;
+  };
+  const bool answered = wait_until(im.cv, lock, deadline, done);
+  if (im.pending_round && im.pending_round->round == r.round) im.pending_round.reset();
+  if (const auto* d = im.round_answer(r)) return *d;
+  if (!answered) {
+    return error(StatusCode::kTimedOut, "no decision for round " + std::to_string(r.round) +
+                                            " from coordinator " + im.endpoint +
+                                            " by the deadline");
+  }
+  if (im.evicted)
+    return error(StatusCode::kEvicted, "removed by the coordinator: " + im.evicted_reason);
+  if (im.left) return error(StatusCode::kAborted, "this member left");
+  return error(StatusCode::kAborted, "view " + std::to_string(im.view.epoch) +
+                                         " arrived before round " + std::to_string(r.round) +
+                                         " was decided in epoch " + std::to_string(r.epoch));
+}
+
+Status CoordinatorClient::commit_round(Epoch epoch, std::uint64_t round, Deadline deadline) {
+  auto& im = *impl_;
+  {
+    std::lock_guard lock(im.mu);
+    if (im.id == 0) return error(StatusCode::kInvalidArgument, "commit_round() before join()");
+    im.pending_done = std::make_pair(epoch, round);
+  }
+  im.wake('r');
+  std::unique_lock lock(im.mu);
+  auto committed = [&] { return im.commits.contains({epoch, round}); };
+  auto done = [&] { return committed() || im.view.epoch > epoch || im.evicted || im.left; };
+  const bool answered = wait_until(im.cv, lock, deadline, done);
+  im.pending_done.reset();
+  if (committed()) return Status::ok();
+  if (!answered) {
+    return error(StatusCode::kTimedOut, "no commit of round " + std::to_string(round) +
+                                            " from coordinator " + im.endpoint +
+                                            " by the deadline");
+  }
+  if (im.evicted)
+    return error(StatusCode::kEvicted, "removed by the coordinator: " + im.evicted_reason);
+  if (im.left) return error(StatusCode::kAborted, "this member left");
+  return error(StatusCode::kAborted, "view " + std::to_string(im.view.epoch) +
+                                         " arrived before round " + std::to_string(round) +
+                                         " of epoch " + std::to_string(epoch) + " committed");
+}
+
 bool CoordinatorClient::left() const {
   std::lock_guard lock(impl_->mu);
   return impl_->left;

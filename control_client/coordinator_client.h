@@ -92,6 +92,11 @@ class CoordinatorClient final : public ControlPlane {
   // view change. leaving=true: it drains and leaves with that change; the coordinator
   // answers LeaveAck, after which leave() returns ok at once.
   void request_boundary(membership::Epoch epoch, bool leaving) override;
+  // Federated rounds (control_plane.h): RoundReady / RoundDone sent at once and repeated
+  // every heartbeat interval until answered or a newer view arrives.
+  Result<membership::RoundDecision> await_round(const membership::RoundReady& request,
+                                                Deadline deadline) override;
+  Status commit_round(membership::Epoch epoch, std::uint64_t round, Deadline deadline) override;
   // True once the coordinator acknowledged our leave (boundary drain or leave()).
   bool left() const;
 

@@ -88,6 +88,49 @@ class MemoryCoordinator::Plane final : public ControlPlane {
     if (speaks()) c_.apply(c_.membership_.boundary(id_, epoch, leaving, now()));
   }
 
+  Result<membership::RoundDecision> await_round(const membership::RoundReady& request,
+                                                Deadline deadline) override {
+    std::unique_lock lock(c_.mu_);
+    TRIB_RETURN_IF_ERROR(joined());
+    const Seat& seat = c_.seats_.at(id_);
+    membership::RoundReady r = request;
+    r.member = id_;
+    if (!seat.silenced) c_.apply(c_.rounds_.ready(r, c_.membership_.view(), now()));
+    auto answer = [&]() -> const membership::RoundDecision* {
+      auto it = seat.rounds.find(r.round);
+      return it != seat.rounds.end() && it->second.answers(id_, r.epoch) ? &it->second : nullptr;
+    };
+    auto done = [&] { return answer() != nullptr || seat.view.epoch > r.epoch || out(seat); };
+    if (!c_.wait(lock, deadline, done)) {
+      return error(StatusCode::kTimedOut,
+                   "no decision for round " + std::to_string(r.round) + " by the deadline");
+    }
+    TRIB_RETURN_IF_ERROR(out_status(seat));
+    if (const auto* d = answer()) return *d;
+    return error(StatusCode::kAborted, "view " + std::to_string(seat.view.epoch) +
+                                           " arrived before round " + std::to_string(r.round) +
+                                           " was decided in epoch " + std::to_string(r.epoch));
+  }
+
+  Status commit_round(Epoch epoch, std::uint64_t round, Deadline deadline) override {
+    std::unique_lock lock(c_.mu_);
+    TRIB_RETURN_IF_ERROR(joined());
+    const Seat& seat = c_.seats_.at(id_);
+    if (!seat.silenced && !c_.lost_round_done_.contains(id_))
+      c_.apply(c_.rounds_.done(id_, epoch, round));
+    auto committed = [&] { return seat.commits.contains({epoch, round}); };
+    auto done = [&] { return committed() || seat.view.epoch > epoch || out(seat); };
+    if (!c_.wait(lock, deadline, done)) {
+      return error(StatusCode::kTimedOut,
+                   "no commit of round " + std::to_string(round) + " by the deadline");
+    }
+    TRIB_RETURN_IF_ERROR(out_status(seat));
+    if (committed()) return Status::ok();
+    return error(StatusCode::kAborted, "view " + std::to_string(seat.view.epoch) +
+                                           " arrived before round " + std::to_string(round) +
+                                           " of epoch " + std::to_string(epoch) + " committed");
+  }
+
   Status leave(Deadline) override {
     std::lock_guard lock(c_.mu_);
     if (id_ == 0) return error(StatusCode::kInvalidArgument, "leave() before join()");
@@ -136,6 +179,7 @@ void MemoryCoordinator::advance(Duration d) {
     }
   }
   apply(membership_.tick(now));
+  apply(rounds_.tick(membership_.view(), now));
 }
 
 void MemoryCoordinator::silence(MemberId id) {
@@ -154,6 +198,7 @@ void MemoryCoordinator::restart() {
     journaled.emplace_back(m.id, membership_.find(m.id)->labels);
   }
   membership_ = membership::Membership(config);
+  rounds_ = membership::FederatedRounds();  // not journaled: rounds open again
   membership_.restore(journaled, now);
   for (auto& [id, seat] : seats_) {
     if (seat.evicted || seat.left || seat.silenced) continue;
@@ -180,6 +225,23 @@ std::size_t MemoryCoordinator::member_count() const {
   return membership_.size();
 }
 
+void MemoryCoordinator::lose_round_done(MemberId id) {
+  std::lock_guard lock(mu_);
+  lost_round_done_.insert(id);
+}
+
+std::optional<membership::RoundDecision> MemoryCoordinator::round_decision(
+    std::uint64_t round) const {
+  std::lock_guard lock(mu_);
+  const membership::RoundDecision* d = rounds_.decision(round);
+  return d ? std::optional<membership::RoundDecision>(*d) : std::nullopt;
+}
+
+std::size_t MemoryCoordinator::round_ready_count(std::uint64_t round) const {
+  std::lock_guard lock(mu_);
+  return rounds_.ready_count(round);
+}
+
 int MemoryCoordinator::failure_reports() const {
   std::lock_guard lock(mu_);
   return failure_reports_;
@@ -204,6 +266,8 @@ void MemoryCoordinator::apply(const membership::Decisions& d) {
     ++views_issued_;
     for (const auto& m : d.new_view->members) seats_[m.id].view = *d.new_view;
   }
+  // After the view, as the service sends them: rounds the new epoch decides again.
+  if (d.new_view) apply(rounds_.on_view(*d.new_view, clock_.now()));
   if (d.go) {
     Go go{d.go->epoch, d.go->commit_through, d.go->joiners, d.go->state_source};
     for (MemberId id : d.go->recipients) seats_[id].go = go;
@@ -212,6 +276,25 @@ void MemoryCoordinator::apply(const membership::Decisions& d) {
     for (const auto& [id, seat] : seats_) {
       if (!seat.silenced && !seat.evicted && !seat.left)
         membership_.heartbeat(id, seat.view.epoch, seat.step, clock_.now());
+    }
+  }
+  cv_.notify_all();
+}
+
+void MemoryCoordinator::apply(const membership::RoundOutput& out) {
+  auto keep = [](Seat& seat, const membership::RoundDecision& d) {
+    seat.rounds[d.round] = d;
+    while (seat.rounds.size() > membership::kRoundsKept) seat.rounds.erase(seat.rounds.begin());
+  };
+  for (const auto& d : out.decided) {
+    for (const auto& m : membership_.view().members) keep(seats_[m.id], d);
+  }
+  for (const auto& [id, d] : out.replies) keep(seats_[id], d);
+  for (const auto& c : out.committed) {
+    for (MemberId id : c.recipients) {
+      auto& commits = seats_[id].commits;
+      commits.insert({c.epoch, c.round});
+      while (commits.size() > membership::kRoundsKept) commits.erase(commits.begin());
     }
   }
   cv_.notify_all();

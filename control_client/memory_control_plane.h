@@ -16,6 +16,9 @@
 // it. restart() replaces the coordinator's state as a kill -9 and a restart with its
 // journal do. Waits take real deadlines only as a bound on a test that went wrong.
 //
+// Federated rounds: the coordinator's real round logic (membership::FederatedRounds) on
+// the same fake clock: a round's deadline passes when advance() moves the clock past it.
+//
 // Thread-safety: every method, of the coordinator and of each member's plane, may be
 // called from any thread. The coordinator must outlive the planes it connected.
 #pragma once
@@ -25,10 +28,13 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 
 #include "control_client/control_plane.h"
 #include "core/clock.h"
+#include "membership/federated_rounds.h"
 #include "membership/membership.h"
 
 namespace tributary::control_client {
@@ -59,6 +65,13 @@ class MemoryCoordinator {
   std::size_t member_count() const;
   // How many views were issued so far (the first one included).
   int views_issued() const;
+  // From now on `id`'s RoundDone messages are lost (a member that dies after the data phase
+  // of a federated round, before it tells the coordinator).
+  void lose_round_done(membership::MemberId id);
+  // The coordinator's latest decision of federated round `round`, if decided.
+  std::optional<membership::RoundDecision> round_decision(std::uint64_t round) const;
+  // Members ready for federated round `round` while it is open at the coordinator.
+  std::size_t round_ready_count(std::uint64_t round) const;
   // How many failure reports members sent.
   int failure_reports() const;
 
@@ -74,10 +87,14 @@ class MemoryCoordinator {
     bool left = false;
     bool silenced = false;
     std::uint64_t step = 0;
+    std::map<std::uint64_t, membership::RoundDecision> rounds;  // the latest, by round
+    std::set<std::pair<membership::Epoch, std::uint64_t>> commits;
   };
 
   // Carries out `d` (caller holds mu_) and wakes every waiting member.
   void apply(const membership::Decisions& d);
+  // Carries out the round logic's output (caller holds mu_) and wakes every waiting member.
+  void apply(const membership::RoundOutput& out);
   // Waits (caller holds `lock`) until `done` or the deadline; false at the deadline.
   template <typename Done>
   bool wait(std::unique_lock<std::mutex>& lock, Deadline deadline, Done done);
@@ -86,7 +103,9 @@ class MemoryCoordinator {
   std::condition_variable cv_;
   FakeClock clock_;
   membership::Membership membership_;
+  membership::FederatedRounds rounds_;
   std::map<membership::MemberId, Seat> seats_;
+  std::set<membership::MemberId> lost_round_done_;
   int views_issued_ = 0;
   int failure_reports_ = 0;
 };

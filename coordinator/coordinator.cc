@@ -160,7 +160,7 @@ void Coordinator::Service::run_until(const std::atomic<bool>& stop) {
         continue;
       }
       const TimePoint now = clock_.now();
-      const TimePoint next = membership_->next_expiry();
+      const TimePoint next = std::min(membership_->next_expiry(), rounds_.next_deadline());
       const Duration wait =
           next <= now ? Duration::zero() : std::min<Duration>(next - now, kMaxPollWait);
       zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
@@ -188,6 +188,7 @@ void Coordinator::Service::tick() {
   gate_.expire(now);
   refusals_.flush(log_, LogLevel::kWarn, now);
   apply(membership_->tick(now));
+  apply_rounds(rounds_.tick(membership_->view(), now));
 }
 
 void Coordinator::Service::drain_router() {

@@ -72,6 +72,20 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry) {
                        .Name("tributary_view_changes_total")
                        .Help("Views issued, by cause")
                        .Register(registry);
+  federated_rounds_ = &prometheus::BuildCounter()
+                           .Name("tributary_federated_rounds_total")
+                           .Help("Federated rounds, by outcome: decided (with enough "
+                                 "contributors), failed (below min_participants), committed")
+                           .Register(registry);
+  for (const char* outcome : {"decided", "failed", "committed"}) {
+    federated_rounds_->Add({{"outcome", outcome}});
+  }
+  federated_late_ = &prometheus::BuildCounter()
+                         .Name("tributary_federated_late_members_total")
+                         .Help("Members of the view left out of a decided federated round "
+                               "(not ready by its deadline)")
+                         .Register(registry)
+                         .Add({});
   auto& views_sent = prometheus::BuildCounter()
                          .Name("tributary_views_sent_total")
                          .Help("Views sent to members, by kind: delta (to a member known to "
@@ -168,6 +182,14 @@ void CoordinatorMetrics::message(std::string_view type) {
             .first;
   }
   it->second->Increment();
+}
+
+void CoordinatorMetrics::federated_round(std::string_view outcome) {
+  federated_rounds_->Add({{"outcome", std::string(outcome)}}).Increment();
+}
+
+void CoordinatorMetrics::federated_late(std::size_t members) {
+  federated_late_->Increment(static_cast<double>(members));
 }
 
 }  // namespace tributary::coordinator

@@ -37,6 +37,10 @@ class CoordinatorMetrics {
   void views_sent(std::size_t deltas, std::size_t delta_bytes, std::size_t fulls,
                   std::size_t full_bytes);
   void set_joiners_pending(std::size_t n);
+  // Federated rounds (docs/federated.md): a decision ("decided", "failed") or a commit
+  // ("committed"), and the members of the view left out of a decided round (late).
+  void federated_round(std::string_view outcome);
+  void federated_late(std::size_t members);
   void message(std::string_view type);
   void malformed();
   void auth_failed();
@@ -65,6 +69,8 @@ class CoordinatorMetrics {
   prometheus::Counter* view_bytes_delta_;
   prometheus::Counter* view_bytes_full_;
   prometheus::Gauge* joiners_pending_;
+  prometheus::Family<prometheus::Counter>* federated_rounds_;
+  prometheus::Counter* federated_late_;
   prometheus::Gauge* leader_;
   prometheus::Counter* takeovers_;
   prometheus::Counter* step_downs_;

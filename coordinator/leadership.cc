@@ -68,6 +68,7 @@ void Coordinator::Service::lead(coordinator_store::StoredState state) {
     status_.restore(state.recent_views);
   }
   membership_.emplace(mc);
+  rounds_ = membership::FederatedRounds();  // rounds are not journaled: members ask again
   encoded_view_ = {};  // encoded by the previous membership, if any
   delta_base_ = {};    // no member holds a view of this membership yet: full views first
   if (!state.members.empty()) {

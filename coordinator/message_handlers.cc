@@ -48,6 +48,14 @@ void Coordinator::Service::handle(const Peer& peer, const control::Envelope& env
       }
       return;
     }
+    case E::kRoundReady: return on_round_ready(peer, env.round_ready());
+    case E::kRoundDone: {
+      const auto& d = env.round_done();
+      if (const auto id = sender(peer, d.member_id(), "round done")) {
+        apply_rounds(rounds_.done(*id, d.epoch(), d.round()));
+      }
+      return;
+    }
     case E::kStatusRequest: return on_status_request(peer, env.status_request());
     case E::kStatusProof: return on_status_proof(peer, env.status_proof());
     default:
@@ -140,7 +148,12 @@ void Coordinator::Service::apply(const membership::Decisions& decisions, MemberI
     refusal("claim", "refused a claim: " + line);
   }
   for (const auto& removal : decisions.removed) apply_removal(removal);
-  if (decisions.new_view) broadcast_view(*decisions.new_view, decisions.cause, skip);
+  if (decisions.new_view) {
+    broadcast_view(*decisions.new_view, decisions.cause, skip);
+    // After the view: rounds its epoch decides again. Nothing of an older epoch commits
+    // from now on, so a commit a member receives always precedes the newer view.
+    apply_rounds(rounds_.on_view(*decisions.new_view, clock_.now()));
+  }
   if (decisions.go) send_go(*decisions.go);
   if (decisions.probe) send_probe();
 }
@@ -234,6 +247,51 @@ void Coordinator::Service::send_go(const membership::GoDecision& g) {
   for (MemberId id : g.recipients) {
     if (auto route = route_of_.find(id); route != route_of_.end())
       send_encoded(route->second, bytes);
+  }
+}
+
+void Coordinator::Service::on_round_ready(const Peer& peer, const control::RoundReady& r) {
+  if (const auto id = sender(peer, r.member_id(), "round ready")) {
+    apply_rounds(rounds_.ready(control::round_ready_from_proto(r), membership_->view(),
+                               clock_.now()));
+  }
+}
+
+void Coordinator::Service::apply_rounds(const membership::RoundOutput& out) {
+  if (out.empty()) return;
+  for (const auto& line : out.log) log_.info(line);
+  for (const auto& line : out.refused) {
+    metrics_->refused_claim();
+    refusal("claim", "refused a claim: " + line);
+  }
+  auto encode = [](const membership::RoundDecision& d) {
+    control::Envelope env;
+    control::round_decision_to_proto(d, env.mutable_round_decision());
+    return control::encode_envelope(env);
+  };
+  for (const auto& d : out.decided) {
+    metrics_->federated_round(d.failed ? "failed" : "decided");
+    if (!d.failed) metrics_->federated_late(d.members - d.contributors.size());
+    const std::string bytes = encode(d);
+    for (const auto& m : membership_->view().members) {
+      if (auto route = route_of_.find(m.id); route != route_of_.end())
+        send_encoded(route->second, bytes);
+    }
+  }
+  for (const auto& [id, d] : out.replies) {
+    if (auto route = route_of_.find(id); route != route_of_.end())
+      send_encoded(route->second, encode(d));
+  }
+  for (const auto& c : out.committed) {
+    if (!c.resend) metrics_->federated_round("committed");
+    control::Envelope env;
+    env.mutable_round_commit()->set_epoch(c.epoch);
+    env.mutable_round_commit()->set_round(c.round);
+    const std::string bytes = control::encode_envelope(env);
+    for (MemberId id : c.recipients) {
+      if (auto route = route_of_.find(id); route != route_of_.end())
+        send_encoded(route->second, bytes);
+    }
   }
 }
 

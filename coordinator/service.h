@@ -31,6 +31,7 @@
 #include "core/hash.h"
 #include "core/log_limiter.h"
 #include "core/metrics_server.h"
+#include "membership/federated_rounds.h"
 #include "membership/membership.h"
 
 namespace tributary::coordinator {
@@ -180,6 +181,9 @@ class Coordinator::Service {
   void apply_removal(const membership::Removal& removal);
   void broadcast_view(const membership::View& view, membership::ViewCause cause, MemberId skip);
   void send_go(const membership::GoDecision& go);
+  // Federated rounds: the round logic's output (decisions to the view, replies, commits).
+  void on_round_ready(const Peer& peer, const control::RoundReady& ready);
+  void apply_rounds(const membership::RoundOutput& out);
   // Asks every member of the current view to heartbeat now (a failure report's check).
   void send_probe();
   void send(const std::string& identity, const control::Envelope& env);
@@ -206,6 +210,7 @@ class Coordinator::Service {
   const Clock& clock_;
   std::uint64_t instance_id_ = 0;
   std::optional<membership::Membership> membership_;  // built by bind(), after the journal replay
+  membership::FederatedRounds rounds_;  // not journaled: a new leader starts with none
   std::unique_ptr<coordinator_store::CoordinatorStore> store_;  // null: remembers nothing
   bool leading_ = false;
   TimePoint next_campaign_{};

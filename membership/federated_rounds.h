@@ -48,6 +48,7 @@ inline constexpr std::size_t kRoundsKept = 64;
 // Weights are sample counts and the like; the bound keeps weight x value finite in float.
 inline constexpr double kMaxRoundWeight = 1e15;
 inline constexpr Duration kMaxRoundDeadline = std::chrono::hours(24);
+inline constexpr std::uint32_t kMaxMinParticipants = 65536;  // the most members a view has
 
 // A member is ready for a round: it contributes with `weight` if the round is still open.
 struct RoundReady {

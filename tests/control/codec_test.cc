@@ -290,3 +290,114 @@ TEST(JoinAuth, MacsMatchTheirDocumentedLayouts) {
 
 }  // namespace
 }  // namespace tributary::control
+
+namespace tributary::control {
+namespace {
+
+Envelope round_ready(double weight, std::uint32_t deadline_ms = 1000, std::uint32_t min = 1,
+                     std::uint64_t round = 3) {
+  Envelope env;
+  auto* r = env.mutable_round_ready();
+  r->set_member_id(4);
+  r->set_epoch(2);
+  r->set_round(round);
+  r->set_weight(weight);
+  r->set_deadline_ms(deadline_ms);
+  r->set_min_participants(min);
+  return env;
+}
+
+TEST(ControlCodec, RoundReadyRoundTrips) {
+  auto decoded = decode_envelope(encode_envelope(round_ready(12.5)));
+  ASSERT_TRUE(decoded.is_ok()) << decoded.status().to_string();
+  const membership::RoundReady r = round_ready_from_proto(decoded->round_ready());
+  EXPECT_EQ(r.member, 4u);
+  EXPECT_EQ(r.epoch, 2u);
+  EXPECT_EQ(r.round, 3u);
+  EXPECT_EQ(r.weight, 12.5);
+  EXPECT_EQ(r.deadline, std::chrono::milliseconds(1000));
+  EXPECT_EQ(r.min_participants, 1u);
+}
+
+TEST(ControlCodec, MalformedRoundReadyIsRefusedNamingTheField) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  for (double w : {nan, -nan, inf, -inf, 0.0, -1.0, -0.0, 1e16,
+                   std::numeric_limits<double>::denorm_min() * -1}) {
+    auto decoded = decode_envelope(encode_envelope(round_ready(w)));
+    ASSERT_FALSE(decoded.is_ok()) << w;
+    EXPECT_EQ(decoded.status().code(), StatusCode::kBadFrame);
+    EXPECT_NE(decoded.status().message().find("round_ready: weight"), std::string::npos)
+        << decoded.status().message();
+  }
+  struct Case {
+    Envelope env;
+    std::string names;
+  };
+  std::vector<Case> cases = {
+      {round_ready(1, 0), "deadline_ms 0"},
+      {round_ready(1, 86'400'001), "deadline_ms 86400001"},
+      {round_ready(1, 1000, 0), "min_participants 0"},
+      {round_ready(1, 1000, 1'000'000), "min_participants 1000000"},
+      {round_ready(1, 1000, 1, std::uint64_t{1} << 56), "at or beyond 2^56"},
+  };
+  Envelope zero_epoch = round_ready(1);
+  zero_epoch.mutable_round_ready()->set_epoch(0);
+  cases.push_back({zero_epoch, "epoch is 0"});
+  Envelope zero_member = round_ready(1);
+  zero_member.mutable_round_ready()->set_member_id(0);
+  cases.push_back({zero_member, "member_id is 0"});
+  for (const auto& c : cases) {
+    auto decoded = decode_envelope(encode_envelope(c.env));
+    ASSERT_FALSE(decoded.is_ok()) << c.names;
+    EXPECT_NE(decoded.status().message().find(c.names), std::string::npos)
+        << decoded.status().message();
+  }
+}
+
+TEST(ControlCodec, RoundDecisionRoundTripsAndIsBounded) {
+  membership::RoundDecision d;
+  d.epoch = 5;
+  d.round = 9;
+  d.contributors = {{11, 3.0}, {13, 0.5}};
+  d.members = 3;
+  d.min_participants = 2;
+  Envelope env;
+  round_decision_to_proto(d, env.mutable_round_decision());
+  auto decoded = decode_envelope(encode_envelope(env));
+  ASSERT_TRUE(decoded.is_ok()) << decoded.status().to_string();
+  EXPECT_EQ(round_decision_from_proto(decoded->round_decision()), d);
+
+  auto refused = [](Envelope e, const std::string& names) {
+    auto r = decode_envelope(encode_envelope(e));
+    ASSERT_FALSE(r.is_ok()) << names;
+    EXPECT_NE(r.status().message().find(names), std::string::npos) << r.status().message();
+  };
+  Envelope dup = env;
+  dup.mutable_round_decision()->mutable_contributors(1)->set_member_id(11);
+  refused(dup, "duplicate contributor id 11");
+  Envelope nan = env;
+  nan.mutable_round_decision()->mutable_contributors(0)->set_weight(
+      std::numeric_limits<double>::quiet_NaN());
+  refused(nan, "contributor 11 has weight");
+  Envelope more = env;
+  more.mutable_round_decision()->set_members(1);
+  refused(more, "2 contributors of 1 members");
+  Envelope failed = env;
+  failed.mutable_round_decision()->set_failed(true);
+  refused(failed, "a failed round with contributors");
+  Envelope long_reason = env;
+  long_reason.mutable_round_decision()->set_reason(std::string(2000, 'x'));
+  refused(long_reason, "reason longer than");
+  Envelope done;
+  done.mutable_round_done()->set_member_id(1);
+  done.mutable_round_done()->set_epoch(0);
+  refused(done, "round_done: epoch is 0");
+  Envelope commit;
+  commit.mutable_round_commit()->set_epoch(1);
+  commit.mutable_round_commit()->set_round(~std::uint64_t{0});
+  refused(commit, "round_commit: round at or beyond 2^56");
+}
+
+}  // namespace
+}  // namespace tributary::control
