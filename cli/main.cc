@@ -13,6 +13,7 @@
 #include "cli/coordinator_command.h"
 #include "cli/demo.h"
 #include "cli/launcher.h"
+#include "cli/federated_check_workload.h"
 #include "cli/soak_workload.h"
 #include "cli/status_command.h"
 #include "cli/train_workload.h"
@@ -76,6 +77,7 @@ struct AgentFlags {
   std::string mismatch = "count";
   TrainSpec train;
   SoakSpec soak;
+  FederatedCheckSpec federated_check;
 };
 
 void add_worker_flags(CLI::App& cmd, AgentFlags& f) {
@@ -298,10 +300,10 @@ int run_train_agent(AgentFlags& f) {
 int run_agent(AgentFlags& f) {
   if (Status s = finish_agent_flags(f); !s) return report(s, "agent");
   if (f.workload != "train" && f.workload != "bench" && f.workload != "check" &&
-      f.workload != "mismatch" && f.workload != "soak") {
-    return report(
-        error(StatusCode::kInvalidArgument, "--workload: train, bench, check, mismatch or soak"),
-        "agent");
+      f.workload != "mismatch" && f.workload != "soak" && f.workload != "federated-check") {
+    return report(error(StatusCode::kInvalidArgument,
+                        "--workload: train, bench, check, mismatch, soak or federated-check"),
+                  "agent");
   }
   if (f.workload == "train") return run_train_agent(f);
   if (f.workload == "soak") {
@@ -319,6 +321,8 @@ int run_agent(AgentFlags& f) {
     status = run_bench(w, f.bench, stdout);
   } else if (f.workload == "check") {
     status = run_check(w, CheckSpec{}, stdout);
+  } else if (f.workload == "federated-check") {
+    status = run_federated_check(w, f.federated_check, stdout);
   } else {
     status = run_mismatch(w, f.mismatch == "dtype" ? MismatchKind::kDType : MismatchKind::kCount,
                           stdout);
@@ -417,8 +421,26 @@ int main(int argc, char** argv) {
   AgentFlags agent_flags;
   auto* agent = app.add_subcommand("agent", "join a cluster and run a workload");
   add_worker_flags(*agent, agent_flags);
-  agent->add_option("--workload", agent_flags.workload, "train, bench, check, mismatch or soak")
+  agent
+      ->add_option("--workload", agent_flags.workload,
+                   "train, bench, check, mismatch, soak or federated-check")
       ->capture_default_str();
+  agent
+      ->add_option("--fed-rounds", agent_flags.federated_check.rounds,
+                   "federated-check: rounds to run")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  agent
+      ->add_option("--fed-deadline-ms", agent_flags.federated_check.deadline_ms,
+                   "federated-check: each round's deadline")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  agent
+      ->add_option("--fed-slow-ms", agent_flags.federated_check.slow_ms,
+                   "federated-check: the last rank's compute time in odd rounds (late when "
+                   "above the deadline)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   agent->add_option("--soak-count", agent_flags.soak.count, "soak: float32 elements per all-reduce")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
