@@ -10,6 +10,7 @@
 
 #include <condition_variable>
 #include <cstdio>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <zmq.hpp>
@@ -423,6 +424,81 @@ struct RawMember {
   zmq::socket_t socket;
   membership::MemberId id = 0;
 };
+
+// Federated rounds over the real coordinator and its ZeroMQ clients (docs/federated.md): a
+// round decided at its deadline by the service loop's timer, a late member answered with
+// the stored decision, the commit once every contributor sent RoundDone; a RoundReady with
+// a NaN weight is malformed: its sender alone is dropped, the other member goes on.
+TEST_F(CoordinatorTest, FederatedRoundsDecideCommitAndRefuseMalformedWeights) {
+  start(coordinator_config(1, milliseconds(2000), /*metrics=*/true));
+  auto a = joined("a", 7000);
+  ASSERT_TRUE(a->wait_for_view(1, soon()).is_ok());
+  zmq::context_t ctx;
+  RawMember rogue(ctx, coordinator_->endpoint(), "rogue");
+  ASSERT_NE(rogue.id, 0u);
+  a->request_boundary(1, false);  // admits the raw member
+  ASSERT_TRUE(a->wait_for_view(2, soon()).is_ok());
+
+  membership::RoundReady r;
+  r.epoch = 2;
+  r.round = 1;
+  r.weight = 2.5;
+  r.deadline = milliseconds(300);
+  const auto asked = std::chrono::steady_clock::now();
+  auto decided = a->await_round(r, soon());
+  ASSERT_TRUE(decided.is_ok()) << decided.status().to_string();
+  EXPECT_GE(std::chrono::steady_clock::now() - asked, milliseconds(250)) << "closed at the deadline";
+  EXPECT_EQ(decided->epoch, 2u);
+  EXPECT_EQ(decided->members, 2u);
+  ASSERT_EQ(decided->contributors.size(), 1u);
+  EXPECT_EQ(decided->contributors[0].id, a->member_id());
+  EXPECT_EQ(decided->contributors[0].weight, 2.5);
+
+  // The raw member was broadcast the decision; asking late, it gets the stored one.
+  control::Envelope late;
+  auto* lr = late.mutable_round_ready();
+  lr->set_member_id(rogue.id);
+  lr->set_epoch(2);
+  lr->set_round(1);
+  lr->set_weight(1);
+  lr->set_deadline_ms(300);
+  lr->set_min_participants(1);
+  send(rogue.socket, late);
+  rogue.heartbeat(2);  // it stays a member meanwhile
+  int decisions = 0;
+  while (decisions < 2) {
+    auto env = receive(rogue.socket, Deadline::after(seconds(1)));
+    if (!env) break;
+    if (!env->has_round_decision()) continue;
+    ++decisions;
+    EXPECT_EQ(env->round_decision().round(), 1u);
+    EXPECT_EQ(env->round_decision().contributors_size(), 1);
+  }
+  EXPECT_EQ(decisions, 2) << "the broadcast and the answer to the late RoundReady";
+  const Status committed = a->commit_round(2, 1, soon());
+  EXPECT_TRUE(committed.is_ok()) << "the only contributor's RoundDone: " << committed.to_string();
+
+  // A NaN weight: malformed; only its sender goes.
+  control::Envelope bad = late;
+  bad.mutable_round_ready()->set_round(2);
+  bad.mutable_round_ready()->set_weight(std::numeric_limits<double>::quiet_NaN());
+  send(rogue.socket, bad);
+  EXPECT_TRUE(logs_.wait_for({"dropped malformed message from", "round_ready: weight"}));
+  auto v3 = a->wait_for_view(3, soon());
+  ASSERT_TRUE(v3.is_ok()) << v3.status().to_string();
+  EXPECT_FALSE(v3->contains(rogue.id));
+  r.epoch = 3;
+  r.round = 2;
+  auto next = a->await_round(r, soon());  // alone in the view: decided at once
+  ASSERT_TRUE(next.is_ok()) << next.status().to_string();
+  EXPECT_EQ(next->epoch, 3u);
+  EXPECT_TRUE(a->commit_round(3, 2, soon()).is_ok());
+  const std::string text = scrape(coordinator_->metrics_port());
+  EXPECT_EQ(metric(text, "tributary_federated_rounds_total{outcome=\"decided\"}"), 2.0) << text;
+  EXPECT_EQ(metric(text, "tributary_federated_rounds_total{outcome=\"committed\"}"), 2.0);
+  EXPECT_EQ(metric(text, "tributary_federated_late_members_total"), 1.0);
+  EXPECT_TRUE(a->health().is_ok());
+}
 
 TEST_F(CoordinatorTest, UpToDateMembersGetDeltasOthersTheWholeView) {
   start(coordinator_config(1, milliseconds(2000), /*metrics=*/true));
