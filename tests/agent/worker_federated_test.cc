@@ -166,7 +166,7 @@ std::vector<float> reference(const FederatedOutcome& outcome,
 // the late are told and untouched; in the next round everyone is on time and a late
 // member's update enters the sum through its residual (kFoldIntoResidual) or not (kDrop).
 TEST(WorkerFederated, ResultIsTheWeightedMeanOfExactlyTheReportedContributors) {
-  for (std::uint32_t seed = 1; seed <= 8; ++seed) {
+  for (std::uint32_t seed = 1; seed <= 12; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937 rng(seed);
     const int n = std::uniform_int_distribution<int>(2, 5)(rng);
