@@ -269,9 +269,9 @@ void Coordinator::Service::apply_rounds(const membership::RoundOutput& out) {
     control::round_decision_to_proto(d, env.mutable_round_decision());
     return control::encode_envelope(env);
   };
+  if (out.late > 0) metrics_->federated_late(out.late);
   for (const auto& d : out.decided) {
     metrics_->federated_round(d.failed ? "failed" : "decided");
-    if (!d.failed) metrics_->federated_late(d.members - d.contributors.size());
     const std::string bytes = encode(d);
     for (const auto& m : membership_->view().members) {
       if (auto route = route_of_.find(m.id); route != route_of_.end())

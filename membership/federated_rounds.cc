@@ -30,6 +30,7 @@ void RoundOutput::append(RoundOutput more) {
   for (auto& c : more.committed) committed.push_back(std::move(c));
   for (auto& l : more.log) log.push_back(std::move(l));
   for (auto& l : more.refused) refused.push_back(std::move(l));
+  late += more.late;
 }
 
 RoundOutput FederatedRounds::ready(const RoundReady& r, const View& view, TimePoint now) {
@@ -80,7 +81,8 @@ RoundOutput FederatedRounds::ready(const RoundReady& r, const View& view, TimePo
 }
 
 RoundOutput FederatedRounds::decide(std::uint64_t number, Round& round,
-                                    const std::map<MemberId, double>& weights, const View& view) {
+                                    const std::map<MemberId, double>& weights, const View& view,
+                                    bool again) {
   RoundDecision d;
   d.epoch = view.epoch;
   d.round = number;
@@ -100,6 +102,7 @@ RoundOutput FederatedRounds::decide(std::uint64_t number, Round& round,
     out.log.push_back(d.reason + ": the round fails");
   } else {
     round.phase = Phase::kDecided;
+    if (!again) out.late = d.members - d.contributors.size();
     out.log.push_back(round_name(number) + " decided in epoch " + std::to_string(d.epoch) + ": " +
                       std::to_string(d.contributors.size()) + " of " + std::to_string(d.members) +
                       " members contribute");
@@ -167,7 +170,7 @@ RoundOutput FederatedRounds::on_view(const View& view, TimePoint now) {
                       std::to_string(survivors.size()) + " of its " +
                       std::to_string(round.decision.contributors.size()) +
                       " contributors run it again");
-    out.append(decide(number, round, survivors, view));
+    out.append(decide(number, round, survivors, view, /*again=*/true));
   }
   return out;
 }

@@ -113,6 +113,8 @@ struct RoundOutput {
   std::vector<RoundCommit> committed;
   std::vector<std::string> log;
   std::vector<std::string> refused;
+  // Members of the view left out when rounds closed (late), not counting re-decisions.
+  std::size_t late = 0;
 
   bool empty() const {
     return decided.empty() && replies.empty() && committed.empty() && log.empty() &&
@@ -157,9 +159,10 @@ class FederatedRounds {
     std::set<MemberId> done;           // kDecided: contributors holding the result
   };
 
-  // Decides `round` from `contributors` (ids and weights) in `view`.
+  // Decides `round` from `weights` (ids and weights) in `view`; `again`: a re-decision
+  // after a view change (its left-out members are not late).
   RoundOutput decide(std::uint64_t number, Round& round, const std::map<MemberId, double>& weights,
-                     const View& view);
+                     const View& view, bool again = false);
   void keep_within_bound();
 
   std::size_t kept_;

@@ -82,6 +82,7 @@ TEST(FederatedRounds, ClosesAtTheDeadlineWithTheMembersReadyByThen) {
   auto out = rounds.tick(v, clock.now());
   ASSERT_EQ(out.decided.size(), 1u);
   EXPECT_EQ(out.decided[0].contributors, contributors({{10, 1.0}, {40, 4.0}}));
+  EXPECT_EQ(out.late, 2u) << "members 20 and 30";
   EXPECT_FALSE(out.decided[0].contributed(20));
   // A late member is answered at once with the stored decision, not broadcast again.
   out = rounds.ready(ready_of(20, 1, 2.0), v, clock.now());
@@ -155,6 +156,7 @@ TEST(FederatedRounds, ANewEpochDecidesAnUncommittedRoundAgainWithItsSurvivors) {
   ASSERT_EQ(out.decided.size(), 1u);
   EXPECT_EQ(out.decided[0].epoch, 2u);
   EXPECT_EQ(out.decided[0].contributors, contributors({{10, 10.0}, {30, 30.0}}));
+  EXPECT_EQ(out.late, 0u) << "a re-decision makes nobody late";
   // The old epoch's RoundDone no longer counts; the new epoch's do.
   EXPECT_TRUE(rounds.done(30, 1, 9).committed.empty());
   EXPECT_TRUE(rounds.done(10, 2, 9).committed.empty());
