@@ -119,7 +119,8 @@ int run_demo(const DemoSpec& spec) {
   std::vector<Agent> agents;
   auto spawn = [&](const std::string& role, std::vector<std::string> extra) -> bool {
     std::vector<std::string> argv = {self_executable(), "agent",      "--coordinator",
-                                     endpoint,          "--workload", "train"};
+                                     endpoint,          "--workload",
+                                     spec.federated ? "federated" : "train"};
     argv.insert(argv.end(), spec.agent_args.begin(), spec.agent_args.end());
     argv.insert(argv.end(), extra.begin(), extra.end());
     int fd = -1;

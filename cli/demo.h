@@ -13,6 +13,7 @@ namespace tributary::cli {
 struct DemoSpec {
   int workers = 4;
   int zones = 1;  // workers split into this many zones (launcher.h, zone_args)
+  bool federated = false;  // the federated workload (cli/federated_workload.h) instead of training
   long timeout_s = 600;
   long kill_at = -1;                    // a worker kills itself with SIGKILL at this global step
   long stop_at = -1;                    // a worker SIGSTOPs itself at this step ...

@@ -16,6 +16,7 @@
 #include "cli/federated_check_workload.h"
 #include "cli/soak_workload.h"
 #include "cli/status_command.h"
+#include "cli/federated_workload.h"
 #include "cli/train_workload.h"
 #include "cli/transport_flags.h"
 #include "cli/workloads.h"
@@ -76,6 +77,9 @@ struct AgentFlags {
   bool no_measure_links = false;
   std::string mismatch = "count";
   TrainSpec train;
+  FederatedSpec federated;
+  long round_deadline_ms = 1000;
+  long late_by_ms = 0;
   SoakSpec soak;
   FederatedCheckSpec federated_check;
 };
@@ -181,6 +185,35 @@ void add_train_flags(CLI::App& cmd, TrainSpec& t) {
       ->check(CLI::NonNegativeNumber);
 }
 
+void add_federated_flags(CLI::App& cmd, AgentFlags& f) {
+  FederatedSpec& s = f.federated;
+  cmd.add_option("--rounds", s.rounds, "federated: rounds of local training and averaging")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--local-passes", s.local_passes,
+                 "federated: passes over a member's shard per round")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--round-deadline-ms", f.round_deadline_ms,
+                 "federated: a round closes this long after its first contribution")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--min-participants", s.min_participants,
+                 "federated: fewer contributors by the deadline fail the round")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--late-fraction", s.late_fraction,
+                 "federated: share of members made late in each round, drawn at random "
+                 "(fault injection)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd.add_option("--late-by-ms", f.late_by_ms,
+                 "federated: how long a late member sleeps before it contributes (0: 1.5 x "
+                 "the deadline)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+}
+
 void add_codec_flag(CLI::App& cmd, agent::WorkerConfig& w) {
   cmd.add_option("--codec", w.codec,
                  "gradient compression: float32, float16, bfloat16, qint8[:bucket=512], qint4, "
@@ -247,6 +280,13 @@ Status finish_agent_flags(AgentFlags& f) {
   f.train.compressed = f.worker.codec != "float32" || !f.worker.wan_codec.empty();
   TRIB_RETURN_IF_ERROR(check_training_codec(f));
   TRIB_RETURN_IF_ERROR(agent::validate_tls_config(f.worker.tls));
+  // The federated workload shares the data flags of training.
+  f.federated.seed = f.train.seed;
+  f.federated.data_path = f.train.data_path;
+  f.federated.label_sorted = f.train.label_sorted;
+  f.federated.batch_size = f.train.recipe.batch_size;
+  f.federated.deadline = std::chrono::milliseconds(f.round_deadline_ms);
+  f.federated.late_by = std::chrono::milliseconds(f.late_by_ms);
   if (!algorithms::parse_all_reduce_algorithm(f.algorithm, &f.worker.algorithm)) {
     return error(StatusCode::kInvalidArgument,
                  "--algorithm: unknown algorithm '" + f.algorithm + "'");
@@ -297,15 +337,36 @@ int run_train_agent(AgentFlags& f) {
   return 0;
 }
 
+int run_federated_agent(AgentFlags& f) {
+  auto summary = run_federated(
+      [&]() -> Result<std::unique_ptr<agent::Worker>> { return agent::Worker::start(f.worker); },
+      f.federated, stdout);
+  if (!summary) return report(summary.status(), "agent");
+  if (summary->rank == 0) {
+    std::printf(
+        "summary: %d rounds in %.2f s, test accuracy %.2f%%, %d members, rank 0 made %d rounds, "
+        "missed %d, %d rounds failed\n",
+        summary->rounds, summary->seconds, 100.0 * summary->test_accuracy, summary->world_size,
+        summary->contributed, summary->late, summary->failed);
+  }
+  std::printf("final: params sha256 %s rounds %d contributed %d late %d\n",
+              summary->params_sha256.c_str(), summary->rounds, summary->contributed,
+              summary->late);
+  return 0;
+}
+
 int run_agent(AgentFlags& f) {
   if (Status s = finish_agent_flags(f); !s) return report(s, "agent");
   if (f.workload != "train" && f.workload != "bench" && f.workload != "check" &&
-      f.workload != "mismatch" && f.workload != "soak" && f.workload != "federated-check") {
+      f.workload != "mismatch" && f.workload != "soak" && f.workload != "federated" &&
+      f.workload != "federated-check") {
     return report(error(StatusCode::kInvalidArgument,
-                        "--workload: train, bench, check, mismatch, soak or federated-check"),
+                        "--workload: train, federated, bench, check, mismatch, soak or "
+                        "federated-check"),
                   "agent");
   }
   if (f.workload == "train") return run_train_agent(f);
+  if (f.workload == "federated") return run_federated_agent(f);
   if (f.workload == "soak") {
     Status s = run_soak(
         [&]() -> Result<std::unique_ptr<agent::Worker>> { return agent::Worker::start(f.worker); },
@@ -401,6 +462,9 @@ const std::vector<std::string> kWorkerFlagNames = {"--chunk-bytes", "--algorithm
                                                    "--join-timeout-ms", "--metrics"};
 const std::vector<std::string> kBenchFlagNames = {
     "--min-bytes", "--max-bytes", "--factor", "--iters", "--warmup", "--op", "--dtype", "--redop"};
+const std::vector<std::string> kFederatedFlagNames = {
+    "--rounds", "--local-passes", "--round-deadline-ms", "--min-participants", "--late-fraction",
+    "--late-by-ms"};
 const std::vector<std::string> kTrainFlagNames = {
     "--epochs", "--batch", "--lr", "--label-sorted", "--seed", "--data", "--print-every"};
 
@@ -423,7 +487,7 @@ int main(int argc, char** argv) {
   add_worker_flags(*agent, agent_flags);
   agent
       ->add_option("--workload", agent_flags.workload,
-                   "train, bench, check, mismatch, soak or federated-check")
+                   "train, federated, bench, check, mismatch, soak or federated-check")
       ->capture_default_str();
   agent
       ->add_option("--fed-rounds", agent_flags.federated_check.rounds,
@@ -462,6 +526,7 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   add_bench_flags(*agent, agent_flags);
   add_train_flags(*agent, agent_flags.train);
+  add_federated_flags(*agent, agent_flags);
   add_injection_flags(*agent, agent_flags.train);
   add_codec_flag(*agent, agent_flags.worker);
   agent
@@ -523,6 +588,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   add_zones_flag(*demo, demo_spec.zones);
   add_train_flags(*demo, demo_flags.train);
+  demo->add_flag("--federated", demo_spec.federated,
+                 "federated averaging in rounds with a deadline instead of data-parallel steps "
+                 "(with --late-fraction: members made late at random)");
+  add_federated_flags(*demo, demo_flags);
   add_codec_flag(*demo, demo_flags.worker);
   demo->add_option("--algorithm", demo_flags.algorithm, "all-reduce algorithm (auto: cost model)");
   demo->add_option("--metrics", demo_flags.worker.metrics_bind,
@@ -565,7 +634,16 @@ int main(int argc, char** argv) {
     std::signal(SIGINT, on_signal);
     return run_coordinator(coordinator_flags, g_stop);
   }
-  if (agent->parsed()) return run_agent(agent_flags);
+  if (agent->parsed()) {
+    // Flags the federated workload shares with training, where they were given.
+    if (agent->get_option("--lr")->count() > 0) {
+      agent_flags.federated.learning_rate = agent_flags.train.recipe.learning_rate;
+    }
+    if (agent->get_option("--print-every")->count() > 0) {
+      agent_flags.federated.print_every = agent_flags.train.print_every;
+    }
+    return run_agent(agent_flags);
+  }
   if (status->parsed()) return run_status(status_flags);
   if (bench->parsed()) {
     if (Status s = finish_agent_flags(bench_flags); !s) return report(s, "bench");
@@ -593,6 +671,7 @@ int main(int argc, char** argv) {
     auto names = kTrainFlagNames;
     names.insert(names.end(), {"--algorithm", "--metrics", "--step-delay-ms", "--codec",
                                "--wan-codec", "--transport"});
+    names.insert(names.end(), kFederatedFlagNames.begin(), kFederatedFlagNames.end());
     names.insert(names.end(), kFailoverFlagNames.begin(), kFailoverFlagNames.end());
     names.insert(names.end(), kTlsFlagNames.begin(), kTlsFlagNames.end());
     demo_spec.agent_args = forwarded_args(*demo, names);
@@ -603,6 +682,12 @@ int main(int argc, char** argv) {
     const bool faults = demo_spec.kill_at >= 0 || demo_spec.stop_at >= 0 ||
                         demo_spec.join_at >= 0 || demo_spec.drain_at >= 0 ||
                         demo_spec.straggler_ms > 0 || demo_spec.ha;
+    if (demo_spec.federated && faults) {
+      return report(error(StatusCode::kInvalidArgument,
+                          "--federated: the fault flags are driven by training steps; use "
+                          "--late-fraction for late members"),
+                    "demo");
+    }
     if (faults && demo->get_option("--step-delay-ms")->count() == 0) {
       // Give injected faults something to interrupt: ~20 ms of "compute" per step.
       demo_spec.agent_args.insert(demo_spec.agent_args.end(), {"--step-delay-ms", "20"});

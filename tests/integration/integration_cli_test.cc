@@ -84,6 +84,47 @@ TEST(Demo, TrainsThroughTopKCompression) {
   EXPECT_NE(r.out.find("hold bitwise-identical parameters"), std::string::npos) << r.dump;
 }
 
+// Federated averaging (cli/federated_workload.h, Worker::federated_round): one member in
+// four, drawn at random each round, sleeps past the round's deadline. Those rounds close
+// without it, the late member is told and contributes in a later round, and the last round
+// (everyone) leaves every member with the same bits.
+TEST(Demo, FederatedRoundsGoOnWithoutLateMembers) {
+  const int rounds = 8;
+  const Ran r = run({"demo", "--federated", "--workers", "4", "--rounds", std::to_string(rounds),
+                     "--late-fraction", "0.25", "--round-deadline-ms", "400", "--print-every",
+                     "1", "--timeout-s", "240"},
+                    seconds(300));
+  ASSERT_EQ(r.code, 0) << r.dump;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      r.out, m,
+      std::regex(R"(summary: (\d+) rounds in [0-9.]+ s, test accuracy ([0-9.]+)%, 4 members)")))
+      << r.dump;
+  EXPECT_EQ(std::stoi(m[1]), rounds + 1) << r.dump;  // the final all-members round
+  EXPECT_GT(std::stod(m[2]), 50.0) << r.dump;
+  EXPECT_NE(r.out.find("4 surviving workers hold bitwise-identical parameters"), std::string::npos)
+      << r.dump;
+  // Every member ran every round, made it or missed it; one member per round missed it
+  // (a member slowed by this busy machine may miss one more).
+  int late = 0;
+  int finals = 0;
+  const std::regex final_line(R"(final: params sha256 [0-9a-f]{64} rounds (\d+) contributed (\d+) late (\d+))");
+  for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), final_line);
+       it != std::sregex_iterator(); ++it) {
+    ++finals;
+    EXPECT_EQ(std::stoi((*it)[1]), rounds + 1);
+    EXPECT_EQ(std::stoi((*it)[2]) + std::stoi((*it)[3]), rounds + 1) << r.dump;
+    late += std::stoi((*it)[3]);
+  }
+  EXPECT_EQ(finals, 4) << r.dump;
+  EXPECT_GE(late, rounds) << r.dump;
+  EXPECT_LE(late, 2 * rounds) << r.dump;
+  // Rank 0's table marks the rounds it missed itself; a round's contributors are 3 of 4
+  // when one member was late.
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\n\s+\d+\s+3\s+\d+\s+[0-9.]+%)")))
+      << r.dump;
+}
+
 // A codec the convergence evidence says loses accuracy trains, with a warning saying so
 // and what to change, in the header (docs/compression.md,
 // compression/collectives/convergence_advice.h).
