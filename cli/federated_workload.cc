@@ -91,6 +91,10 @@ Result<FederatedSummary> run_federated(
 
   FederatedSummary summary;
   double samples = 0;  // trained since this member last contributed: its weight
+  // The final round's weight of a member with nothing new: its share of the last round it
+  // made (that round's total over its contributors), so the replicas that already hold the
+  // average count for what it was averaged from, and a late member's extra pass for itself.
+  double share = 1;
   std::uint64_t pass = 0;
   // `final_round`: nobody is made late, the deadline is long and everyone must contribute.
   auto run_round = [&](int round, bool final_round) -> Status {
@@ -111,7 +115,7 @@ Result<FederatedSummary> run_federated(
     }
     agent::FederatedRound r;
     r.round = static_cast<std::uint64_t>(round);
-    r.weight = std::max(samples, 1.0);  // a member with nothing new still counts a little
+    r.weight = samples > 0 ? samples : share;
     r.deadline = final_round ? std::max<std::chrono::milliseconds>(std::chrono::seconds(60),
                                                                     late_by + spec.deadline * 4)
                              : spec.deadline;
@@ -137,6 +141,9 @@ Result<FederatedSummary> run_federated(
     if (outcome->contributed) {
       ++summary.contributed;
       samples = 0;
+      share = std::max(1.0, outcome->total_weight /
+                                static_cast<double>(std::max<std::size_t>(
+                                    1, outcome->contributors.size())));
     } else {
       ++summary.late;
     }
