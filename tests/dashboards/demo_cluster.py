@@ -24,8 +24,11 @@ AGREE = re.compile(r"demo: \d+ surviving workers hold bitwise-identical paramete
 
 
 class DemoCluster:
-    def __init__(self, binary, log_path, on_coordinator, on_agent, workers=4, kill_at=120,
-                 join_at=240, epochs=36, step_delay_ms=50, timeout_s=150):
+    # The kill at step 240 (~13 s in) leaves Prometheus time to discover and first scrape
+    # every target (its file discovery sends updates at most every 5 s, then a 2 s scrape
+    # interval): a counter first seen after its increment shows no increase.
+    def __init__(self, binary, log_path, on_coordinator, on_agent, workers=4, kill_at=240,
+                 join_at=400, epochs=36, step_delay_ms=50, timeout_s=150):
         self.argv = [binary, "demo", "--workers", str(workers), "--metrics", "127.0.0.1:0",
                      "--coordinator-metrics", "127.0.0.1:0", "--kill-at", str(kill_at),
                      "--join-at", str(join_at), "--epochs", str(epochs),
