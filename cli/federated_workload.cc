@@ -114,7 +114,7 @@ Result<FederatedSummary> run_federated(
       }
     }
     agent::FederatedRound r;
-    r.round = static_cast<std::uint64_t>(round);
+    r.round = static_cast<std::uint64_t>(round) + 1;  // as the table counts them
     r.weight = samples > 0 ? samples : share;
     r.deadline = final_round ? std::max<std::chrono::milliseconds>(std::chrono::seconds(60),
                                                                     late_by + spec.deadline * 4)
@@ -133,7 +133,7 @@ Result<FederatedSummary> run_federated(
       }
       ++summary.failed;
       if (rank == 0) {
-        std::fprintf(out, "%6d failed: %s\n", round, outcome.status().message().c_str());
+        std::fprintf(out, "%6d failed: %s\n", round + 1, outcome.status().message().c_str());
         std::fflush(out);
       }
       return Status::ok();
