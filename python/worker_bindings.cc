@@ -55,6 +55,7 @@ void bind_config(py::module_& m) {
       .def_readwrite("bind_host", &agent::WorkerConfig::bind_host)
       .def_readwrite("data_port", &agent::WorkerConfig::data_port)
       .def_readwrite("advertise_host", &agent::WorkerConfig::advertise_host)
+      .def_readwrite("transport", &agent::WorkerConfig::transport)
       .def_readwrite("chunk_bytes", &agent::WorkerConfig::chunk_bytes)
       .def_readwrite("metrics_bind", &agent::WorkerConfig::metrics_bind)
       .def_readwrite("deadline_slack", &agent::WorkerConfig::deadline_slack)
@@ -75,6 +76,24 @@ void bind_config(py::module_& m) {
                                  "unknown all-reduce algorithm \"" + name + "\""));
             }
           });
+  // TLS on data-plane links (docs/security.md): "off", "cross-zone" or "all", and the
+  // optional certificate files (all three or none: the endpoint checks them at start).
+  cls.def_property(
+      "tls", [](const agent::WorkerConfig& c) { return std::string(tls_mode_name(c.tls.mode)); },
+      [](agent::WorkerConfig& c, const std::string& name) {
+        auto mode = agent::parse_tls_mode(name);
+        if (!mode) throw_status(mode.status());
+        c.tls.mode = *mode;
+      });
+  cls.def_property(
+      "tls_cert", [](const agent::WorkerConfig& c) { return c.tls.cert_file; },
+      [](agent::WorkerConfig& c, const std::string& f) { c.tls.cert_file = f; });
+  cls.def_property(
+      "tls_key", [](const agent::WorkerConfig& c) { return c.tls.key_file; },
+      [](agent::WorkerConfig& c, const std::string& f) { c.tls.key_file = f; });
+  cls.def_property(
+      "tls_ca", [](const agent::WorkerConfig& c) { return c.tls.ca_file; },
+      [](agent::WorkerConfig& c, const std::string& f) { c.tls.ca_file = f; });
   milliseconds_property(cls, "join_timeout_ms", &agent::WorkerConfig::join_timeout);
   milliseconds_property(cls, "collective_timeout_ms", &agent::WorkerConfig::collective_timeout);
   milliseconds_property(cls, "deadline_floor_ms", &agent::WorkerConfig::deadline_floor);
