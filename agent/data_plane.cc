@@ -64,6 +64,7 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const WorkerConfig& config, 
                      ": RDMA traffic cannot be encrypted; use --transport auto or tcp");
   }
   std::unique_ptr<DataPlane> d(new DataPlane());
+  d->tls_ = config.tls;
   d->log_ = log;
   TcpEndpointConfig ec;
   ec.bind_host = config.bind_host;
@@ -171,6 +172,11 @@ std::string standby_name(std::size_t k) {
 
 std::vector<std::string> DataPlane::capabilities() const {
   std::vector<std::string> out = table_->advertise();
+  // A setting every member must share (membership::kSharedSettings): the coordinator refuses
+  // a joiner whose TLS differs instead of admitting one whose links all fail.
+  const TlsConfig& tls = tls_;
+  out.push_back("tls:" + std::string(tls_mode_name(tls.mode)) +
+                (tls.mode == TlsMode::kOff ? "" : tls.uses_certificates() ? "/cert" : "/psk"));
   for (const auto& standby : standbys_) {
     for (std::string& s : standby->advertise()) out.push_back(std::move(s));
   }

@@ -70,6 +70,8 @@ void Coordinator::Service::admit(const Peer& peer, const JoinGate::Admitted& adm
       return reject(peer, R::UNKNOWN_MEMBER, "cannot resume: " + joined.status().message());
     if (joined.status().code() == StatusCode::kEvicted)
       return reject(peer, R::COOLDOWN, joined.status().message());
+    if (joined.status().code() == StatusCode::kInvalidArgument)
+      return reject(peer, R::INVALID_REQUEST, joined.status().message());
     return reject(peer, R::FULL, joined.status().message());
   }
   const MemberId id = joined->id;

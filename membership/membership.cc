@@ -68,7 +68,34 @@ void Membership::resized(TimePoint now) {
 
 bool Membership::joiners_pending() const { return pending_ > 0; }
 
+namespace {
+
+// The value of capability "name:value" in `labels`, or nullptr.
+const std::string* shared_setting(const MemberLabels& labels, std::string_view name) {
+  for (const std::string& c : labels.capabilities) {
+    if (c.size() > name.size() && c.compare(0, name.size(), name) == 0 && c[name.size()] == ':')
+      return &c;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 Result<JoinDecision> Membership::join(MemberLabels labels, TimePoint now) {
+  for (std::string_view name : kSharedSettings) {
+    const std::string* mine = shared_setting(labels, name);
+    if (mine == nullptr) continue;
+    for (const auto& [id, peer] : peers_) {
+      const std::string* theirs = shared_setting(peer.labels, name);
+      if (theirs != nullptr && *theirs != *mine) {
+        return error(StatusCode::kInvalidArgument,
+                     "'" + labels.name + "' advertises " + *mine + ", member " +
+                         std::to_string(id) + " ('" + peer.labels.name + "') " + *theirs +
+                         ": every member needs the same setting (for tls: the same --tls and "
+                         "the same kind of keys)");
+      }
+    }
+  }
   if (peers_.size() >= config_.max_members) {
     return error(StatusCode::kUnavailable,
                  "membership full: " + std::to_string(peers_.size()) + " members (max_members)");

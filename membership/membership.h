@@ -112,6 +112,11 @@ struct MembershipConfig {
   StragglerConfig straggler;
 };
 
+// Capabilities "name:value" that every member must advertise alike: TLS on data links
+// (agent/tls.h: "tls:off", "tls:cross-zone/psk", "tls:all/cert", ...). A member that does
+// not advertise one is not compared on it.
+inline constexpr std::string_view kSharedSettings[] = {"tls"};
+
 // What a joiner says about itself (validated by the caller before join()).
 struct MemberLabels {
   std::string name;  // for logs
@@ -228,7 +233,10 @@ class Membership {
   explicit Membership(MembershipConfig config);
 
   // kUnavailable when max_members are already in; kEvicted (the message says until when)
-  // for a member evicted as a straggler whose cool-down has not passed (matched by name).
+  // for a member evicted as a straggler whose cool-down has not passed (matched by name);
+  // kInvalidArgument for a joiner whose data-plane settings that every member must share
+  // (capabilities named in kSharedSettings, e.g. "tls:all/psk") differ from a member's: its
+  // links to everyone would be refused, and a view holding it would fail for all.
   Result<JoinDecision> join(MemberLabels labels, TimePoint now);
   // After restore(): a journaled member is back (kResuming -> kWaiting; the view follows
   // once all are back). A current member that reconnected is simply known again (no view

@@ -149,6 +149,40 @@ TEST(Membership, JoinAfterFirstViewWaitsForAStepBoundary) {
   EXPECT_EQ(v->size(), 3u);
 }
 
+// A setting every member must share (kSharedSettings: TLS on data links): a joiner that
+// differs is refused with both values named, before it is a member, so a view holding it
+// (whose links would all be refused) never forms; members that agree, and members that do
+// not advertise the setting, join as before.
+TEST(Membership, AJoinerWhoseTlsDiffersFromTheMembersIsRefused) {
+  FakeClock clock;
+  Membership m(config(2));
+  auto with = [](std::string host, std::string tls) {
+    MemberLabels l = labels(std::move(host));
+    l.capabilities.push_back(std::move(tls));
+    return l;
+  };
+  join(m, with("a", "tls:all/psk"), clock);
+  join(m, with("b", "tls:all/psk"), clock);
+  ASSERT_EQ(m.epoch(), 1u);
+  for (const char* other : {"tls:off", "tls:cross-zone/psk", "tls:all/cert"}) {
+    auto refused = m.join(with("c", other), clock.now());
+    ASSERT_FALSE(refused.is_ok()) << other;
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find(other), std::string::npos)
+        << refused.status().message();
+    EXPECT_NE(refused.status().message().find("tls:all/psk"), std::string::npos)
+        << refused.status().message();
+  }
+  EXPECT_FALSE(m.joiners_pending()) << "a refused joiner is nobody";
+  EXPECT_EQ(m.view().size(), 2u);
+  join(m, with("d", "tls:all/psk"), clock);
+  join(m, labels("e"), clock);  // no setting advertised: not compared
+  EXPECT_TRUE(m.joiners_pending());
+  const auto v = boundary_all(m, clock);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->size(), 4u);
+}
+
 // joiners_pending() is a count kept by every phase change (it answers every heartbeat):
 // a pending joiner that dies before the boundary, one admitted by it, one admitted into an
 // empty view.
