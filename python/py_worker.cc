@@ -107,6 +107,19 @@ agent::BoundaryOutcome PyWorker::step_boundary(double timeout_s) {
   return value_or_throw(std::move(r));
 }
 
+agent::FederatedOutcome PyWorker::federated_round(std::uintptr_t address, std::size_t count,
+                                                  const agent::FederatedRound& round,
+                                                  double timeout_s) {
+  agent::Worker& w = worker();
+  wait_idle(timeout_s);  // the Worker has one user at a time: not while a job runs
+  Result<agent::FederatedOutcome> r = error(StatusCode::kInternal, "not run");
+  {
+    py::gil_scoped_release release;
+    r = w.federated_round(reinterpret_cast<float*>(address), count, round);
+  }
+  return value_or_throw(std::move(r));
+}
+
 void PyWorker::register_state(const std::string& name, std::uintptr_t address, std::size_t nbytes,
                               py::object keep, double timeout_s) {
   agent::Worker& w = worker();

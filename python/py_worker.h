@@ -71,6 +71,10 @@ class PyWorker {
   void wait_idle(double timeout_s);
   // Waits for the queue, then runs the step boundary (joins, drains, state sync).
   agent::BoundaryOutcome step_boundary(double timeout_s);
+  // Waits for the queue, then runs a federated round on `count` float32 at `address`
+  // (docs/federated.md): the round's decision may take up to its deadline.
+  agent::FederatedOutcome federated_round(std::uintptr_t address, std::size_t count,
+                                          const agent::FederatedRound& round, double timeout_s);
   // `nbytes` bytes at `address`, owned by `keep`, sent to joiners under `name`.
   void register_state(const std::string& name, std::uintptr_t address, std::size_t nbytes,
                       pybind11::object keep, double timeout_s);

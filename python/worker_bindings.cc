@@ -5,6 +5,7 @@
 // objects that own them (`keep`); dtype and op arrive as names.
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "algorithms/collectives.h"
@@ -112,6 +113,27 @@ void bind_outcomes(py::module_& m) {
         std::ostringstream s;
         s << "Outcome(epoch=" << o.epoch << ", contributors=" << o.contributors
           << ", attempts=" << o.attempts << ")";
+        return s.str();
+      });
+  py::class_<agent::FederatedOutcome>(m, "FederatedOutcome",
+                                      "What a federated round did (docs/federated.md).")
+      .def_readonly("round", &agent::FederatedOutcome::round)
+      .def_readonly("epoch", &agent::FederatedOutcome::epoch)
+      .def_readonly("contributed", &agent::FederatedOutcome::contributed)
+      .def_readonly("total_weight", &agent::FederatedOutcome::total_weight)
+      .def_readonly("attempts", &agent::FederatedOutcome::attempts)
+      .def_property_readonly("contributors",
+                             [](const agent::FederatedOutcome& o) {
+                               std::vector<std::pair<std::uint64_t, double>> out;
+                               for (const auto& c : o.contributors)
+                                 out.emplace_back(c.member_id, c.weight);
+                               return out;
+                             })
+      .def("__repr__", [](const agent::FederatedOutcome& o) {
+        std::ostringstream s;
+        s << "FederatedOutcome(round=" << o.round << ", contributed=" << o.contributed
+          << ", contributors=" << o.contributors.size() << ", total_weight=" << o.total_weight
+          << ")";
         return s.str();
       });
   py::class_<agent::BoundaryOutcome>(m, "BoundaryOutcome", "What a step boundary did.")
@@ -237,6 +259,33 @@ void bind_worker(py::module_& m) {
       .def_property_readonly("attached", &PyWorker::attached)
       .def("wait_idle", &PyWorker::wait_idle, py::arg("timeout"))
       .def("step_boundary", &PyWorker::step_boundary, py::arg("timeout"))
+      .def(
+          "federated_round",
+          [](PyWorker& self, std::uintptr_t address, std::size_t count, std::uint64_t round,
+             double weight, double deadline_s, int min_participants, const std::string& late,
+             std::uint64_t tensor_id, double timeout_s) {
+            if (late != "fold" && late != "drop") {
+              throw_status(error(StatusCode::kInvalidArgument,
+                                 "late=\"" + late + "\": \"fold\" or \"drop\""));
+            }
+            if (!(deadline_s > 0) || deadline_s > 86400) {
+              throw_status(error(StatusCode::kInvalidArgument,
+                                 "deadline must be within (0, 86400] s"));
+            }
+            agent::FederatedRound r;
+            r.round = round;
+            r.weight = weight;
+            r.deadline = std::chrono::milliseconds(
+                std::max<std::int64_t>(1, static_cast<std::int64_t>(deadline_s * 1000)));
+            r.min_participants = min_participants;
+            r.late = late == "fold" ? agent::LatePolicy::kFoldIntoResidual
+                                    : agent::LatePolicy::kDrop;
+            r.tensor_id = tensor_id;
+            return self.federated_round(address, count, r, timeout_s);
+          },
+          py::arg("address"), py::arg("count"), py::arg("round"), py::arg("weight"),
+          py::arg("deadline"), py::arg("min_participants"), py::arg("late"),
+          py::arg("tensor_id"), py::arg("timeout"))
       .def("register_state", &PyWorker::register_state, py::arg("name"), py::arg("address"),
            py::arg("nbytes"), py::arg("keep"), py::arg("timeout"))
       .def("drain", [](PyWorker& s) { s.worker().drain(); })

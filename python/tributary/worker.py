@@ -214,6 +214,20 @@ class Worker:
             buf.address, buf.count, op, tensor_id, step, [tuple(m) for m in matrices],
             buf.owner), async_op)
 
+    def federated_round(self, tensor, *, round, weight, deadline=10.0, min_participants=1,
+                        late="fold", tensor_id=0):
+        """A federated round (docs/federated.md) on a float32 tensor, in place: the weighted
+        mean over the members that contribute by `deadline` seconds after the round opens.
+        Returns a FederatedOutcome; `contributed` False means this member was late (the tensor
+        is untouched; late="fold" adds it into the residual for `tensor_id`, "drop" forgets
+        it). Fewer than `min_participants`: raises RoundFailed on every member."""
+        buf = as_buffer(tensor, "tensor")
+        if buf.dtype != "float32":
+            raise invalid(f"federated_round takes float32, not {buf.dtype}")
+        return self._native.federated_round(buf.address, buf.count, round, float(weight),
+                                            float(deadline), min_participants, late, tensor_id,
+                                            self.wait_timeout)
+
     # --- elasticity ----------------------------------------------------------------------
     def register_state(self, name, tensor):
         """Training state a joiner receives (SHA-256 verified) at a step boundary: the same
