@@ -20,6 +20,7 @@
 
 #include "agent/worker.h"
 #include "control_client/memory_control_plane.h"
+#include "tests/agent/in_process_world.h"
 
 namespace tributary::agent {
 namespace {
@@ -30,70 +31,17 @@ using std::chrono::seconds;
 
 constexpr milliseconds kDeadline{1000};
 
-membership::MembershipConfig membership_config(int n, bool straggler = false) {
-  membership::MembershipConfig c;
-  c.initial_world_size = static_cast<std::size_t>(n);
-  c.heartbeat_timeout = seconds(1);
-  c.straggler.enabled = straggler;
-  return c;
-}
+using in_process::eventually;
+using in_process::leave_all;
+using in_process::membership_config;
 
-WorkerConfig worker_config() {
-  WorkerConfig c;
-  c.secret = "in-process";
-  c.host = "test";
-  c.join_timeout = seconds(20);
-  c.recovery_timeout = seconds(20);
-  c.deadline_floor = seconds(60);
-  c.chunk_bytes = 4096;  // several chunks per round
-  return c;
-}
-
-bool eventually(const std::function<bool()>& done) {
-  const Deadline limit = Deadline::after(seconds(20));
-  while (!done()) {
-    if (limit.passed()) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
-
-// n Workers joined into the first view, indexed by rank; each with its own step clock.
-// With `clocks`, worker t steps on clock t and `clock_of_rank` says which clock each rank has.
+// n Workers joined into the first view, indexed by rank, several chunks per round; with
+// `clocks`, worker t steps on clock t and `clock_of_rank` says which clock each rank has.
 std::vector<std::unique_ptr<Worker>> start_world(MemoryCoordinator& coordinator, int n,
                                                  std::vector<FakeClock>* clocks = nullptr,
                                                  std::vector<int>* clock_of_rank = nullptr) {
-  std::vector<std::unique_ptr<Worker>> started(static_cast<std::size_t>(n));
-  std::vector<std::thread> threads;
-  for (int t = 0; t < n; ++t) {
-    threads.emplace_back([&, t] {
-      WorkerEnvironment e;
-      e.control = coordinator.connect();
-      if (clocks != nullptr) e.clock = &(*clocks)[static_cast<std::size_t>(t)];
-      auto w = Worker::start(worker_config(), std::move(e));
-      if (!w) {
-        ADD_FAILURE() << w.status().to_string();
-        return;
-      }
-      started[static_cast<std::size_t>(t)] = std::move(*w);
-    });
-  }
-  for (auto& th : threads) th.join();
-  std::vector<std::unique_ptr<Worker>> by_rank(static_cast<std::size_t>(n));
-  if (clock_of_rank != nullptr) clock_of_rank->assign(static_cast<std::size_t>(n), -1);
-  for (int t = 0; t < n; ++t) {
-    auto& w = started[static_cast<std::size_t>(t)];
-    if (!w) return {};
-    if (clock_of_rank != nullptr) clock_of_rank->at(static_cast<std::size_t>(w->rank())) = t;
-    by_rank.at(static_cast<std::size_t>(w->rank())) = std::move(w);
-  }
-  return by_rank;
-}
-
-void leave_all(std::vector<std::unique_ptr<Worker>>& workers) {
-  std::vector<std::thread> threads;
-  for (auto& w : workers) threads.emplace_back([&w] { w.reset(); });
-  for (auto& th : threads) th.join();
+  return in_process::start_world(
+      coordinator, n, {.chunk_bytes = 4096, .clocks = clocks, .clock_of_rank = clock_of_rank});
 }
 
 struct Member {

@@ -16,6 +16,7 @@
 
 #include "agent/worker.h"
 #include "control_client/memory_control_plane.h"
+#include "tests/agent/in_process_world.h"
 
 namespace tributary::agent {
 namespace {
@@ -24,76 +25,17 @@ using control_client::MemoryCoordinator;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-constexpr Duration kHeartbeatTimeout = seconds(1);
-
-membership::MembershipConfig membership_config(int n) {
-  membership::MembershipConfig c;
-  c.initial_world_size = static_cast<std::size_t>(n);
-  c.heartbeat_timeout = kHeartbeatTimeout;
-  c.straggler.enabled = false;
-  return c;
-}
-
-WorkerConfig worker_config(std::size_t chunk_bytes = 256 * 1024) {
-  WorkerConfig c;
-  c.chunk_bytes = chunk_bytes;
-  c.secret = "in-process";
-  c.host = "test";
-  c.join_timeout = seconds(20);
-  c.recovery_timeout = seconds(20);
-  // Far beyond the test's run time: a member blocked on a frozen peer must be freed by
-  // the new view, not by its data-plane deadline.
-  c.deadline_floor = seconds(60);
-  return c;
-}
-
-// A Worker's environment over `coordinator`, its step timing on `clock` (nullptr: steady).
-WorkerEnvironment environment(MemoryCoordinator& coordinator, const Clock* clock = nullptr) {
-  WorkerEnvironment e;
-  e.control = coordinator.connect();
-  e.clock = clock;
-  return e;
-}
-
-// Polls `done` (bounded) while the ranks' threads make it true.
-bool eventually(const std::function<bool()>& done) {
-  const Deadline limit = Deadline::after(seconds(20));
-  while (!done()) {
-    if (limit.passed()) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
+using in_process::environment;
+using in_process::eventually;
+using in_process::kHeartbeatTimeout;
+using in_process::leave_all;
+using in_process::membership_config;
+using in_process::worker_config;
 
 // n Workers joined concurrently into the first view, indexed by rank.
 std::vector<std::unique_ptr<Worker>> start_world(MemoryCoordinator& coordinator, int n,
                                                  std::size_t chunk_bytes = 256 * 1024) {
-  std::vector<std::unique_ptr<Worker>> started(static_cast<std::size_t>(n));
-  std::vector<std::thread> threads;
-  for (int t = 0; t < n; ++t) {
-    threads.emplace_back([&, t] {
-      auto w = Worker::start(worker_config(chunk_bytes), environment(coordinator));
-      if (!w) {
-        ADD_FAILURE() << w.status().to_string();
-        return;
-      }
-      started[static_cast<std::size_t>(t)] = std::move(*w);
-    });
-  }
-  for (auto& th : threads) th.join();
-  std::vector<std::unique_ptr<Worker>> by_rank(static_cast<std::size_t>(n));
-  for (auto& w : started) {
-    if (!w) return {};
-    by_rank.at(static_cast<std::size_t>(w->rank())) = std::move(w);
-  }
-  return by_rank;
-}
-
-// Destroys the Workers concurrently: each one's leave waits out its watcher's poll.
-void leave_all(std::vector<std::unique_ptr<Worker>>& workers) {
-  std::vector<std::thread> threads;
-  for (auto& w : workers) threads.emplace_back([&w] { w.reset(); });  // null ones too
-  for (auto& th : threads) th.join();
+  return in_process::start_world(coordinator, n, {.chunk_bytes = chunk_bytes});
 }
 
 // Each rank's input of step `step`: distinct per rank and step, exact in float sums.
