@@ -113,6 +113,11 @@ struct CoordinatorClient::Impl {
     auto it = rounds.find(r.round);
     return it != rounds.end() && it->second.answers(id, r.epoch) ? &it->second : nullptr;
   }
+  // Why a round's wait (mu held) ended without its answer: the deadline (`missing` names
+  // what did not come), an eviction, a leave, or a newer view (`superseded`: what it
+  // arrived before). coordinator_client.cc.
+  Status round_unanswered(bool answered, const std::string& missing,
+                          const std::string& superseded) const;
   // Fire-and-forget messages from API threads; the worker thread sends them.
   std::vector<control::Envelope> outbox;
 

@@ -192,6 +192,18 @@ void CoordinatorClient::request_boundary(Epoch epoch, bool leaving) {
   impl_->post(std::move(env));
 }
 
+Status CoordinatorClient::Impl::round_unanswered(bool answered, const std::string& missing,
+                                                 const std::string& superseded) const {
+  if (!answered) {
+    return error(StatusCode::kTimedOut,
+                 "no " + missing + " from coordinator " + endpoint + " by the deadline");
+  }
+  if (evicted) return error(StatusCode::kEvicted, "removed by the coordinator: " + evicted_reason);
+  if (left) return error(StatusCode::kAborted, "this member left");
+  return error(StatusCode::kAborted,
+               "view " + std::to_string(view.epoch) + " arrived before " + superseded);
+}
+
 Result<membership::RoundDecision> CoordinatorClient::await_round(
     const membership::RoundReady& request, Deadline deadline) {
   auto& im = *impl_;
@@ -210,17 +222,9 @@ Result<membership::RoundDecision> CoordinatorClient::await_round(
   const bool answered = wait_until(im.cv, lock, deadline, done);
   if (im.pending_round && im.pending_round->round == r.round) im.pending_round.reset();
   if (const auto* d = im.round_answer(r)) return *d;
-  if (!answered) {
-    return error(StatusCode::kTimedOut, "no decision for round " + std::to_string(r.round) +
-                                            " from coordinator " + im.endpoint +
-                                            " by the deadline");
-  }
-  if (im.evicted)
-    return error(StatusCode::kEvicted, "removed by the coordinator: " + im.evicted_reason);
-  if (im.left) return error(StatusCode::kAborted, "this member left");
-  return error(StatusCode::kAborted, "view " + std::to_string(im.view.epoch) +
-                                         " arrived before round " + std::to_string(r.round) +
-                                         " was decided in epoch " + std::to_string(r.epoch));
+  return im.round_unanswered(answered, "decision for round " + std::to_string(r.round),
+                          "round " + std::to_string(r.round) + " was decided in epoch " +
+                              std::to_string(r.epoch));
 }
 
 Status CoordinatorClient::commit_round(Epoch epoch, std::uint64_t round, Deadline deadline) {
@@ -237,17 +241,9 @@ Status CoordinatorClient::commit_round(Epoch epoch, std::uint64_t round, Deadlin
   const bool answered = wait_until(im.cv, lock, deadline, done);
   im.pending_done.reset();
   if (committed()) return Status::ok();
-  if (!answered) {
-    return error(StatusCode::kTimedOut, "no commit of round " + std::to_string(round) +
-                                            " from coordinator " + im.endpoint +
-                                            " by the deadline");
-  }
-  if (im.evicted)
-    return error(StatusCode::kEvicted, "removed by the coordinator: " + im.evicted_reason);
-  if (im.left) return error(StatusCode::kAborted, "this member left");
-  return error(StatusCode::kAborted, "view " + std::to_string(im.view.epoch) +
-                                         " arrived before round " + std::to_string(round) +
-                                         " of epoch " + std::to_string(epoch) + " committed");
+  return im.round_unanswered(answered, "commit of round " + std::to_string(round),
+                          "round " + std::to_string(round) + " of epoch " +
+                              std::to_string(epoch) + " committed");
 }
 
 bool CoordinatorClient::left() const {
