@@ -26,39 +26,18 @@ BIN=${BIN:-$ROOT/build/release/cli/tributary}
 [[ -x $BIN ]] || { echo "shaped_agents.sh: no tributary binary at $BIN" >&2; exit 1; }
 [[ $(id -u) -eq 0 ]] || { echo "shaped_agents.sh: needs root (ip netns, tc)" >&2; exit 1; }
 
+source "$ROOT/bench/shaped_bridge.sh"
 PREFIX=tsa$$
-SW=${PREFIX}_sw
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
   for pid in "${PIDS[@]:-}"; do [[ -n $pid ]] && kill -9 "$pid" 2>/dev/null || true; done
-  for ((i = 0; i < N; i++)); do ip netns del "${PREFIX}_h$i" 2>/dev/null || true; done
-  ip netns del "$SW" 2>/dev/null || true
+  bridge_down
   rm -rf "$WORK"
 }
 trap cleanup EXIT INT TERM
-shape() { ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$RATE" burst 32kbit latency 400ms; }
-
-ip netns add "$SW"
-ip netns exec "$SW" ip link add br0 type bridge
-ip netns exec "$SW" ip link set br0 up
-ip netns exec "$SW" ip link set lo up
-ip netns exec "$SW" ip addr add 10.78.0.254/24 dev br0
-for ((i = 0; i < N; i++)); do
-  H=${PREFIX}_h$i
-  ip netns add "$H"
-  ip link add "${PREFIX}h$i" type veth peer name "${PREFIX}s$i"
-  ip link set "${PREFIX}h$i" netns "$H"
-  ip link set "${PREFIX}s$i" netns "$SW"
-  ip netns exec "$H" ip link set "${PREFIX}h$i" name eth0
-  ip netns exec "$H" ip addr add "10.78.0.$((i + 1))/24" dev eth0
-  ip netns exec "$H" ip link set eth0 up
-  ip netns exec "$H" ip link set lo up
-  ip netns exec "$SW" ip link set "${PREFIX}s$i" master br0
-  ip netns exec "$SW" ip link set "${PREFIX}s$i" up
-  shape "$H" eth0
-  shape "$SW" "${PREFIX}s$i"
-done
+bridge_up "$PREFIX" "$N" 10.78.0 "$RATE"
+SW=$BRIDGE_SW
 export TRIBUTARY_SECRET=$(head -c16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 
 # One launch: a coordinator and N agents with the given extra flags; rank 0's table.

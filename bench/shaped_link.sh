@@ -29,8 +29,8 @@ fi
 [[ -x $BIN ]] || { echo "shaped_link.sh: no bench binary at $BIN (build compressed_allreduce_bench)" >&2; exit 1; }
 [[ $(id -u) -eq 0 ]] || { echo "shaped_link.sh: needs root (ip netns, tc)" >&2; exit 1; }
 
+source "$ROOT/bench/shaped_bridge.sh"
 PREFIX=trib$$
-SW=${PREFIX}_sw
 RDV=$(mktemp -d)
 PIDS=()
 
@@ -38,44 +38,16 @@ cleanup() {
   for pid in "${PIDS[@]:-}"; do
     [[ -n $pid ]] && kill "$pid" 2>/dev/null || true
   done
-  for ((i = 0; i < N; i++)); do ip netns del "${PREFIX}_h$i" 2>/dev/null || true; done
-  ip netns del "$SW" 2>/dev/null || true
+  bridge_down
   rm -rf "$RDV"
 }
 trap cleanup EXIT INT TERM
 
-shape() {  # namespace device
-  ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$RATE" burst 32kbit latency 400ms
-}
-
-ip netns add "$SW"
-ip netns exec "$SW" ip link add br0 type bridge
-ip netns exec "$SW" ip link set br0 up
-for ((i = 0; i < N; i++)); do
-  H=${PREFIX}_h$i
-  ip netns add "$H"
-  ip link add "${PREFIX}h$i" type veth peer name "${PREFIX}s$i"
-  ip link set "${PREFIX}h$i" netns "$H"
-  ip link set "${PREFIX}s$i" netns "$SW"
-  ip netns exec "$H" ip link set "${PREFIX}h$i" name eth0
-  ip netns exec "$H" ip addr add "10.77.0.$((i + 1))/24" dev eth0
-  ip netns exec "$H" ip link set eth0 up
-  ip netns exec "$H" ip link set lo up
-  ip netns exec "$SW" ip link set "${PREFIX}s$i" master br0
-  ip netns exec "$SW" ip link set "${PREFIX}s$i" up
-  shape "$H" eth0
-  shape "$SW" "${PREFIX}s$i"
-done
+bridge_up "$PREFIX" "$N" 10.77.0 "$RATE"
 
 LOG0=$RDV/rank0.out
-HOSTS=()
-ADDRS=()
-for ((i = 0; i < N; i++)); do
-  HOSTS+=("${PREFIX}_h$i")
-  ADDRS+=("10.77.0.$((i + 1))")
-done
 source "$ROOT/bench/netns_ranks.sh"
-netns_ranks shaped_link.sh "$BIN" "$RDV" HOSTS ADDRS --mib "$MIB" --iters "$ITERS" --codecs "$CODECS"
+netns_ranks shaped_link.sh "$BIN" "$RDV" BRIDGE_HOSTS BRIDGE_ADDRS --mib "$MIB" --iters "$ITERS" --codecs "$CODECS"
 {
   echo "$N ranks, $MIB MiB float32 all-reduce (avg), links shaped to $RATE (tbf burst 32kbit latency 400ms), $ITERS timed iterations after 1 warm-up, load average $(cut -d' ' -f1-3 /proc/loadavg)"
   echo
