@@ -37,12 +37,8 @@ set -euo pipefail
 BIN=$1
 N=${2:-3}
 MODE=${3:-cut}
-skip() { echo "SKIPPED: $*"; exit 77; }
-[[ $(id -u) -eq 0 ]] || skip "needs root for ip netns"
-command -v ip >/dev/null || skip "no ip(8) (iproute2)"
-PROBE=tfprobe$$
-ip netns add "$PROBE" 2>/dev/null || skip "cannot create a network namespace here"
-ip netns del "$PROBE"
+source "$(dirname "$0")/../netns_preflight.sh"
+netns_preflight
 
 P=tf$$
 SW=${P}_sw

@@ -15,13 +15,8 @@ set -euo pipefail
 
 BIN=$1
 AGENT=$2
-skip() { echo "SKIPPED: $*"; exit 77; }
-[[ $(id -u) -eq 0 ]] || skip "needs root for ip netns and tcpdump"
-command -v ip >/dev/null || skip "no ip(8) (iproute2)"
-command -v tcpdump >/dev/null || skip "no tcpdump (scripts/deps.sh installs it)"
-PROBE=ttprobe$$
-ip netns add "$PROBE" 2>/dev/null || skip "cannot create a network namespace here"
-ip netns del "$PROBE"
+source "$(dirname "$0")/../netns_preflight.sh"
+netns_preflight tcpdump "no tcpdump (scripts/deps.sh installs it)"
 
 NS_A=tta$$
 NS_B=ttb$$

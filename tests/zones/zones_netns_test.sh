@@ -18,13 +18,8 @@ set -euo pipefail
 BIN=$1
 MODE=$2
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-skip() { echo "SKIPPED: $*"; exit 77; }
-[[ $(id -u) -eq 0 ]] || skip "needs root for ip netns and tc"
-command -v ip >/dev/null || skip "no ip(8) (iproute2)"
-command -v tc >/dev/null || skip "no tc(8) (iproute2)"
-PROBE=tzprobe$$
-ip netns add "$PROBE" 2>/dev/null || skip "cannot create a network namespace here"
-ip netns del "$PROBE"
+source "$ROOT/tests/netns_preflight.sh"
+netns_preflight tc "no tc(8) (iproute2)"
 source "$ROOT/bench/zones_topology.sh"
 
 PREFIX=tn$$
