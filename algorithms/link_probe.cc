@@ -50,23 +50,24 @@ Result<LinkEstimate> measure_ring_links(Link& link, const CollectiveOptions& opt
   if (n <= 1) return LinkEstimate{};
   const int next = (link.rank() + 1) % n;
   const int prev = (link.rank() + n - 1) % n;
+  // The fastest of `times` exchanges of `out`/`in` under slots base + i, answers + i.
+  auto fastest = [&](int times, std::uint32_t base, std::uint32_t answers,
+                     std::span<const std::byte> out, std::span<std::byte> in) -> Result<double> {
+    double best = 0;
+    for (int i = 0; i < std::max(1, times); ++i) {
+      const auto k = static_cast<std::uint32_t>(i);
+      TRIB_ASSIGN_OR_RETURN(double t,
+                            exchange(link, options, prev, next, base + k, answers + k, out, in));
+      best = i == 0 ? t : std::min(best, t);
+    }
+    return best;
+  };
   std::array<std::byte, 64> small_out{}, small_in{};
-  double fastest = 0;
-  for (int i = 0; i < std::max(1, params.pings); ++i) {
-    const auto k = static_cast<std::uint32_t>(i);
-    TRIB_ASSIGN_OR_RETURN(double rtt, exchange(link, options, prev, next, kPing + k, kPong + k,
-                                               small_out, small_in));
-    fastest = i == 0 ? rtt : std::min(fastest, rtt);
-  }
-  const double alpha = fastest / 2;
+  TRIB_ASSIGN_OR_RETURN(const double rtt, fastest(params.pings, kPing, kPong, small_out, small_in));
+  const double alpha = rtt / 2;
   std::vector<std::byte> bulk_out(params.bulk_bytes), bulk_in(params.bulk_bytes);
-  double bulk = 0;
-  for (int i = 0; i < std::max(1, params.bulks); ++i) {
-    const auto k = static_cast<std::uint32_t>(i);
-    TRIB_ASSIGN_OR_RETURN(double t, exchange(link, options, prev, next, kBulk + k, kBulkAck + k,
-                                             bulk_out, bulk_in));
-    bulk = i == 0 ? t : std::min(bulk, t);
-  }
+  TRIB_ASSIGN_OR_RETURN(const double bulk,
+                        fastest(params.bulks, kBulk, kBulkAck, bulk_out, bulk_in));
   const double beta =
       params.bulk_bytes == 0 ? 0 : std::max(0.0, bulk - 2 * alpha) / static_cast<double>(params.bulk_bytes);
   std::array<double, 2> slowest{alpha, beta};
