@@ -15,8 +15,9 @@ packages=(
   # brings ibv_devices / ibv_devinfo to see what a machine has
   libibverbs-dev rdma-core
   iproute2 procps python3
-  # the TLS capture test (tests/tls) records a veth
-  tcpdump
+  # the TLS capture test (tests/tls) records a veth; the TLS unit tests make their
+  # throwaway CA and certificates with the openssl command
+  tcpdump openssl
   # fuzz targets (tests/fuzz): clang and libFuzzer's runtime; the project itself builds with GCC
   clang libclang-rt-dev
   # dashboards and plots: the console test's browser, Debian's python3 modules the test
