@@ -181,7 +181,9 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
     for (const auto& m : view.members) {
       spec.members.at(m.rank) = {m.id, m.data_address, m.capabilities, m.zone};
     }
-    auto l = data_plane->connect(spec, earlier(deadline, Deadline::after(config.join_timeout)));
+    auto l = connect_links
+                 ? connect_links(view.epoch, rank, static_cast<int>(view.size()))
+                 : data_plane->connect(spec, earlier(deadline, Deadline::after(config.join_timeout)));
     if (!l) {
       // A member vanished between Go and connecting (or a newer view superseded this one):
       // report it unless a newer view is already here, and wait for the next view.
@@ -484,6 +486,7 @@ Result<std::unique_ptr<Worker>> Worker::start(const WorkerConfig& config,
   auto impl = std::make_unique<Impl>(config);
   impl->client = std::move(environment.control);
   if (environment.clock != nullptr) impl->clock = environment.clock;
+  impl->connect_links = std::move(environment.connect_links);
   impl->last_collective_end = impl->clock->now();
   TRIB_RETURN_IF_ERROR(impl->start());
   return std::unique_ptr<Worker>(new Worker(std::move(impl)));

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -118,6 +119,12 @@ struct WorkerEnvironment {
   // The clock of the step timing reported to the straggler policy (the time a step spends
   // outside collectives); nullptr: the steady clock. It must outlive the Worker.
   const Clock* clock = nullptr;
+  // Builds the links of each view (its epoch, this member's rank, the view's size) instead
+  // of the data plane's transports: tests run Workers over an in-memory fabric to fail a
+  // rank at an exact message. Empty: the data plane connects (the only production use).
+  std::function<Result<std::unique_ptr<algorithms::Link>>(std::uint64_t epoch, int rank,
+                                                          int size)>
+      connect_links;
 };
 
 // What step_boundary() did.

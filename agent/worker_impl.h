@@ -152,6 +152,9 @@ class Worker::Impl {
   std::unique_ptr<DataPlane> data_plane;
   // The coordinator, through a CoordinatorClient that start() creates unless one was given.
   std::unique_ptr<control_client::ControlPlane> client;
+  // WorkerEnvironment::connect_links (tests); empty: data_plane connects each view.
+  std::function<Result<std::unique_ptr<algorithms::Link>>(std::uint64_t, int, int)>
+      connect_links;
 
   // Compression: the plan parsed once from config.codec, and the residuals of every
   // tensor, kept across views (a new Worker after an eviction starts without them).
