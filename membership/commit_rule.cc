@@ -16,14 +16,19 @@ std::string impossible(const ReadyReport& r, std::span<const ReadyReport> all,
   }
   if (r.committed_seq <= known || all.size() < 2) return {};
   std::size_t witnesses = 0;
+  bool every_other_returned_the_one_before = true;
   for (const auto& other : all) {
     if (&other == &r) continue;
     witnesses += other.committed_seq >= r.committed_seq || other.held_seq == r.committed_seq;
+    // A small all-reduce returned without the commit round (docs/fault-tolerance.md,
+    // lemma 1): its returner may be alone, but then every member returned the seq before.
+    every_other_returned_the_one_before &= std::max(other.committed_seq, known) + 1 >= r.committed_seq;
   }
-  if (witnesses > 0) return {};
+  if (witnesses > 0 || every_other_returned_the_one_before) return {};
   return "committed_seq " + std::to_string(r.committed_seq) + " is above the " +
          std::to_string(known) +
-         " its epoch started with, and no other survivor holds or committed it";
+         " its epoch started with, no other survivor holds or committed it, and not every "
+         "other survivor returned the seq before it";
 }
 
 }  // namespace

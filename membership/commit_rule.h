@@ -9,13 +9,18 @@
 //
 // Safe because a member commits S on the fast path only after every member entered the
 // barrier of S, i.e. every survivor holds S (or committed it); then this rule commits S too.
+// A small all-reduce returned without the round (a speculative return) may leave the
+// others lacking S; the rule still commits S and the members repair the laggards from the
+// returner's copy (docs/fault-tolerance.md, "Small all-reduces: speculative return").
 //
 // Reports come from the network, so a claim no honest member can make is refused (left
 // out of the decision) rather than believed: a seq at or beyond kSeqLimit; a held seq
 // other than committed_seq + 1 (a member holds at most the collective after its last
 // commit); a committed seq above what the coordinator told the survivors at the start of
 // their epoch (`known`) that no other survivor witnesses (for an honest claim every other
-// member of the epoch committed it too, or holds it). Without the refusal one member
+// member of the epoch committed it too, or holds it), unless every other survivor returned
+// the seq before it (a speculative return: the claim is at most one past everybody, and
+// if its claimant holds no copy, the members' repair step finds none and re-runs it). Without the refusal one member
 // claiming committed_seq 2^64-1 made every honest member exit (told to commit what it did
 // not hold). A member that lies low can still lower commit_through; that costs the others
 // a re-run, never their membership.

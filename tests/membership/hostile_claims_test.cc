@@ -39,6 +39,21 @@ TEST(ImpossibleClaims, CommitRuleLeavesOutWhatNoHonestMemberCanReport) {
   // Nothing believable: what the coordinator knows.
   d = decide_commit(std::vector<R>{{2, 1, kMax, 0}}, 4);
   EXPECT_EQ(d.commit_through, 4u);
+  // A small all-reduce one member returned without the commit round (a speculative
+  // return): nobody else holds it, but everybody returned the one before. Believed.
+  d = decide_commit(std::vector<R>{{2, 1, 10, 0}, {2, 1, 11, 0}, {2, 1, 10, 0}}, 4);
+  EXPECT_EQ(d.commit_through, 11u);
+  EXPECT_TRUE(d.refused.empty());
+  // ... and a survivor that never ran a collective of the epoch has returned what the
+  // epoch started with.
+  d = decide_commit(std::vector<R>{{2, 1, 5, 0}, {2, 1, 0, 0}}, 4);
+  EXPECT_EQ(d.commit_through, 5u);
+  EXPECT_TRUE(d.refused.empty());
+  // Two past somebody is no speculative return: refused.
+  d = decide_commit(std::vector<R>{{2, 1, 10, 0}, {2, 1, 12, 0}, {2, 1, 11, 0}}, 4);
+  EXPECT_EQ(d.commit_through, 11u);
+  ASSERT_EQ(d.refused.size(), 1u);
+  EXPECT_EQ(d.refused[0].index, 1u);
 }
 
 TEST(ImpossibleClaims, ALyingSurvivorCannotPushCommitThroughPastWhatTheOthersHold) {
