@@ -35,6 +35,7 @@ constexpr Duration kViewNudgeInterval = std::chrono::seconds(1);
 }  // namespace
 
 void Worker::Impl::start_watcher() {
+  idle_recovery = std::thread([this] { run_idle_recovery(); });
   watcher = std::thread([this] {
     while (!watcher_stop.load()) {
       auto v = client->wait_for_view(newest_epoch.load() + 1,
@@ -42,12 +43,15 @@ void Worker::Impl::start_watcher() {
       if (v) {
         note_newest_epoch(v->epoch);
         data_plane->cancel_connect(v->epoch);  // links being built for an older view are moot
-        std::lock_guard lock(link_mu);
-        if (link && link_epoch < v->epoch) {
-          link->abort(error(StatusCode::kAborted, "view " + std::to_string(link_epoch) +
-                                                      " superseded by view " +
-                                                      std::to_string(v->epoch)));
+        {
+          std::lock_guard lock(link_mu);
+          if (link && link_epoch < v->epoch) {
+            link->abort(error(StatusCode::kAborted, "view " + std::to_string(link_epoch) +
+                                                        " superseded by view " +
+                                                        std::to_string(v->epoch)));
+          }
         }
+        wake_idle_recovery();
       } else if (v.status().code() == StatusCode::kEvicted) {
         eviction = v.status().message();  // before the flag that publishes it
         evicted = true;
@@ -65,9 +69,44 @@ void Worker::Impl::start_watcher() {
   });
 }
 
+void Worker::Impl::run_idle_recovery() {
+  while (!watcher_stop.load()) {
+    {
+      // Woken by the watcher; the tick catches a view that arrived while a call ran and
+      // that the call returned without moving to.
+      std::unique_lock lock(idle_mu);
+      idle_cv.wait_for(lock, std::chrono::milliseconds(50),
+                       [&] { return idle_wake || watcher_stop.load(); });
+      idle_wake = false;
+    }
+    if (watcher_stop.load() || evicted.load() || adopted_epoch.load() == 0 ||
+        newest_epoch.load() <= adopted_epoch.load()) {
+      continue;
+    }
+    std::unique_lock call(call_mu, std::try_to_lock);
+    if (!call.owns_lock()) continue;  // a call is running: it moves to the view itself
+    if (newest_epoch.load() <= view.epoch) continue;
+    idle_transitioning = true;
+    const Status moved = transition(0, Deadline::after(config.recovery_timeout));
+    idle_transitioning = false;
+    if (!moved.is_ok() && !watcher_stop.load()) {
+      log.warn("moving to view " + std::to_string(newest_epoch.load()) +
+               " between calls failed: " + moved.to_string() + "; the next call tries again");
+    }
+  }
+}
+
 void Worker::Impl::stop_watcher() {
   watcher_stop = true;
+  idle_cv.notify_all();
+  if (idle_transitioning.load()) {
+    // End the idle recovery's move now: its links and connects, not a deadline.
+    data_plane->cancel_connect(std::numeric_limits<std::uint64_t>::max());
+    std::lock_guard lock(link_mu);
+    if (link) link->abort(error(StatusCode::kAborted, "worker leaving"));
+  }
   if (watcher.joinable()) watcher.join();
+  if (idle_recovery.joinable()) idle_recovery.join();
 }
 
 Status Worker::Impl::start() {
@@ -118,7 +157,8 @@ Status Worker::Impl::start() {
   TRIB_RETURN_IF_ERROR(client->join(cc, deadline).status());
   log.context()->set_member(std::to_string(client->member_id()));
   // The watcher runs from the first view on, so that even this first connect is cancelled
-  // when a newer view makes it moot.
+  // when a newer view makes it moot. The idle recovery waits for this first move (call_mu).
+  std::lock_guard call(call_mu);
   start_watcher();
   TRIB_RETURN_IF_ERROR(transition(0, deadline));
   // One line for operators and the integration tests: where this agent can be reached.
@@ -136,6 +176,7 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
   Status connect_failure;  // the latest, for the error if no view ever connects
   for (;;) {
     if (evicted) return evicted_status();
+    if (watcher_stop.load()) return error(StatusCode::kAborted, "the worker is leaving");
     auto v = client->wait_for_view(std::max<membership::Epoch>(view.epoch + 1, 1),
                                    earlier(deadline, Deadline::after(kViewNudgeInterval)));
     if (!v && v.status().code() == StatusCode::kTimedOut && !deadline.passed()) {
@@ -165,8 +206,17 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
       if (go.status().code() == StatusCode::kAborted) continue;  // superseded: newer view
       return go.status();
     }
+    if (go->commit_through < committed) {
+      // Lemma 2 of docs/fault-tolerance.md: never. Following it would re-run a collective
+      // whose result this member already returned, and the members would diverge.
+      return error(StatusCode::kInternal,
+                   "the coordinator's Go for view " + std::to_string(v->epoch) +
+                       " commits through seq " + std::to_string(go->commit_through) +
+                       ", but this member already returned seq " + std::to_string(committed));
+    }
     commit_through = std::max(commit_through, go->commit_through);
     view = *v;
+    adopted_epoch = view.epoch;
     log.context()->set_epoch(view.epoch);
     note_newest_epoch(view.epoch);
     const membership::ViewMember* me = view.find(client->member_id());
@@ -213,6 +263,20 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
       }
       continue;
     }
+    auto repaired = repair(commit_through);
+    if (!repaired) {
+      const Status& why = repaired.status();
+      drop_link(why);
+      if (!retryable(why)) return why;  // mismatched calls: no view mends them
+      if (why.code() != StatusCode::kAborted) {
+        connect_failure = why;
+        log.warn("the repair step of view " + std::to_string(view.epoch) +
+                 " failed: " + why.to_string());
+        client->report_failure(view.epoch, 0, why.to_string());
+      }
+      continue;
+    }
+    commit_through = *repaired;
     next_seq = commit_through + 1;
     compression_state.on_view_change(static_cast<int>(view.size()), rank);
     adopt_wan_tier();
@@ -247,8 +311,17 @@ Status Worker::Impl::fit_links() {
 
 Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgorithm algorithm,
                                   std::size_t bytes, std::span<std::byte> input,
-                                  const CollectiveFn& fn, bool retry) {
+                                  const CollectiveFn& fn, bool retry,
+                                  std::span<std::byte> reduced) {
+  std::lock_guard call(call_mu);
   std::vector<std::byte> stash(input.begin(), input.end());
+  pending = PendingCall{};
+  pending.active = true;
+  pending.reduced = reduced;
+  struct EndPending {
+    PendingCall& p;
+    ~EndPending() { p.active = false; }
+  } end_pending{pending};
   const Deadline overall = Deadline::after(config.recovery_timeout);
   // The outcome of a committed attempt: epoch `epoch`'s members contributed.
   auto committed = [&](membership::Epoch epoch, std::vector<std::uint64_t> ids, int attempt) {
@@ -264,6 +337,9 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
   step_compute_seconds = std::max(step_compute_seconds, seconds_since_last_collective());
   for (int attempt = 1;; ++attempt) {
     if (evicted) return evicted_status();
+    pending.seq = next_seq;
+    pending.held = false;
+    pending.repaired = false;
     if (!link || newest_epoch.load() > view.epoch) {
       TRIB_RETURN_IF_ERROR(transition(0, overall));
     }
@@ -285,13 +361,21 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
     options.zones = zone_of_rank;
     options.cost_model = &cost_model;
     const auto t0 = std::chrono::steady_clock::now();
+    // A small all-reduce returns without the commit round and keeps a copy of its result
+    // (docs/fault-tolerance.md, "Small all-reduces: speculative return").
+    const bool speculative = !reduced.empty() && config.agreement && n > 1 &&
+                             bytes <= config.speculative_max_bytes;
     Status status = fn(*link, options);
-    bool held = false;
-    if (status.is_ok() && config.agreement && n > 1) {
-      held = true;
+    const bool held = status.is_ok();
+    pending.held = held;
+    // Completing an all-reduce's data phase, or any commit round, proves that every member
+    // started this collective, so returned every earlier one (lemma 1): the copy is moot.
+    if (held && !reduced.empty()) result_copy.drop_before(options.seq);
+    if (status.is_ok() && config.agreement && n > 1 && !speculative) {
       algorithms::CollectiveOptions agree = options;
       agree.seq = algorithms::seq_in(algorithms::SeqSpace::kAgreement, options.seq);
       status = algorithms::agreement_round(*link, agree);
+      if (status.is_ok()) result_copy.drop_before(options.seq);
     }
     const auto t1 = std::chrono::steady_clock::now();
     status = attempt_status(status, deadline, t1, config.collective_timeout, op, options.seq);
@@ -302,6 +386,7 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
                    status, seconds);
     if (status.is_ok()) {
       if (bytes > 65536 && seconds > 0) throughput = 0.8 * throughput + 0.2 * (bytes / seconds);
+      if (speculative) result_copy.keep(options.seq, epoch, member_ids(), reduced);
       ++next_seq;
       return committed(epoch, member_ids(), attempt);
     }
@@ -311,10 +396,17 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
     const AttemptFailure failure{seq, held, status, retry};
     std::vector<std::uint64_t> failed_view_ids = member_ids();  // transition() replaces the view
     const Status moved = transition(failure.held_seq(), overall);
+    // The repair step of the move may have given this member the result it lacked.
+    AttemptFailure judged = failure;
+    judged.held = failure.held || pending.repaired;
     const RecoveryDecision decision =
-        decide_recovery(failure, moved.is_ok() ? Result<std::uint64_t>(commit_through) : moved);
+        decide_recovery(judged, moved.is_ok() ? Result<std::uint64_t>(commit_through) : moved);
     switch (decision.verdict) {
-      case Verdict::kCommit: return committed(epoch, std::move(failed_view_ids), attempt);
+      case Verdict::kCommit:
+        if (pending.repaired) {
+          return committed(pending.repaired_epoch, pending.repaired_contributors, attempt);
+        }
+        return committed(epoch, std::move(failed_view_ids), attempt);
       case Verdict::kFail: return decision.status;
       case Verdict::kReRun: break;
     }
@@ -356,7 +448,8 @@ Status Worker::Impl::sync_state() {
                            [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
                              return algorithms::all_reduce(l, &source, &source, 1, DType::kInt64,
                                                            ReduceOp::kMin, o);
-                           })
+                           },
+                           /*retry=*/true, std::as_writable_bytes(std::span(&source, 1)))
                            .status());
   if (source >= static_cast<std::int64_t>(view.size())) {
     return error(StatusCode::kUnavailable,
@@ -398,6 +491,7 @@ Status Worker::Impl::sync_state() {
 }
 
 Result<BoundaryOutcome> Worker::Impl::step_boundary() {
+  std::lock_guard call(call_mu);
   BoundaryOutcome out;
   const double compute = std::max(step_compute_seconds, seconds_since_last_collective());
   // That stretch is reported now: the boundary's own collectives must not count it again
@@ -436,7 +530,8 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
                              [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
                                return algorithms::all_reduce(l, flags, flags, 4, DType::kInt64,
                                                              ReduceOp::kMax, o);
-                             })
+                             },
+                             /*retry=*/true, std::as_writable_bytes(std::span(flags)))
                              .status());
     if (flags[3]) {
       const bool receiving = needs_state;
@@ -498,11 +593,21 @@ Worker::~Worker() {
   if (!impl_->left) (void)leave();
 }
 
-int Worker::rank() const { return impl_->rank; }
-int Worker::size() const { return static_cast<int>(impl_->view.size()); }
-std::uint64_t Worker::epoch() const { return impl_->view.epoch; }
+int Worker::rank() const {
+  std::lock_guard call(impl_->call_mu);
+  return impl_->rank;
+}
+int Worker::size() const {
+  std::lock_guard call(impl_->call_mu);
+  return static_cast<int>(impl_->view.size());
+}
+std::uint64_t Worker::epoch() const {
+  std::lock_guard call(impl_->call_mu);
+  return impl_->view.epoch;
+}
 double Worker::predicted_all_reduce_seconds(std::size_t bytes,
                                             algorithms::AllReduceAlgorithm algorithm) const {
+  std::lock_guard call(impl_->call_mu);
   const algorithms::ZoneLayout layout(impl_->zone_of_rank, static_cast<int>(impl_->view.size()));
   if (algorithm == algorithms::AllReduceAlgorithm::kAuto) {
     algorithm = impl_->cost_model.choose(layout, bytes);
@@ -526,6 +631,7 @@ Result<Outcome> Worker::all_reduce_compressed(float* data, std::size_t count, Re
                                               std::span<const TensorMatrix> matrices,
                                               std::uint64_t* wire_bytes) {
   Impl& im = *impl_;
+  std::lock_guard call(im.call_mu);
   std::vector<compression::MatrixShape> shapes;
   for (const auto& m : matrices) shapes.push_back({m.offset, m.rows, m.cols});
   // The residuals change only if the collective commits (docs/compression.md): every run
@@ -570,8 +676,8 @@ Result<Outcome> Worker::all_reduce_compressed(float* data, std::size_t count, Re
 
 Status Worker::leave() {
   if (impl_->left) return Status::ok();
+  impl_->stop_watcher();  // and the idle recovery, before `left` changes under it
   impl_->left = true;
-  impl_->stop_watcher();
   impl_->settle_link(impl_->config.stall_timeout);
   impl_->drop_link(error(StatusCode::kAborted, "worker left"));
   if (!impl_->client) return Status::ok();

@@ -89,6 +89,13 @@ struct WorkerConfig {
   std::chrono::milliseconds recovery_timeout{60000};
   int min_world_size = 1;  // below this, wait (bounded by recovery_timeout) for joiners
   bool agreement = true;   // the commit round after each collective (docs/fault-tolerance.md)
+  // All-reduces of at most this many bytes skip the commit round: a member that completes
+  // one returns at once and keeps a private copy of the result until a later collective
+  // proves every member holds it; after a failure, members that lack a result another
+  // survivor returned get it from that copy (docs/fault-tolerance.md, "Small all-reduces:
+  // speculative return"). Larger ones and other collectives keep the round. 0: every
+  // collective runs the round. Every member must use the same value.
+  std::size_t speculative_max_bytes = 256 * 1024;
   // Measure every view's ring links when they come up and fit the cost model to the
   // slowest (algorithms/link_probe.h, CostModel::fitted_to).
   bool measure_links = true;

@@ -29,7 +29,8 @@ Result<Outcome> Worker::all_reduce(const void* send, void* recv, std::size_t cou
   return impl_->run("all_reduce", algorithm, bytes, overwritten(send, bytes, recv, bytes),
                     [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
                       return algorithms::all_reduce(link, send, recv, count, dtype, op, o);
-                    });
+                    },
+                    /*retry=*/true, {static_cast<std::byte*>(recv), bytes});
 }
 
 Result<Outcome> Worker::reduce_scatter(const void* send, void* recv, std::size_t recv_count,

@@ -54,6 +54,7 @@ Result<FederatedOutcome> Worker::federated_round(float* data, std::size_t count,
 
 Result<FederatedOutcome> Worker::Impl::federated_round(float* data, std::size_t count,
                                                        const FederatedRound& fr) {
+  std::lock_guard call(call_mu);
   TRIB_RETURN_IF_ERROR(validate(fr, data, count));
   const std::string what = "round " + std::to_string(fr.round);
   auto residual = federated_residuals.find(fr.tensor_id);

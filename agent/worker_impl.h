@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -20,6 +21,7 @@
 #include "agent/agent_metrics.h"
 #include "agent/attempt_deadline.h"
 #include "agent/data_plane.h"
+#include "agent/result_copy.h"
 #include "transport/failover_link.h"
 #include "agent/worker.h"
 #include "algorithms/cost_model.h"
@@ -46,9 +48,12 @@ class Worker::Impl {
   // failures return instead of re-running (the state sync decides for itself).
   // `algorithm`: kAuto for collectives that resolve their own (or have none); the user's
   // all-reduce passes pick()'s choice, which every attempt makes again for its view.
+  // `reduced`: the collective is an all-reduce and writes its result there (every member's
+  // result depends on every member's input, which is what lets a small one return without
+  // the commit round: docs/fault-tolerance.md, "Small all-reduces"); empty for the others.
   Result<Outcome> run(std::string_view op, algorithms::AllReduceAlgorithm algorithm,
                       std::size_t bytes, std::span<std::byte> input, const CollectiveFn& fn,
-                      bool retry = true);
+                      bool retry = true, std::span<std::byte> reduced = {});
 
   // Metrics of one attempt of a collective (and, now and then, of the links).
   void record_attempt(std::string_view op, std::string_view algorithm, const Status& status,
@@ -65,6 +70,13 @@ class Worker::Impl {
   // Moves to a view newer than the current one: Ready/Go with the coordinator, quorum,
   // new links. `held_seq`: the collective whose result this member holds uncommitted.
   Status transition(std::uint64_t held_seq, Deadline deadline);
+
+  // Right after a view's links come up and its Go said `through`, on every member: gives
+  // the result of collective `through` to members whose pending call lacks it, from a
+  // member's copy (worker_repair.cc). Returns the seq the view continues after: `through`,
+  // or `through` - 1 when a member lacks it and no member of the view holds a copy (then
+  // no member of the view returned it, and all run it again). A failure is the new links'.
+  Result<std::uint64_t> repair(std::uint64_t through);
 
   // Right after a view's links come up, on every member: measures the ring's links and
   // fits the cost model to the slowest (algorithms/link_probe.h). A failure is the new
@@ -102,7 +114,8 @@ class Worker::Impl {
                             config.collective_timeout);
   }
 
-  algorithms::AllReduceAlgorithm pick(std::size_t bytes) const {
+  algorithms::AllReduceAlgorithm pick(std::size_t bytes) {
+    std::lock_guard call(call_mu);
     if (config.algorithm != algorithms::AllReduceAlgorithm::kAuto) return config.algorithm;
     return cost_model.choose(algorithms::ZoneLayout(zone_of_rank, static_cast<int>(view.size())),
                              bytes);
@@ -136,6 +149,30 @@ class Worker::Impl {
 
   void start_watcher();
   void stop_watcher();
+
+  // Held by every call on the user's thread (recursive: calls nest inside step_boundary)
+  // and by the idle recovery below, so that the two never move the view at once; the
+  // accessors (rank(), size(), ...) take it too.
+  std::recursive_mutex call_mu;
+  // Idle recovery: a newer view needs this member's Ready (and maybe its copy, for the
+  // repair) while its user thread is between calls, possibly for a long compute phase. A
+  // member that returned a small all-reduce early is often exactly there when the others
+  // fail. This thread moves it to the view (transition()) when no call is running; the
+  // watcher wakes it.
+  std::thread idle_recovery;
+  std::mutex idle_mu;
+  std::condition_variable idle_cv;
+  bool idle_wake = false;                     // guarded by idle_mu
+  std::atomic<bool> idle_transitioning{false};
+  std::atomic<std::uint64_t> adopted_epoch{0};  // view.epoch, readable without call_mu
+  void wake_idle_recovery() {
+    {
+      std::lock_guard lock(idle_mu);
+      idle_wake = true;
+    }
+    idle_cv.notify_one();
+  }
+  void run_idle_recovery();
 
   std::vector<std::uint64_t> member_ids() const {
     std::vector<std::uint64_t> ids(view.size());
@@ -191,6 +228,21 @@ class Worker::Impl {
   std::uint64_t link_epoch = 0;  // guarded by link_mu
 
   std::uint64_t next_seq = 1;
+  // The last small all-reduce this member returned without the commit round, until a
+  // completion proves every member holds it (result_copy.h).
+  ResultCopy result_copy;
+  // The collective run() is inside of, for the repair step of a transition on its way:
+  // `seq` of the latest attempt, whether it held the full result, its result buffer
+  // (`reduced`), and whether the repair gave it the result (then `repaired` says from where).
+  struct PendingCall {
+    bool active = false;
+    std::uint64_t seq = 0;
+    bool held = false;
+    std::span<std::byte> reduced;
+    bool repaired = false;
+    std::uint64_t repaired_epoch = 0;
+    std::vector<std::uint64_t> repaired_contributors;
+  } pending;
   std::uint64_t commit_through = 0;  // the latest Go's decision
   double throughput = 100e6;         // bytes/s, EWMA over successful collectives
   int collectives_since_sync = 0;

@@ -15,6 +15,7 @@ namespace tributary::algorithms {
 enum class SeqSpace : std::uint8_t {
   kCaller = 0x00,            // the agent's collectives: seq < kCallerSeqLimit
   kAgreement = 0x80,         // the commit round after a caller's collective
+  kRepair = 0x88,            // the repair step after a view change: 2 x the epoch (+1)
   kLinkProbe = 0x90,         // measuring an epoch's links (link_probe.h): 2 x the epoch
   kCompressedDense = 0xC1,   // compression: PowerSGD's P all-reduce
   kCompressedStage2 = 0xC2,  // compression: stage-2 / PowerSGD's Q all-reduce

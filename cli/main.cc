@@ -135,6 +135,11 @@ void add_worker_flags(CLI::App& cmd, AgentFlags& f) {
       ->check(CLI::PositiveNumber);
   cmd.add_flag("--no-agreement", f.no_agreement,
                "skip the commit round after each collective (not all-or-nothing; benchmarks)");
+  cmd.add_option("--speculative-max-bytes", f.worker.speculative_max_bytes,
+                 "all-reduces up to this size return without the commit round and keep a copy "
+                 "of the result instead (still all-or-nothing; 0: always the round)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
   cmd.add_flag("--no-measure-links", f.no_measure_links,
                "keep the cost model's default link constants instead of measuring each view's "
                "links when they come up");
@@ -553,6 +558,11 @@ int main(int argc, char** argv) {
                     "cap on each attempt of a collective (a late one is recovered and re-run)");
   bench->add_flag("--no-agreement", bench_flags.no_agreement,
                   "skip the commit round after each collective (measures the data phase alone)");
+  bench->add_option("--speculative-max-bytes", bench_flags.worker.speculative_max_bytes,
+                    "all-reduces up to this size return without the commit round, keeping a "
+                    "copy of the result (0: always the round)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
   bench->add_flag("--no-measure-links", bench_flags.no_measure_links,
                   "the cost model keeps its default link constants (no measurement per view)");
   add_transport_flag(*bench, bench_flags.worker);
@@ -650,7 +660,7 @@ int main(int argc, char** argv) {
     return run_local_cluster(*bench, bench_local, log_flags, "bench", [] {
       auto names = kBenchFlagNames;
       names.insert(names.end(), {"--chunk-bytes", "--algorithm", "--timeout-ms", "--no-agreement",
-                                 "--no-measure-links", "--transport"});
+                                 "--speculative-max-bytes", "--no-measure-links", "--transport"});
       names.insert(names.end(), kFailoverFlagNames.begin(), kFailoverFlagNames.end());
       names.insert(names.end(), kTlsFlagNames.begin(), kTlsFlagNames.end());
       return names;

@@ -42,6 +42,7 @@ std::map<std::string, Default> code_defaults() {
       {"WorkerConfig::join_timeout", ms(w.join_timeout)},
       {"WorkerConfig::min_world_size", number(w.min_world_size)},
       {"WorkerConfig::agreement", number(w.agreement ? 1 : 0)},
+      {"WorkerConfig::speculative_max_bytes", number(static_cast<double>(w.speculative_max_bytes))},
       {"kDirectAgreementMax", number(algorithms::kDirectAgreementMax)},
       {"CoordinatorConfig::heartbeat_interval", ms(c.heartbeat_interval)},
       {"CoordinatorConfig::heartbeat_timeout", ms(c.heartbeat_timeout)},
