@@ -62,6 +62,7 @@ void bind_config(py::module_& m) {
       .def_readwrite("deadline_slack", &agent::WorkerConfig::deadline_slack)
       .def_readwrite("min_world_size", &agent::WorkerConfig::min_world_size)
       .def_readwrite("agreement", &agent::WorkerConfig::agreement)
+      .def_readwrite("speculative_max_bytes", &agent::WorkerConfig::speculative_max_bytes)
       .def_readwrite("codec", &agent::WorkerConfig::codec)
       .def_readwrite("codec_seed", &agent::WorkerConfig::codec_seed)
       .def_readwrite("wan_codec", &agent::WorkerConfig::wan_codec)

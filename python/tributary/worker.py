@@ -81,7 +81,8 @@ class Worker:
     "topk:density=0.01", ...; every member the same), join_timeout, collective_timeout,
     recovery_timeout, deadline_floor (seconds), min_world_size, host, zone, bind_host,
     advertise_host, data_port, metrics_bind ("127.0.0.1:0"), algorithm, chunk_bytes,
-    codec_seed, agreement. wait_timeout bounds every wait on a collective (seconds).
+    codec_seed, agreement, speculative_max_bytes. wait_timeout bounds every wait on a
+    collective (seconds).
     """
 
     def __init__(self, coordinator=None, *, secret=None, wait_timeout=DEFAULT_WAIT_S,
