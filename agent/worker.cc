@@ -89,7 +89,10 @@ void Worker::Impl::run_idle_recovery() {
     idle_transitioning = true;
     const Status moved = transition(0, Deadline::after(config.recovery_timeout));
     idle_transitioning = false;
-    if (!moved.is_ok() && !watcher_stop.load()) {
+    if (moved.is_ok()) {
+      log.logf(LogLevel::kInfo, "moved to view %llu between calls",
+               static_cast<unsigned long long>(view.epoch));
+    } else if (!watcher_stop.load()) {
       log.warn("moving to view " + std::to_string(newest_epoch.load()) +
                " between calls failed: " + moved.to_string() + "; the next call tries again");
     }
