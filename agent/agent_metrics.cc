@@ -19,6 +19,7 @@ class AgentMetrics::Impl {
   std::unique_ptr<MetricsServer> server;  // last: stopped before the registry goes
   prometheus::Family<prometheus::Counter>* collectives = nullptr;
   prometheus::Family<prometheus::Counter>* federated_rounds = nullptr;
+  prometheus::Family<prometheus::Counter>* result_repairs = nullptr;
   prometheus::Family<prometheus::Histogram>* latency = nullptr;
   prometheus::Family<prometheus::Counter>* bytes_sent = nullptr;
   prometheus::Family<prometheus::Counter>* bytes_received = nullptr;
@@ -124,6 +125,16 @@ Result<std::unique_ptr<AgentMetrics>> AgentMetrics::serve(const std::string& bin
   for (const char* outcome : {"contributed", "late", "failed"}) {
     impl->federated_rounds->Add({{"outcome", outcome}});
   }
+  impl->result_repairs =
+      &prometheus::BuildCounter()
+           .Name("tributary_result_repairs_total")
+           .Help("Small all-reduces this member lacked after a failure while another member "
+                 "had returned them: received (from that member's copy) or re-run (no "
+                 "member of the new view held one)")
+           .Register(r);
+  for (const char* outcome : {"received", "re-run"}) {
+    impl->result_repairs->Add({{"outcome", outcome}});
+  }
   impl->peer_transport =
       &prometheus::BuildGauge()
            .Name("tributary_peer_transport")
@@ -153,6 +164,10 @@ void AgentMetrics::record_collective(std::string_view op, std::string_view algor
 
 void AgentMetrics::record_federated_round(std::string_view outcome) {
   impl_->federated_rounds->Add({{"outcome", std::string(outcome)}}).Increment();
+}
+
+void AgentMetrics::record_result_repair(std::string_view outcome) {
+  impl_->result_repairs->Add({{"outcome", std::string(outcome)}}).Increment();
 }
 
 void AgentMetrics::sync_links(const std::vector<PeerPath>& paths, const FrameRefusals& refusals,

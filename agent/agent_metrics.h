@@ -1,6 +1,7 @@
 // The agent's Prometheus series, served on WorkerConfig::metrics_bind:
 //   tributary_collectives_total{op,algorithm,result}   collectives run, by outcome
 //   tributary_federated_rounds_total{outcome}            contributed, late, failed
+//   tributary_result_repairs_total{outcome}              received, re-run (view changes)
 //   tributary_collective_seconds{op}                     latency histogram
 //   tributary_link_bytes_sent_total{peer}, _received_total{peer}   data-plane bytes by peer
 //   tributary_link_bad_frames_total, tributary_link_crc_failures_total   frames refused
@@ -9,7 +10,7 @@
 //   tributary_peer_transport{peer,member,transport}      1 for the path carrying each peer
 //   tributary_link_fallbacks_total{peer,from,to,cause}   links moved between paths (--failover)
 //   tributary_membership_size, tributary_epoch           from the coordinator client
-// Updated only from the collective thread; the server's thread (core/metrics_server.h, which
+// Updated only from the collective thread (or the idle recovery, while no call runs); the server's thread (core/metrics_server.h, which
 // slow or many scrapers cannot block) only reads.
 #pragma once
 
@@ -42,6 +43,9 @@ class AgentMetrics {
                          double seconds);
   // A federated round's outcome for this member: "contributed", "late" or "failed".
   void record_federated_round(std::string_view outcome);
+  // A view change's repair step found this member lacking a small all-reduce another member
+  // returned: "received" (from that member's copy) or "re-run" (no member held one).
+  void record_result_repair(std::string_view outcome);
   // Folds the current group's cumulative per-peer byte counts and the data plane's
   // lifetime refusals into the counters, and points each peer's path gauge at the
   // transport carrying it.

@@ -40,6 +40,7 @@ Result<std::uint64_t> Worker::Impl::repair(std::uint64_t through) {
              "view %llu: the coordinator committed seq %llu, but no member of the view holds "
              "its result; it runs again",
              static_cast<unsigned long long>(view.epoch), static_cast<unsigned long long>(through));
+    if (lack && metrics) metrics->record_result_repair("re-run");
     return through - 1;
   }
   const int root = static_cast<int>(found[0]);
@@ -64,6 +65,7 @@ Result<std::uint64_t> Worker::Impl::repair(std::uint64_t through) {
     pending.repaired = true;
     pending.repaired_epoch = received.epoch;
     pending.repaired_contributors = received.contributors;
+    if (metrics) metrics->record_result_repair("received");
     log.logf(LogLevel::kInfo,
              "seq %llu: another member returned it before the failure; received its result "
              "(%zu bytes, view %llu) from rank %d's copy",
