@@ -217,7 +217,10 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
                        " commits through seq " + std::to_string(go->commit_through) +
                        ", but this member already returned seq " + std::to_string(committed));
     }
-    commit_through = std::max(commit_through, go->commit_through);
+    // The Go of this view, not the larger of it and an earlier one: a move whose repair
+    // step failed never acted on its Go, and whoever did (finished that move) reported the
+    // seq it returned in Ready, so this Go covers it (lemma 2 above holds it to that).
+    commit_through = go->commit_through;
     view = *v;
     adopted_epoch = view.epoch;
     log.context()->set_epoch(view.epoch);

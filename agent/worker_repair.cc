@@ -13,11 +13,19 @@
 namespace tributary::agent {
 
 Result<std::uint64_t> Worker::Impl::repair(std::uint64_t through) {
-  if (view.size() <= 1 || through == 0) return through;
+  if (through == 0) return through;
   const bool hold = result_copy.held && result_copy.seq == through;
   // Lemma 3: a survivor that lacks a result another survivor returned is inside that very
   // call (it returned every earlier one) and has not finished its data phase.
   const bool lack = pending.active && !pending.held && pending.seq == through;
+  if (view.size() <= 1) {
+    // Alone: whoever returned it is gone (the repair of an earlier view died with it).
+    if (!lack || hold) return through;
+    if (metrics) metrics->record_result_repair("re-run");
+    log.logf(LogLevel::kWarn, "view %llu: seq %llu was committed, but its only holder is gone; it runs again",
+             static_cast<unsigned long long>(view.epoch), static_cast<unsigned long long>(through));
+    return through - 1;
+  }
   std::vector<std::byte> blob;
   if (hold) blob = encode_result_copy(result_copy);
   // One tiny all-reduce (min): the lowest rank holding a copy, whether any member lacks

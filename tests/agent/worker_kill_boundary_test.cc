@@ -49,6 +49,7 @@
 
 #include "agent/worker.h"
 #include "algorithms/memory_link.h"
+#include "algorithms/seq_space.h"
 #include "control_client/memory_control_plane.h"
 #include "core/log.h"
 #include "tests/agent/in_process_world.h"
@@ -120,7 +121,17 @@ struct Tap {
   std::atomic<Death> death{Death::kKill};
   std::atomic<long> sends{0};
   std::atomic<bool> dead{false};
+  // Dies (an exact cut) before its first send of a repair step's broadcast, whenever that
+  // comes: the member giving a lacking survivor its copy, or relaying it, dies under it.
+  std::atomic<bool> die_in_repair{false};
 };
+
+// A repair step's broadcast (agent/worker_repair.cc): SeqSpace::kRepair, 2 x epoch + 1.
+bool repair_broadcast(const algorithms::Tag& tag) {
+  return (tag.seq >> algorithms::kSeqSpaceShift) ==
+             static_cast<std::uint64_t>(algorithms::SeqSpace::kRepair) &&
+         (tag.seq & 1) == 1;
+}
 
 // The Link a Worker gets for one epoch: `fabric.link(rank)`, through the Worker's tap.
 class TapLink final : public algorithms::Link {
@@ -137,7 +148,9 @@ class TapLink final : public algorithms::Link {
   int size() const override { return inner_.size(); }
   Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override {
     const long index = tap_->sends.fetch_add(1);
-    if (index == tap_->kill_at.load() && !tap_->dead.exchange(true)) {
+    const bool in_repair = tap_->die_in_repair.load() && repair_broadcast(tag);
+    if (in_repair) tap_->death = Death::kCut;
+    if ((index == tap_->kill_at.load() || in_repair) && !tap_->dead.exchange(true)) {
       // Nothing it says reaches the coordinator any more, then its sockets go down. In
       // this order: a peer's report must find it silent.
       coordinator_.silence(tap_->member_id.load());
@@ -178,6 +191,9 @@ struct Scenario {
   // returned its last all-reduce early stays between calls, and only its idle recovery
   // moves it to the view the others need it in (Ready, and its copy for the repair).
   bool tail = true;
+  // A second member (first-view rank) that dies in the repair step, if one runs with it
+  // sending (see Tap::die_in_repair); -1: none.
+  int repair_victim = -1;
 
   std::string describe() const {
     std::ostringstream s;
@@ -189,6 +205,7 @@ struct Scenario {
     }
     s << " size=" << count * sizeof(float) << " B (" << count << " floats, " << calls
       << " calls, chunk " << chunk_bytes << " B)" << (tail ? "" : " no tail call");
+    if (repair_victim >= 0) s << " repair victim=" << repair_victim;
     return s.str();
   }
 };
@@ -224,6 +241,7 @@ struct ScenarioResult {
   // result of epoch 1 (otherwise they re-ran it without the victim).
   int died_in = -1;
   bool died_in_committed = false;
+  bool second_death = false;  // the repair victim died (in a repair step)
 };
 
 ScenarioResult run_scenario(const Scenario& sc) {
@@ -289,6 +307,11 @@ ScenarioResult run_scenario(const Scenario& sc) {
   const std::uint64_t victim_id = ids.at(static_cast<std::size_t>(sc.victim));
   tap_of_rank[static_cast<std::size_t>(sc.victim)]->death = sc.death;
   tap_of_rank[static_cast<std::size_t>(sc.victim)]->kill_at = sc.kill_at;
+  if (sc.repair_victim >= 0) {
+    tap_of_rank[static_cast<std::size_t>(sc.repair_victim)]->die_in_repair = true;
+  }
+  // Who died, by first-view rank (the victim, and the repair victim once it sends).
+  auto died = [&](int r) { return tap_of_rank[static_cast<std::size_t>(r)]->dead.load(); };
 
   std::atomic<bool> give_up{false};
   std::vector<RankRun> runs(nz);
@@ -298,7 +321,7 @@ ScenarioResult run_scenario(const Scenario& sc) {
       const auto rz = static_cast<std::size_t>(r);
       RankRun& run = runs[rz];
       Worker& w = *workers[rz];
-      const bool is_victim = kill && r == sc.victim;
+      const bool is_victim = (kill && r == sc.victim) || r == sc.repair_victim;
       for (int c = 0; c < sc.calls && !give_up.load(); ++c) {
         std::vector<float> in(sc.count);
         for (std::size_t i = 0; i < sc.count; ++i) in[i] = input(r, c, i);
@@ -333,8 +356,16 @@ ScenarioResult run_scenario(const Scenario& sc) {
   bool timed_out = false;
   auto survivors_running = [&] {
     for (int r = 0; r < n; ++r) {
-      if (kill && r == sc.victim) continue;
+      if (died(r)) continue;
       if (!runs[static_cast<std::size_t>(r)].finished.load()) return true;
+    }
+    return false;
+  };
+  // A dead member the coordinator still counts in: the survivors' reports need the clock.
+  auto dead_in_view = [&] {
+    const membership::View v = coordinator.view();
+    for (int r = 0; r < n; ++r) {
+      if (died(r) && v.find(ids[static_cast<std::size_t>(r)]) != nullptr) return true;
     }
     return false;
   };
@@ -345,8 +376,7 @@ ScenarioResult run_scenario(const Scenario& sc) {
       break;
     }
     if (kill && coordinator.failure_reports() > 0 &&
-        (advances == 0 || now - last_advance > std::chrono::milliseconds(50)) &&
-        coordinator.view().find(victim_id) != nullptr) {
+        (advances == 0 || now - last_advance > std::chrono::milliseconds(50)) && dead_in_view()) {
       coordinator.advance(confirm);
       last_advance = now;
       ++advances;
@@ -398,14 +428,15 @@ ScenarioResult run_scenario(const Scenario& sc) {
     EXPECT_TRUE(tap_of_rank[static_cast<std::size_t>(sc.victim)]->dead.load())
         << "the victim made " << vt.sends_after_calls << " sends over its calls, fewer than k: "
         << "message counts differ between runs";
-    EXPECT_LE(advances, 1) << "the victim's removal needed more than one confirmation";
+    EXPECT_LE(advances, sc.repair_victim >= 0 && died(sc.repair_victim) ? 2 : 1)
+        << "each death's removal needs one confirmation";
   }
 
   // The checks, on the survivors only.
   std::vector<int> survivors;
   std::vector<std::uint64_t> survivor_ids;
   for (int r = 0; r < n; ++r) {
-    if (kill && r == sc.victim) continue;
+    if (died(r)) continue;
     survivors.push_back(r);
     survivor_ids.push_back(ids[static_cast<std::size_t>(r)]);
   }
@@ -441,10 +472,19 @@ ScenarioResult run_scenario(const Scenario& sc) {
     EXPECT_EQ(o.contributors, static_cast<int>(o.contributor_ids.size()));
     if (o.epoch == first.epoch) {
       EXPECT_EQ(contributors, everyone) << "a result of epoch 1 has every member's input";
-    } else {
+    } else if (sc.repair_victim < 0) {
       EXPECT_GT(o.epoch, first.epoch);
       EXPECT_TRUE(kill) << "no kill, yet call " << c << " ran in epoch " << o.epoch;
       EXPECT_EQ(contributors, without_victim) << "a re-run has the survivors' inputs";
+    } else {
+      // Two deaths: a re-run has every survivor's input, and the second dead member's
+      // if it ran before that member died.
+      EXPECT_GT(o.epoch, first.epoch);
+      EXPECT_TRUE(std::includes(contributors.begin(), contributors.end(),
+                                without_victim.begin(), without_victim.end()))
+          << "a re-run has every survivor's input";
+      EXPECT_TRUE(std::includes(everyone.begin(), everyone.end(), contributors.begin(),
+                                contributors.end()));
     }
     // The reference bits: the sum of the contributors' inputs.
     std::fill(expected.begin(), expected.end(), 0.0f);
@@ -483,6 +523,7 @@ ScenarioResult run_scenario(const Scenario& sc) {
       break;
     }
   }
+  result.second_death = sc.repair_victim >= 0 && died(sc.repair_victim);
   result.completed = !::testing::Test::HasFailure();
   return result;
 }
@@ -576,6 +617,38 @@ INSTANTIATE_TEST_SUITE_P(Worlds, KillBoundary, ::testing::ValuesIn(sweep()),
                                   info.param.size.name + "_n" + std::to_string(info.param.n) +
                                   (info.param.tail ? "" : "_no_tail");
                          });
+
+// A second death inside the recovery from the first: for every boundary k of the small run
+// (exact cut) and every other rank as the second victim, that rank dies before its first
+// send of a repair step's broadcast, i.e. while giving (or relaying) its copy to a
+// survivor that lacks it. The next view applies the rule again: another survivor's copy,
+// or, when nobody holds one any more, a re-run. The same checks hold.
+TEST(KillBoundaryRepair, ASecondDeathDuringTheRepairIsAllOrNothing) {
+  quiet_logs();
+  int scenarios = 0;
+  int second_deaths = 0;
+  for (int n = 3; n <= 6; ++n) {
+    Scenario sc{n, 0, kSmall.calls, kSmall.count, kSmall.chunk_bytes, kNever, Death::kCut};
+    const ScenarioResult counted = run_scenario(sc);
+    ASSERT_TRUE(counted.completed) << "the run without a kill failed";
+    const long most = *std::max_element(counted.sends.begin(), counted.sends.end());
+    for (long k = 0; k < most; ++k) {
+      sc.kill_at = k;
+      sc.victim = victim_of(k, counted.sends);
+      for (int rv = 0; rv < n; ++rv) {
+        if (rv == sc.victim) continue;
+        sc.repair_victim = rv;
+        const ScenarioResult r = run_scenario(sc);
+        ASSERT_TRUE(r.completed) << "first failing scenario: " << sc.describe();
+        ++scenarios;
+        second_deaths += r.second_death ? 1 : 0;
+      }
+    }
+  }
+  std::printf("  %d scenarios, the second victim died in a repair in %d\n", scenarios,
+              second_deaths);
+  EXPECT_GT(second_deaths, 0) << "no scenario reached a repair broadcast: nothing was tested";
+}
 
 // Without a kill (N=4, the small run): every call commits in the first view, at the first
 // attempt, with every member contributing.
