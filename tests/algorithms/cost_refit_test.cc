@@ -40,9 +40,9 @@ TEST(CostModelLinkTerms, AreTheModelsOwnLinearPiece) {
   const CostModel m = base().with_link(40e-6, 1 / 200e6);
   for (int n : {2, 3, 4, 8}) {
     for (std::size_t bytes : kSizes) {
-      for (auto a : {AllReduceAlgorithm::kRing, AllReduceAlgorithm::kTree,
-                     AllReduceAlgorithm::kDoubleTree, AllReduceAlgorithm::kHalvingDoubling,
-                     AllReduceAlgorithm::kDirect}) {
+      for (auto a :
+           {AllReduceAlgorithm::kRing, AllReduceAlgorithm::kTree, AllReduceAlgorithm::kDoubleTree,
+            AllReduceAlgorithm::kHalvingDoubling, AllReduceAlgorithm::kDirect}) {
         const CostModel::LinkTerms t = m.link_terms(a, n, bytes);
         const double p = m.predict(a, n, bytes);
         EXPECT_NEAR(m.alpha() * t.per_alpha + m.beta() * t.per_beta + t.rest, p, 1e-9 * p);
@@ -107,7 +107,8 @@ TEST(CostRefit, TooFewObservationsGiveNoFit) {
   EXPECT_FALSE(refit.fit(base()).has_value());
   for (std::size_t i = 0; i + 1 < CostRefit::kMinObservations; ++i) {
     const std::size_t bytes = kSizes[i % kSizes.size()];
-    refit.observe({truth.choose(4, bytes), 4, bytes, truth.predict(truth.choose(4, bytes), 4, bytes)});
+    refit.observe(
+        {truth.choose(4, bytes), 4, bytes, truth.predict(truth.choose(4, bytes), 4, bytes)});
   }
   EXPECT_FALSE(refit.fit(base()).has_value());
   refit.observe({truth.choose(4, 1024), 4, 1024, truth.predict(truth.choose(4, 1024), 4, 1024)});
