@@ -6,9 +6,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
+#include <string>
 
 #include "agent/recovery.h"
 #include "agent/worker_impl.h"
@@ -292,6 +295,8 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
 
 Status Worker::Impl::fit_links() {
   cost_model = configured_cost_model;
+  view_cost_model = cost_model;
+  refit.clear();  // new links: what the old ones took says nothing of them
   const algorithms::ZoneLayout layout(zone_of_rank, static_cast<int>(view.size()));
   // With zones the ring's slowest link is the inter-zone one, which --wan-mbps describes;
   // fitting the zones' own links to it would price every hop as a WAN hop.
@@ -303,6 +308,7 @@ Status Worker::Impl::fit_links() {
   auto measured = algorithms::measure_ring_links(*link, options, probe);
   if (!measured) return measured.status();
   cost_model = configured_cost_model.fitted_to(measured->alpha, measured->beta);
+  view_cost_model = cost_model;
   const bool alpha_fitted = cost_model.alpha() != configured_cost_model.alpha();
   const bool beta_fitted = cost_model.beta() != configured_cost_model.beta();
   log.logf(LogLevel::kInfo,
@@ -313,6 +319,53 @@ Status Worker::Impl::fit_links() {
            alpha_fitted ? "measured" : "default", 1e-6 / cost_model.beta(),
            beta_fitted ? "measured" : "default");
   return Status::ok();
+}
+
+bool Worker::Impl::refit_enabled() const {
+  // With zones the model prices flat hops as inter-zone ones (fit_links() above).
+  return config.measure_links && view.size() > 1 &&
+         algorithms::ZoneLayout(zone_of_rank, static_cast<int>(view.size())).zones() <= 1;
+}
+
+void Worker::Impl::refit_fields(std::int64_t* alpha_field, std::int64_t* beta_field) const {
+  // Negated, so that the boundary's max is the smallest fit, and 0 (no fit) from any member
+  // means no refit: alpha in ns, beta in fs per byte (CostRefit's floors are 100 of each).
+  *alpha_field = 0;
+  *beta_field = 0;
+  if (!refit_enabled()) return;
+  const auto fit = refit.fit(view_cost_model);
+  if (!fit) return;
+  *alpha_field = -std::max<std::int64_t>(1, std::llround(fit->alpha * 1e9));
+  *beta_field = -std::max<std::int64_t>(1, std::llround(fit->beta * 1e15));
+}
+
+void Worker::Impl::adopt_refit(std::int64_t alpha_field, std::int64_t beta_field) {
+  if (alpha_field >= 0 || beta_field >= 0) return;  // some member has no fit
+  const double alpha = static_cast<double>(-alpha_field) * 1e-9;
+  const double beta = static_cast<double>(-beta_field) * 1e-15;
+  // Within kRefitChange of the model in use: keep it, so that noise does not flip choices.
+  constexpr double kRefitChange = 0.25;
+  auto moved = [&](double now, double before) {
+    return std::abs(now - before) > kRefitChange * before;
+  };
+  if (!moved(alpha, cost_model.alpha()) && !moved(beta, cost_model.beta())) return;
+  const algorithms::CostModel before = cost_model;
+  cost_model = view_cost_model.with_link(alpha, beta);
+  const int n = static_cast<int>(view.size());
+  std::string changes;
+  for (std::size_t bytes = 1024; bytes <= (std::size_t{1} << 30); bytes *= 4) {
+    const auto was = before.choose(n, bytes);
+    const auto now = cost_model.choose(n, bytes);
+    if (was == now) continue;
+    changes += (changes.empty() ? "" : ", ") + std::to_string(bytes) + " B " +
+               std::string(to_string(now)) + " (was " + std::string(to_string(was)) + ")";
+  }
+  log.logf(changes.empty() ? LogLevel::kDebug : LogLevel::kInfo,
+           "cost model refitted to the all-reduces of view %llu: %.1f us per message, %.1f MB/s "
+           "(was %.1f us, %.1f MB/s)%s%s",
+           static_cast<unsigned long long>(view.epoch), alpha * 1e6, 1e-6 / beta,
+           before.alpha() * 1e6, 1e-6 / before.beta(), changes.empty() ? "" : "; auto now picks ",
+           changes.c_str());
 }
 
 Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgorithm algorithm,
@@ -372,6 +425,7 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
     const bool speculative = !reduced.empty() && config.agreement && n > 1 &&
                              bytes <= config.speculative_max_bytes;
     Status status = fn(*link, options);
+    const auto t_data = std::chrono::steady_clock::now();
     const bool held = status.is_ok();
     pending.held = held;
     // Completing an all-reduce's data phase, or any commit round, proves that every member
@@ -393,6 +447,11 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
     if (status.is_ok()) {
       if (bytes > 65536 && seconds > 0) throughput = 0.8 * throughput + 0.2 * (bytes / seconds);
       if (speculative) result_copy.keep(options.seq, epoch, member_ids(), reduced);
+      // The user's all-reduces (those with an algorithm) feed the refit: their data phase,
+      // without the commit round, which the model does not price.
+      if (algorithm != algorithms::AllReduceAlgorithm::kAuto && !reduced.empty()) {
+        refit.observe({algorithm, n, bytes, std::chrono::duration<double>(t_data - t0).count()});
+      }
       ++next_seq;
       return committed(epoch, member_ids(), attempt);
     }
@@ -525,20 +584,26 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
     } else if (latest.status().code() == StatusCode::kEvicted) {
       return latest.status();
     }
-    // [leave, joiners waiting, newest epoch seen, state needed], max over members. The
-    // newest epoch, not a "newer view" bit: when the all-reduce fails and run() re-runs it
-    // in the view it moved to, a bit computed before would still ask every member to move
-    // on, to a view nobody has asked for.
-    std::int64_t flags[4] = {drain_requested.load() ? 1 : 0, client->joiners_pending() ? 1 : 0,
-                             static_cast<std::int64_t>(newest_epoch.load()), needs_state ? 1 : 0};
-    TRIB_RETURN_IF_ERROR(run("step_boundary", algorithms::AllReduceAlgorithm::kAuto, sizeof(flags),
-                             std::as_writable_bytes(std::span(flags)),
-                             [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
-                               return algorithms::all_reduce(l, flags, flags, 4, DType::kInt64,
-                                                             ReduceOp::kMax, o);
-                             },
-                             /*retry=*/true, std::as_writable_bytes(std::span(flags)))
-                             .status());
+    // [leave, joiners waiting, newest epoch seen, state needed, -alpha, -beta], max over
+    // members. The newest epoch, not a "newer view" bit: when the all-reduce fails and
+    // run() re-runs it in the view it moved to, a bit computed before would still ask
+    // every member to move on, to a view nobody has asked for. -alpha, -beta: this
+    // member's refit of the cost model (refit_fields()).
+    std::int64_t flags[6] = {drain_requested.load() ? 1 : 0,
+                             client->joiners_pending() ? 1 : 0,
+                             static_cast<std::int64_t>(newest_epoch.load()),
+                             needs_state ? 1 : 0,
+                             0,
+                             0};
+    refit_fields(&flags[4], &flags[5]);
+    auto boundary = run(
+        "step_boundary", algorithms::AllReduceAlgorithm::kAuto, sizeof(flags),
+        std::as_writable_bytes(std::span(flags)),
+        [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
+          return algorithms::all_reduce(l, flags, flags, 6, DType::kInt64, ReduceOp::kMax, o);
+        },
+        /*retry=*/true, std::as_writable_bytes(std::span(flags)));
+    if (!boundary) return boundary.status();
     if (flags[3]) {
       const bool receiving = needs_state;
       Status s = sync_state();
@@ -572,6 +637,10 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
       out.view_changed = true;
       continue;
     }
+    // The refit, only from an all-reduce of this view: every member that returns it here
+    // holds the same fields and the same model. One returned into a later view (a repair,
+    // a commit after a failure) is dropped: that view's members refit from its own links.
+    if (boundary->epoch == view.epoch) adopt_refit(flags[4], flags[5]);
     out.epoch = view.epoch;
     out.world_size = static_cast<int>(view.size());
     return out;

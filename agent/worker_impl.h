@@ -25,6 +25,7 @@
 #include "transport/failover_link.h"
 #include "agent/worker.h"
 #include "algorithms/cost_model.h"
+#include "algorithms/cost_refit.h"
 #include "algorithms/zone_layout.h"
 #include "compression/collectives/compressed_all_reduce.h"
 #include "control_client/control_plane.h"
@@ -82,6 +83,13 @@ class Worker::Impl {
   // fits the cost model to the slowest (algorithms/link_probe.h). A failure is the new
   // links' failure.
   Status fit_links();
+
+  // The refit of the cost model as collectives run (docs/algorithms.md): this member's
+  // two fields of the step boundary's all-reduce (its fit of alpha and beta over `refit`,
+  // negated, or 0 for none), and what every member of the view does with their max.
+  bool refit_enabled() const;
+  void refit_fields(std::int64_t* alpha_field, std::int64_t* beta_field) const;
+  void adopt_refit(std::int64_t alpha_field, std::int64_t beta_field);
 
   Result<BoundaryOutcome> step_boundary();
   Status sync_state();
@@ -219,10 +227,15 @@ class Worker::Impl {
   membership::View view;
   int rank = -1;
   std::vector<int> zone_of_rank;     // adopt_zones(), with every view
-  // The default, with config's inter-zone link (start()); cost_model is it fitted to the
-  // current view's measured links (fit_links()).
+  // The default, with config's inter-zone link (start()); view_cost_model is it fitted to
+  // the current view's measured links (fit_links()), cost_model that or, after a step
+  // boundary's refit, that with the alpha and beta the members agreed on (adopt_refit()).
+  // Equal on every member of a view.
   algorithms::CostModel configured_cost_model;
+  algorithms::CostModel view_cost_model;
   algorithms::CostModel cost_model;
+  // This member's all-reduces that completed in the current view (cleared by fit_links()).
+  algorithms::CostRefit refit;
   std::mutex link_mu;                // guards `link` against the watcher's abort
   std::unique_ptr<algorithms::Link> link;
   std::uint64_t link_epoch = 0;  // guarded by link_mu

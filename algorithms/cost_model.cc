@@ -62,6 +62,28 @@ CostModel CostModel::fitted_to(double measured_alpha, double measured_beta) cons
   return m;
 }
 
+CostModel CostModel::with_link(double alpha, double beta) const {
+  TRIB_CHECK(usable(alpha) && usable(beta)) << "alpha=" << alpha << " beta=" << beta;
+  CostModel m = *this;
+  m.alpha_ = alpha;
+  m.beta_ = beta;
+  return m;
+}
+
+CostModel::LinkTerms CostModel::link_terms(AllReduceAlgorithm algorithm, int world_size,
+                                           std::size_t bytes) const {
+  // One-sided differences: exact on a linear piece, and a step this small (relative
+  // 1e-6) stays on the piece unless the model sits on a kink, where it takes one side.
+  const double da = alpha_ > 0 ? alpha_ * 1e-6 : 1e-15;
+  const double db = beta_ > 0 ? beta_ * 1e-6 : 1e-21;
+  const double at = predict(algorithm, world_size, bytes);
+  LinkTerms terms;
+  terms.per_alpha = (with_link(alpha_ + da, beta_).predict(algorithm, world_size, bytes) - at) / da;
+  terms.per_beta = (with_link(alpha_, beta_ + db).predict(algorithm, world_size, bytes) - at) / db;
+  terms.rest = at - alpha_ * terms.per_alpha - beta_ * terms.per_beta;
+  return terms;
+}
+
 CostModel CostModel::cross_zone() const {
   constexpr int kUnbounded = 1 << 20;  // the link, not the cores, is the bottleneck
   return CostModel(wan_alpha_, wan_beta_, gamma_, chunk_bytes_, kUnbounded);

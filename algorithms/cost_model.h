@@ -76,6 +76,21 @@ class CostModel {
   static constexpr double kMeasuredAlphaFactor = 40;
   static constexpr double kMeasuredBetaFactor = 40;
   CostModel fitted_to(double measured_alpha, double measured_beta) const;
+  // The same model with alpha and beta replaced (trusted: >= 0, finite); gamma, the chunk
+  // size, the cores and the inter-zone link are kept. What a refit (cost_refit.h) adopts.
+  CostModel with_link(double alpha, double beta) const;
+
+  // predict() as a linear function of alpha and beta around this model's constants:
+  // predict = alpha * per_alpha + beta * per_beta + rest (rest: the reduction, and the
+  // inter-zone link where there are zones). predict() is piecewise linear in the constants
+  // (a max of linear terms), so these are the slopes of the piece this model is on (one
+  // side of a kink); a fit through them is iterated (cost_refit.h).
+  struct LinkTerms {
+    double per_alpha = 0;
+    double per_beta = 0;
+    double rest = 0;
+  };
+  LinkTerms link_terms(AllReduceAlgorithm algorithm, int world_size, std::size_t bytes) const;
   // A model of the inter-zone link alone (its alpha and beta; no shared-core bound, the
   // link is the bottleneck): what prices an algorithm run among one member per zone.
   CostModel cross_zone() const;

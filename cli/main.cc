@@ -142,7 +142,8 @@ void add_worker_flags(CLI::App& cmd, AgentFlags& f) {
       ->capture_default_str();
   cmd.add_flag("--no-measure-links", f.no_measure_links,
                "keep the cost model's default link constants instead of measuring each view's "
-               "links when they come up");
+               "links when they come up and refitting them to the all-reduces at step "
+               "boundaries");
 }
 
 void add_bench_flags(CLI::App& cmd, AgentFlags& f) {

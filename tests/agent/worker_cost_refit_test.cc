@@ -1,0 +1,300 @@
+// The cost model refitted as collectives run (docs/algorithms.md, "Refitting as collectives
+// run"): real Workers (ranks as threads) over the in-process control plane and one in-memory
+// fabric per epoch (WorkerEnvironment::connect_links) whose every message arrives kDelay
+// after it was sent. The link probe reads that delay as a busy fast link and keeps the
+// default constants; the all-reduces take far longer than the defaults predict. After some
+// steps (a step boundary, then all-reduces of three sizes) every member must hold exactly
+// the same model, and its predictions must have moved toward what the all-reduces took.
+// A view change drops the refit (new links), and the members of the new view refit again.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "agent/worker.h"
+#include "algorithms/cost_model.h"
+#include "algorithms/memory_link.h"
+#include "control_client/memory_control_plane.h"
+#include "tests/agent/in_process_world.h"
+
+namespace tributary::agent {
+namespace {
+
+using algorithms::AllReduceAlgorithm;
+using algorithms::MemoryFabric;
+using control_client::MemoryCoordinator;
+
+// Below the probe's threshold for adopting a measured latency (CostModel::fitted_to: 40 x
+// 5 us), so that the probe keeps the defaults and only the refit moves the model.
+constexpr auto kDelay = std::chrono::microseconds(150);
+const std::vector<std::size_t> kSizes = {1024, 16 * 1024, 256 * 1024};
+constexpr AllReduceAlgorithm kPredicted[] = {AllReduceAlgorithm::kAuto,
+                                             AllReduceAlgorithm::kRing,
+                                             AllReduceAlgorithm::kTree,
+                                             AllReduceAlgorithm::kDoubleTree,
+                                             AllReduceAlgorithm::kHalvingDoubling,
+                                             AllReduceAlgorithm::kDirect};
+
+// One MemoryFabric per epoch, every rank's messages delayed; created by the first Worker
+// that connects the epoch, kept until the test ends (after its Workers).
+class DelayedFabrics {
+ public:
+  MemoryFabric& at(std::uint64_t epoch, int size) {
+    std::lock_guard lock(mu_);
+    auto& f = by_epoch_[epoch];
+    if (!f) {
+      f = std::make_unique<MemoryFabric>(size);
+      for (int r = 0; r < size; ++r) f->set_delay(r, kDelay);
+    }
+    return *f;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::uint64_t, std::unique_ptr<MemoryFabric>> by_epoch_;
+};
+
+// A fabric's link, handed to a Worker (which owns what connect_links returns).
+class BorrowedLink final : public algorithms::Link {
+ public:
+  explicit BorrowedLink(algorithms::Link& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override {
+    return inner_.send(peer, tag, data);
+  }
+  Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override {
+    return inner_.recv(peer, tag, data);
+  }
+  Status wait(Handle h, Deadline d) override { return inner_.wait(h, d); }
+  void abort(const Status& reason) override { inner_.abort(reason); }
+
+ private:
+  algorithms::Link& inner_;
+};
+
+std::vector<std::unique_ptr<Worker>> start_world(MemoryCoordinator& coordinator,
+                                                 DelayedFabrics& fabrics, int n,
+                                                 bool measure_links) {
+  WorkerConfig config = in_process::worker_config();
+  config.measure_links = measure_links;
+  std::vector<std::unique_ptr<Worker>> started(static_cast<std::size_t>(n));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < n; ++t) {
+    threads.emplace_back([&, t] {
+      WorkerEnvironment env = in_process::environment(coordinator);
+      env.connect_links = [&fabrics](std::uint64_t epoch, int rank,
+                                     int size) -> Result<std::unique_ptr<algorithms::Link>> {
+        return std::unique_ptr<algorithms::Link>(
+            std::make_unique<BorrowedLink>(fabrics.at(epoch, size).link(rank)));
+      };
+      auto w = Worker::start(config, std::move(env));
+      if (!w) {
+        ADD_FAILURE() << "start: " << w.status().to_string();
+        return;
+      }
+      started[static_cast<std::size_t>(t)] = std::move(*w);
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::vector<std::unique_ptr<Worker>> by_rank(static_cast<std::size_t>(n));
+  for (auto& w : started) {
+    if (!w) {
+      in_process::leave_all(started);
+      return {};
+    }
+    const auto rank = static_cast<std::size_t>(w->rank());
+    by_rank.at(rank) = std::move(w);
+  }
+  return by_rank;
+}
+
+// What a Worker's model predicts for every size and algorithm (kPredicted), in that order.
+std::vector<double> predictions(const Worker& w) {
+  std::vector<double> p;
+  for (std::size_t bytes : kSizes) {
+    for (AllReduceAlgorithm a : kPredicted) p.push_back(w.predicted_all_reduce_seconds(bytes, a));
+  }
+  return p;
+}
+double predicted(const std::vector<double>& p, std::size_t size_index, AllReduceAlgorithm a) {
+  const auto i = static_cast<std::size_t>(
+      std::find(std::begin(kPredicted), std::end(kPredicted), a) - std::begin(kPredicted));
+  return p.at(size_index * std::size(kPredicted) + i);
+}
+
+struct RankLog {
+  std::vector<std::vector<double>> after_boundary;  // predictions after each step's boundary
+  // The fastest all-reduce of each (size index, algorithm), over every step, in seconds.
+  std::map<std::pair<std::size_t, AllReduceAlgorithm>, double> fastest;
+  std::vector<AllReduceAlgorithm> last_algorithm;  // by size index, in the last step
+  bool ok = true;
+};
+
+// `steps` steps on every member, then one more step boundary: each step is a boundary and
+// one float32 sum all-reduce of each size.
+std::vector<RankLog> run_steps(std::vector<std::unique_ptr<Worker>>& workers, int steps) {
+  std::vector<RankLog> logs(workers.size());
+  std::vector<std::thread> threads;
+  for (std::size_t r = 0; r < workers.size(); ++r) {
+    threads.emplace_back([&, r] {
+      Worker& w = *workers[r];
+      RankLog& log = logs[r];
+      log.last_algorithm.assign(kSizes.size(), AllReduceAlgorithm::kAuto);
+      for (int s = 0; s <= steps; ++s) {
+        auto b = w.step_boundary();
+        if (!b.is_ok() || b->view_changed) {
+          ADD_FAILURE() << "rank " << r << " step " << s
+                        << " boundary: " << (b.is_ok() ? "view changed" : b.status().to_string());
+          log.ok = false;
+          return;
+        }
+        log.after_boundary.push_back(predictions(w));
+        if (s == steps) return;
+        for (std::size_t i = 0; i < kSizes.size(); ++i) {
+          std::vector<float> data(kSizes[i] / sizeof(float), 1.0f);
+          const auto t0 = std::chrono::steady_clock::now();
+          auto o =
+              w.all_reduce(data.data(), data.data(), data.size(), DType::kFloat32, ReduceOp::kSum);
+          const double seconds =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          if (!o.is_ok() || data[0] != static_cast<float>(workers.size())) {
+            ADD_FAILURE() << "rank " << r << " step " << s << " all_reduce of " << kSizes[i]
+                          << " B: " << (o.is_ok() ? "wrong sum" : o.status().to_string());
+            log.ok = false;
+            return;
+          }
+          auto [it, fresh] = log.fastest.try_emplace({i, o->algorithm}, seconds);
+          if (!fresh) it->second = std::min(it->second, seconds);
+          log.last_algorithm[i] = o->algorithm;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  return logs;
+}
+
+// Every member held exactly the same model after every boundary.
+void expect_agreed(const std::vector<RankLog>& logs) {
+  for (std::size_t r = 1; r < logs.size(); ++r) {
+    ASSERT_EQ(logs[r].after_boundary.size(), logs[0].after_boundary.size());
+    for (std::size_t s = 0; s < logs[0].after_boundary.size(); ++s) {
+      EXPECT_EQ(logs[r].after_boundary[s], logs[0].after_boundary[s])
+          << "rank " << r << " and rank 0 hold different models after boundary " << s;
+    }
+  }
+}
+
+// For each size, the algorithm that ran last: the refitted model's prediction is closer to
+// the fastest measured run (by ratio) than the model before the refit.
+void expect_closer(const std::vector<RankLog>& logs, const std::vector<double>& before,
+                   const std::vector<double>& after) {
+  for (std::size_t i = 0; i < kSizes.size(); ++i) {
+    const AllReduceAlgorithm a = logs[0].last_algorithm[i];
+    double measured = std::numeric_limits<double>::infinity();
+    for (const RankLog& log : logs) measured = std::min(measured, log.fastest.at({i, a}));
+    const double was = predicted(before, i, a);
+    const double now = predicted(after, i, a);
+    std::printf(
+        "%7zu B %-16s measured %9.1f us, predicted %9.1f us before the refit, %9.1f after\n",
+        kSizes[i], std::string(to_string(a)).c_str(), measured * 1e6, was * 1e6, now * 1e6);
+    EXPECT_LT(std::abs(std::log(now / measured)), std::abs(std::log(was / measured)))
+        << kSizes[i] << " B " << to_string(a);
+    // Within a factor 3 of the fastest run: a ranking device, not a stopwatch.
+    EXPECT_LT(std::abs(std::log(now / measured)), std::log(3.0))
+        << kSizes[i] << " B " << to_string(a);
+  }
+}
+
+TEST(WorkerCostRefit, MembersAgreeOnARefitTowardTheMeasuredTimes) {
+  constexpr int kN = 4;
+  constexpr int kSteps = 8;  // 3 observations a step: a fit from the boundary of step 3 on
+  MemoryCoordinator coordinator(in_process::membership_config(kN));
+  DelayedFabrics fabrics;
+  auto workers = start_world(coordinator, fabrics, kN, /*measure_links=*/true);
+  ASSERT_EQ(workers.size(), static_cast<std::size_t>(kN));
+  const auto started = std::chrono::steady_clock::now();
+
+  std::vector<RankLog> logs = run_steps(workers, kSteps);
+  for (const RankLog& log : logs) ASSERT_TRUE(log.ok);
+  expect_agreed(logs);
+  const std::vector<double>& before = logs[0].after_boundary.front();
+  const std::vector<double>& after = logs[0].after_boundary.back();
+  ASSERT_NE(before, after) << "no refit";
+  expect_closer(logs, before, after);
+
+  // A drain changes the view: the new links are measured afresh and the refit is dropped
+  // (the 1 KiB all-reduce is priced by the probe's model again, far below the refit's),
+  // then the three members of the new view refit among themselves.
+  const double refit_1k = predicted(after, 0, AllReduceAlgorithm::kAuto);
+  workers[kN - 1]->drain();
+  {
+    std::vector<std::thread> threads;
+    std::vector<Result<BoundaryOutcome>> b(kN, error(StatusCode::kInternal, "not run"));
+    for (int r = 0; r < kN; ++r) {
+      threads.emplace_back([&, r] {
+        b[static_cast<std::size_t>(r)] = workers[static_cast<std::size_t>(r)]->step_boundary();
+      });
+    }
+    for (auto& th : threads) th.join();
+    for (int r = 0; r < kN; ++r)
+      ASSERT_TRUE(b[static_cast<std::size_t>(r)].is_ok())
+          << b[static_cast<std::size_t>(r)].status().to_string();
+    ASSERT_TRUE(b[kN - 1]->left);
+  }
+  workers[kN - 1].reset();
+  std::vector<std::unique_ptr<Worker>> stayed(kN - 1);
+  for (int r = 0; r < kN - 1; ++r) {
+    auto& w = workers[static_cast<std::size_t>(r)];
+    ASSERT_EQ(w->size(), kN - 1);
+    const auto rank = static_cast<std::size_t>(w->rank());
+    stayed.at(rank) = std::move(w);
+  }
+  logs = run_steps(stayed, kSteps);
+  for (const RankLog& log : logs) ASSERT_TRUE(log.ok);
+  expect_agreed(logs);
+  const std::vector<double>& reset = logs[0].after_boundary.front();
+  EXPECT_LT(predicted(reset, 0, AllReduceAlgorithm::kAuto), 0.5 * refit_1k)
+      << "the refit of the old view survived the view change";
+  ASSERT_NE(reset, logs[0].after_boundary.back()) << "no refit in the new view";
+  expect_closer(logs, reset, logs[0].after_boundary.back());
+  in_process::leave_all(stayed);
+  std::printf("%.2f s of steps\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+}
+
+// Without link measurement the model stays the default, whatever the all-reduces take.
+TEST(WorkerCostRefit, NoRefitWithoutLinkMeasurement) {
+  constexpr int kN = 3;
+  MemoryCoordinator coordinator(in_process::membership_config(kN));
+  DelayedFabrics fabrics;
+  auto workers = start_world(coordinator, fabrics, kN, /*measure_links=*/false);
+  ASSERT_EQ(workers.size(), static_cast<std::size_t>(kN));
+  const std::vector<RankLog> logs = run_steps(workers, 6);
+  for (const RankLog& log : logs) ASSERT_TRUE(log.ok);
+  expect_agreed(logs);
+  const algorithms::CostModel& model = algorithms::CostModel::default_model();
+  for (const auto& p : logs[0].after_boundary) {
+    for (std::size_t i = 0; i < kSizes.size(); ++i) {
+      EXPECT_EQ(predicted(p, i, AllReduceAlgorithm::kTree),
+                model.predict(AllReduceAlgorithm::kTree, kN, kSizes[i]));
+      EXPECT_EQ(predicted(p, i, AllReduceAlgorithm::kAuto),
+                model.predict(model.choose(kN, kSizes[i]), kN, kSizes[i]));
+    }
+  }
+  in_process::leave_all(workers);
+}
+
+}  // namespace
+}  // namespace tributary::agent
