@@ -25,6 +25,7 @@
 #include "algorithms/cost_model.h"
 #include "algorithms/memory_link.h"
 #include "control_client/memory_control_plane.h"
+#include "tests/agent/epoch_fabrics.h"
 #include "tests/agent/in_process_world.h"
 
 namespace tributary::agent {
@@ -45,46 +46,17 @@ constexpr AllReduceAlgorithm kPredicted[] = {AllReduceAlgorithm::kAuto,
                                              AllReduceAlgorithm::kHalvingDoubling,
                                              AllReduceAlgorithm::kDirect};
 
-// One MemoryFabric per epoch, every rank's messages delayed; created by the first Worker
-// that connects the epoch, kept until the test ends (after its Workers).
-class DelayedFabrics {
- public:
-  MemoryFabric& at(std::uint64_t epoch, int size) {
-    std::lock_guard lock(mu_);
-    auto& f = by_epoch_[epoch];
-    if (!f) {
-      f = std::make_unique<MemoryFabric>(size);
-      for (int r = 0; r < size; ++r) f->set_delay(r, kDelay);
-    }
-    return *f;
-  }
-
- private:
-  std::mutex mu_;
-  std::map<std::uint64_t, std::unique_ptr<MemoryFabric>> by_epoch_;
-};
-
-// A fabric's link, handed to a Worker (which owns what connect_links returns).
-class BorrowedLink final : public algorithms::Link {
- public:
-  explicit BorrowedLink(algorithms::Link& inner) : inner_(inner) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override {
-    return inner_.send(peer, tag, data);
-  }
-  Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override {
-    return inner_.recv(peer, tag, data);
-  }
-  Status wait(Handle h, Deadline d) override { return inner_.wait(h, d); }
-  void abort(const Status& reason) override { inner_.abort(reason); }
-
- private:
-  algorithms::Link& inner_;
-};
+// One MemoryFabric per epoch, every rank's messages delayed.
+in_process::EpochFabrics delayed_fabrics() {
+  return in_process::EpochFabrics([](MemoryFabric& f) {
+    for (int r = 0; r < f.size(); ++r) f.set_delay(r, kDelay);
+  });
+}
+using in_process::BorrowedLink;
+using in_process::EpochFabrics;
 
 std::vector<std::unique_ptr<Worker>> start_world(MemoryCoordinator& coordinator,
-                                                 DelayedFabrics& fabrics, int n,
+                                                 EpochFabrics& fabrics, int n,
                                                  bool measure_links) {
   WorkerConfig config = in_process::worker_config();
   config.measure_links = measure_links;
@@ -221,7 +193,7 @@ TEST(WorkerCostRefit, MembersAgreeOnARefitTowardTheMeasuredTimes) {
   constexpr int kN = 4;
   constexpr int kSteps = 8;  // 3 observations a step: a fit from the boundary of step 3 on
   MemoryCoordinator coordinator(in_process::membership_config(kN));
-  DelayedFabrics fabrics;
+  EpochFabrics fabrics = delayed_fabrics();
   auto workers = start_world(coordinator, fabrics, kN, /*measure_links=*/true);
   ASSERT_EQ(workers.size(), static_cast<std::size_t>(kN));
   const auto started = std::chrono::steady_clock::now();
@@ -278,7 +250,7 @@ TEST(WorkerCostRefit, MembersAgreeOnARefitTowardTheMeasuredTimes) {
 TEST(WorkerCostRefit, NoRefitWithoutLinkMeasurement) {
   constexpr int kN = 3;
   MemoryCoordinator coordinator(in_process::membership_config(kN));
-  DelayedFabrics fabrics;
+  EpochFabrics fabrics = delayed_fabrics();
   auto workers = start_world(coordinator, fabrics, kN, /*measure_links=*/false);
   ASSERT_EQ(workers.size(), static_cast<std::size_t>(kN));
   const std::vector<RankLog> logs = run_steps(workers, 6);

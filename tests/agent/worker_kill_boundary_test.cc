@@ -52,6 +52,7 @@
 #include "algorithms/seq_space.h"
 #include "control_client/memory_control_plane.h"
 #include "core/log.h"
+#include "tests/agent/epoch_fabrics.h"
 #include "tests/agent/in_process_world.h"
 
 namespace tributary::agent {
@@ -79,37 +80,7 @@ void quiet_logs() {
   configure_logging(level, LogFormat::kText);
 }
 
-// One MemoryFabric per epoch: the first Worker to connect epoch E creates it, the others
-// get the same one; all live until the scenario ends (after its Workers).
-class Fabrics {
- public:
-  MemoryFabric& at(std::uint64_t epoch, int size) {
-    std::lock_guard lock(mu_);
-    auto& f = by_epoch_[epoch];
-    if (!f) {
-      f = std::make_unique<MemoryFabric>(size);
-      if (aborted_) abort_fabric(*f);
-    }
-    EXPECT_EQ(f->size(), size) << "members disagree about the size of epoch " << epoch;
-    return *f;
-  }
-  // Fails every link of every fabric, now and later (a scenario past its time limit).
-  void abort_all() {
-    std::lock_guard lock(mu_);
-    aborted_ = true;
-    for (auto& [epoch, f] : by_epoch_) abort_fabric(*f);
-  }
-
- private:
-  static void abort_fabric(MemoryFabric& f) {
-    for (int r = 0; r < f.size(); ++r) {
-      f.link(r).abort(error(StatusCode::kAborted, "the test gave up on this scenario"));
-    }
-  }
-  std::mutex mu_;
-  std::map<std::uint64_t, std::unique_ptr<MemoryFabric>> by_epoch_;
-  bool aborted_ = false;
-};
+using Fabrics = in_process::EpochFabrics;
 
 // One Worker's process, seen from its links: its sends counted across every epoch, and
 // the send before which it dies.
