@@ -261,28 +261,27 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
       continue;
     }
     install_link(std::move(*l), view.epoch);
+    // The new links failed (under the measurement or the repair step, as they would under a
+    // collective): drop them, report it unless a newer view overtook them, next view.
+    auto new_links_failed = [&](const Status& why, const char* during) {
+      drop_link(why);
+      if (why.code() == StatusCode::kAborted) return;
+      connect_failure = why;
+      log.warn("the links of view " + std::to_string(view.epoch) + " failed " + during + ": " +
+               why.to_string());
+      client->report_failure(view.epoch, 0, why.to_string());
+    };
     if (Status fitted = fit_links(); !fitted.is_ok()) {
-      // The new links failed under the measurement as they would under a collective.
-      drop_link(fitted);
-      if (fitted.code() != StatusCode::kAborted) {
-        connect_failure = fitted;
-        log.warn("the links of view " + std::to_string(view.epoch) +
-                 " failed while being measured: " + fitted.to_string());
-        client->report_failure(view.epoch, 0, fitted.to_string());
-      }
+      new_links_failed(fitted, "while being measured");
       continue;
     }
     auto repaired = repair(commit_through);
     if (!repaired) {
-      const Status& why = repaired.status();
-      drop_link(why);
-      if (!retryable(why)) return why;  // mismatched calls: no view mends them
-      if (why.code() != StatusCode::kAborted) {
-        connect_failure = why;
-        log.warn("the repair step of view " + std::to_string(view.epoch) +
-                 " failed: " + why.to_string());
-        client->report_failure(view.epoch, 0, why.to_string());
+      if (!retryable(repaired.status())) {  // mismatched calls: no view mends them
+        drop_link(repaired.status());
+        return repaired.status();
       }
+      new_links_failed(repaired.status(), "in the repair step");
       continue;
     }
     commit_through = *repaired;
