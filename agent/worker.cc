@@ -6,15 +6,21 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <numeric>
+#include <optional>
 
 #include "agent/recovery.h"
 #include "agent/worker_impl.h"
 #include "algorithms/agreement.h"
 #include "algorithms/link_probe.h"
+#include "algorithms/ring_order.h"
 #include "algorithms/seq_space.h"
+#include "algorithms/sub_link.h"
 #include "control_client/coordinator_client.h"
 #include "core/hash.h"
 
@@ -289,15 +295,21 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
 
 Status Worker::Impl::fit_links() {
   cost_model = configured_cost_model;
+  ring_order.clear();
   const algorithms::ZoneLayout layout(zone_of_rank, static_cast<int>(view.size()));
   // With zones the ring's slowest link is the inter-zone one, which --wan-mbps describes;
   // fitting the zones' own links to it would price every hop as a WAN hop.
   if (!config.measure_links || view.size() <= 1 || layout.zones() > 1) return Status::ok();
+  TRIB_RETURN_IF_ERROR(order_ring());
+  // The ring's critical path is its slowest hop in the order it runs in.
+  std::optional<algorithms::SubLink> ordered;
+  if (!ring_order.empty()) ordered.emplace(*link, ring_order);
+  algorithms::Link& ring = ordered ? static_cast<algorithms::Link&>(*ordered) : *link;
   algorithms::LinkProbeParams probe;
   algorithms::CollectiveOptions options;
   options.seq = algorithms::seq_in(algorithms::SeqSpace::kLinkProbe, 2 * view.epoch);
   options.deadline = collective_deadline(probe.bulk_bytes).deadline;
-  auto measured = algorithms::measure_ring_links(*link, options, probe);
+  auto measured = algorithms::measure_ring_links(ring, options, probe);
   if (!measured) return measured.status();
   cost_model = configured_cost_model.fitted_to(measured->alpha, measured->beta);
   const bool alpha_fitted = cost_model.alpha() != configured_cost_model.alpha();
@@ -309,6 +321,36 @@ Status Worker::Impl::fit_links() {
            measured->beta > 0 ? 1e-6 / measured->beta : 0.0, cost_model.alpha() * 1e6,
            alpha_fitted ? "measured" : "default", 1e-6 / cost_model.beta(),
            beta_fitted ? "measured" : "default");
+  return Status::ok();
+}
+
+Status Worker::Impl::order_ring() {
+  const int n = static_cast<int>(view.size());
+  std::map<std::string, int> per_host;
+  for (const auto& m : view.members) ++per_host[m.host];
+  const bool shared = std::any_of(per_host.begin(), per_host.end(),
+                                  [](const auto& h) { return h.second > 1; });
+  if (per_host.size() <= 1 || !shared) return Status::ok();  // every order is alike
+  algorithms::PairProbeParams probe;
+  algorithms::CollectiveOptions options;
+  options.seq = algorithms::seq_in(algorithms::SeqSpace::kPairProbe, 2 * view.epoch);
+  options.deadline =
+      collective_deadline(2 * static_cast<std::size_t>(n) * probe.bulk_bytes).deadline;
+  auto matrix = algorithms::measure_pair_links(*link, options, probe);
+  if (!matrix) return matrix.status();
+  std::vector<int> order = algorithms::ring_order(*matrix, n);
+  if (algorithms::is_identity(order)) return Status::ok();
+  std::vector<int> identity(order.size());
+  std::iota(identity.begin(), identity.end(), 0);
+  std::string ranks;
+  for (int r : order) ranks += " " + std::to_string(r);
+  log.logf(LogLevel::kInfo,
+           "ring order of view %llu by measured bandwidth:%s (slowest hop %.1f MB/s, was %.1f "
+           "MB/s)",
+           static_cast<unsigned long long>(view.epoch), ranks.c_str(),
+           algorithms::score_ring(*matrix, n, order).bottleneck * 1e-6,
+           algorithms::score_ring(*matrix, n, identity).bottleneck * 1e-6);
+  ring_order = std::move(order);
   return Status::ok();
 }
 

@@ -78,10 +78,13 @@ class Worker::Impl {
   // no member of the view returned it, and all run it again). A failure is the new links'.
   Result<std::uint64_t> repair(std::uint64_t through);
 
-  // Right after a view's links come up, on every member: measures the ring's links and
-  // fits the cost model to the slowest (algorithms/link_probe.h). A failure is the new
-  // links' failure.
+  // Right after a view's links come up, on every member: orders the ring (order_ring()),
+  // measures the ordered ring's links and fits the cost model to the slowest
+  // (algorithms/link_probe.h). A failure is the new links' failure.
   Status fit_links();
+  // When the view's members span hosts and some host holds several: measures every pair
+  // and sets ring_order by bandwidth (algorithms/ring_order.h); otherwise leaves it empty.
+  Status order_ring();
 
   Result<BoundaryOutcome> step_boundary();
   Status sync_state();
@@ -223,6 +226,9 @@ class Worker::Impl {
   // current view's measured links (fit_links()).
   algorithms::CostModel configured_cost_model;
   algorithms::CostModel cost_model;
+  // The order a ring all-reduce runs its ranks in, set with cost_model (fit_links());
+  // empty: the identity (rank r sends to r + 1).
+  std::vector<int> ring_order;
   std::mutex link_mu;                // guards `link` against the watcher's abort
   std::unique_ptr<algorithms::Link> link;
   std::uint64_t link_epoch = 0;  // guarded by link_mu
