@@ -10,9 +10,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <map>
 #include <numeric>
 #include <optional>
+#include <set>
 
 #include "agent/recovery.h"
 #include "agent/worker_impl.h"
@@ -326,16 +326,21 @@ Status Worker::Impl::fit_links() {
 
 Status Worker::Impl::order_ring() {
   const int n = static_cast<int>(view.size());
-  std::map<std::string, int> per_host;
-  for (const auto& m : view.members) ++per_host[m.host];
-  const bool shared = std::any_of(per_host.begin(), per_host.end(),
-                                  [](const auto& h) { return h.second > 1; });
-  if (per_host.size() <= 1 || !shared) return Status::ok();  // every order is alike
+  // The coordinator sorts ranks by host label (membership.cc), so members that share a
+  // label are contiguous already: what the labels hide (distinct labels on one machine, as
+  // containers have) only a measurement shows. So every view over more than one label is
+  // measured; one label is one machine, where every order is alike, and a ring of three
+  // is the rank order or its reverse.
+  std::set<std::string> hosts;
+  for (const auto& m : view.members) hosts.insert(m.host);
+  if (hosts.size() <= 1 || n < 4 || n > algorithms::kRingOrderMaxRanks) return Status::ok();
   algorithms::PairProbeParams probe;
   algorithms::CollectiveOptions options;
   options.seq = algorithms::seq_in(algorithms::SeqSpace::kPairProbe, 2 * view.epoch);
   options.deadline =
-      collective_deadline(2 * static_cast<std::size_t>(n) * probe.bulk_bytes).deadline;
+      collective_deadline(2 * static_cast<std::size_t>(probe.bulks) *
+                          static_cast<std::size_t>(n) * probe.bulk_bytes)
+          .deadline;
   auto matrix = algorithms::measure_pair_links(*link, options, probe);
   if (!matrix) return matrix.status();
   std::vector<int> order = algorithms::ring_order(*matrix, n);

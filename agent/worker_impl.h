@@ -82,8 +82,9 @@ class Worker::Impl {
   // measures the ordered ring's links and fits the cost model to the slowest
   // (algorithms/link_probe.h). A failure is the new links' failure.
   Status fit_links();
-  // When the view's members span hosts and some host holds several: measures every pair
-  // and sets ring_order by bandwidth (algorithms/ring_order.h); otherwise leaves it empty.
+  // When the view's members span more than one host label (4 to kRingOrderMaxRanks of
+  // them): measures every pair and sets ring_order by bandwidth (algorithms/ring_order.h);
+  // otherwise leaves it empty.
   Status order_ring();
 
   Result<BoundaryOutcome> step_boundary();

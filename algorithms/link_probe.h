@@ -35,7 +35,7 @@ Result<LinkEstimate> measure_ring_links(Link& link, const CollectiveOptions& opt
 
 // Measuring every pair, for ordering the ring (ring_order.h): in n - 1 rounds (n when n
 // is odd; a round-robin schedule, each rank paired with one partner per round, or idle)
-// every pair exchanges a few small ping-pongs and then one bulk transfer each way, each
+// every pair exchanges a few small ping-pongs and then bulk transfers each way, each
 // answered by a small acknowledgement. Rank i times its own bulk to j: row i of the
 // matrix is what i measured, the bandwidth of a bulk transfer (bytes over the fastest
 // transfer's time beyond one round trip). The ranks then all-gather their rows, so every
@@ -43,7 +43,7 @@ Result<LinkEstimate> measure_ring_links(Link& link, const CollectiveOptions& opt
 // all-gather) and deadline; a failure is the link's, like any collective's.
 struct PairProbeParams {
   int pings = 4;  // taken in turns: each rank of a pair times half
-  int bulks = 1;
+  int bulks = 2;  // each way; the fastest counts (load only ever adds time)
   std::size_t bulk_bytes = 256 * 1024;
 };
 

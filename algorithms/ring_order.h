@@ -9,7 +9,7 @@
 // order[0]) and costs bandwidth[order[i]][order[i + 1]].
 //
 // The rule: maximize the bottleneck (the slowest hop); among rings whose bottlenecks are
-// within kRingOrderGain of each other (what noise alone makes), fewest slow hops (slower
+// within kRingOrderGain of each other (what noise alone can make on busy cores), fewest slow hops (slower
 // than half the fastest pair), which keeps each fast group contiguous. A greedy tour (always on to the fastest unvisited rank) and the identity are
 // improved by moving one rank or reversing a stretch while that helps. The identity is
 // kept unless the result is clearly better: fewer slow hops (and a bottleneck no worse
@@ -22,7 +22,10 @@
 
 namespace tributary::algorithms {
 
-inline constexpr double kRingOrderGain = 1.25;
+inline constexpr double kRingOrderGain = 2.0;
+// Measuring every pair takes n - 1 rounds: beyond this many ranks the agent keeps the rank
+// order rather than spend them at every view change.
+inline constexpr int kRingOrderMaxRanks = 64;
 
 // `bandwidth`: n x n, row-major, bandwidth[i * n + j] the bytes/s from rank i to rank j
 // (the diagonal is ignored). Returns a permutation of 0..n-1 that starts with 0 (the
