@@ -99,7 +99,8 @@ struct WorkerConfig {
   // collective runs the round. Every member must use the same value.
   std::size_t speculative_max_bytes = 256 * 1024;
   // Measure every view's ring links when they come up and fit the cost model to the
-  // slowest (algorithms/link_probe.h, CostModel::fitted_to).
+  // slowest (algorithms/link_probe.h, CostModel::fitted_to); over several host labels,
+  // measure every pair and order the ring by bandwidth (algorithms/ring_order.h).
   bool measure_links = true;
   // Gradient compression for all_reduce_compressed(): a spec such as "qint8:bucket=512",
   // "topk:density=0.01", "powersgd:rank=2" (compression/collectives/compression_plan.h);
