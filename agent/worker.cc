@@ -11,13 +11,18 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <numeric>
+#include <optional>
+#include <set>
 #include <string>
 
 #include "agent/recovery.h"
 #include "agent/worker_impl.h"
 #include "algorithms/agreement.h"
 #include "algorithms/link_probe.h"
+#include "algorithms/ring_order.h"
 #include "algorithms/seq_space.h"
+#include "algorithms/sub_link.h"
 #include "control_client/coordinator_client.h"
 #include "core/hash.h"
 
@@ -296,15 +301,21 @@ Status Worker::Impl::fit_links() {
   cost_model = configured_cost_model;
   view_cost_model = cost_model;
   refit.clear();  // new links: what the old ones took says nothing of them
+  ring_order.clear();
   const algorithms::ZoneLayout layout(zone_of_rank, static_cast<int>(view.size()));
   // With zones the ring's slowest link is the inter-zone one, which --wan-mbps describes;
   // fitting the zones' own links to it would price every hop as a WAN hop.
   if (!config.measure_links || view.size() <= 1 || layout.zones() > 1) return Status::ok();
+  TRIB_RETURN_IF_ERROR(order_ring());
+  // The ring's critical path is its slowest hop in the order it runs in.
+  std::optional<algorithms::SubLink> ordered;
+  if (!ring_order.empty()) ordered.emplace(*link, ring_order);
+  algorithms::Link& ring = ordered ? static_cast<algorithms::Link&>(*ordered) : *link;
   algorithms::LinkProbeParams probe;
   algorithms::CollectiveOptions options;
   options.seq = algorithms::seq_in(algorithms::SeqSpace::kLinkProbe, 2 * view.epoch);
   options.deadline = collective_deadline(probe.bulk_bytes).deadline;
-  auto measured = algorithms::measure_ring_links(*link, options, probe);
+  auto measured = algorithms::measure_ring_links(ring, options, probe);
   if (!measured) return measured.status();
   cost_model = configured_cost_model.fitted_to(measured->alpha, measured->beta);
   view_cost_model = cost_model;
@@ -365,6 +376,41 @@ void Worker::Impl::adopt_refit(std::int64_t alpha_field, std::int64_t beta_field
            static_cast<unsigned long long>(view.epoch), alpha * 1e6, 1e-6 / beta,
            before.alpha() * 1e6, 1e-6 / before.beta(), changes.empty() ? "" : "; auto now picks ",
            changes.c_str());
+}
+
+Status Worker::Impl::order_ring() {
+  const int n = static_cast<int>(view.size());
+  // The coordinator sorts ranks by host label (membership.cc), so members that share a
+  // label are contiguous already: what the labels hide (distinct labels on one machine, as
+  // containers have) only a measurement shows. So every view over more than one label is
+  // measured; one label is one machine, where every order is alike, and a ring of three
+  // is the rank order or its reverse.
+  std::set<std::string> hosts;
+  for (const auto& m : view.members) hosts.insert(m.host);
+  if (hosts.size() <= 1 || n < 4 || n > algorithms::kRingOrderMaxRanks) return Status::ok();
+  algorithms::PairProbeParams probe;
+  algorithms::CollectiveOptions options;
+  options.seq = algorithms::seq_in(algorithms::SeqSpace::kPairProbe, 2 * view.epoch);
+  options.deadline =
+      collective_deadline(2 * static_cast<std::size_t>(probe.bulks) *
+                          static_cast<std::size_t>(n) * probe.bulk_bytes)
+          .deadline;
+  auto matrix = algorithms::measure_pair_links(*link, options, probe);
+  if (!matrix) return matrix.status();
+  std::vector<int> order = algorithms::ring_order(*matrix, n);
+  if (algorithms::is_identity(order)) return Status::ok();
+  std::vector<int> identity(order.size());
+  std::iota(identity.begin(), identity.end(), 0);
+  std::string ranks;
+  for (int r : order) ranks += " " + std::to_string(r);
+  log.logf(LogLevel::kInfo,
+           "ring order of view %llu by measured bandwidth:%s (slowest hop %.1f MB/s, was %.1f "
+           "MB/s)",
+           static_cast<unsigned long long>(view.epoch), ranks.c_str(),
+           algorithms::score_ring(*matrix, n, order).bottleneck * 1e-6,
+           algorithms::score_ring(*matrix, n, identity).bottleneck * 1e-6);
+  ring_order = std::move(order);
+  return Status::ok();
 }
 
 Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgorithm algorithm,

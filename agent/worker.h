@@ -99,9 +99,10 @@ struct WorkerConfig {
   // collective runs the round. Every member must use the same value.
   std::size_t speculative_max_bytes = 256 * 1024;
   // Measure every view's ring links when they come up and fit the cost model to the
-  // slowest (algorithms/link_probe.h, CostModel::fitted_to); then refit its alpha and beta
-  // to the all-reduces the members run, agreed at step boundaries (algorithms/cost_refit.h,
-  // docs/algorithms.md). Every member must use the same value.
+  // slowest (algorithms/link_probe.h, CostModel::fitted_to); over several host labels,
+  // measure every pair and order the ring by bandwidth (algorithms/ring_order.h); then
+  // refit alpha and beta to the all-reduces the members run, agreed at step boundaries
+  // (algorithms/cost_refit.h, docs/algorithms.md). Every member must use the same value.
   bool measure_links = true;
   // Gradient compression for all_reduce_compressed(): a spec such as "qint8:bucket=512",
   // "topk:density=0.01", "powersgd:rank=2" (compression/collectives/compression_plan.h);

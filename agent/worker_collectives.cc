@@ -4,8 +4,10 @@
 #include "agent/worker.h"
 
 #include <cstdint>
+#include <vector>
 
 #include "agent/worker_impl.h"
+#include "algorithms/sub_link.h"
 
 namespace tributary::agent {
 
@@ -28,6 +30,20 @@ Result<Outcome> Worker::all_reduce(const void* send, void* recv, std::size_t cou
   const algorithms::AllReduceAlgorithm algorithm = impl_->pick(bytes);
   return impl_->run("all_reduce", algorithm, bytes, overwritten(send, bytes, recv, bytes),
                     [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                      // A ring runs in the view's measured order (fit_links()); its result
+                      // is the same on every member in any order.
+                      const std::vector<int>& order = impl_->ring_order;
+                      if (o.algorithm == algorithms::AllReduceAlgorithm::kRing &&
+                          static_cast<int>(order.size()) == link.size()) {
+                        algorithms::SubLink ordered(link, order);
+                        algorithms::CollectiveOptions oo = o;
+                        std::vector<int> zones;  // by the ordered ring's ranks
+                        if (!o.zones.empty()) {
+                          for (int r : order) zones.push_back(o.zones[static_cast<std::size_t>(r)]);
+                          oo.zones = zones;
+                        }
+                        return algorithms::all_reduce(ordered, send, recv, count, dtype, op, oo);
+                      }
                       return algorithms::all_reduce(link, send, recv, count, dtype, op, o);
                     },
                     /*retry=*/true, {static_cast<std::byte*>(recv), bytes});

@@ -79,10 +79,14 @@ class Worker::Impl {
   // no member of the view returned it, and all run it again). A failure is the new links'.
   Result<std::uint64_t> repair(std::uint64_t through);
 
-  // Right after a view's links come up, on every member: measures the ring's links and
-  // fits the cost model to the slowest (algorithms/link_probe.h). A failure is the new
-  // links' failure.
+  // Right after a view's links come up, on every member: orders the ring (order_ring()),
+  // measures the ordered ring's links and fits the cost model to the slowest
+  // (algorithms/link_probe.h). A failure is the new links' failure.
   Status fit_links();
+  // When the view's members span more than one host label (4 to kRingOrderMaxRanks of
+  // them): measures every pair and sets ring_order by bandwidth (algorithms/ring_order.h);
+  // otherwise leaves it empty.
+  Status order_ring();
 
   // The refit of the cost model as collectives run (docs/algorithms.md): this member's
   // two fields of the step boundary's all-reduce (its fit of alpha and beta over `refit`,
@@ -236,6 +240,9 @@ class Worker::Impl {
   algorithms::CostModel cost_model;
   // This member's all-reduces that completed in the current view (cleared by fit_links()).
   algorithms::CostRefit refit;
+  // The order a ring all-reduce runs its ranks in, set with cost_model (fit_links());
+  // empty: the identity (rank r sends to r + 1).
+  std::vector<int> ring_order;
   std::mutex link_mu;                // guards `link` against the watcher's abort
   std::unique_ptr<algorithms::Link> link;
   std::uint64_t link_epoch = 0;  // guarded by link_mu

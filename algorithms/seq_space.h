@@ -16,7 +16,8 @@ enum class SeqSpace : std::uint8_t {
   kCaller = 0x00,            // the agent's collectives: seq < kCallerSeqLimit
   kAgreement = 0x80,         // the commit round after a caller's collective
   kRepair = 0x88,            // the repair step after a view change: 2 x the epoch (+1)
-  kLinkProbe = 0x90,         // measuring an epoch's links (link_probe.h): 2 x the epoch
+  kLinkProbe = 0x90,         // measuring an epoch's links (link_probe.h): 2 x the epoch (+1)
+  kPairProbe = 0x92,         // measuring every pair, to order the ring: 2 x the epoch (+1)
   kCompressedDense = 0xC1,   // compression: PowerSGD's P all-reduce
   kCompressedStage2 = 0xC2,  // compression: stage-2 / PowerSGD's Q all-reduce
   kCompressedPlain = 0xC3,   // compression: the uncompressed float32 fallback

@@ -141,9 +141,9 @@ void add_worker_flags(CLI::App& cmd, AgentFlags& f) {
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   cmd.add_flag("--no-measure-links", f.no_measure_links,
-               "keep the cost model's default link constants instead of measuring each view's "
-               "links when they come up and refitting them to the all-reduces at step "
-               "boundaries");
+               "keep the cost model's default link constants and the rank order of the ring "
+               "instead of measuring each view's links when they come up and refitting them "
+               "to the all-reduces at step boundaries");
 }
 
 void add_bench_flags(CLI::App& cmd, AgentFlags& f) {

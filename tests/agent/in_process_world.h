@@ -66,6 +66,8 @@ struct WorldOptions {
   // Worker t steps on clocks[t]; clock_of_rank (when given) says which clock each rank has.
   std::vector<FakeClock>* clocks = nullptr;
   std::vector<int>* clock_of_rank = nullptr;
+  // Adjusts worker t's configuration (its host label, its algorithm, ...) when given.
+  std::function<void(int t, WorkerConfig&)> configure = nullptr;
 };
 
 // n Workers joined concurrently into the first view, indexed by rank; empty on a failure
@@ -78,7 +80,9 @@ inline std::vector<std::unique_ptr<Worker>> start_world(
     threads.emplace_back([&, t] {
       const Clock* clock =
           options.clocks != nullptr ? &(*options.clocks)[static_cast<std::size_t>(t)] : nullptr;
-      auto w = Worker::start(worker_config(options.chunk_bytes), environment(coordinator, clock));
+      WorkerConfig config = worker_config(options.chunk_bytes);
+      if (options.configure) options.configure(t, config);
+      auto w = Worker::start(config, environment(coordinator, clock));
       if (!w) {
         ADD_FAILURE() << w.status().to_string();
         return;

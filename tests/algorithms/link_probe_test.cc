@@ -82,6 +82,89 @@ TEST(LinkProbe, ADeadPeerFailsIt) {
   EXPECT_EQ(e.status().code(), StatusCode::kPeerLost) << e.status().to_string();
 }
 
+std::vector<Result<std::vector<double>>> measure_pairs(algorithms::MemoryFabric& fabric, int n,
+                                                      Deadline deadline) {
+  std::vector<Result<std::vector<double>>> out(static_cast<std::size_t>(n),
+                                               std::vector<double>{});
+  testing::run_ranks(n, [&](int r) -> Status {
+    algorithms::PairProbeParams params;
+    params.bulk_bytes = 32 * 1024;
+    algorithms::CollectiveOptions o = probe_options();
+    o.deadline = deadline;
+    auto& mine = out[static_cast<std::size_t>(r)];
+    mine = algorithms::measure_pair_links(fabric.link(r), o, params);
+    return mine.status();
+  });
+  return out;
+}
+
+// Every rank ends with the same matrix, every pair measured both ways, for even and odd
+// sizes (an odd size sits one rank out of each round).
+TEST(PairProbe, EveryRankHoldsTheSameMatrix) {
+  for (int n : {2, 3, 4, 5, 6}) {
+    algorithms::MemoryFabric fabric(n);
+    const auto matrices = measure_pairs(fabric, n, Deadline::after(std::chrono::seconds(20)));
+    ASSERT_TRUE(matrices[0].is_ok()) << matrices[0].status().to_string();
+    ASSERT_EQ(matrices[0]->size(), static_cast<std::size_t>(n * n));
+    for (const auto& m : matrices) {
+      ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+      EXPECT_EQ(m.value(), matrices[0].value()) << "n=" << n;
+    }
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j) {
+        const double bw = matrices[0].value()[static_cast<std::size_t>(i * n + j)];
+        if (i == j) {
+          EXPECT_EQ(bw, 0);
+        } else {
+          EXPECT_GT(bw, 0) << i << " -> " << j << ", n=" << n;
+        }
+      }
+    }
+  }
+}
+
+// A rank whose messages take 20 ms: every pair with it measures slower than the others.
+TEST(PairProbe, ASlowRanksPairsMeasureSlower) {
+  constexpr int kRanks = 4;
+  algorithms::MemoryFabric fabric(kRanks);
+  fabric.set_delay(2, milliseconds(20));
+  const auto matrices = measure_pairs(fabric, kRanks, Deadline::after(std::chrono::seconds(20)));
+  ASSERT_TRUE(matrices[0].is_ok()) << matrices[0].status().to_string();
+  const auto& m = matrices[0].value();
+  auto bw = [&](int i, int j) { return m[static_cast<std::size_t>(i * kRanks + j)]; };
+  EXPECT_LT(bw(2, 0), bw(0, 1));
+  EXPECT_LT(bw(0, 2), bw(0, 1));
+  EXPECT_LT(bw(1, 2), bw(1, 3));
+}
+
+// A dead rank fails the measurement on every other rank (kPeerLost), and a frozen one
+// fails it at the deadline: nobody hangs.
+TEST(PairProbe, ADeadOrFrozenRankFailsItWithoutHanging) {
+  for (bool freeze : {false, true}) {
+    constexpr int kRanks = 4;
+    algorithms::MemoryFabric fabric(kRanks);
+    if (freeze) {
+      fabric.freeze(3);
+    } else {
+      fabric.kill(3);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto matrices =
+        measure_pairs(fabric, kRanks, Deadline::after(std::chrono::milliseconds(500)));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_FALSE(matrices[static_cast<std::size_t>(r)].is_ok()) << "rank " << r;
+    }
+  }
+}
+
+TEST(PairProbe, OneRankMeasuresNothing) {
+  algorithms::MemoryFabric fabric(1);
+  auto m = algorithms::measure_pair_links(fabric.link(0), probe_options());
+  ASSERT_TRUE(m.is_ok());
+  EXPECT_TRUE(m->empty());
+}
+
 TEST(CostModelFit, OnlyAMuchSlowerLinkReplacesTheDefaults) {
   const CostModel& d = CostModel::default_model();
   // Loopback under load: a few times slower than the defaults, kept.
