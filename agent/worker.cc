@@ -467,9 +467,14 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
     const auto t0 = std::chrono::steady_clock::now();
     // A small all-reduce returns without the commit round and keeps a copy of its result
     // (docs/fault-tolerance.md, "Small all-reduces: speculative return").
-    const bool speculative = !reduced.empty() && config.agreement && n > 1 &&
-                             bytes <= config.speculative_max_bytes;
     Status status = fn(*link, options);
+    // Decided once the data phase is done: a member frozen in it (SIGSTOP) may finish it
+    // after the others gave up on it and the coordinator removed it; one the coordinator
+    // has not heard from lately takes the round, which then fails, instead of returning a
+    // result the survivors discard (docs/fault-tolerance.md, "A member that was frozen").
+    const bool speculative = !reduced.empty() && config.agreement && n > 1 &&
+                             bytes <= config.speculative_max_bytes && status.is_ok() &&
+                             client->heard_recently();
     const auto t_data = std::chrono::steady_clock::now();
     const bool held = status.is_ok();
     pending.held = held;

@@ -89,6 +89,11 @@ class ControlPlane {
   virtual void report_step(std::uint64_t step, double compute_seconds) = 0;
   // The coordinator has joiners waiting for a step boundary.
   virtual bool joiners_pending() const = 0;
+  // The coordinator acknowledged a heartbeat of this member within the last 1.5 heartbeat
+  // intervals, so it cannot have removed it for silence yet (it waits 3 intervals after a
+  // failure report): what a small all-reduce needs before it returns without the commit
+  // round (docs/fault-tolerance.md, "A member that was frozen"). False once evicted or left.
+  virtual bool heard_recently() const = 0;
   virtual void request_boundary(membership::Epoch epoch, bool leaving) = 0;
   // Leaves for good; ok also when already out.
   virtual Status leave(Deadline deadline) = 0;

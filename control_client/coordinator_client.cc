@@ -177,6 +177,11 @@ void CoordinatorClient::report_step(std::uint64_t step, double compute_seconds) 
 }
 
 bool CoordinatorClient::joiners_pending() const { return impl_->joiners_pending.load(); }
+bool CoordinatorClient::heard_recently() const {
+  std::lock_guard lock(impl_->mu);
+  if (impl_->evicted || impl_->leaving || impl_->left) return false;
+  return std::chrono::steady_clock::now() - impl_->last_ack < impl_->interval * 3 / 2;
+}
 
 void CoordinatorClient::request_boundary(Epoch epoch, bool leaving) {
   if (epoch == 0) return;

@@ -88,6 +88,7 @@ class CoordinatorClient final : public ControlPlane {
   void report_step(std::uint64_t step, double compute_seconds) override;
   // True when the coordinator announced (in heartbeat acks) joiners waiting for a step boundary.
   bool joiners_pending() const override;
+  bool heard_recently() const override;
   // Non-blocking: this member reached a step boundary in `epoch` and asks for a boundary
   // view change. leaving=true: it drains and leaves with that change; the coordinator
   // answers LeaveAck, after which leave() returns ok at once.

@@ -83,6 +83,13 @@ class MemoryCoordinator::Plane final : public ControlPlane {
     return c_.membership_.joiners_pending();
   }
 
+  // Every member that is not silenced heartbeats at every advance(): heard, unless it was
+  // silenced (a killed or frozen process) or is out.
+  bool heard_recently() const override {
+    std::lock_guard lock(c_.mu_);
+    return speaks() && out_status(c_.seats_.at(id_)).is_ok();
+  }
+
   void request_boundary(Epoch epoch, bool leaving) override {
     std::lock_guard lock(c_.mu_);
     if (speaks()) c_.apply(c_.membership_.boundary(id_, epoch, leaving, now()));
