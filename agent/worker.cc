@@ -11,18 +11,13 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <numeric>
 #include <optional>
-#include <set>
 #include <string>
 
 #include "agent/recovery.h"
 #include "agent/worker_impl.h"
 #include "algorithms/agreement.h"
-#include "algorithms/link_probe.h"
-#include "algorithms/ring_order.h"
 #include "algorithms/seq_space.h"
-#include "algorithms/sub_link.h"
 #include "control_client/coordinator_client.h"
 #include "core/hash.h"
 
@@ -295,122 +290,6 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
     adopt_wan_tier();
     return Status::ok();
   }
-}
-
-Status Worker::Impl::fit_links() {
-  cost_model = configured_cost_model;
-  view_cost_model = cost_model;
-  refit.clear();  // new links: what the old ones took says nothing of them
-  ring_order.clear();
-  const algorithms::ZoneLayout layout(zone_of_rank, static_cast<int>(view.size()));
-  // With zones the ring's slowest link is the inter-zone one, which --wan-mbps describes;
-  // fitting the zones' own links to it would price every hop as a WAN hop.
-  if (!config.measure_links || view.size() <= 1 || layout.zones() > 1) return Status::ok();
-  TRIB_RETURN_IF_ERROR(order_ring());
-  // The ring's critical path is its slowest hop in the order it runs in.
-  std::optional<algorithms::SubLink> ordered;
-  if (!ring_order.empty()) ordered.emplace(*link, ring_order);
-  algorithms::Link& ring = ordered ? static_cast<algorithms::Link&>(*ordered) : *link;
-  algorithms::LinkProbeParams probe;
-  algorithms::CollectiveOptions options;
-  options.seq = algorithms::seq_in(algorithms::SeqSpace::kLinkProbe, 2 * view.epoch);
-  options.deadline = collective_deadline(probe.bulk_bytes).deadline;
-  auto measured = algorithms::measure_ring_links(ring, options, probe);
-  if (!measured) return measured.status();
-  cost_model = configured_cost_model.fitted_to(measured->alpha, measured->beta);
-  view_cost_model = cost_model;
-  const bool alpha_fitted = cost_model.alpha() != configured_cost_model.alpha();
-  const bool beta_fitted = cost_model.beta() != configured_cost_model.beta();
-  log.logf(LogLevel::kInfo,
-           "slowest link of view %llu: %.1f us per message, %.1f MB/s; the cost model uses "
-           "%.1f us (%s), %.1f MB/s (%s)",
-           static_cast<unsigned long long>(view.epoch), measured->alpha * 1e6,
-           measured->beta > 0 ? 1e-6 / measured->beta : 0.0, cost_model.alpha() * 1e6,
-           alpha_fitted ? "measured" : "default", 1e-6 / cost_model.beta(),
-           beta_fitted ? "measured" : "default");
-  return Status::ok();
-}
-
-bool Worker::Impl::refit_enabled() const {
-  // With zones the model prices flat hops as inter-zone ones (fit_links() above).
-  return config.measure_links && view.size() > 1 &&
-         algorithms::ZoneLayout(zone_of_rank, static_cast<int>(view.size())).zones() <= 1;
-}
-
-void Worker::Impl::refit_fields(std::int64_t* alpha_field, std::int64_t* beta_field) const {
-  // Negated, so that the boundary's max is the smallest fit, and 0 (no fit) from any member
-  // means no refit: alpha in ns, beta in fs per byte (CostRefit's floors are 100 of each).
-  *alpha_field = 0;
-  *beta_field = 0;
-  if (!refit_enabled()) return;
-  const auto fit = refit.fit(view_cost_model);
-  if (!fit) return;
-  *alpha_field = -std::max<std::int64_t>(1, std::llround(fit->alpha * 1e9));
-  *beta_field = -std::max<std::int64_t>(1, std::llround(fit->beta * 1e15));
-}
-
-void Worker::Impl::adopt_refit(std::int64_t alpha_field, std::int64_t beta_field) {
-  if (alpha_field >= 0 || beta_field >= 0) return;  // some member has no fit
-  const double alpha = static_cast<double>(-alpha_field) * 1e-9;
-  const double beta = static_cast<double>(-beta_field) * 1e-15;
-  // Within kRefitChange of the model in use: keep it, so that noise does not flip choices.
-  constexpr double kRefitChange = 0.25;
-  auto moved = [&](double now, double before) {
-    return std::abs(now - before) > kRefitChange * before;
-  };
-  if (!moved(alpha, cost_model.alpha()) && !moved(beta, cost_model.beta())) return;
-  const algorithms::CostModel before = cost_model;
-  cost_model = view_cost_model.with_link(alpha, beta);
-  const int n = static_cast<int>(view.size());
-  std::string changes;
-  for (std::size_t bytes = 1024; bytes <= (std::size_t{1} << 30); bytes *= 4) {
-    const auto was = before.choose(n, bytes);
-    const auto now = cost_model.choose(n, bytes);
-    if (was == now) continue;
-    changes += (changes.empty() ? "" : ", ") + std::to_string(bytes) + " B " +
-               std::string(to_string(now)) + " (was " + std::string(to_string(was)) + ")";
-  }
-  log.logf(changes.empty() ? LogLevel::kDebug : LogLevel::kInfo,
-           "cost model refitted to the all-reduces of view %llu: %.1f us per message, %.1f MB/s "
-           "(was %.1f us, %.1f MB/s)%s%s",
-           static_cast<unsigned long long>(view.epoch), alpha * 1e6, 1e-6 / beta,
-           before.alpha() * 1e6, 1e-6 / before.beta(), changes.empty() ? "" : "; auto now picks ",
-           changes.c_str());
-}
-
-Status Worker::Impl::order_ring() {
-  const int n = static_cast<int>(view.size());
-  // The coordinator sorts ranks by host label (membership.cc), so members that share a
-  // label are contiguous already: what the labels hide (distinct labels on one machine, as
-  // containers have) only a measurement shows. So every view over more than one label is
-  // measured; one label is one machine, where every order is alike, and a ring of three
-  // is the rank order or its reverse.
-  std::set<std::string> hosts;
-  for (const auto& m : view.members) hosts.insert(m.host);
-  if (hosts.size() <= 1 || n < 4 || n > algorithms::kRingOrderMaxRanks) return Status::ok();
-  algorithms::PairProbeParams probe;
-  algorithms::CollectiveOptions options;
-  options.seq = algorithms::seq_in(algorithms::SeqSpace::kPairProbe, 2 * view.epoch);
-  options.deadline =
-      collective_deadline(2 * static_cast<std::size_t>(probe.bulks) *
-                          static_cast<std::size_t>(n) * probe.bulk_bytes)
-          .deadline;
-  auto matrix = algorithms::measure_pair_links(*link, options, probe);
-  if (!matrix) return matrix.status();
-  std::vector<int> order = algorithms::ring_order(*matrix, n);
-  if (algorithms::is_identity(order)) return Status::ok();
-  std::vector<int> identity(order.size());
-  std::iota(identity.begin(), identity.end(), 0);
-  std::string ranks;
-  for (int r : order) ranks += " " + std::to_string(r);
-  log.logf(LogLevel::kInfo,
-           "ring order of view %llu by measured bandwidth:%s (slowest hop %.1f MB/s, was %.1f "
-           "MB/s)",
-           static_cast<unsigned long long>(view.epoch), ranks.c_str(),
-           algorithms::score_ring(*matrix, n, order).bottleneck * 1e-6,
-           algorithms::score_ring(*matrix, n, identity).bottleneck * 1e-6);
-  ring_order = std::move(order);
-  return Status::ok();
 }
 
 Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgorithm algorithm,

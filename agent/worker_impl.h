@@ -79,9 +79,9 @@ class Worker::Impl {
   // no member of the view returned it, and all run it again). A failure is the new links'.
   Result<std::uint64_t> repair(std::uint64_t through);
 
-  // Right after a view's links come up, on every member: orders the ring (order_ring()),
-  // measures the ordered ring's links and fits the cost model to the slowest
-  // (algorithms/link_probe.h). A failure is the new links' failure.
+  // The view's cost model (worker_links.cc). Right after a view's links come up, on every
+  // member: orders the ring (order_ring()), measures the ordered ring's links and fits the
+  // cost model to the slowest (algorithms/link_probe.h). A failure is the new links'.
   Status fit_links();
   // When the view's members span more than one host label (4 to kRingOrderMaxRanks of
   // them): measures every pair and sets ring_order by bandwidth (algorithms/ring_order.h);
