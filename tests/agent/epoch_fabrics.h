@@ -11,9 +11,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <span>
 
 #include "algorithms/memory_link.h"
+#include "tests/support/forwarding_link.h"
 
 namespace tributary::agent::in_process {
 
@@ -54,22 +54,6 @@ class EpochFabrics {
 };
 
 // A fabric's link handed to a Worker, which owns what connect_links returns.
-class BorrowedLink final : public algorithms::Link {
- public:
-  explicit BorrowedLink(algorithms::Link& inner) : inner_(inner) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override {
-    return inner_.send(peer, tag, data);
-  }
-  Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override {
-    return inner_.recv(peer, tag, data);
-  }
-  Status wait(Handle h, Deadline d) override { return inner_.wait(h, d); }
-  void abort(const Status& reason) override { inner_.abort(reason); }
-
- private:
-  algorithms::Link& inner_;
-};
+using BorrowedLink = testing::ForwardingLink;
 
 }  // namespace tributary::agent::in_process

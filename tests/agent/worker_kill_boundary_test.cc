@@ -105,18 +105,16 @@ bool repair_broadcast(const algorithms::Tag& tag) {
 }
 
 // The Link a Worker gets for one epoch: `fabric.link(rank)`, through the Worker's tap.
-class TapLink final : public algorithms::Link {
+class TapLink final : public testing::ForwardingLink {
  public:
   TapLink(MemoryFabric& fabric, int rank, std::shared_ptr<Tap> tap, MemoryCoordinator& coordinator)
-      : fabric_(fabric),
-        inner_(fabric.link(rank)),
+      : ForwardingLink(fabric.link(rank)),
+        fabric_(fabric),
         tap_(std::move(tap)),
         coordinator_(coordinator) {
     // A dead process has no links in a later view either.
     if (tap_->dead.load()) fabric_.kill(inner_.rank());
   }
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
   Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override {
     const long index = tap_->sends.fetch_add(1);
     const bool in_repair = tap_->die_in_repair.load() && repair_broadcast(tag);
@@ -137,15 +135,9 @@ class TapLink final : public algorithms::Link {
     // From its death on, every operation of this rank fails (kAborted).
     return inner_.send(peer, tag, data);
   }
-  Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override {
-    return inner_.recv(peer, tag, data);
-  }
-  Status wait(Handle h, Deadline d) override { return inner_.wait(h, d); }
-  void abort(const Status& reason) override { inner_.abort(reason); }
 
  private:
   MemoryFabric& fabric_;
-  algorithms::Link& inner_;
   std::shared_ptr<Tap> tap_;
   MemoryCoordinator& coordinator_;
 };

@@ -15,6 +15,7 @@
 #include "algorithms/link.h"
 #include "core/dtype.h"
 #include "core/status.h"
+#include "tests/support/forwarding_link.h"
 
 namespace tributary::testing {
 
@@ -93,27 +94,17 @@ inline std::string sweep_name(int world, DType dtype) {
 
 // Forwards to `inner`; just before this rank's `after_waits`-th wait it runs `action`
 // (kill or freeze this rank through the fabric), so the fault lands at an exact step.
-class TriggerLink final : public algorithms::Link {
+class TriggerLink final : public ForwardingLink {
  public:
   TriggerLink(algorithms::Link& inner, int after_waits, std::function<void()> action)
-      : inner_(inner), after_waits_(after_waits), action_(std::move(action)) {}
+      : ForwardingLink(inner), after_waits_(after_waits), action_(std::move(action)) {}
 
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override {
-    return inner_.send(peer, tag, data);
-  }
-  Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override {
-    return inner_.recv(peer, tag, data);
-  }
   Status wait(Handle handle, Deadline deadline) override {
     if (++waits_ == after_waits_) action_();
     return inner_.wait(handle, deadline);
   }
-  void abort(const Status& reason) override { inner_.abort(reason); }
 
  private:
-  algorithms::Link& inner_;
   int after_waits_;
   int waits_ = 0;
   std::function<void()> action_;
@@ -122,29 +113,22 @@ class TriggerLink final : public algorithms::Link {
 // Forwards to `inner` and remembers how many waits this rank had made when it posted its
 // first send: 1 for a relay that forwards chunk 0 as soon as it lands (pipelined), the
 // whole chunk count for one that stores the message before forwarding it.
-class FirstSendProbe final : public algorithms::Link {
+class FirstSendProbe final : public ForwardingLink {
  public:
-  explicit FirstSendProbe(algorithms::Link& inner) : inner_(inner) {}
+  explicit FirstSendProbe(algorithms::Link& inner) : ForwardingLink(inner) {}
 
   int waits_before_first_send() const { return waits_before_first_send_; }
 
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
   Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override {
     if (waits_before_first_send_ < 0) waits_before_first_send_ = waits_;
     return inner_.send(peer, tag, data);
-  }
-  Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override {
-    return inner_.recv(peer, tag, data);
   }
   Status wait(Handle handle, Deadline deadline) override {
     ++waits_;
     return inner_.wait(handle, deadline);
   }
-  void abort(const Status& reason) override { inner_.abort(reason); }
 
  private:
-  algorithms::Link& inner_;
   int waits_ = 0;
   int waits_before_first_send_ = -1;
 };

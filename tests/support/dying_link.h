@@ -5,28 +5,21 @@
 #include <span>
 
 #include "algorithms/memory_link.h"
+#include "tests/support/forwarding_link.h"
 
 namespace tributary::testing {
 
-class DyingLink final : public algorithms::Link {
+class DyingLink final : public ForwardingLink {
  public:
   DyingLink(algorithms::MemoryFabric& fabric, int rank, int allowed_sends)
-      : fabric_(fabric), inner_(fabric.link(rank)), allowed_(allowed_sends) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
+      : ForwardingLink(fabric.link(rank)), fabric_(fabric), allowed_(allowed_sends) {}
   Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override {
     if (sent_++ == allowed_) fabric_.kill(inner_.rank());
     return inner_.send(peer, tag, data);
   }
-  Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override {
-    return inner_.recv(peer, tag, data);
-  }
-  Status wait(Handle h, Deadline d) override { return inner_.wait(h, d); }
-  void abort(const Status& reason) override { inner_.abort(reason); }
 
  private:
   algorithms::MemoryFabric& fabric_;
-  algorithms::Link& inner_;
   int allowed_;
   int sent_ = 0;
 };
