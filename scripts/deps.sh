@@ -5,6 +5,8 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   libgtest-dev libgmock-dev
   libcli11-dev libasio-dev libzmq3-dev cppzmq-dev libzstd-dev zlib1g-dev libssl-dev
+  # ISA-L: the data plane's CRC-32C
+  libisal-dev
   protobuf-compiler libprotobuf-dev
   prometheus-cpp-dev prometheus
   # replicated coordinators: etcd (the tests and `demo --ha` start their own), its JSON
