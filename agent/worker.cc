@@ -229,9 +229,12 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
     log.context()->set_epoch(view.epoch);
     note_newest_epoch(view.epoch);
     const membership::ViewMember* me = view.find(client->member_id());
-    if (me == nullptr)
+    if (me == nullptr) {
+      publish_position();
       return error(StatusCode::kEvicted, "not a member of view " + std::to_string(view.epoch));
+    }
     rank = static_cast<int>(me->rank);
+    publish_position();
     adopt_zones();
     for (membership::MemberId j : go->joiners) {
       if (j == client->member_id() && go->state_source != 0) needs_state = true;
@@ -597,18 +600,9 @@ Worker::~Worker() {
   if (!impl_->left) (void)leave();
 }
 
-int Worker::rank() const {
-  std::lock_guard call(impl_->call_mu);
-  return impl_->rank;
-}
-int Worker::size() const {
-  std::lock_guard call(impl_->call_mu);
-  return static_cast<int>(impl_->view.size());
-}
-std::uint64_t Worker::epoch() const {
-  std::lock_guard call(impl_->call_mu);
-  return impl_->view.epoch;
-}
+int Worker::rank() const { return impl_->position().rank; }
+int Worker::size() const { return impl_->position().size; }
+std::uint64_t Worker::epoch() const { return impl_->position().epoch; }
 double Worker::predicted_all_reduce_seconds(std::size_t bytes,
                                             algorithms::AllReduceAlgorithm algorithm) const {
   std::lock_guard call(impl_->call_mu);

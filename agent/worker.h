@@ -4,7 +4,8 @@
 // Threading: one thread calls the collectives (as with NCCL communicators); the Worker's
 // own background activity (heartbeats, view watching, metrics, and moving to a new view
 // while no call runs) never touches user buffers. rank(), size() and epoch() may be called
-// from any thread; while a move to a new view runs they wait for it.
+// from any thread and never wait: they describe the view this member adopted last, which
+// a move between calls may change at any time.
 // Buffers: each call reads `send` and writes `recv` only until it returns.
 //
 // Fault tolerance (docs/fault-tolerance.md): every collective is all-or-nothing across

@@ -163,9 +163,28 @@ class Worker::Impl {
   void stop_watcher();
 
   // Held by every call on the user's thread (recursive: calls nest inside step_boundary)
-  // and by the idle recovery below, so that the two never move the view at once; the
-  // accessors (rank(), size(), ...) take it too.
+  // and by the idle recovery below, so that the two never move the view at once.
   std::recursive_mutex call_mu;
+
+  // What rank(), size() and epoch() report: the view this member adopted last, published
+  // by transition() as it adopts one. Not under call_mu, so that another thread asking
+  // (a logger, the torch backend) is not held for the length of a move between calls; it
+  // sees the view being left until the next one is adopted.
+  struct Position {
+    int rank = -1;
+    int size = 0;
+    std::uint64_t epoch = 0;
+  };
+  Position position() const {
+    std::lock_guard lock(position_mu);
+    return shown;
+  }
+  void publish_position() {
+    std::lock_guard lock(position_mu);
+    shown = {rank, static_cast<int>(view.size()), view.epoch};
+  }
+  mutable std::mutex position_mu;
+  Position shown;  // guarded by position_mu
   // Idle recovery: a newer view needs this member's Ready (and maybe its copy, for the
   // repair) while its user thread is between calls, possibly for a long compute phase. A
   // member that returned a small all-reduce early is often exactly there when the others

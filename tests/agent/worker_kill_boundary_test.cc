@@ -267,7 +267,6 @@ ScenarioResult run_scenario(const Scenario& sc) {
     EXPECT_TRUE(m != nullptr && static_cast<int>(m->rank) == r) << "member " << ids[rz];
   }
   const bool kill = sc.kill_at != kNever;
-  const std::uint64_t victim_id = ids.at(static_cast<std::size_t>(sc.victim));
   tap_of_rank[static_cast<std::size_t>(sc.victim)]->death = sc.death;
   tap_of_rank[static_cast<std::size_t>(sc.victim)]->kill_at = sc.kill_at;
   if (sc.repair_victim >= 0) {

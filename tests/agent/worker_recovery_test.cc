@@ -6,9 +6,11 @@
 // when the test replaces its state as a journal replay does. No test waits a timeout out.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <random>
 #include <span>
 #include <thread>
@@ -16,6 +18,7 @@
 
 #include "agent/worker.h"
 #include "control_client/memory_control_plane.h"
+#include "tests/agent/epoch_fabrics.h"
 #include "tests/agent/in_process_world.h"
 
 namespace tributary::agent {
@@ -333,6 +336,78 @@ TEST(WorkerRecovery, JoinerIsAdmittedAtABoundaryAndReceivesTheState) {
   leave_all(by_rank);
 }
 
+// rank(), size() and epoch() never wait for a move to a new view between calls (the idle
+// recovery holds the call lock for the whole move): here one member's move is held inside
+// its link set-up until the accessors, asked from another thread, have answered.
+TEST(WorkerRecovery, AccessorsAnswerWhileAMoveBetweenCallsRuns) {
+  constexpr int kN = 3;
+  MemoryCoordinator coordinator(membership_config(kN));
+  in_process::EpochFabrics fabrics;
+  std::atomic<bool> hold{true};
+  std::atomic<bool> held{false};
+  std::vector<std::unique_ptr<Worker>> started(kN);
+  {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kN; ++t) {
+      threads.emplace_back([&, t] {
+        WorkerEnvironment env = environment(coordinator);
+        env.connect_links = [&, t](std::uint64_t epoch, int rank,
+                                   int size) -> Result<std::unique_ptr<algorithms::Link>> {
+          if (t == 0 && epoch > 1) {
+            held = true;
+            // Bounded: a broken accessor fails the test below, then lets this go.
+            const Deadline limit = Deadline::after(seconds(30));
+            while (hold.load() && !limit.passed()) std::this_thread::sleep_for(milliseconds(1));
+          }
+          return std::unique_ptr<algorithms::Link>(
+              std::make_unique<in_process::BorrowedLink>(fabrics.at(epoch, size).link(rank)));
+        };
+        auto w = Worker::start(worker_config(), std::move(env));
+        if (!w) {
+          ADD_FAILURE() << "start: " << w.status().to_string();
+          return;
+        }
+        started[static_cast<std::size_t>(t)] = std::move(*w);
+      });
+    }
+    for (auto& th : threads) th.join();
+  }
+  for (const auto& w : started) ASSERT_NE(w, nullptr);
+  Worker& mover = *started[0];
+  ASSERT_EQ(mover.epoch(), 1u);
+  ASSERT_EQ(mover.size(), kN);
+
+  // Member 2 freezes between calls: the others are between calls too, so only their idle
+  // recovery moves them to the view without it.
+  coordinator.silence(started[2]->member_id());
+  coordinator.advance(kHeartbeatTimeout + milliseconds(1));
+  ASSERT_TRUE(eventually([&] { return held.load(); })) << "member 0 never started the move";
+
+  auto asked = std::async(std::launch::async, [&] {
+    return std::array<std::uint64_t, 3>{static_cast<std::uint64_t>(mover.rank()),
+                                        static_cast<std::uint64_t>(mover.size()), mover.epoch()};
+  });
+  const bool answered = asked.wait_for(seconds(5)) == std::future_status::ready;
+  hold = false;
+  ASSERT_TRUE(answered) << "rank()/size()/epoch() waited for the move between calls";
+  const auto seen = asked.get();
+  // Published as the move adopted the view, before its links came up.
+  EXPECT_EQ(seen[1], static_cast<std::uint64_t>(kN - 1));
+  EXPECT_EQ(seen[2], coordinator.view().epoch);
+  EXPECT_EQ(seen[0], coordinator.view().find(mover.member_id())->rank);
+
+  // The move finishes and the two members go on in the new view.
+  std::vector<std::unique_ptr<Worker>> by_rank(kN - 1);
+  by_rank.at(static_cast<std::size_t>(seen[0])) = std::move(started[0]);
+  by_rank.at(static_cast<std::size_t>(started[1]->rank())) = std::move(started[1]);
+  for (const StepResult& s : all_reduce_on(by_rank, {0, 1}, 1, 1000)) {
+    ASSERT_TRUE(s.outcome.is_ok()) << s.outcome.status().to_string();
+    EXPECT_EQ(s.outcome->contributors, kN - 1);
+  }
+  by_rank.push_back(std::move(started[2]));
+  leave_all(by_rank);
+}
+
 // The coordinator restarts (kill -9, back with its journal), once between steps and once
 // while a member is frozen mid-step: the members resume with their ids, epochs continue
 // above the journaled one, the frozen member does not resume and is removed at the resume
@@ -396,7 +471,8 @@ TimedRun run_timed_steps(MemoryCoordinator& coordinator, int n, int steps,
   std::vector<std::unique_ptr<Worker>> workers(static_cast<std::size_t>(n));
   TimedRun out{std::vector<Status>(static_cast<std::size_t>(n)),
                std::vector<int>(static_cast<std::size_t>(n), 0),
-               std::vector<std::uint64_t>(static_cast<std::size_t>(n), 0)};
+               std::vector<std::uint64_t>(static_cast<std::size_t>(n), 0),
+               {}};
   std::vector<std::thread> threads;
   for (std::size_t t = 0; t < workers.size(); ++t) {
     threads.emplace_back([&, t] {
