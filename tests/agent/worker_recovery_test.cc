@@ -11,7 +11,9 @@
 #include <cstring>
 #include <functional>
 #include <future>
+#include <optional>
 #include <random>
+#include <sstream>
 #include <span>
 #include <thread>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "control_client/memory_control_plane.h"
 #include "tests/agent/epoch_fabrics.h"
 #include "tests/agent/in_process_world.h"
+#include "tests/support/raw_socket.h"
 
 namespace tributary::agent {
 namespace {
@@ -405,6 +408,143 @@ TEST(WorkerRecovery, AccessorsAnswerWhileAMoveBetweenCallsRuns) {
     EXPECT_EQ(s.outcome->contributors, kN - 1);
   }
   by_rank.push_back(std::move(started[2]));
+  leave_all(by_rank);
+}
+
+// The value of one series in a /metrics text (nullopt: absent).
+std::optional<double> series_value(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return std::nullopt;
+}
+
+std::string scrape_metrics(int port) {
+  testing::RawSocket s(port);
+  if (!s.connected() || !s.send_all("GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")) return {};
+  return s.read_all();
+}
+
+// On rank 1's link of the first view, once `cut` is set, the receives from rank 2 wait for a
+// message that never comes (rank 2's own frame arrives and is never matched): rank 1 cannot
+// finish the all-reduce that ranks 0 and 2 finish and return early.
+class NoReceiptFromRank2 : public testing::ForwardingLink {
+ public:
+  NoReceiptFromRank2(algorithms::Link& inner, const std::atomic<bool>& cut)
+      : ForwardingLink(inner), cut_(cut) {}
+  Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override {
+    if (cut_.load() && rank() == 1 && peer == 2) tag.seq = ~std::uint64_t{0};
+    return inner_.recv(peer, tag, data);
+  }
+
+ private:
+  const std::atomic<bool>& cut_;
+};
+
+// A small all-reduce returns early on ranks 0 and 2 (no commit round); rank 1 never gets
+// rank 2's part, and rank 2 freezes. In the view without rank 2, the repair step gives rank 1
+// rank 0's copy: its call returns the same bits, from the first view with 3 contributors,
+// and its tributary_result_repairs_total{outcome="received"} counts it (rank 0's does not).
+TEST(WorkerRecovery, ALaggardReceivesTheResultAndTheRepairIsCounted) {
+  constexpr int kN = 3;
+  constexpr std::size_t kCount = 1024;  // 4 KiB: below speculative_max_bytes
+  MemoryCoordinator coordinator(membership_config(kN));
+  in_process::EpochFabrics fabrics;
+  std::atomic<bool> cut{false};
+  std::vector<std::unique_ptr<Worker>> started(kN);
+  {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kN; ++t) {
+      threads.emplace_back([&, t] {
+        WorkerConfig config = worker_config();
+        config.algorithm = algorithms::AllReduceAlgorithm::kDirect;
+        config.measure_links = false;
+        config.metrics_bind = "127.0.0.1:0";
+        WorkerEnvironment env = environment(coordinator);
+        env.connect_links = [&](std::uint64_t epoch, int rank,
+                                int size) -> Result<std::unique_ptr<algorithms::Link>> {
+          algorithms::Link& link = fabrics.at(epoch, size).link(rank);
+          if (epoch == 1) return std::unique_ptr<algorithms::Link>(
+              std::make_unique<NoReceiptFromRank2>(link, cut));
+          return std::unique_ptr<algorithms::Link>(
+              std::make_unique<in_process::BorrowedLink>(link));
+        };
+        auto w = Worker::start(config, std::move(env));
+        if (!w) {
+          ADD_FAILURE() << "start: " << w.status().to_string();
+          return;
+        }
+        started[static_cast<std::size_t>(t)] = std::move(*w);
+      });
+    }
+    for (auto& th : threads) th.join();
+  }
+  std::vector<std::unique_ptr<Worker>> workers(kN);
+  for (auto& w : started) {
+    ASSERT_NE(w, nullptr);
+    ASSERT_EQ(w->epoch(), 1u);
+    workers.at(static_cast<std::size_t>(w->rank())) = std::move(w);
+  }
+  const std::uint64_t frozen_id = workers[2]->member_id();
+
+  cut = true;
+  std::vector<StepResult> early;
+  std::atomic<int> entered{0};
+  std::thread laggard([&] { early = all_reduce_on(workers, {1}, 1, kCount, &entered); });
+  ASSERT_TRUE(eventually([&] { return entered.load() == 1; }));
+  auto returning = std::async(std::launch::async,
+                              [&] { return all_reduce_on(workers, {0, 2}, 1, kCount); });
+  if (returning.wait_for(seconds(20)) != std::future_status::ready) {
+    // They waited for rank 1 (a commit round): free them before failing.
+    coordinator.silence(frozen_id);
+    coordinator.advance(kHeartbeatTimeout + milliseconds(1));
+    returning.wait();
+    laggard.join();
+    leave_all(workers);
+    FAIL() << "ranks 0 and 2 did not return the small all-reduce without rank 1";
+  }
+  const std::vector<StepResult> returned = returning.get();
+  for (int r : {0, 2}) {
+    const StepResult& s = returned[static_cast<std::size_t>(r)];
+    ASSERT_TRUE(s.outcome.is_ok()) << "rank " << r << ": " << s.outcome.status().to_string();
+    EXPECT_EQ(s.outcome->epoch, 1u);
+  }
+  coordinator.silence(frozen_id);
+  coordinator.advance(kHeartbeatTimeout + milliseconds(1));
+  laggard.join();
+
+  const StepResult& got = early[1];
+  const StepResult& ref = returned[0];
+  ASSERT_TRUE(got.outcome.is_ok()) << got.outcome.status().to_string();
+  EXPECT_EQ(got.outcome->epoch, 1u) << "the result of the first view, not a re-run";
+  EXPECT_EQ(got.outcome->contributors, kN);
+  EXPECT_EQ(got.outcome->contributor_ids, ref.outcome->contributor_ids);
+  ASSERT_EQ(got.data.size(), ref.data.size());
+  EXPECT_EQ(std::memcmp(got.data.data(), ref.data.data(), kCount * sizeof(float)), 0);
+  EXPECT_EQ(got.data[0], input(0, 1) + input(1, 1) + input(2, 1));
+  EXPECT_EQ(coordinator.view().find(frozen_id), nullptr);
+
+  const std::string series = "tributary_result_repairs_total{outcome=\"received\"}";
+  const std::string laggard_text = scrape_metrics(workers[1]->metrics_port());
+  EXPECT_EQ(series_value(laggard_text, series), 1.0) << laggard_text;
+  EXPECT_EQ(series_value(laggard_text, "tributary_result_repairs_total{outcome=\"re-run\"}"),
+            0.0);
+  EXPECT_EQ(series_value(scrape_metrics(workers[0]->metrics_port()), series).value_or(0), 0.0)
+      << "rank 0 held the result: nothing to repair";
+
+  // The two go on together in the view without rank 2.
+  std::vector<std::unique_ptr<Worker>> by_rank(kN - 1);
+  for (int r : {0, 1}) {
+    const int now = workers[static_cast<std::size_t>(r)]->rank();
+    by_rank.at(static_cast<std::size_t>(now)) = std::move(workers[static_cast<std::size_t>(r)]);
+  }
+  for (const StepResult& s : all_reduce_on(by_rank, {0, 1}, 2, kCount)) {
+    ASSERT_TRUE(s.outcome.is_ok()) << s.outcome.status().to_string();
+    EXPECT_EQ(s.outcome->contributors, kN - 1);
+  }
+  by_rank.push_back(std::move(workers[2]));
   leave_all(by_rank);
 }
 
