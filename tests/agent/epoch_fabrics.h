@@ -56,4 +56,14 @@ class EpochFabrics {
 // A fabric's link handed to a Worker, which owns what connect_links returns.
 using BorrowedLink = testing::ForwardingLink;
 
+// WorldOptions::connect_links (in_process_world.h) that gives every Worker its rank's link
+// of each view's fabric.
+inline auto fabric_links(EpochFabrics& fabrics) {
+  return [&fabrics](int /*t*/, std::uint64_t epoch, int rank,
+                    int size) -> Result<std::unique_ptr<algorithms::Link>> {
+    return std::unique_ptr<algorithms::Link>(
+        std::make_unique<BorrowedLink>(fabrics.at(epoch, size).link(rank)));
+  };
+}
+
 }  // namespace tributary::agent::in_process

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "agent/worker.h"
+#include "algorithms/link.h"
 #include "control_client/memory_control_plane.h"
 #include "core/clock.h"
 
@@ -63,11 +64,17 @@ inline bool eventually(const std::function<bool()>& done) {
 
 struct WorldOptions {
   std::size_t chunk_bytes = 256 * 1024;
-  // Worker t steps on clocks[t]; clock_of_rank (when given) says which clock each rank has.
+  // Worker t steps on clocks[t]; clock_of_rank (when given) gets, for each rank, the t of
+  // the Worker that has it (also what tests without clocks use to find a Worker by t).
   std::vector<FakeClock>* clocks = nullptr;
   std::vector<int>* clock_of_rank = nullptr;
   // Adjusts worker t's configuration (its host label, its algorithm, ...) when given.
   std::function<void(int t, WorkerConfig&)> configure = nullptr;
+  // Worker t's links for each view it moves to (WorkerEnvironment::connect_links) when
+  // given: in-memory fabrics, links that break on cue. Empty: loopback TCP.
+  std::function<Result<std::unique_ptr<algorithms::Link>>(int t, std::uint64_t epoch, int rank,
+                                                          int size)>
+      connect_links = nullptr;
 };
 
 // n Workers joined concurrently into the first view, indexed by rank; empty on a failure
@@ -82,7 +89,15 @@ inline std::vector<std::unique_ptr<Worker>> start_world(
           options.clocks != nullptr ? &(*options.clocks)[static_cast<std::size_t>(t)] : nullptr;
       WorkerConfig config = worker_config(options.chunk_bytes);
       if (options.configure) options.configure(t, config);
-      auto w = Worker::start(config, environment(coordinator, clock));
+      WorkerEnvironment env = environment(coordinator, clock);
+      if (options.connect_links) {
+        // A copy: the Worker calls it at every later view, long after `options` is gone.
+        env.connect_links = [links = options.connect_links, t](std::uint64_t epoch, int rank,
+                                                               int size) {
+          return links(t, epoch, rank, size);
+        };
+      }
+      auto w = Worker::start(config, std::move(env));
       if (!w) {
         ADD_FAILURE() << w.status().to_string();
         return;

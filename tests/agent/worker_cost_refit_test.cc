@@ -52,43 +52,15 @@ in_process::EpochFabrics delayed_fabrics() {
     for (int r = 0; r < f.size(); ++r) f.set_delay(r, kDelay);
   });
 }
-using in_process::BorrowedLink;
 using in_process::EpochFabrics;
 
 std::vector<std::unique_ptr<Worker>> start_world(MemoryCoordinator& coordinator,
                                                  EpochFabrics& fabrics, int n,
                                                  bool measure_links) {
-  WorkerConfig config = in_process::worker_config();
-  config.measure_links = measure_links;
-  std::vector<std::unique_ptr<Worker>> started(static_cast<std::size_t>(n));
-  std::vector<std::thread> threads;
-  for (int t = 0; t < n; ++t) {
-    threads.emplace_back([&, t] {
-      WorkerEnvironment env = in_process::environment(coordinator);
-      env.connect_links = [&fabrics](std::uint64_t epoch, int rank,
-                                     int size) -> Result<std::unique_ptr<algorithms::Link>> {
-        return std::unique_ptr<algorithms::Link>(
-            std::make_unique<BorrowedLink>(fabrics.at(epoch, size).link(rank)));
-      };
-      auto w = Worker::start(config, std::move(env));
-      if (!w) {
-        ADD_FAILURE() << "start: " << w.status().to_string();
-        return;
-      }
-      started[static_cast<std::size_t>(t)] = std::move(*w);
-    });
-  }
-  for (auto& th : threads) th.join();
-  std::vector<std::unique_ptr<Worker>> by_rank(static_cast<std::size_t>(n));
-  for (auto& w : started) {
-    if (!w) {
-      in_process::leave_all(started);
-      return {};
-    }
-    const auto rank = static_cast<std::size_t>(w->rank());
-    by_rank.at(rank) = std::move(w);
-  }
-  return by_rank;
+  return in_process::start_world(
+      coordinator, n,
+      {.configure = [measure_links](int, WorkerConfig& c) { c.measure_links = measure_links; },
+       .connect_links = in_process::fabric_links(fabrics)});
 }
 
 // What a Worker's model predicts for every size and algorithm (kPredicted), in that order.

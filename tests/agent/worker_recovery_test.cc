@@ -348,34 +348,27 @@ TEST(WorkerRecovery, AccessorsAnswerWhileAMoveBetweenCallsRuns) {
   in_process::EpochFabrics fabrics;
   std::atomic<bool> hold{true};
   std::atomic<bool> held{false};
+  std::vector<int> thread_of_rank;
+  auto by_rank = in_process::start_world(
+      coordinator, kN,
+      {.clock_of_rank = &thread_of_rank,
+       .connect_links = [&, borrowed = in_process::fabric_links(fabrics)](
+                            int t, std::uint64_t epoch, int rank, int size) {
+         if (t == 0 && epoch > 1) {
+           held = true;
+           // Bounded: a broken accessor fails the test below, then lets this go.
+           const Deadline limit = Deadline::after(seconds(30));
+           while (hold.load() && !limit.passed()) std::this_thread::sleep_for(milliseconds(1));
+         }
+         return borrowed(t, epoch, rank, size);
+       }});
+  ASSERT_EQ(by_rank.size(), static_cast<std::size_t>(kN));
+  // By start thread: thread 0's Worker is the one whose move is held.
   std::vector<std::unique_ptr<Worker>> started(kN);
-  {
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kN; ++t) {
-      threads.emplace_back([&, t] {
-        WorkerEnvironment env = environment(coordinator);
-        env.connect_links = [&, t](std::uint64_t epoch, int rank,
-                                   int size) -> Result<std::unique_ptr<algorithms::Link>> {
-          if (t == 0 && epoch > 1) {
-            held = true;
-            // Bounded: a broken accessor fails the test below, then lets this go.
-            const Deadline limit = Deadline::after(seconds(30));
-            while (hold.load() && !limit.passed()) std::this_thread::sleep_for(milliseconds(1));
-          }
-          return std::unique_ptr<algorithms::Link>(
-              std::make_unique<in_process::BorrowedLink>(fabrics.at(epoch, size).link(rank)));
-        };
-        auto w = Worker::start(worker_config(), std::move(env));
-        if (!w) {
-          ADD_FAILURE() << "start: " << w.status().to_string();
-          return;
-        }
-        started[static_cast<std::size_t>(t)] = std::move(*w);
-      });
-    }
-    for (auto& th : threads) th.join();
+  for (int r = 0; r < kN; ++r) {
+    started.at(static_cast<std::size_t>(thread_of_rank[static_cast<std::size_t>(r)])) =
+        std::move(by_rank[static_cast<std::size_t>(r)]);
   }
-  for (const auto& w : started) ASSERT_NE(w, nullptr);
   Worker& mover = *started[0];
   ASSERT_EQ(mover.epoch(), 1u);
   ASSERT_EQ(mover.size(), kN);
@@ -400,15 +393,15 @@ TEST(WorkerRecovery, AccessorsAnswerWhileAMoveBetweenCallsRuns) {
   EXPECT_EQ(seen[0], coordinator.view().find(mover.member_id())->rank);
 
   // The move finishes and the two members go on in the new view.
-  std::vector<std::unique_ptr<Worker>> by_rank(kN - 1);
-  by_rank.at(static_cast<std::size_t>(seen[0])) = std::move(started[0]);
-  by_rank.at(static_cast<std::size_t>(started[1]->rank())) = std::move(started[1]);
-  for (const StepResult& s : all_reduce_on(by_rank, {0, 1}, 1, 1000)) {
+  std::vector<std::unique_ptr<Worker>> moved(kN - 1);
+  moved.at(static_cast<std::size_t>(seen[0])) = std::move(started[0]);
+  moved.at(static_cast<std::size_t>(started[1]->rank())) = std::move(started[1]);
+  for (const StepResult& s : all_reduce_on(moved, {0, 1}, 1, 1000)) {
     ASSERT_TRUE(s.outcome.is_ok()) << s.outcome.status().to_string();
     EXPECT_EQ(s.outcome->contributors, kN - 1);
   }
-  by_rank.push_back(std::move(started[2]));
-  leave_all(by_rank);
+  moved.push_back(std::move(started[2]));
+  leave_all(moved);
 }
 
 // The value of one series in a /metrics text (nullopt: absent).
@@ -453,40 +446,23 @@ TEST(WorkerRecovery, ALaggardReceivesTheResultAndTheRepairIsCounted) {
   MemoryCoordinator coordinator(membership_config(kN));
   in_process::EpochFabrics fabrics;
   std::atomic<bool> cut{false};
-  std::vector<std::unique_ptr<Worker>> started(kN);
-  {
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kN; ++t) {
-      threads.emplace_back([&, t] {
-        WorkerConfig config = worker_config();
-        config.algorithm = algorithms::AllReduceAlgorithm::kDirect;
-        config.measure_links = false;
-        config.metrics_bind = "127.0.0.1:0";
-        WorkerEnvironment env = environment(coordinator);
-        env.connect_links = [&](std::uint64_t epoch, int rank,
-                                int size) -> Result<std::unique_ptr<algorithms::Link>> {
-          algorithms::Link& link = fabrics.at(epoch, size).link(rank);
-          if (epoch == 1) return std::unique_ptr<algorithms::Link>(
-              std::make_unique<NoReceiptFromRank2>(link, cut));
-          return std::unique_ptr<algorithms::Link>(
-              std::make_unique<in_process::BorrowedLink>(link));
-        };
-        auto w = Worker::start(config, std::move(env));
-        if (!w) {
-          ADD_FAILURE() << "start: " << w.status().to_string();
-          return;
-        }
-        started[static_cast<std::size_t>(t)] = std::move(*w);
-      });
-    }
-    for (auto& th : threads) th.join();
-  }
-  std::vector<std::unique_ptr<Worker>> workers(kN);
-  for (auto& w : started) {
-    ASSERT_NE(w, nullptr);
-    ASSERT_EQ(w->epoch(), 1u);
-    workers.at(static_cast<std::size_t>(w->rank())) = std::move(w);
-  }
+  auto workers = in_process::start_world(
+      coordinator, kN,
+      {.configure =
+           [](int, WorkerConfig& c) {
+             c.algorithm = algorithms::AllReduceAlgorithm::kDirect;
+             c.measure_links = false;
+             c.metrics_bind = "127.0.0.1:0";
+           },
+       .connect_links = [&, borrowed = in_process::fabric_links(fabrics)](
+                            int t, std::uint64_t epoch, int rank,
+                            int size) -> Result<std::unique_ptr<algorithms::Link>> {
+         if (epoch > 1) return borrowed(t, epoch, rank, size);
+         return std::unique_ptr<algorithms::Link>(
+             std::make_unique<NoReceiptFromRank2>(fabrics.at(epoch, size).link(rank), cut));
+       }});
+  ASSERT_EQ(workers.size(), static_cast<std::size_t>(kN));
+  for (const auto& w : workers) ASSERT_EQ(w->epoch(), 1u);
   const std::uint64_t frozen_id = workers[2]->member_id();
 
   cut = true;
