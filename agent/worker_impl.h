@@ -85,8 +85,12 @@ class Worker::Impl {
   Status fit_links();
   // When the view's members span more than one host label (4 to kRingOrderMaxRanks of
   // them): measures every pair and sets ring_order by bandwidth (algorithms/ring_order.h);
-  // otherwise leaves it empty.
+  // otherwise leaves it empty. A view that only lost members reuses the last measurement
+  // when every member agrees to (pair_matrix()).
   Status order_ring();
+  // The view's pair bandwidths: from the last measurement when every member holds one
+  // that covers the view (the same one: they agree on it first), else measured now.
+  Result<std::vector<double>> pair_matrix();
 
   // The refit of the cost model as collectives run (docs/algorithms.md): this member's
   // two fields of the step boundary's all-reduce (its fit of alpha and beta over `refit`,
@@ -262,6 +266,14 @@ class Worker::Impl {
   // The order a ring all-reduce runs its ranks in, set with cost_model (fit_links());
   // empty: the identity (rank r sends to r + 1).
   std::vector<int> ring_order;
+  // The last pair measurement (order_ring()): the epoch of the view it ran in, that view's
+  // member ids by rank, and its matrix (the same on every member that ran it).
+  struct PairMeasurement {
+    std::uint64_t epoch = 0;  // 0: none
+    std::vector<std::uint64_t> ids;
+    std::vector<double> matrix;
+  };
+  PairMeasurement pairs;
   std::mutex link_mu;                // guards `link` against the watcher's abort
   std::unique_ptr<algorithms::Link> link;
   std::uint64_t link_epoch = 0;  // guarded by link_mu

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "agent/worker_impl.h"
+#include "algorithms/collectives.h"
 #include "algorithms/link_probe.h"
 #include "algorithms/ring_order.h"
 #include "algorithms/seq_space.h"
@@ -108,14 +109,7 @@ Status Worker::Impl::order_ring() {
   std::set<std::string> hosts;
   for (const auto& m : view.members) hosts.insert(m.host);
   if (hosts.size() <= 1 || n < 4 || n > algorithms::kRingOrderMaxRanks) return Status::ok();
-  algorithms::PairProbeParams probe;
-  algorithms::CollectiveOptions options;
-  options.seq = algorithms::seq_in(algorithms::SeqSpace::kPairProbe, 2 * view.epoch);
-  options.deadline =
-      collective_deadline(2 * static_cast<std::size_t>(probe.bulks) *
-                          static_cast<std::size_t>(n) * probe.bulk_bytes)
-          .deadline;
-  auto matrix = algorithms::measure_pair_links(*link, options, probe);
+  auto matrix = pair_matrix();
   if (!matrix) return matrix.status();
   std::vector<int> order = algorithms::ring_order(*matrix, n);
   if (algorithms::is_identity(order)) return Status::ok();
@@ -131,6 +125,58 @@ Status Worker::Impl::order_ring() {
            algorithms::score_ring(*matrix, n, identity).bottleneck * 1e-6);
   ring_order = std::move(order);
   return Status::ok();
+}
+
+Result<std::vector<double>> Worker::Impl::pair_matrix() {
+  const int n = static_cast<int>(view.size());
+  const auto nz = static_cast<std::size_t>(n);
+  // Measuring takes n - 1 rounds of bulk transfers. A view that only lost members (a
+  // failure, a drain) has had every pair measured already: the last measurement's rows
+  // and columns of the members still here.
+  std::vector<std::size_t> old_index(nz);
+  bool covered = pairs.epoch != 0;
+  for (const auto& m : view.members) {
+    if (!covered) break;
+    const auto it = std::find(pairs.ids.begin(), pairs.ids.end(), m.id);
+    covered = it != pairs.ids.end();
+    if (covered) old_index.at(m.rank) = static_cast<std::size_t>(it - pairs.ids.begin());
+  }
+  // Every member must decide alike and order the ring from the same matrix, and a move
+  // that failed half-way may have left some members with a newer measurement than others:
+  // reuse only if every member covers the view from the same one (min of the epoch and of
+  // its negation: equal on every member; 0 where one does not cover).
+  std::int64_t agree[2] = {covered ? static_cast<std::int64_t>(pairs.epoch) : 0,
+                           covered ? -static_cast<std::int64_t>(pairs.epoch) : 0};
+  algorithms::CollectiveOptions options;
+  options.seq = algorithms::seq_in(algorithms::SeqSpace::kPairReuse, view.epoch);
+  options.deadline = collective_deadline(sizeof agree).deadline;
+  TRIB_RETURN_IF_ERROR(
+      algorithms::all_reduce(*link, agree, agree, 2, DType::kInt64, ReduceOp::kMin, options));
+  if (agree[0] > 0 && agree[0] == -agree[1]) {
+    const std::size_t m = pairs.ids.size();
+    std::vector<double> matrix(nz * nz, 0.0);
+    for (std::size_t i = 0; i < nz; ++i) {
+      for (std::size_t j = 0; j < nz; ++j) {
+        if (i != j) matrix[i * nz + j] = pairs.matrix[old_index[i] * m + old_index[j]];
+      }
+    }
+    log.logf(LogLevel::kDebug, "view %llu reuses the pair measurement of view %llu",
+             static_cast<unsigned long long>(view.epoch),
+             static_cast<unsigned long long>(pairs.epoch));
+    return matrix;
+  }
+  algorithms::PairProbeParams probe;
+  options.seq = algorithms::seq_in(algorithms::SeqSpace::kPairProbe, 2 * view.epoch);
+  options.deadline = collective_deadline(2 * static_cast<std::size_t>(probe.bulks) *
+                                         nz * probe.bulk_bytes)
+                         .deadline;
+  auto matrix = algorithms::measure_pair_links(*link, options, probe);
+  if (!matrix) return matrix.status();
+  pairs.epoch = view.epoch;
+  pairs.ids.assign(nz, 0);
+  for (const auto& m : view.members) pairs.ids.at(m.rank) = m.id;
+  pairs.matrix = *matrix;
+  return matrix;
 }
 
 }  // namespace tributary::agent

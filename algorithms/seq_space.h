@@ -18,6 +18,7 @@ enum class SeqSpace : std::uint8_t {
   kRepair = 0x88,            // the repair step after a view change: 2 x the epoch (+1)
   kLinkProbe = 0x90,         // measuring an epoch's links (link_probe.h): 2 x the epoch (+1)
   kPairProbe = 0x92,         // measuring every pair, to order the ring: 2 x the epoch (+1)
+  kPairReuse = 0x93,         // agreeing to reuse the last pair measurement: the epoch
   kCompressedDense = 0xC1,   // compression: PowerSGD's P all-reduce
   kCompressedStage2 = 0xC2,  // compression: stage-2 / PowerSGD's Q all-reduce
   kCompressedPlain = 0xC3,   // compression: the uncompressed float32 fallback

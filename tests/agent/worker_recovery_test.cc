@@ -10,7 +10,9 @@
 #include <atomic>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <future>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "agent/worker.h"
+#include "algorithms/seq_space.h"
 #include "control_client/memory_control_plane.h"
 #include "tests/agent/epoch_fabrics.h"
 #include "tests/agent/in_process_world.h"
@@ -402,6 +405,93 @@ TEST(WorkerRecovery, AccessorsAnswerWhileAMoveBetweenCallsRuns) {
   }
   moved.push_back(std::move(started[2]));
   leave_all(moved);
+}
+
+// Sends in a seq space, per view, over every member's links.
+class SpaceCounter {
+ public:
+  void count(std::uint64_t epoch, std::uint64_t seq) {
+    std::lock_guard lock(mu_);
+    ++sends_[{epoch, static_cast<unsigned>(seq >> algorithms::kSeqSpaceShift)}];
+  }
+  int sends(std::uint64_t epoch, algorithms::SeqSpace space) const {
+    std::lock_guard lock(mu_);
+    auto it = sends_.find({epoch, static_cast<unsigned>(space)});
+    return it == sends_.end() ? 0 : it->second;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<std::uint64_t, unsigned>, int> sends_;
+};
+
+class CountingLink : public testing::ForwardingLink {
+ public:
+  CountingLink(algorithms::Link& inner, std::uint64_t epoch, SpaceCounter& counter)
+      : ForwardingLink(inner), epoch_(epoch), counter_(counter) {}
+  Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override {
+    counter_.count(epoch_, tag.seq);
+    return inner_.send(peer, tag, data);
+  }
+
+ private:
+  std::uint64_t epoch_;
+  SpaceCounter& counter_;
+};
+
+// Five members on two host labels: the first view measures every pair to order the ring.
+// One freezes; the view without it has only lost a member, so its members agree to reuse
+// the first view's matrix (one small all-reduce) instead of measuring n - 1 rounds again,
+// and a ring all-reduce in the ordered ring still gives every member the same exact sum.
+TEST(WorkerRecovery, AViewThatOnlyLostAMemberReusesThePairMeasurement) {
+  constexpr int kN = 5;
+  constexpr std::size_t kCount = 100000;
+  MemoryCoordinator coordinator(membership_config(kN));
+  in_process::EpochFabrics fabrics;
+  SpaceCounter counter;
+  auto workers = in_process::start_world(
+      coordinator, kN,
+      {.configure =
+           [](int t, WorkerConfig& c) {
+             c.host = t % 2 == 0 ? "a" : "b";
+             c.algorithm = algorithms::AllReduceAlgorithm::kRing;
+           },
+       .connect_links = [&](int, std::uint64_t epoch, int rank,
+                            int size) -> Result<std::unique_ptr<algorithms::Link>> {
+         return std::unique_ptr<algorithms::Link>(
+             std::make_unique<CountingLink>(fabrics.at(epoch, size).link(rank), epoch, counter));
+       }});
+  ASSERT_EQ(workers.size(), static_cast<std::size_t>(kN));
+  using algorithms::SeqSpace;
+  EXPECT_GT(counter.sends(1, SeqSpace::kPairProbe), 0) << "the first view measures its pairs";
+  EXPECT_GT(counter.sends(1, SeqSpace::kPairReuse), 0) << "after agreeing it has nothing to reuse";
+
+  coordinator.silence(workers[kN - 1]->member_id());
+  coordinator.advance(kHeartbeatTimeout + milliseconds(1));
+  const std::uint64_t second = coordinator.view().epoch;
+  ASSERT_GT(second, 1u);
+  ASSERT_TRUE(eventually([&] {
+    for (int r = 0; r < kN - 1; ++r) {
+      if (workers[static_cast<std::size_t>(r)]->epoch() != second) return false;
+    }
+    return true;
+  }));
+  std::vector<std::unique_ptr<Worker>> survivors(kN - 1);
+  for (int r = 0; r < kN - 1; ++r) {
+    auto& w = workers[static_cast<std::size_t>(r)];
+    survivors.at(static_cast<std::size_t>(w->rank())) = std::move(w);
+  }
+  for (const StepResult& s : all_reduce_on(survivors, {0, 1, 2, 3}, 1, kCount)) {
+    ASSERT_TRUE(s.outcome.is_ok()) << s.outcome.status().to_string();
+    EXPECT_EQ(s.outcome->epoch, second);
+    EXPECT_EQ(s.outcome->algorithm, algorithms::AllReduceAlgorithm::kRing);
+    for (float v : s.data) ASSERT_EQ(v, input(0, 1) + input(1, 1) + input(2, 1) + input(3, 1));
+  }
+  EXPECT_EQ(counter.sends(second, SeqSpace::kPairProbe), 0)
+      << "the view without the frozen member measured its pairs again";
+  EXPECT_GT(counter.sends(second, SeqSpace::kPairReuse), 0);
+  survivors.push_back(std::move(workers[kN - 1]));
+  leave_all(survivors);
 }
 
 // The value of one series in a /metrics text (nullopt: absent).
