@@ -21,24 +21,9 @@ REPS=${REPS:-5}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$ROOT/build/release/cli/tributary}
 BEFORE=${BEFORE:?set BEFORE to the tributary binary to compare with}
-for b in "$BIN" "$BEFORE"; do
-  [[ -x $b ]] || { echo "ring_order_recovery.sh: no tributary binary at $b" >&2; exit 1; }
-done
-[[ $(id -u) -eq 0 ]] || { echo "ring_order_recovery.sh: needs root (ip netns, tc)" >&2; exit 1; }
-
 source "$ROOT/bench/shaped_bridge.sh"
 PREFIX=trc$$
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]:-}"; do [[ -n $pid ]] && kill -9 "$pid" 2>/dev/null || true; done
-  bridge_down
-  rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-bridge_up "$PREFIX" 2 10.81.0 "$RATE"
-SW=$BRIDGE_SW
-export TRIBUTARY_SECRET=$(head -c16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+agents_bridge_up ring_order_recovery.sh "$PREFIX" 2 10.81.0 "$RATE" "$BIN" "$BEFORE"
 
 # Each stdout line with the time it was read ($EPOCHREALTIME: no fork per line).
 stamp() { while IFS= read -r l; do echo "$EPOCHREALTIME $l"; done; }

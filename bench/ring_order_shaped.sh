@@ -23,22 +23,9 @@ REPS=${REPS:-1}
 SIZES=${SIZES:--b 1048576 -e 16777216 -f 4}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$ROOT/build/release/cli/tributary}
-[[ -x $BIN ]] || { echo "ring_order_shaped.sh: no tributary binary at $BIN" >&2; exit 1; }
-[[ $(id -u) -eq 0 ]] || { echo "ring_order_shaped.sh: needs root (ip netns, tc)" >&2; exit 1; }
-
 source "$ROOT/bench/shaped_bridge.sh"
 PREFIX=tro$$
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]:-}"; do [[ -n $pid ]] && kill -9 "$pid" 2>/dev/null || true; done
-  bridge_down
-  rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-bridge_up "$PREFIX" 2 10.79.0 "$RATE"
-SW=$BRIDGE_SW
-export TRIBUTARY_SECRET=$(head -c16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+agents_bridge_up ring_order_shaped.sh "$PREFIX" 2 10.79.0 "$RATE" "$BIN"
 
 # One launch: a coordinator and 4 agents, agent i in namespace i % 2 with host label
 # $1$i (or $1 plus the namespace when $2 is "namespace"); rank 0's table.

@@ -23,22 +23,9 @@ EXTRA_FLAGS=${EXTRA_FLAGS:-}
 ROWS=${ROWS:-all}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$ROOT/build/release/cli/tributary}
-[[ -x $BIN ]] || { echo "shaped_agents.sh: no tributary binary at $BIN" >&2; exit 1; }
-[[ $(id -u) -eq 0 ]] || { echo "shaped_agents.sh: needs root (ip netns, tc)" >&2; exit 1; }
-
 source "$ROOT/bench/shaped_bridge.sh"
 PREFIX=tsa$$
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]:-}"; do [[ -n $pid ]] && kill -9 "$pid" 2>/dev/null || true; done
-  bridge_down
-  rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-bridge_up "$PREFIX" "$N" 10.78.0 "$RATE"
-SW=$BRIDGE_SW
-export TRIBUTARY_SECRET=$(head -c16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+agents_bridge_up shaped_agents.sh "$PREFIX" "$N" 10.78.0 "$RATE" "$BIN"
 
 # One launch: a coordinator and N agents with the given extra flags; rank 0's table.
 launch() {

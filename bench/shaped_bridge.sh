@@ -1,4 +1,5 @@
-# Sourced by bench/shaped_link.sh and bench/shaped_agents.sh: N "hosts" in network
+# Sourced by bench/shaped_link.sh and the agent benchmarks on it (shaped_agents.sh,
+# ring_order_shaped.sh, ring_order_recovery.sh): N "hosts" in network
 # namespaces on one bridge, both ends of every host's veth shaped with tbf (netem is not
 # available on the dev VMs; tbf and htb are).
 #
@@ -12,6 +13,12 @@
 #                               its veth shaped to RATE (tbf burst 32kbit latency 400ms)
 # Sets BRIDGE_SW (the switch namespace), BRIDGE_HOSTS (host namespaces) and BRIDGE_ADDRS
 # (their addresses), in host order.
+#
+#   agents_bridge_up NAME PREFIX N SUBNET RATE BIN...
+# What the scripts that run real agents on the bridge share: checks that each BIN is an
+# executable and that this runs as root (NAME in the messages), then WORK (a temporary
+# directory), PIDS (processes to kill -9 at exit; append to it), a trap that removes both
+# and the bridge, bridge_up, SW (the switch namespace) and an exported TRIBUTARY_SECRET.
 
 BRIDGE_CREATED=()
 
@@ -56,4 +63,27 @@ bridge_down() {
     [[ -n $ns ]] && ip netns del "$ns" 2>/dev/null || true
   done
   BRIDGE_CREATED=()
+}
+
+agents_bridge_up() {
+  local name=$1 prefix=$2 n=$3 subnet=$4 rate=$5 bin
+  shift 5
+  for bin in "$@"; do
+    [[ -x $bin ]] || { echo "$name: no tributary binary at $bin" >&2; exit 1; }
+  done
+  [[ $(id -u) -eq 0 ]] || { echo "$name: needs root (ip netns, tc)" >&2; exit 1; }
+  WORK=$(mktemp -d)
+  PIDS=()
+  trap agents_bridge_down EXIT INT TERM
+  bridge_up "$prefix" "$n" "$subnet" "$rate"
+  SW=$BRIDGE_SW
+  TRIBUTARY_SECRET=$(head -c16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  export TRIBUTARY_SECRET
+}
+
+agents_bridge_down() {
+  local pid
+  for pid in "${PIDS[@]:-}"; do [[ -n $pid ]] && kill -9 "$pid" 2>/dev/null || true; done
+  bridge_down
+  rm -rf "$WORK"
 }
