@@ -40,7 +40,11 @@ void start_with_descriptor_limit(SoakCluster& cluster, int agents, rlim_t limit)
   rlimit tight = saved;
   tight.rlim_cur = std::min(limit, saved.rlim_max);
   ::setrlimit(RLIMIT_NOFILE, &tight);
-  start_agents(cluster, agents);
+  // They train until the test ends: the default 200 steps can be over (shared memory on a
+  // quiet machine) before the attack is.
+  for (int i = 0; i < agents; ++i) {
+    cluster.add_agent({"--soak-steps", "-1", "--soak-duration-ms", "600000"});
+  }
   ::setrlimit(RLIMIT_NOFILE, &saved);
   raise_fd_limit(8192);
 }
