@@ -9,7 +9,8 @@
 #   bench/compare.sh --shm           # same host, shared memory: Tributary shm vs
 #                                    # Open MPI vader vs Tributary TCP
 #
-# Each repetition runs, interleaved: iperf3 (one way, --bidir), then for each N
+# Each repetition runs, interleaved: iperf3 (one way, --bidir, 4 streams at
+# once for the machine's loopback capacity), then for each N
 # and each size band: Open MPI, Gloo (all its algorithms), Tributary (if
 # build/release/tributary exists; skipped with a note otherwise). Every process
 # runs under `timeout`. Raw logs go to build/compare/runs/<stamp>/; the medians
@@ -210,6 +211,36 @@ run_iperf() {  # rep
     >"$RUN_DIR/r${rep}_iperf3_bidir.json" 2>&1 || note "iperf3 bidir failed (rep $rep)"
   kill "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
+  run_iperf_aggregate "$rep"
+}
+
+# The machine's loopback TCP capacity: AGG_STREAMS iperf3 processes at once (each
+# iperf3 is one thread), half of them each way, summed. 1 MiB writes (iperf3's
+# largest): on this machine they carry 20-40% more than the default 128 KiB. Every bandwidth-optimal
+# all-reduce makes each rank send 2(N-1)/N of the buffer, so N ranks together push
+# N x busbw bytes/s through loopback; no system can beat this sum divided by N.
+AGG_STREAMS=4
+run_iperf_aggregate() {  # rep
+  local rep=$1 i srv_log ports=() servers=() clients=() reverse
+  for ((i = 1; i <= AGG_STREAMS; i++)); do
+    ports+=("$(free_port)")
+    srv_log="$RUN_DIR/r${rep}_iperf3_agg_server$i.log"
+    timeout -k 2 $((IPERF_SECS + 30)) iperf3 -s -1 -B 127.0.0.1 -p "${ports[-1]}" >"$srv_log" 2>&1 &
+    servers+=($!)
+    for _ in $(seq 50); do
+      grep -q 'Server listening' "$srv_log" 2>/dev/null && break
+      sleep 0.1
+    done
+  done
+  for ((i = 1; i <= AGG_STREAMS; i++)); do
+    reverse=()
+    ((i % 2 == 0)) && reverse=(-R)
+    timeout -k 2 $((IPERF_SECS + 15)) iperf3 -c 127.0.0.1 -p "${ports[i - 1]}" -t "$IPERF_SECS" \
+      -l 1M -J "${reverse[@]}" >"$RUN_DIR/r${rep}_iperf3_agg_$i.json" 2>&1 &
+    clients+=($!)
+  done
+  for pid in "${clients[@]}"; do wait "$pid" || note "iperf3 aggregate stream failed (rep $rep)"; done
+  for pid in "${servers[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
 }
 
 run_openmpi() {  # log np min max iters warmup timeout

@@ -9,7 +9,8 @@ Reads every r*_np*.log in the run directory. A log holds rows in the shared form
 
 The header line names the system and N; if a bench prints no header, the file
 name (r<rep>_np<N>_<system>_<band>.log) does. Each log is one repetition.
-Also reads r<rep>_iperf3_oneway.json / r<rep>_iperf3_bidir.json and meta.txt.
+Also reads r<rep>_iperf3_oneway.json / r<rep>_iperf3_bidir.json /
+r<rep>_iperf3_agg_<i>.json and meta.txt.
 
 Per (system, algo, N, size): median time and median busbw over repetitions.
 Stdlib only.
@@ -86,6 +87,17 @@ def read_iperf(run_dir):
     return oneway, fwd, rev
 
 
+def read_iperf_aggregate(run_dir):
+    """Per repetition, the sum over the concurrent streams (r<rep>_iperf3_agg_<i>.json)."""
+    per_rep = defaultdict(list)
+    for p in sorted(run_dir.glob("r*_iperf3_agg_*.json")):
+        m = re.match(r"r(\d+)_iperf3_agg_(\d+)\.json$", p.name)
+        v = iperf_gbps(p, ["sum_received"]) if m else None
+        per_rep[m.group(1) if m else None].append(v[0] if v else None)
+    # A repetition with a failed stream has no sum: it would understate the capacity.
+    return [sum(v) for k, v in sorted(per_rep.items()) if k and None not in v]
+
+
 def read_load(run_dir):
     """CPU pressure samples (percent) taken before each launch."""
     psi = []
@@ -128,6 +140,8 @@ def main():
     iperf_one = med(oneway)
     bidir_per_dir = [(a + b) / 2 for a, b in zip(bidir_fwd, bidir_rev)]
     iperf_bidir = med(bidir_per_dir)
+    aggregate = read_iperf_aggregate(args.runs)
+    iperf_agg = med(aggregate)
 
     # Medians per (system, algo, np, size).
     stats = {}
@@ -197,14 +211,21 @@ def main():
       f"{', '.join(fmt(x) for x in oneway) or '–'} |")
     w(f"| --bidir, per direction (mean of both) | {fmt(iperf_bidir)} | "
       f"{', '.join(f'{fmt(a)}/{fmt(b)}' for a, b in zip(bidir_fwd, bidir_rev)) or '–'} |")
+    w(f"| 4 streams at once (4 processes, 2 each way, 1 MiB writes), sum | {fmt(iperf_agg)} | "
+      f"{', '.join(fmt(x) for x in aggregate) or '–'} |")
     w("")
+    w("The sum of concurrent streams is the machine's loopback TCP capacity. Every "
+      "bandwidth-optimal all-reduce (ring, halving-doubling) makes each rank send "
+      "2(N−1)/N of the buffer, so N ranks together push N·busbw bytes/s through "
+      "loopback: that capacity ÷ N (the \"TCP ceiling\" below) is busbw no library "
+      "can be expected to pass, since iperf3 does nothing with the bytes.\n")
 
     w("## Summary per (N, size)\n")
     w("Trib/MPI and Trib/Gloo are busbw ratios (>1: Tributary faster), against "
       "Open MPI and the best Gloo algorithm at that point.\n")
     w("| N | size | Open MPI busbw | best Gloo busbw (algo) | Tributary busbw (algo) "
-      "| Trib/MPI | Trib/Gloo |")
-    w("|---:|---:|---:|---|---|---:|---:|")
+      "| Trib/MPI | Trib/Gloo | TCP ceiling | Trib/ceiling |")
+    w("|---:|---:|---:|---|---|---:|---:|---:|---:|")
     for np_ in nps:
         for size in sizes:
             _, mpi = best("openmpi", np_, size, "busbw")
@@ -212,11 +233,13 @@ def main():
             talgo, trib = best("tributary", np_, size, "busbw")
             if not (mpi or gloo or trib):
                 continue
+            ceiling = ratio(iperf_agg, np_)
             g = f"{fmt(gloo['busbw'])} ({galgo})" if gloo else "–"
             t = f"{fmt(trib['busbw'])} ({talgo})" if trib else "–"
             w(f"| {np_} | {human(size)} | {fmt(mpi and mpi['busbw'])} | {g} | {t} | "
               f"{fmt(ratio(trib and trib['busbw'], mpi and mpi['busbw']), '.2f')} | "
-              f"{fmt(ratio(trib and trib['busbw'], gloo and gloo['busbw']), '.2f')} |")
+              f"{fmt(ratio(trib and trib['busbw'], gloo and gloo['busbw']), '.2f')} | "
+              f"{fmt(ceiling)} | {fmt(ratio(trib and trib['busbw'], ceiling), '.2f')} |")
     w("")
 
     w(f"## Latency at {human(SMALL)}\n")
