@@ -391,11 +391,14 @@ int run_agent(AgentFlags& f) {
   } else if (f.workload == "federated-check") {
     status = run_federated_check(w, f.federated_check, stdout);
   } else {
+    // The rank the collective ran as: by the time it has failed, the members that saw the
+    // failure first may have left, and w.rank() already answers for a smaller view.
+    const int rank = w.rank();
     status = run_mismatch(w, f.mismatch == "dtype" ? MismatchKind::kDType : MismatchKind::kCount,
                           stdout);
     if (!status) {
       // The expected outcome: report it and exit 3 so tests can tell it from a crash.
-      std::printf("rank %d: %s\n", w.rank(), status.to_string().c_str());
+      std::printf("rank %d: %s\n", rank, status.to_string().c_str());
       std::fflush(stdout);
       return 3;
     }
