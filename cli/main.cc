@@ -383,6 +383,10 @@ int run_agent(AgentFlags& f) {
   auto worker = agent::Worker::start(f.worker);
   if (!worker) return report(worker.status(), "agent");
   agent::Worker& w = **worker;
+  // The rank these workloads run as, for their error lines: by the time a collective has
+  // failed, the members that saw the failure first may have left, and w.rank() already
+  // answers for a smaller view.
+  const int rank = w.rank();
   Status status;
   if (f.workload == "bench") {
     status = run_bench(w, f.bench, stdout);
@@ -391,9 +395,6 @@ int run_agent(AgentFlags& f) {
   } else if (f.workload == "federated-check") {
     status = run_federated_check(w, f.federated_check, stdout);
   } else {
-    // The rank the collective ran as: by the time it has failed, the members that saw the
-    // failure first may have left, and w.rank() already answers for a smaller view.
-    const int rank = w.rank();
     status = run_mismatch(w, f.mismatch == "dtype" ? MismatchKind::kDType : MismatchKind::kCount,
                           stdout);
     if (!status) {
@@ -405,7 +406,7 @@ int run_agent(AgentFlags& f) {
   }
   if (!status) {
     return report(
-        error(status.code(), "rank " + std::to_string(w.rank()) + ": " + status.message()),
+        error(status.code(), "rank " + std::to_string(rank) + ": " + status.message()),
         "agent");
   }
   if (Status s = w.leave(); !s) return report(s, "agent");
