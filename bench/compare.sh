@@ -195,16 +195,20 @@ record_failure() {  # log rc what
   note "FAILED rc=$2: $3 (log ${1#"$ROOT"/})"
 }
 
-run_iperf() {  # rep
-  local rep=$1 port srv_log pid i
-  port=$(free_port)
-  srv_log="$RUN_DIR/r${rep}_iperf3_server.log"
-  timeout -k 2 $((4 * IPERF_SECS + 30)) iperf3 -s -B 127.0.0.1 -p "$port" >"$srv_log" 2>&1 &
-  pid=$!
-  for i in $(seq 50); do
-    grep -q 'Server listening' "$srv_log" 2>/dev/null && break
+start_iperf_server() {  # log port seconds [-1]; sets IPERF_PID once it listens (5 s at most)
+  timeout -k 2 "$3" iperf3 -s ${4:-} -B 127.0.0.1 -p "$2" >"$1" 2>&1 &
+  IPERF_PID=$!
+  for _ in $(seq 50); do
+    grep -q 'Server listening' "$1" 2>/dev/null && return 0
     sleep 0.1
   done
+}
+
+run_iperf() {  # rep
+  local rep=$1 port pid
+  port=$(free_port)
+  start_iperf_server "$RUN_DIR/r${rep}_iperf3_server.log" "$port" $((4 * IPERF_SECS + 30))
+  pid=$IPERF_PID
   timeout -k 2 $((IPERF_SECS + 15)) iperf3 -c 127.0.0.1 -p "$port" -t "$IPERF_SECS" -J \
     >"$RUN_DIR/r${rep}_iperf3_oneway.json" 2>&1 || note "iperf3 one-way failed (rep $rep)"
   timeout -k 2 $((IPERF_SECS + 15)) iperf3 -c 127.0.0.1 -p "$port" -t "$IPERF_SECS" --bidir -J \
@@ -221,16 +225,12 @@ run_iperf() {  # rep
 # N x busbw bytes/s through loopback; no system can beat this sum divided by N.
 AGG_STREAMS=4
 run_iperf_aggregate() {  # rep
-  local rep=$1 i srv_log ports=() servers=() clients=() reverse
+  local rep=$1 i ports=() servers=() clients=() reverse
   for ((i = 1; i <= AGG_STREAMS; i++)); do
     ports+=("$(free_port)")
-    srv_log="$RUN_DIR/r${rep}_iperf3_agg_server$i.log"
-    timeout -k 2 $((IPERF_SECS + 30)) iperf3 -s -1 -B 127.0.0.1 -p "${ports[-1]}" >"$srv_log" 2>&1 &
-    servers+=($!)
-    for _ in $(seq 50); do
-      grep -q 'Server listening' "$srv_log" 2>/dev/null && break
-      sleep 0.1
-    done
+    start_iperf_server "$RUN_DIR/r${rep}_iperf3_agg_server$i.log" "${ports[-1]}" \
+      $((IPERF_SECS + 30)) -1
+    servers+=("$IPERF_PID")
   done
   for ((i = 1; i <= AGG_STREAMS; i++)); do
     reverse=()
