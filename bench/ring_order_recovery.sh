@@ -30,17 +30,12 @@ stamp() { while IFS= read -r l; do echo "$EPOCHREALTIME $l"; done; }
 
 run() {  # label binary
   local label=$1 bin=$2 i ns t
-  rm -f "$WORK/endpoint" "$WORK"/agent*
-  ip netns exec "$SW" "$bin" coordinator --bind tcp://10.81.0.254:0 --world-size 5 \
-    --ready-file "$WORK/endpoint" >"$WORK/coordinator.out" 2>"$WORK/coordinator.err" &
-  local coordinator=$!
-  PIDS+=("$coordinator")
-  for ((t = 0; t < 200; t++)); do [[ -s $WORK/endpoint ]] && break; sleep 0.05; done
-  [[ -s $WORK/endpoint ]] || { echo "the coordinator did not bind" >&2; exit 1; }
+  rm -f "$WORK"/agent*
+  bridge_coordinator "$bin" 5
   local agents=()
   for ((i = 0; i < 5; i++)); do
     ns=$((i % 2))
-    (ip netns exec "${PREFIX}_h$ns" timeout 300 "$bin" agent --coordinator "$(cat "$WORK/endpoint")" \
+    (ip netns exec "${PREFIX}_h$ns" timeout 300 "$bin" agent --coordinator "$ENDPOINT" \
       --host "n$i" --bind-host "10.81.0.$((ns + 1))" --transport tcp --workload soak \
       --soak-count "$COUNT" --soak-steps "$STEPS" --algorithm ring \
       2>"$WORK/agent$i.err" | stamp >"$WORK/agent$i.out") &
@@ -56,8 +51,8 @@ run() {  # label binary
   local failed=0
   for pid in "${agents[@]:0:4}"; do wait "$pid" || failed=1; done
   wait "${agents[4]}" 2>/dev/null || true
-  kill "$coordinator" 2>/dev/null || true
-  wait "$coordinator" 2>/dev/null || true
+  kill "$COORDINATOR" 2>/dev/null || true
+  wait "$COORDINATOR" 2>/dev/null || true
   if ((failed)); then
     echo "| $label | FAILED | | | |"
     tail -3 "$WORK"/agent0.err >&2

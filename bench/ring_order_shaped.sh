@@ -32,20 +32,14 @@ agents_bridge_up ring_order_shaped.sh "$PREFIX" 2 10.79.0 "$RATE" "$BIN"
 launch() {
   local label=$1 labels=$2
   shift 2
-  rm -f "$WORK/endpoint"
-  ip netns exec "$SW" "$BIN" coordinator --bind tcp://10.79.0.254:0 --world-size 4 \
-    --ready-file "$WORK/endpoint" >"$WORK/coordinator.out" 2>"$WORK/coordinator.err" &
-  local coordinator=$!
-  PIDS+=("$coordinator")
-  for ((t = 0; t < 200; t++)); do [[ -s $WORK/endpoint ]] && break; sleep 0.05; done
-  [[ -s $WORK/endpoint ]] || { echo "the coordinator did not bind" >&2; exit 1; }
+  bridge_coordinator "$BIN" 4
   local agents=() i ns host
   for ((i = 0; i < 4; i++)); do
     ns=$((i % 2))
     if [[ $labels == namespace ]]; then host="ns$ns"; else host="n$i"; fi
     # One after another: with the namespace labels the ids (the tie-break) follow i.
     # shellcheck disable=SC2086
-    ip netns exec "${PREFIX}_h$ns" timeout 900 "$BIN" agent --coordinator "$(cat "$WORK/endpoint")" \
+    ip netns exec "${PREFIX}_h$ns" timeout 900 "$BIN" agent --coordinator "$ENDPOINT" \
       --host "$host" --bind-host "10.79.0.$((ns + 1))" --transport tcp --workload bench \
       --algorithm ring $SIZES --iters "$ITERS" --warmup 1 --deadline-floor-ms 60000 \
       --timeout-ms 600000 "$@" >"$WORK/agent$i.out" 2>"$WORK/agent$i.err" &
@@ -55,8 +49,8 @@ launch() {
   done
   local status=0
   for pid in "${agents[@]}"; do wait "$pid" || status=1; done
-  kill "$coordinator" 2>/dev/null || true
-  wait "$coordinator" 2>/dev/null || true
+  kill "$COORDINATOR" 2>/dev/null || true
+  wait "$COORDINATOR" 2>/dev/null || true
   echo "## $label"
   grep -h "ring order of view" "$WORK"/agent*.err | head -1 | sed 's/.*: ring order/ring order/' || true
   grep -h "slowest link" "$WORK"/agent*.err | head -1 | sed 's/.*: slowest/slowest/' || true

@@ -31,17 +31,11 @@ agents_bridge_up shaped_agents.sh "$PREFIX" "$N" 10.78.0 "$RATE" "$BIN"
 launch() {
   local label=$1
   shift
-  rm -f "$WORK/endpoint"
-  ip netns exec "$SW" "$BIN" coordinator --bind tcp://10.78.0.254:0 --world-size "$N" \
-    --ready-file "$WORK/endpoint" >"$WORK/coordinator.out" 2>"$WORK/coordinator.err" &
-  local coordinator=$!
-  PIDS+=("$coordinator")
-  for ((t = 0; t < 200; t++)); do [[ -s $WORK/endpoint ]] && break; sleep 0.05; done
-  [[ -s $WORK/endpoint ]] || { echo "the coordinator did not bind" >&2; exit 1; }
+  bridge_coordinator "$BIN" "$N"
   local agents=()
   for ((i = 0; i < N; i++)); do
     # shellcheck disable=SC2086
-    ip netns exec "${PREFIX}_h$i" timeout 900 "$BIN" agent --coordinator "$(cat "$WORK/endpoint")" \
+    ip netns exec "${PREFIX}_h$i" timeout 900 "$BIN" agent --coordinator "$ENDPOINT" \
       --host "h$i" --bind-host "10.78.0.$((i + 1))" --transport tcp --workload bench \
       $SIZES --iters "$ITERS" --warmup 1 --deadline-floor-ms 60000 --timeout-ms 600000 $EXTRA_FLAGS "$@" \
       >"$WORK/agent$i.out" 2>"$WORK/agent$i.err" &
@@ -50,8 +44,8 @@ launch() {
   done
   local status=0
   for pid in "${agents[@]}"; do wait "$pid" || status=1; done
-  kill "$coordinator" 2>/dev/null || true
-  wait "$coordinator" 2>/dev/null || true
+  kill "$COORDINATOR" 2>/dev/null || true
+  wait "$COORDINATOR" 2>/dev/null || true
   echo "## $label"
   grep -h "slowest link" "$WORK/agent0.err" | head -1 | sed 's/.*: slowest/slowest/' || true
   if [[ $status -ne 0 ]]; then

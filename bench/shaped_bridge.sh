@@ -19,6 +19,11 @@
 # executable and that this runs as root (NAME in the messages), then WORK (a temporary
 # directory), PIDS (processes to kill -9 at exit; append to it), a trap that removes both
 # and the bridge, bridge_up, SW (the switch namespace) and an exported TRIBUTARY_SECRET.
+#
+#   bridge_coordinator BIN WORLD     # after agents_bridge_up
+# Starts `BIN coordinator` on the switch's address for WORLD members (output in
+# $WORK/coordinator.{out,err}), adds it to PIDS and waits up to 10 s for it to bind; sets
+# COORDINATOR (its pid) and ENDPOINT (where agents join).
 
 BRIDGE_CREATED=()
 
@@ -29,6 +34,7 @@ bridge_shape() {  # namespace device rate
 bridge_up() {
   local prefix=$1 n=$2 subnet=$3 rate=$4 i
   BRIDGE_SW=${prefix}_sw
+  BRIDGE_SUBNET=$subnet
   BRIDGE_HOSTS=()
   BRIDGE_ADDRS=()
   ip netns add "$BRIDGE_SW"
@@ -79,6 +85,18 @@ agents_bridge_up() {
   SW=$BRIDGE_SW
   TRIBUTARY_SECRET=$(head -c16 /dev/urandom | od -An -tx1 | tr -d ' \n')
   export TRIBUTARY_SECRET
+}
+
+bridge_coordinator() {
+  local bin=$1 world=$2 t
+  rm -f "$WORK/endpoint"
+  ip netns exec "$SW" "$bin" coordinator --bind "tcp://$BRIDGE_SUBNET.254:0" --world-size "$world" \
+    --ready-file "$WORK/endpoint" >"$WORK/coordinator.out" 2>"$WORK/coordinator.err" &
+  COORDINATOR=$!
+  PIDS+=("$COORDINATOR")
+  for ((t = 0; t < 200; t++)); do [[ -s $WORK/endpoint ]] && break; sleep 0.05; done
+  [[ -s $WORK/endpoint ]] || { echo "the coordinator did not bind" >&2; exit 1; }
+  ENDPOINT=$(cat "$WORK/endpoint")
 }
 
 agents_bridge_down() {
