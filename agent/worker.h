@@ -145,6 +145,10 @@ struct BoundaryOutcome {
   bool left = false;  // this worker drained and left the cluster
   bool view_changed = false;
   bool received_state = false;  // this worker joined and got the training state
+  // With received_state: what came, from whom, and the SHA-256 (hex) it was verified by.
+  std::uint64_t state_bytes = 0;
+  int state_source_rank = -1;
+  std::string state_sha256;
   std::uint64_t epoch = 0;
   int world_size = 0;
 };
