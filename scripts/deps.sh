@@ -44,6 +44,9 @@ tests=(
   # the Python package and the torch.distributed backend (Debian's torch 1.13, CPU) and
   # their pytest suites
   python3-dev pybind11-dev python3-numpy python3-torch libtorch-dev python3-pytest
+  # the Kubernetes manifests' test (tests/deploy): a venv for the pinned schema validator
+  # from PyPI (tests/deploy/make_venv.sh, run by ctest as the fixture deploy_venv)
+  python3-venv
 )
 
 groups=("$@")
