@@ -157,6 +157,7 @@ Status Worker::Impl::start() {
   cc.endpoint = config.coordinator;
   cc.secret = config.secret;
   cc.host = config.host.empty() ? hostname() : config.host;
+  cc.name = config.name;
   cc.zone = config.zone;
   cc.data_address = data_plane->addresses().front();
   cc.capabilities = data_plane->capabilities();

@@ -91,6 +91,12 @@ void add_worker_flags(CLI::App& cmd, AgentFlags& f) {
       ->capture_default_str();
   cmd.add_option("--secret", f.worker.secret, "cluster secret")->envname("TRIBUTARY_SECRET");
   cmd.add_option("--host", f.worker.host, "host label (default: hostname)");
+  cmd.add_option("--name", f.worker.name,
+                 "member name in views, logs and status (default: HOST/tributary:PID; in a "
+                 "container, the pod's name)")
+      ->check([](const std::string& n) {
+        return n.empty() || n.size() > 256 ? std::string("1 to 256 bytes") : std::string();
+      });
   cmd.add_option("--zone", f.worker.zone, "zone label");
   cmd.add_option("--bind-host", f.worker.bind_host, "data-plane address")->capture_default_str();
   cmd.add_option("--data-port", f.worker.data_port, "data-plane port (0: ephemeral)");

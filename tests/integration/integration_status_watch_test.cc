@@ -54,8 +54,10 @@ TEST(StatusWatch, TheScreenChangesWhenAMemberIsKilled) {
                                          "--soak-count",    "1024", "--soak-delay-ms", "10"};
   std::vector<std::unique_ptr<Process>> agents;
   for (int i = 0; i < 3; ++i) {
+    std::vector<std::string> flags = soak;
+    if (i == 0) flags.insert(flags.end(), {"--name", "pod-alpha"});  // as in a container
     agents.push_back(std::make_unique<Process>(dir, "agent" + std::to_string(i),
-                                               agent_argv(endpoint, kSecret, soak)));
+                                               agent_argv(endpoint, kSecret, flags)));
   }
 
   Tmux tmux(dir);
@@ -72,6 +74,8 @@ TEST(StatusWatch, TheScreenChangesWhenAMemberIsKilled) {
   })) << screen << coordinator.process->dump();
   EXPECT_NE(screen.find("every 200 ms: tributary status " + endpoint), std::string::npos) << screen;
   EXPECT_EQ(count(screen, "recent view changes"), 1) << "redrawn in place\n" << screen;
+  EXPECT_TRUE(std::regex_search(screen, std::regex(R"(\n  \d +\d+ +pod-alpha )")))
+      << "--name names the member\n" << screen;
 
   agents[2]->signal(SIGKILL);
   const std::string killed = ":" + std::to_string(agents[2]->pid());
