@@ -6,8 +6,8 @@
 #   sudo bench/first_run.sh [-r REV]... [-o OUT.md] [-k BASE_DIR]
 #
 # The base root holds what a fresh machine of the development kind has before any
-# project script runs (compilers, cmake, GoogleTest, python3, git; the CUDA toolkit is
-# bind-mounted from /usr/local/cuda when there is one); it is built once into BASE_DIR
+# project script runs (compilers, cmake, GoogleTest, python3, git; the CUDA toolkit and
+# what else the machine keeps in /usr/local are bind-mounted); it is built once into BASE_DIR
 # (default /var/tmp/tributary-first-run-base) and copied for each revision, so every run
 # starts from the same state: no Debian package of the project's, no build, no ccache.
 # Needs root, debootstrap and Debian's mirror. Package downloads count (they are part of a
@@ -41,8 +41,8 @@ fi
 root=""
 cleanup() {
   [ -n "$root" ] || return 0
-  for m in usr/local/cuda dev/shm dev/pts dev sys proc; do
-    mountpoint -q "$root/$m" 2>/dev/null && umount -l "$root/$m"
+  for m in usr/local dev sys proc; do
+    mountpoint -q "$root/$m" 2>/dev/null && umount -R -l "$root/$m"
   done
   rm -rf "$root"
 }
@@ -59,10 +59,7 @@ for rev in "${revs[@]}"; do
   mount -t proc proc "$root/proc"
   mount --rbind /sys "$root/sys"
   mount --rbind /dev "$root/dev"
-  if [ -d /usr/local/cuda ]; then
-    mkdir -p "$root/usr/local/cuda"
-    mount --bind /usr/local/cuda "$root/usr/local/cuda"
-  fi
+  mount --rbind /usr/local "$root/usr/local"
   log=$root/first_run.log
   echo "first_run.sh: $rev ($sha): scripts/demo.sh in a fresh root" >&2
   start=$(date +%s.%N)
