@@ -79,18 +79,23 @@ std::string DemoNarrator::table_header() {
                        "world", "view", "ms/step");
 }
 
-std::vector<std::string> DemoNarrator::worker_started(int worker, int pid, bool joiner, long step,
-                                                      std::int64_t mono_us, std::int64_t unix_ms) {
-  worker_of_pid_[pid] = worker;
-  if (!joiner) return {};
-  FaultRecord f;
-  f.kind = FaultKind::kJoin;
+FaultRecord& DemoNarrator::record(FaultKind kind, int worker, int pid, long step,
+                                  std::int64_t mono_us, std::int64_t unix_ms) {
+  FaultRecord& f = faults_.emplace_back();
+  f.kind = kind;
   f.worker = worker;
   f.pid = pid;
   f.step = step;
   f.mono_us = mono_us;
   f.unix_ms = unix_ms;
-  faults_.push_back(f);
+  return f;
+}
+
+std::vector<std::string> DemoNarrator::worker_started(int worker, int pid, bool joiner, long step,
+                                                      std::int64_t mono_us, std::int64_t unix_ms) {
+  worker_of_pid_[pid] = worker;
+  if (!joiner) return {};
+  record(FaultKind::kJoin, worker, pid, step, mono_us, unix_ms);
   return {printf_string("%sstep %ld  worker %d starts (pid %d): it asks to join, and is "
                         "admitted at the next step boundary",
                         kFaultMark, step, worker, pid)};
@@ -98,14 +103,7 @@ std::vector<std::string> DemoNarrator::worker_started(int worker, int pid, bool 
 
 std::vector<std::string> DemoNarrator::fault(FaultKind kind, int worker, int pid,
                                              std::int64_t mono_us, std::int64_t unix_ms) {
-  FaultRecord f;
-  f.kind = kind;
-  f.worker = worker;
-  f.pid = pid;
-  f.step = latest_step_;
-  f.mono_us = mono_us;
-  f.unix_ms = unix_ms;
-  faults_.push_back(f);
+  const FaultRecord& f = record(kind, worker, pid, latest_step_, mono_us, unix_ms);
   switch (kind) {
     case FaultKind::kKill:
       return {printf_string("%sstep %ld  kill -9 worker %d (pid %d): it dies without a word",

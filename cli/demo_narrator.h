@@ -108,6 +108,8 @@ class DemoNarrator {
   std::vector<std::string> resolve_pauses();
   std::int64_t typical_step_us(long before_step) const;
   FaultRecord* open_fault(int worker, bool removal);
+  FaultRecord& record(FaultKind kind, int worker, int pid, long step, std::int64_t mono_us,
+                      std::int64_t unix_ms);
 
   int print_every_;
   std::int64_t start_mono_us_;
