@@ -54,6 +54,10 @@ for rev in "${revs[@]}"; do
   root=$(mktemp -d /var/tmp/tributary-first-run-XXXXXX)
   cp -a "$base/." "$root/"
   cp /etc/resolv.conf "$root/etc/resolv.conf"
+  # This kind's image patches CMake's FindCUDAToolkit for CUDA 13 (no nvToolsExt); a
+  # fresh machine of it has the patched module, so the root does too.
+  cp /usr/share/cmake-3.25/Modules/FindCUDAToolkit.cmake \
+    "$root/usr/share/cmake-3.25/Modules/FindCUDAToolkit.cmake"
   git clone -q "$REPO" "$root/src"
   git -C "$root/src" checkout -q "$sha"
   mount -t proc proc "$root/proc"
