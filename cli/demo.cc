@@ -150,8 +150,9 @@ std::string schedule_default_faults(DemoSpec& spec, const TrainSpec& train) {
   if (spec.workers >= 3) {
     spec.stop_at = at(0.30);
     spec.drain_at = at(0.64);
-    plan += ", SIGSTOP at " + std::to_string(spec.stop_at) + " (SIGCONT " +
-            std::to_string(spec.stop_for_ms / 1000.0).substr(0, 3) + " s later)";
+    char later[32];
+    std::snprintf(later, sizeof(later), "%.1f", static_cast<double>(spec.stop_for_ms) / 1000.0);
+    plan += ", SIGSTOP at " + std::to_string(spec.stop_at) + " (SIGCONT " + later + " s later)";
   }
   plan += ", a new worker at " + std::to_string(spec.join_at);
   if (spec.drain_at >= 0) plan += ", SIGTERM (drain) at " + std::to_string(spec.drain_at);
