@@ -64,15 +64,32 @@ algorithms::Link::Handle TcpLink::send(int peer, algorithms::Tag tag,
 algorithms::Link::Handle TcpLink::recv(int peer, algorithms::Tag tag, std::span<std::byte> data) {
   check_peer(peer);
   const std::uint32_t i = ops_.alloc(false, peer, tag, data.data(), data.size());
-  Op& op = ops_[i];
   std::lock_guard io(io_mu_);
-  Peer& p = peers_[peer];
+  post_recv(i);
+  return ops_.handle_of(i);
+}
+
+algorithms::Link::Handle TcpLink::recv_combine(int peer, algorithms::Tag tag,
+                                               std::span<std::byte> data,
+                                               const algorithms::Combine& c) {
+  check_peer(peer);
+  TRIB_CHECK(data.size() % dtype_size(c.dtype) == 0) << "partial element";
+  const std::uint32_t i = ops_.alloc(false, peer, tag, data.data(), data.size());
+  ops_[i].combine = c;
+  std::lock_guard io(io_mu_);
+  post_recv(i);
+  return ops_.handle_of(i);
+}
+
+void TcpLink::post_recv(std::uint32_t i) {
+  Op& op = ops_[i];
+  Peer& p = peers_[op.peer];
   if (abort_.raised()) {
     op.finish(abort_.status());
-    return ops_.handle_of(i);
+    return;
   }
   auto u = std::find_if(p.unexpected.begin(), p.unexpected.end(),
-                        [&](const transport::EarlyMessage& m) { return m.tag == tag; });
+                        [&](const transport::EarlyMessage& m) { return m.tag == op.tag; });
   if (u == p.unexpected.end()) {
     if (p.failed.is_ok()) {
       p.posted.push_back(i);
@@ -80,23 +97,32 @@ algorithms::Link::Handle TcpLink::recv(int peer, algorithms::Tag tag, std::span<
     } else {
       op.finish(p.failed);
     }
-    return ops_.handle_of(i);
+    return;
   }
   const bool in_flight = !u->complete;
   Status st = transport::match_status(peer_name(p), op, u->length, u->tag.check);
+  const std::uint64_t have = in_flight ? u->length - p.remaining : u->length;
+  if (st.is_ok() && have > 0) {
+    if (op.combine) {
+      // An arriving one is the payload in progress, whose rest the peer's cursor takes;
+      // a whole one may be taken while another payload is in progress.
+      transport::CombineCursor local;
+      transport::CombineCursor& cursor = in_flight ? p.combining : local;
+      cursor.start(*op.combine, op.data);
+      cursor.feed(u->bytes.get(), have);
+    } else {
+      std::memcpy(op.data, u->bytes.get(), have);
+    }
+    params_.counters->bytes_copied_unexpected.fetch_add(have, std::memory_order_relaxed);
+  } else if (st.is_ok() && op.combine) {
+    p.combining.start(*op.combine, op.data);
+  }
   if (st.is_ok() && in_flight) {
     // The rest of this payload goes straight into the caller's buffer.
-    const std::uint64_t have = u->length - p.remaining;
-    if (have > 0) std::memcpy(op.data, u->bytes.get(), have);
-    params_.counters->bytes_copied_unexpected.fetch_add(have, std::memory_order_relaxed);
     p.state = RecvState::kDirect;
     p.dst = op.data;
     p.direct_op = i;
   } else {
-    if (st.is_ok() && u->length > 0) {
-      std::memcpy(op.data, u->bytes.get(), u->length);
-      params_.counters->bytes_copied_unexpected.fetch_add(u->length, std::memory_order_relaxed);
-    }
     if (in_flight) {
       p.state = RecvState::kDiscard;
       p.dst = nullptr;
@@ -107,7 +133,6 @@ algorithms::Link::Handle TcpLink::recv(int peer, algorithms::Tag tag, std::span<
   pool_.give_back(std::move(u->bytes));
   p.unexpected.erase(u);
   resume(p);
-  return ops_.handle_of(i);
 }
 
 Status TcpLink::wait(Handle handle, Deadline deadline) {

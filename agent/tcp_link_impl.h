@@ -22,6 +22,7 @@
 #include "agent/tcp_link.h"
 #include "algorithms/pollable_link.h"
 #include "core/check.h"
+#include "transport/combine_cursor.h"
 #include "transport/link_ops.h"
 
 namespace tributary::agent {
@@ -36,6 +37,12 @@ class TcpLink final : public algorithms::PollableLink {
   int size() const override { return params_.size; }
   Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override;
   Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override;
+  // The payload is read into the peer's staging buffer (cache-sized), checksummed there
+  // and reduced from there into the destination: one pass over the destination instead
+  // of a write by the socket read, a read by the checksum and one by the reduction.
+  bool combines() const override { return true; }
+  Handle recv_combine(int peer, algorithms::Tag tag, std::span<std::byte> data,
+                      const algorithms::Combine& c) override;
   Status wait(Handle handle, Deadline deadline) override;
   void abort(const Status& reason) override;
   bool test(Handle handle) override;
@@ -76,6 +83,7 @@ class TcpLink final : public algorithms::PollableLink {
     std::uint64_t length = 0;     // current payload length
     std::uint64_t remaining = 0;  // of the current payload
     std::uint32_t direct_op = 0;
+    transport::CombineCursor combining;  // state kDirect into a combining receive
     std::unique_ptr<std::byte[]> staging;
     std::size_t stage_begin = 0;
     std::size_t stage_end = 0;
@@ -106,6 +114,12 @@ class TcpLink final : public algorithms::PollableLink {
   }
   // The caller's wait ran out: detach the op so its buffer is never touched again.
   Status time_out(std::uint32_t i);
+  // Posts receive `i` (recv or recv_combine): takes its message if it arrived early.
+  void post_recv(std::uint32_t i);
+  // The payload arriving now goes to a combining receive (through staging).
+  bool combining(const Peer& p) const {
+    return p.state == RecvState::kDirect && ops_[p.direct_op].combine.has_value();
+  }
 
   // ---- the progress engine (tcp_link_progress.cc; caller's thread) ----
 

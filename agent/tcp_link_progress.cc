@@ -229,7 +229,9 @@ void TcpLink::pump_read(Peer& p) {
     } else {
       p.stage_begin = p.stage_end = 0;
       std::size_t overflow = kStagingBytes;
-      if (p.dst != nullptr) {
+      // A combining receive's payload comes through staging (consume_staging reduces it
+      // from there); any other goes straight to its destination.
+      if (p.dst != nullptr && !combining(p)) {
         direct = static_cast<std::size_t>(p.remaining);
         iov[cnt++] = iovec{p.dst + (p.length - p.remaining), direct};
         // Behind a large payload take only the next header, so the payload after it
@@ -303,8 +305,12 @@ void TcpLink::consume_staging(Peer& p) {
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(avail, p.remaining));
     if (p.dst != nullptr) {
       const std::byte* src = p.staging.get() + p.stage_begin;
-      std::memcpy(p.dst + (p.length - p.remaining), src, n);
       p.crc = crc32c({src, n}, p.crc);
+      if (combining(p)) {
+        p.combining.feed(src, n);
+      } else {
+        std::memcpy(p.dst + (p.length - p.remaining), src, n);
+      }
     }
     p.stage_begin += n;
     p.remaining -= n;
@@ -350,6 +356,7 @@ bool TcpLink::begin_payload(Peer& p, const FrameHeader& h) {
         p.state = RecvState::kDirect;
         p.dst = op.data;
         p.direct_op = i;
+        if (op.combine) p.combining.start(*op.combine, op.data);
       } else {
         op.finish(std::move(st));
         p.state = RecvState::kDiscard;

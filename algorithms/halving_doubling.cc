@@ -86,6 +86,18 @@ Status HalvingDoubling::reduce_range(int peer, int phase, Range range, const std
                                      bool incoming_first) {
   const std::size_t chunks = num_chunks(range.count, pc_);
   std::deque<Link::Handle> posted;
+  if (link_.combines()) {
+    // The link reduces each chunk into its place as it arrives: nothing is staged, so
+    // every chunk can be posted at once (the operand, this round's input, is final).
+    for (std::size_t c = 0; c < chunks; ++c) {
+      const Range r = chunk_of(range, pc_, c);
+      posted.push_back(link_.recv_combine(
+          peer, tag(phase, c), std::span<std::byte>(job_.recv + r.begin * es_, r.count * es_),
+          Combine{mine + r.begin * es_, job_.dtype, job_.op, incoming_first}));
+    }
+    for (const Link::Handle h : posted) TRIB_RETURN_IF_ERROR(wait_or_abort(link_, h, job_.deadline));
+    return Status::ok();
+  }
   std::size_t next = 0;
   auto slot = [&](std::size_t c) { return staging_.data() + (c % kRecvDepth) * slot_bytes_; };
   auto post = [&] {

@@ -20,6 +20,15 @@
 //
 // Threading: one thread issues operations; abort() may be called from any thread and
 // wakes every waiter.
+//
+// Combining receives (optional, combines()): recv_combine() receives like recv() but
+// reduces the payload with an operand into the destination as the bytes arrive, so a
+// reduction costs no extra pass over a received buffer (the shared-memory link reduces
+// straight out of the peer's ring, the TCP link out of a cache-sized bounce it checksums
+// there). The operand must stay valid and unchanged until wait() returns; it may alias the
+// destination exactly (in place). Until wait() returns OK the destination's bytes are
+// unspecified (part combined, or not at all); the result is bitwise what receiving and
+// then reduce_to(dst, incoming, operand) (or operand, incoming) would give.
 #pragma once
 
 #include <compare>
@@ -28,6 +37,7 @@
 #include <span>
 
 #include "core/clock.h"
+#include "core/dtype.h"
 #include "core/status.h"
 
 namespace tributary::algorithms {
@@ -41,6 +51,15 @@ struct Tag {
     if (auto c = seq <=> other.seq; c != 0) return c;
     return slot <=> other.slot;
   }
+};
+
+// How recv_combine() combines: dst[i] = incoming[i] (op) operand[i] when incoming_first,
+// else operand[i] (op) incoming[i]; operand holds as many bytes as dst.
+struct Combine {
+  const std::byte* operand = nullptr;
+  DType dtype = DType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  bool incoming_first = true;
 };
 
 class Link {
@@ -61,6 +80,13 @@ class Link {
   virtual Status wait(Handle handle, Deadline deadline) = 0;
   // Fails every pending and future operation with `reason`. Idempotent, thread-safe.
   virtual void abort(const Status& reason) = 0;
+
+  // Whether recv_combine() is supported (header comment). Callers that get false receive
+  // into a buffer of their own and reduce after wait().
+  virtual bool combines() const { return false; }
+  // Starts receiving exactly dst.size() bytes from `peer`, combined with c.operand into dst
+  // (dst.size() a multiple of c.dtype's size). Only when combines().
+  virtual Handle recv_combine(int peer, Tag tag, std::span<std::byte> dst, const Combine& c);
 };
 
 }  // namespace tributary::algorithms

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "core/check.h"
+#include "core/reduce.h"
 
 namespace tributary::algorithms {
 namespace {
@@ -24,6 +25,7 @@ struct PendingRecv {
   int peer = 0;
   Tag tag;
   std::span<std::byte> out;
+  std::optional<Combine> combine;  // recv_combine: reduced into `out` on arrival
 };
 
 }  // namespace
@@ -57,6 +59,7 @@ class MemoryFabric::Impl {
     std::deque<std::pair<Tag, Message>> messages;  // a's messages to b, in send order
   };
   std::vector<Held> held_;  // [a * size + b]
+  bool combining_ = false;  // links answer combines() with this (set before use)
 
   bool is_broken(int a, int b) const { return broken_[static_cast<std::size_t>(a) * size_ + b]; }
   bool is_silent(int a, int b) const { return silent_[static_cast<std::size_t>(a) * size_ + b]; }
@@ -98,7 +101,18 @@ class MemoryFabric::Impl::RankLink final : public PollableLink {
   Handle recv(int peer, Tag tag, std::span<std::byte> data) override {
     TRIB_CHECK(peer >= 0 && peer < size() && peer != rank_) << "bad peer " << peer;
     const Handle h = next_handle_++;
-    recvs_.emplace(h, PendingRecv{peer, tag, data});
+    recvs_.emplace(h, PendingRecv{peer, tag, data, std::nullopt});
+    return h;
+  }
+
+  bool combines() const override { return fabric_->combining_; }
+
+  Handle recv_combine(int peer, Tag tag, std::span<std::byte> data, const Combine& c) override {
+    TRIB_CHECK(combines()) << "recv_combine() on a fabric that does not combine";
+    TRIB_CHECK(peer >= 0 && peer < size() && peer != rank_) << "bad peer " << peer;
+    TRIB_CHECK(data.size() % dtype_size(c.dtype) == 0) << "partial element";
+    const Handle h = next_handle_++;
+    recvs_.emplace(h, PendingRecv{peer, tag, data, c});
     return h;
   }
 
@@ -179,6 +193,14 @@ class MemoryFabric::Impl::RankLink final : public PollableLink {
                                               std::to_string(m.check) + "), expected " +
                                               std::to_string(pending.out.size()) + " (check " +
                                               std::to_string(pending.tag.check) + ")");
+      } else if (!m.bytes.empty() && pending.combine) {
+        const Combine& c = *pending.combine;
+        const std::size_t count = m.bytes.size() / dtype_size(c.dtype);
+        if (c.incoming_first) {
+          reduce_to(pending.out.data(), m.bytes.data(), c.operand, count, c.dtype, c.op);
+        } else {
+          reduce_to(pending.out.data(), c.operand, m.bytes.data(), count, c.dtype, c.op);
+        }
       } else if (!m.bytes.empty()) {
         std::memcpy(pending.out.data(), m.bytes.data(), m.bytes.size());
       }
@@ -221,6 +243,11 @@ Link& MemoryFabric::link(int rank) { return pollable(rank); }
 PollableLink& MemoryFabric::pollable(int rank) {
   TRIB_CHECK(rank >= 0 && rank < impl_->size_) << "rank=" << rank;
   return *impl_->links_[rank];
+}
+
+void MemoryFabric::set_combining(bool on) {
+  std::lock_guard lock(impl_->mu_);
+  impl_->combining_ = on;
 }
 
 void MemoryFabric::set_delay(int rank, Duration delay) {

@@ -25,6 +25,9 @@ class MemoryFabric {
   // The same link, with its pollable side (what a failover link's path needs).
   PollableLink& pollable(int rank);
 
+  // Whether the links combine (Link::combines, recv_combine: the receive reduces into its
+  // destination), so collectives take their fused paths. Off by default; set before use.
+  void set_combining(bool on);
   // Messages sent by `rank` become visible to their receiver `delay` after the send.
   void set_delay(int rank, Duration delay);
   // `rank` is dead: its own operations fail with kAborted, peers waiting on it (now or

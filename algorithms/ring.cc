@@ -77,7 +77,8 @@ struct PostedRecv {
   Unit unit;
   Link::Handle handle = 0;
   std::byte* data = nullptr;
-  bool staged = false;  // landed in a staging slot rather than in its final place
+  bool staged = false;    // landed in a staging slot rather than in its final place
+  bool combined = false;  // the link reduced it into its final place (Link::combines)
 };
 
 // Scratch for reduced partials when the caller has no room for them (reduce_scatter's
@@ -138,10 +139,23 @@ Status ring_reduce_scatter(const ReduceJob& job, const std::vector<Range>& block
 
   UnitCursor cursor(blocks, rank, 2, pc);
   std::deque<PostedRecv> posted;
+  const bool combines = link.combines();
   auto post_ahead = [&] {
     while (!cursor.done()) {
       const Unit u = cursor.get();
       std::byte* dst = final_place(u);
+      if (combines && dst != nullptr) {
+        // Reduced with this rank's operand as it lands, in place too: the operand is the
+        // caller's input, final from the start.
+        posted.push_back({u,
+                          link.recv_combine(left, tag(u.step, u.chunk),
+                                            std::span<std::byte>(dst, u.range.count * es),
+                                            Combine{mine + u.range.begin * es, job.dtype, job.op,
+                                                    true}),
+                          dst, false, true});
+        cursor.next();
+        continue;
+      }
       const bool staged = dst == nullptr || dst == mine + u.range.begin * es;
       if (staged) {
         if (staged_live == kStageSlots) return;
@@ -181,7 +195,9 @@ Status ring_reduce_scatter(const ReduceJob& job, const std::vector<Range>& block
       out = pool.data() + pool_slot * slot_bytes;
     }
     // incoming (op) mine: out may be exactly where the incoming partial landed.
-    reduce_to(out, p.data, mine + u.range.begin * es, u.range.count, job.dtype, job.op);
+    if (!p.combined) {
+      reduce_to(out, p.data, mine + u.range.begin * es, u.range.count, job.dtype, job.op);
+    }
     if (p.staged) {
       --staged_live;
       post_ahead();  // into the slot just reduced from

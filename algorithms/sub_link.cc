@@ -32,4 +32,9 @@ Link::Handle SubLink::recv(int peer, Tag tag, std::span<std::byte> data) {
   return parent_.recv(parent_rank(peer), tag, data);
 }
 
+Link::Handle SubLink::recv_combine(int peer, Tag tag, std::span<std::byte> data,
+                                   const Combine& c) {
+  return parent_.recv_combine(parent_rank(peer), tag, data, c);
+}
+
 }  // namespace tributary::algorithms

@@ -28,6 +28,8 @@ class SubLink final : public Link {
   Handle recv(int peer, Tag tag, std::span<std::byte> data) override;
   Status wait(Handle handle, Deadline deadline) override { return parent_.wait(handle, deadline); }
   void abort(const Status& reason) override { parent_.abort(reason); }
+  bool combines() const override { return parent_.combines(); }
+  Handle recv_combine(int peer, Tag tag, std::span<std::byte> data, const Combine& c) override;
 
  private:
   int parent_rank(int peer) const;

@@ -54,9 +54,20 @@ Status TreePipeline::step(std::size_t iteration) {
 }
 
 void TreePipeline::post_children(std::size_t chunk) {
-  const std::size_t bytes =
-      chunk_of(range_, job_.chunk_elements, chunk).count * job_.element_size();
+  const std::size_t es = job_.element_size();
+  const Range r = chunk_of(range_, job_.chunk_elements, chunk);
+  const std::size_t bytes = r.count * es;
   for (int c = 0; c < node_.num_children; ++c) {
+    if (c == 0 && job_.link.combines()) {
+      // The first child's chunk is reduced with this rank's own as it lands in recv: its
+      // region is nobody else's until this chunk goes up (the second child's is reduced
+      // into that result, so it stays staged).
+      child_recvs_[c][chunk % depth_] = job_.link.recv_combine(
+          node_.children[c], tag(chunk, kUp),
+          std::span<std::byte>(job_.recv + r.begin * es, bytes),
+          Combine{job_.send + r.begin * es, job_.dtype, job_.op, false});
+      continue;
+    }
     child_recvs_[c][chunk % depth_] = job_.link.recv(
         node_.children[c], tag(chunk, kUp), std::span<std::byte>(staging(c, chunk), bytes));
   }
@@ -76,7 +87,7 @@ Status TreePipeline::up(std::size_t chunk) {
     }
     if (chunk + depth_ - 1 < chunks_) post_children(chunk + depth_ - 1);
     TRIB_RETURN_IF_ERROR(wait_or_abort(job_.link, child_recvs_[0][chunk % depth_], job_.deadline));
-    reduce_to(out, mine, staging(0, chunk), r.count, job_.dtype, job_.op);
+    if (!job_.link.combines()) reduce_to(out, mine, staging(0, chunk), r.count, job_.dtype, job_.op);
     if (node_.num_children == 2) {
       TRIB_RETURN_IF_ERROR(
           wait_or_abort(job_.link, child_recvs_[1][chunk % depth_], job_.deadline));

@@ -41,6 +41,7 @@ struct PendingOp {
   std::size_t size = 0;
   Status status;
   std::unique_ptr<std::byte[]> owned;
+  std::optional<algorithms::Combine> combine;  // a receive that combines (recv_combine)
 
   void finish(Status st) {
     done = true;
@@ -103,6 +104,7 @@ class OpTable {
     op.data = data;
     op.size = size;
     op.status = Status();
+    op.combine.reset();
     return i;
   }
   Op& operator[](std::uint32_t i) { return ops_[i]; }

@@ -61,22 +61,48 @@ algorithms::Link::Handle ShmLink::send(int peer, algorithms::Tag tag,
 algorithms::Link::Handle ShmLink::recv(int peer, algorithms::Tag tag, std::span<std::byte> data) {
   TRIB_CHECK(peer >= 0 && peer < params_.size && peer != params_.rank) << "bad peer " << peer;
   const std::uint32_t i = ops_.alloc(false, peer, tag, data.data(), data.size());
-  Op& op = ops_[i];
   std::lock_guard io(io_mu_);
-  Peer& p = peers_[peer];
+  post_recv(i);
+  return ops_.handle_of(i);
+}
+
+algorithms::Link::Handle ShmLink::recv_combine(int peer, algorithms::Tag tag,
+                                               std::span<std::byte> data,
+                                               const algorithms::Combine& c) {
+  TRIB_CHECK(peer >= 0 && peer < params_.size && peer != params_.rank) << "bad peer " << peer;
+  TRIB_CHECK(data.size() % dtype_size(c.dtype) == 0) << "partial element";
+  const std::uint32_t i = ops_.alloc(false, peer, tag, data.data(), data.size());
+  ops_[i].combine = c;
+  std::lock_guard io(io_mu_);
+  post_recv(i);
+  return ops_.handle_of(i);
+}
+
+void ShmLink::post_recv(std::uint32_t i) {
+  Op& op = ops_[i];
+  Peer& p = peers_[op.peer];
   auto match = std::find_if(p.arrived.begin(), p.arrived.end(),
-                            [&](const EarlyMessage& a) { return a.tag == tag; });
+                            [&](const EarlyMessage& a) { return a.tag == op.tag; });
   if (abort_.raised() || match == p.arrived.end()) {
     if (abort_.raised() || !p.failed.is_ok()) {
       op.finish(abort_.raised() ? abort_.status() : p.failed);
     } else {
       p.posted.push_back(i);
     }
-    return ops_.handle_of(i);
+    return;
   }
   Status st = match_status(peer_name(p), op, match->length, match->tag.check);
   const std::uint64_t have = match->complete ? match->length : match->length - p.remaining;
-  if (st.is_ok() && have > 0) std::memcpy(op.data, match->bytes.get(), have);
+  if (st.is_ok() && op.combine) {
+    // An incomplete one is the message in progress, whose rest the peer's cursor takes
+    // from the ring; a complete one may arrive while another is in progress.
+    CombineCursor local;
+    CombineCursor& cursor = match->complete ? local : p.combining;
+    cursor.start(*op.combine, op.data);
+    cursor.feed(match->bytes.get(), have);
+  } else if (st.is_ok() && have > 0) {
+    std::memcpy(op.data, match->bytes.get(), have);
+  }
   if (!match->complete) {
     // The rest of it is still in the ring: it goes to the caller's buffer (or nowhere).
     p.state = st.is_ok() ? Inbound::kDirect : Inbound::kDiscard;
@@ -86,7 +112,6 @@ algorithms::Link::Handle ShmLink::recv(int peer, algorithms::Tag tag, std::span<
   if (match->complete || !st.is_ok()) op.finish(std::move(st));
   pool_.give_back(std::move(match->bytes));
   p.arrived.erase(match);
-  return ops_.handle_of(i);
 }
 
 Status ShmLink::wait(Handle handle, Deadline deadline) {

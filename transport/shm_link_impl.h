@@ -16,6 +16,7 @@
 
 #include "algorithms/pollable_link.h"
 #include "core/check.h"
+#include "transport/combine_cursor.h"
 #include "transport/link_ops.h"
 #include "transport/shm_link.h"
 #include "transport/stream_inbound.h"
@@ -42,6 +43,11 @@ class ShmLink final : public algorithms::PollableLink {
 
   Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override;
   Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override;
+  // Reduces straight out of the peer's ring into the destination: the payload is read
+  // once, by the reduction, instead of copied out and read again.
+  bool combines() const override { return true; }
+  Handle recv_combine(int peer, algorithms::Tag tag, std::span<std::byte> data,
+                      const algorithms::Combine& c) override;
   Status wait(Handle handle, Deadline deadline) override;
   void abort(const Status& reason) override;
   bool test(Handle handle) override;
@@ -82,6 +88,7 @@ class ShmLink final : public algorithms::PollableLink {
     std::uint64_t length = 0;
     std::uint64_t remaining = 0;
     std::uint32_t direct_op = 0;
+    CombineCursor combining;  // state kDirect into a combining receive
     std::vector<std::byte> notice;
     bool self_is_low = false;
   };
@@ -96,6 +103,11 @@ class ShmLink final : public algorithms::PollableLink {
   bool progress();
   bool push(Peer& p);
   bool pull(Peer& p);
+  // pull() for a payload that a combining receive takes: reduced out of the ring.
+  std::size_t pull_combining(Peer& p);
+  // Posts receive `i` (allocated, recv or recv_combine): takes a message that arrived
+  // early, or waits in the peer's posted list.
+  void post_recv(std::uint32_t i);
   void begin_payload(Peer& p);
   void end_payload(Peer& p);
   // An abort notice arrived whole: the peer's operations fail with its status.

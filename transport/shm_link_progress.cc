@@ -72,6 +72,8 @@ bool ShmLink::pull(Peer& p) {
       n = p.in.read_some(reinterpret_cast<std::byte*>(&p.header) + p.header_got,
                          sizeof(RingHeader) - p.header_got);
       p.header_got += n;
+    } else if (p.state == Inbound::kDirect && ops_[p.direct_op].combine) {
+      n = pull_combining(p);
     } else {
       std::byte* dst = p.dst == nullptr ? nullptr : p.dst + (p.length - p.remaining);
       n = p.in.read_some(
@@ -93,6 +95,16 @@ bool ShmLink::pull(Peer& p) {
   return moved;
 }
 
+std::size_t ShmLink::pull_combining(Peer& p) {
+  const ShmRing::View v =
+      p.in.peek(static_cast<std::size_t>(std::min<std::uint64_t>(p.remaining, kPieceBytes)));
+  p.combining.feed(v.first, v.first_len);
+  if (v.second_len > 0) p.combining.feed(v.second, v.second_len);
+  p.in.consume(v.size());
+  p.remaining -= v.size();
+  return v.size();
+}
+
 void ShmLink::begin_payload(Peer& p) {
   const RingHeader& h = p.header;
   const std::uint64_t limit = h.kind == 1 ? kMaxNoticeBytes : params_.max_frame_bytes;
@@ -106,6 +118,9 @@ void ShmLink::begin_payload(Peer& p) {
   }
   start_inbound(p, ops_, pool_, peer_name(p), algorithms::Tag{h.seq, h.slot, h.check}, h.length,
                 h.kind == 1);
+  if (p.state == Inbound::kDirect && ops_[p.direct_op].combine) {
+    p.combining.start(*ops_[p.direct_op].combine, p.dst);
+  }
   if (p.remaining == 0) end_payload(p);
 }
 

@@ -72,6 +72,27 @@ std::size_t ShmRing::read_some(std::byte* dst, std::size_t n) {
   return n;
 }
 
+ShmRing::View ShmRing::peek(std::size_t n) const {
+  const std::uint64_t tail = control_->tail.load(std::memory_order_relaxed);
+  const std::uint64_t head = control_->head.load(std::memory_order_acquire);
+  n = std::min<std::size_t>(n, head - tail);
+  View v;
+  if (n == 0) return v;
+  const std::size_t at = tail & (capacity_ - 1);
+  v.first = data_ + at;
+  v.first_len = std::min<std::size_t>(n, capacity_ - at);
+  if (n > v.first_len) {
+    v.second = data_;
+    v.second_len = n - v.first_len;
+  }
+  return v;
+}
+
+void ShmRing::consume(std::size_t n) {
+  const std::uint64_t tail = control_->tail.load(std::memory_order_relaxed);
+  control_->tail.store(tail + n, std::memory_order_release);
+}
+
 std::size_t ShmRing::readable() const {
   return control_->head.load(std::memory_order_acquire) -
          control_->tail.load(std::memory_order_relaxed);

@@ -44,6 +44,17 @@ class ShmRing {
   std::size_t free_bytes() const;
   // Consumer: copies up to n bytes into dst (nullptr: skips them), frees their space.
   std::size_t read_some(std::byte* dst, std::size_t n);
+  // Consumer: up to n readable bytes where they lie, as one span and, where the ring
+  // wraps, a second; nothing is freed until consume(). For reading without a copy.
+  struct View {
+    const std::byte* first = nullptr;
+    std::size_t first_len = 0;
+    const std::byte* second = nullptr;
+    std::size_t second_len = 0;
+    std::size_t size() const { return first_len + second_len; }
+  };
+  View peek(std::size_t n) const;
+  void consume(std::size_t n);
   std::size_t readable() const;
 
   // After publishing: true when the other side was asleep (its flag is now cleared) and

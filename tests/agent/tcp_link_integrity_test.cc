@@ -50,6 +50,26 @@ TEST(TcpLinkIntegrity, ACorruptedPayloadIsABadFrameNamingThePeerAndNeverDelivere
   EXPECT_EQ(from2, hello);
 }
 
+// A combining receive reduces out of staging after the checksum saw the bytes, but the
+// verdict comes at the frame's end: a corrupted payload still fails the receive.
+TEST(TcpLinkIntegrity, ACorruptedPayloadFailsACombiningReceiveToo) {
+  RawGroup g;
+  build_raw_group(g, 2, 4);
+  algorithms::Link& l1 = *g.c.links[1];
+  ASSERT_TRUE(l1.combines());
+  const std::string sent(256 << 10, 'g');
+  std::string got(sent.size(), '\0');
+  const std::string operand(sent.size(), 'o');
+  auto r0 = l1.recv_combine(
+      0, algorithms::Tag{1, 0, 0}, bytes_of(got),
+      algorithms::Combine{reinterpret_cast<const std::byte*>(operand.data()), DType::kUInt8,
+                          ReduceOp::kMax, true});
+  g.raw[1]->write_frame(FrameHeader{4, 1, 0, 0, sent.size()}, sent, /*corrupt_at=*/200000);
+  const Status st = l1.wait(r0, soon());
+  EXPECT_EQ(st.code(), StatusCode::kBadFrame) << st.to_string();
+  EXPECT_NE(st.message().find("fails its CRC-32C check"), std::string::npos) << st.to_string();
+}
+
 TEST(TcpLinkIntegrity, ACorruptedUnexpectedMessageFailsThePeerInsteadOfWaitingForItsRecv) {
   RawGroup g;
   build_raw_group(g, 2, 1);

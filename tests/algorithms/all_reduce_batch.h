@@ -39,10 +39,13 @@ inline std::string describe(algorithms::AllReduceAlgorithm a, int n, const Case&
 // Runs `cases` one after another on every rank and checks each result: identical bits on
 // every rank, equal to the sequential reference (within a tolerance for random floats),
 // send untouched out of place.
-// `zones`: CollectiveOptions::zones for every case (empty: one zone).
+// `zones`: CollectiveOptions::zones for every case (empty: one zone). `combining`: the
+// links reduce as they receive (Link::combines), so the algorithms' fused paths run.
 inline void run_batch(algorithms::AllReduceAlgorithm algorithm, int n,
-                      const std::vector<Case>& cases, const std::vector<int>& zones = {}) {
+                      const std::vector<Case>& cases, const std::vector<int>& zones = {},
+                      bool combining = false) {
   algorithms::MemoryFabric fabric(n);
+  fabric.set_combining(combining);
   std::vector<std::vector<Bytes>> inputs(cases.size());
   std::vector<std::vector<Bytes>> send(cases.size()), recv(cases.size());
   for (std::size_t k = 0; k < cases.size(); ++k) {

@@ -33,11 +33,12 @@ using testing::run_batch;
 
 // --- full sweep over world sizes and counts ------------------------------------------
 
-using SweepParam = std::tuple<algorithms::AllReduceAlgorithm, int>;
+// The third axis: links that combine as they receive (the fused paths) or not.
+using SweepParam = std::tuple<algorithms::AllReduceAlgorithm, int, bool>;
 class AllReduceSweep : public ::testing::TestWithParam<SweepParam> {};
 
 TEST_P(AllReduceSweep, CountsLayoutsAndChunking) {
-  const auto [algorithm, n] = GetParam();
+  const auto [algorithm, n, combining] = GetParam();
   const auto un = static_cast<std::size_t>(n);
   std::vector<std::size_t> small = {0, 1, 7, un + 1, 1000};
   if (n > 1) small.push_back(un - 1);
@@ -54,26 +55,27 @@ TEST_P(AllReduceSweep, CountsLayoutsAndChunking) {
     cases.push_back({70001, DType::kFloat32, ReduceOp::kSum, in_place, 256 * 1024});
     cases.push_back({1001, DType::kFloat32, ReduceOp::kSum, in_place, 64, true});
   }
-  run_batch(algorithm, n, cases);
+  run_batch(algorithm, n, cases, {}, combining);
 }
 
 std::string algorithm_name(algorithms::AllReduceAlgorithm a) { return std::string(to_string(a)); }
 
 INSTANTIATE_TEST_SUITE_P(AllAlgorithms, AllReduceSweep,
                          ::testing::Combine(::testing::ValuesIn(kAlgorithms),
-                                            ::testing::Range(1, 17)),
+                                            ::testing::Range(1, 17), ::testing::Bool()),
                          [](const ::testing::TestParamInfo<SweepParam>& info) {
                            return algorithm_name(std::get<0>(info.param)) + "_n" +
-                                  std::to_string(std::get<1>(info.param));
+                                  std::to_string(std::get<1>(info.param)) +
+                                  (std::get<2>(info.param) ? "_combining" : "");
                          });
 
 // --- every dtype x op at a few sizes -------------------------------------------------
 
-using MatrixParam = std::tuple<algorithms::AllReduceAlgorithm, int>;
+using MatrixParam = std::tuple<algorithms::AllReduceAlgorithm, int, bool>;
 class AllReduceMatrix : public ::testing::TestWithParam<MatrixParam> {};
 
 TEST_P(AllReduceMatrix, EveryDTypeAndOp) {
-  const auto [algorithm, n] = GetParam();
+  const auto [algorithm, n, combining] = GetParam();
   std::vector<Case> cases;
   for (int d = 0; d < kNumDTypes; ++d) {
     for (int o = 0; o < kNumReduceOps; ++o) {
@@ -82,16 +84,50 @@ TEST_P(AllReduceMatrix, EveryDTypeAndOp) {
       }
     }
   }
-  run_batch(algorithm, n, cases);
+  run_batch(algorithm, n, cases, {}, combining);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllAlgorithms, AllReduceMatrix,
                          ::testing::Combine(::testing::ValuesIn(kAlgorithms),
-                                            ::testing::Values(2, 3, 6, 8)),
+                                            ::testing::Values(2, 3, 6, 8), ::testing::Bool()),
                          [](const ::testing::TestParamInfo<MatrixParam>& info) {
                            return algorithm_name(std::get<0>(info.param)) + "_n" +
-                                  std::to_string(std::get<1>(info.param));
+                                  std::to_string(std::get<1>(info.param)) +
+                                  (std::get<2>(info.param) ? "_combining" : "");
                          });
+
+// Combining as the bytes arrive gives the bits of receiving, then reducing: rounding floats
+// (where order would show) through every algorithm, with and without the fused paths.
+TEST(AllReduceCombining, SameBitsAsReceiveThenReduce) {
+  for (const auto algorithm : kAlgorithms) {
+    for (int n : {2, 3, 4, 5, 8}) {
+      std::vector<std::vector<Bytes>> results;
+      for (bool combining : {false, true}) {
+        algorithms::MemoryFabric fabric(n);
+        fabric.set_combining(combining);
+        std::vector<Bytes> out(static_cast<std::size_t>(n));
+        const auto statuses = testing::run_ranks(n, [&](int r) -> Status {
+          Bytes data = testing::make_random_input(DType::kFloat32, r, 5003, 7);
+          algorithms::CollectiveOptions options;
+          options.seq = 1;
+          options.algorithm = algorithm;
+          options.chunk_bytes = 1024;
+          options.deadline = Deadline::after(std::chrono::seconds(20));
+          Status st = all_reduce(fabric.link(r), data.data(), data.data(), 5003, DType::kFloat32,
+                                 ReduceOp::kSum, options);
+          out[static_cast<std::size_t>(r)] = std::move(data);
+          return st;
+        });
+        for (const Status& st : statuses) ASSERT_TRUE(st.is_ok()) << st.to_string();
+        results.push_back(std::move(out));
+      }
+      for (int r = 0; r < n; ++r) {
+        EXPECT_EQ(results[0][static_cast<std::size_t>(r)], results[1][static_cast<std::size_t>(r)])
+            << algorithm_name(algorithm) << " n=" << n << " rank " << r;
+      }
+    }
+  }
+}
 
 // --- names and arguments -----------------------------------------------------------
 

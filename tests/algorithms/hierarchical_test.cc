@@ -65,8 +65,8 @@ TEST(ZoneLayout, CrossZoneSeqIsAFreshSpace) {
 using testing::Case;
 
 void run_zoned(const std::vector<int>& zones, const std::vector<Case>& cases,
-               algorithms::AllReduceAlgorithm algorithm = kHierarchical) {
-  testing::run_batch(algorithm, static_cast<int>(zones.size()), cases, zones);
+               algorithms::AllReduceAlgorithm algorithm = kHierarchical, bool combining = false) {
+  testing::run_batch(algorithm, static_cast<int>(zones.size()), cases, zones, combining);
 }
 
 class HierarchicalLayouts : public ::testing::TestWithParam<std::vector<int>> {};
@@ -85,6 +85,8 @@ TEST_P(HierarchicalLayouts, CountsOpsAndChunking) {
     cases.push_back({1001, DType::kFloat32, ReduceOp::kSum, in_place, 64, true});
   }
   run_zoned(zones, cases);
+  // The zones' sub-links pass combining receives through (SubLink::recv_combine).
+  run_zoned(zones, cases, kHierarchical, /*combining=*/true);
 }
 
 TEST_P(HierarchicalLayouts, EveryDTypeAndOp) {
