@@ -84,11 +84,14 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const WorkerConfig& config, 
     TRIB_ASSIGN_OR_RETURN(std::string full, complete_address(a, port));
     d->addresses_.push_back(std::move(full));
   }
-  auto tcp = std::make_unique<TcpTransport>(*d->endpoint_, d->addresses_);
+  auto tcp = std::make_unique<TcpTransport>(*d->endpoint_, d->addresses_, "tcp",
+                                            config.fused_receive);
   std::vector<std::unique_ptr<transport::Transport>> ordered;
   if (config.transport == "auto" || config.transport == "shm") {
     transport::ShmTransportConfig sc;
     sc.ring_bytes = config.shm_ring_bytes;
+    sc.combine = config.fused_receive;
+    sc.single_copy = config.shm_single_copy;
     sc.log = log;
     auto shm = std::make_unique<transport::ShmTransport>(sc, *tcp);
     d->shm_ = shm.get();

@@ -346,7 +346,8 @@ Status TcpEndpoint::Impl::establish_tls(std::uint64_t epoch, std::vector<PeerSoc
 }
 
 Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::Impl::make_link(
-    std::uint64_t epoch, int rank, std::vector<PeerSocket> sockets, Deadline deadline) {
+    std::uint64_t epoch, int rank, std::vector<PeerSocket> sockets, Deadline deadline,
+    bool combine) {
   const int size = static_cast<int>(sockets.size()) + 1;
   std::vector<std::string> addresses(static_cast<std::size_t>(size));
   for (const PeerSocket& s : sockets) addresses[s.rank] = s.address;
@@ -389,6 +390,7 @@ Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::Impl::make_link(
   params.max_frame_bytes = config_.max_frame_bytes;
   params.max_unexpected_bytes = config_.max_unexpected_bytes;
   params.busy_poll = config_.busy_poll;
+  params.combine = combine;
   params.log = config_.log;
   params.counters = std::move(counters);
   return make_tcp_link(std::move(params), std::move(sockets));
@@ -419,12 +421,12 @@ std::string TcpEndpoint::address() const { return impl_->address(); }
 
 Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::connect_group(
     std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
-    Deadline deadline, const std::vector<std::string>& zones) {
+    Deadline deadline, const std::vector<std::string>& zones, bool combine) {
   const int size = static_cast<int>(addresses.size());
   TRIB_ASSIGN_OR_RETURN(
       std::vector<PeerSocket> sockets,
       impl_->connect_sockets(epoch, rank, addresses, deadline, impl_->tls_pairs(rank, size, zones)));
-  return impl_->make_link(epoch, rank, std::move(sockets), deadline);
+  return impl_->make_link(epoch, rank, std::move(sockets), deadline, combine);
 }
 
 Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::connect_group(

@@ -116,10 +116,11 @@ class TcpEndpoint {
   // here, or a peer has moved past it), kMismatch (a peer disagrees on ranks, group
   // size or TLS), kTimedOut (someone missing at the deadline, named, with why each of its
   // addresses failed), kInvalidArgument. One call at a time per endpoint.
-  // `zones`: each rank's zone label, for --tls cross-zone (empty: one zone).
+  // `zones`: each rank's zone label, for --tls cross-zone (empty: one zone). `combine`:
+  // the link's receives may combine (TcpLinkParams::combine).
   Result<std::unique_ptr<algorithms::Link>> connect_group(
       std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
-      Deadline deadline, const std::vector<std::string>& zones = {});
+      Deadline deadline, const std::vector<std::string>& zones = {}, bool combine = true);
   // The same with one address per rank.
   Result<std::unique_ptr<algorithms::Link>> connect_group(std::uint64_t epoch, int rank,
                                                           const std::vector<std::string>& addresses,

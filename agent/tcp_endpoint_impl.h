@@ -101,7 +101,7 @@ class TcpEndpoint::Impl {
   std::vector<bool> tls_pairs(int rank, int size, const std::vector<std::string>& zones) const;
   Result<std::unique_ptr<algorithms::Link>> make_link(std::uint64_t epoch, int rank,
                                                       std::vector<PeerSocket> sockets,
-                                                      Deadline deadline);
+                                                      Deadline deadline, bool combine);
   void cancel_connect(std::uint64_t newer);
   TcpEndpointStats stats() const;
 

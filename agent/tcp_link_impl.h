@@ -40,7 +40,7 @@ class TcpLink final : public algorithms::PollableLink {
   // The payload is read into the peer's staging buffer (cache-sized), checksummed there
   // and reduced from there into the destination: one pass over the destination instead
   // of a write by the socket read, a read by the checksum and one by the reduction.
-  bool combines() const override { return true; }
+  bool combines() const override { return params_.combine; }
   Handle recv_combine(int peer, algorithms::Tag tag, std::span<std::byte> data,
                       const algorithms::Combine& c) override;
   Status wait(Handle handle, Deadline deadline) override;

@@ -5,8 +5,11 @@
 namespace tributary::agent {
 
 TcpTransport::TcpTransport(TcpEndpoint& endpoint, std::vector<std::string> addresses,
-                           std::string name)
-    : endpoint_(endpoint), addresses_(std::move(addresses)), name_(std::move(name)) {
+                           std::string name, transport::PathChoice combine)
+    : endpoint_(endpoint),
+      addresses_(std::move(addresses)),
+      name_(std::move(name)),
+      combine_(combine) {
   TRIB_CHECK(!addresses_.empty()) << "a TCP transport needs an address to advertise";
 }
 
@@ -51,7 +54,11 @@ Result<std::unique_ptr<algorithms::Link>> TcpTransport::connect_group(
   std::vector<std::string> zones;
   zones.reserve(spec.members.size());
   for (const transport::MemberAdvert& m : spec.members) zones.push_back(m.zone);
-  return endpoint_.connect_group(spec.epoch, spec.rank, paths(spec), deadline, zones);
+  const bool combine = transport::choose_receive_paths(combine_, transport::PathChoice::kOff,
+                                                       transport::ranks_on_this_host(spec),
+                                                       transport::usable_cores())
+                           .combine;
+  return endpoint_.connect_group(spec.epoch, spec.rank, paths(spec), deadline, zones, combine);
 }
 
 void TcpTransport::cancel_connect(std::uint64_t newer_epoch) {

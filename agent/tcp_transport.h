@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "agent/tcp_endpoint.h"
+#include "transport/receive_paths.h"
 #include "transport/transport.h"
 
 namespace tributary::agent {
@@ -22,8 +23,10 @@ class TcpTransport final : public transport::Transport, public transport::Channe
   // advertises, most preferred first. `name` is what it advertises under: "tcp", or
   // "tcp-standby" for the listener of the standby path (agent/data_plane.h), which a
   // member without one neither advertises nor finds in a peer's advert.
+  // `combine`: whether its links combine receives (transport/receive_paths.h).
   TcpTransport(TcpEndpoint& endpoint, std::vector<std::string> addresses,
-               std::string name = "tcp");
+               std::string name = "tcp",
+               transport::PathChoice combine = transport::PathChoice::kAuto);
 
   std::string_view name() const override { return name_; }
   std::vector<std::string> advertise() const override;
@@ -47,6 +50,7 @@ class TcpTransport final : public transport::Transport, public transport::Channe
   TcpEndpoint& endpoint_;
   std::vector<std::string> addresses_;
   std::string name_;
+  transport::PathChoice combine_;
 };
 
 }  // namespace tributary::agent

@@ -36,6 +36,7 @@
 #include "core/clock.h"
 #include "core/dtype.h"
 #include "core/status.h"
+#include "transport/receive_paths.h"
 
 namespace tributary::control_client {
 class ControlPlane;
@@ -60,6 +61,11 @@ struct WorkerConfig {
   // "auto" (shared memory with members on this host, TCP otherwise), "shm" or "tcp".
   std::string transport = "auto";
   std::uint64_t shm_ring_bytes = std::uint64_t{4} << 20;  // per pair and direction
+  // Receives that reduce as the bytes arrive, and shared-memory messages read straight from
+  // the sender's memory (docs/transports.md): auto turns each on where this host runs more
+  // of the group's ranks than it has cores (single copy: twice as many), where they pay.
+  transport::PathChoice fused_receive = transport::PathChoice::kAuto;
+  transport::PathChoice shm_single_copy = transport::PathChoice::kAuto;
   // Standby TCP paths per pair (a listener per data address but the first, or one over
   // the only address; their own connections): a pair whose path fails, or makes no
   // progress for `stall_timeout`, moves to the next and resumes the collective where it

@@ -41,6 +41,10 @@ fi
 root=""
 cleanup() {
   [ -n "$root" ] || return 0
+  # Every process still running in the root (the demo's coordinator and workers).
+  for p in /proc/[0-9]*; do
+    [ "$(readlink "$p/root" 2>/dev/null)" = "$root" ] && kill -9 "${p#/proc/}" 2>/dev/null
+  done
   for m in usr/local dev sys proc; do
     mountpoint -q "$root/$m" 2>/dev/null && umount -R -l "$root/$m"
   done
@@ -75,7 +79,6 @@ for rev in "${revs[@]}"; do
     if [[ $line == "tributary demo: coordinator +"* ]]; then first=$t; break; fi
   done < <(chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
              HOME=/root TERM=dumb /bin/bash -c 'cd /src && scripts/demo.sh 2>&1' || true)
-  pkill -9 -f "$root/src/build" 2>/dev/null || true
   apt_s=$(awk '/tributary: building|^-- /{print $1; exit}' "$log")
   load=$(cut -d' ' -f1-3 /proc/loadavg)
   rows+=("| $rev | $sha | ${first:-none} | ${apt_s:--} | $load |")

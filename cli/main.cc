@@ -683,7 +683,8 @@ int main(int argc, char** argv) {
     return run_local_cluster(*bench, bench_local, log_flags, "bench", [] {
       auto names = kBenchFlagNames;
       names.insert(names.end(), {"--chunk-bytes", "--algorithm", "--timeout-ms", "--no-agreement",
-                                 "--speculative-max-bytes", "--no-measure-links", "--transport"});
+                                 "--speculative-max-bytes", "--no-measure-links"});
+      names.insert(names.end(), kTransportFlagNames.begin(), kTransportFlagNames.end());
       names.insert(names.end(), kFailoverFlagNames.begin(), kFailoverFlagNames.end());
       names.insert(names.end(), kTlsFlagNames.begin(), kTlsFlagNames.end());
       return names;
@@ -691,7 +692,8 @@ int main(int argc, char** argv) {
   }
   if (check->parsed()) {
     if (Status s = finish_agent_flags(check_flags); !s) return report(s, "check");
-    std::vector<std::string> names = {"--chunk-bytes", "--algorithm", "--transport"};
+    std::vector<std::string> names = {"--chunk-bytes", "--algorithm"};
+    names.insert(names.end(), kTransportFlagNames.begin(), kTransportFlagNames.end());
     names.insert(names.end(), kFailoverFlagNames.begin(), kFailoverFlagNames.end());
     names.insert(names.end(), kTlsFlagNames.begin(), kTlsFlagNames.end());
     return run_local_cluster(*check, check_local, log_flags, "check", names);
@@ -700,7 +702,8 @@ int main(int argc, char** argv) {
     if (Status st = finish_agent_flags(demo_flags); !st) return report(st, "demo");
     auto names = kTrainFlagNames;
     names.insert(names.end(), {"--algorithm", "--metrics", "--step-delay-ms", "--codec",
-                               "--wan-codec", "--transport"});
+                               "--wan-codec"});
+    names.insert(names.end(), kTransportFlagNames.begin(), kTransportFlagNames.end());
     names.insert(names.end(), kFederatedFlagNames.begin(), kFederatedFlagNames.end());
     names.insert(names.end(), kFailoverFlagNames.begin(), kFailoverFlagNames.end());
     names.insert(names.end(), kTlsFlagNames.begin(), kTlsFlagNames.end());

@@ -18,7 +18,28 @@ inline void add_transport_flag(CLI::App& cmd, agent::WorkerConfig& w) {
                  "(docs/transports.md)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "shm", "rdma", "tcp"}));
+  auto choice = [](transport::PathChoice& out) {
+    return [&out](const std::string& text) {
+      if (auto c = transport::parse_path_choice(text); c.is_ok()) out = *c;
+    };
+  };
+  cmd.add_option_function<std::string>(
+         "--fused-receive", choice(w.fused_receive),
+         "receives that reduce as the bytes arrive (one pass over memory instead of three): "
+         "auto (where this host runs more of the group's ranks than it has cores), on, off "
+         "(docs/transports.md)")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  cmd.add_option_function<std::string>(
+         "--shm-single-copy", choice(w.shm_single_copy),
+         "shared-memory messages of 64 KiB and more read straight from the sender's memory "
+         "(one copy instead of two, where the OS allows it): auto (where this host runs more "
+         "than twice as many of the group's ranks as it has cores), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
 }
+
+// The names the local launchers forward to their agents.
+inline const std::vector<std::string> kTransportFlagNames = {"--transport", "--fused-receive",
+                                                             "--shm-single-copy"};
 
 inline void add_failover_flags(CLI::App& cmd, agent::WorkerConfig& w) {
   cmd.add_flag("--failover", w.failover,

@@ -56,6 +56,11 @@ struct EarlyMessage {
   std::uint64_t length = 0;
   PayloadPool::Buffer bytes;
   bool complete = false;
+  // The shared-memory link's single-copy message: no bytes here, they are read from the
+  // sender's memory at `remote` when the receive is posted, then `token` acknowledged.
+  bool single_copy = false;
+  std::uint64_t remote = 0;
+  std::uint64_t token = 0;
 };
 
 // The first abort() wins; every later operation fails with its status, and a blocked
@@ -107,6 +112,7 @@ class OpTable {
     op.combine.reset();
     return i;
   }
+  std::size_t capacity() const { return ops_.size(); }
   Op& operator[](std::uint32_t i) { return ops_[i]; }
   const Op& operator[](std::uint32_t i) const { return ops_[i]; }
 
@@ -250,6 +256,9 @@ struct StreamLinkParams {
   // How long wait() polls without blocking before it sleeps in poll(2): trading a little
   // CPU for not paying a scheduler wake-up on every small message.
   Duration busy_poll = std::chrono::microseconds(50);
+  // Link::combines(): receives may reduce as the bytes arrive (transport/receive_paths.h
+  // says when that pays).
+  bool combine = true;
   Logger log{"link"};  // dropped connections, stale or bad frames
 };
 

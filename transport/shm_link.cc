@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "transport/cross_memory.h"
 #include "transport/shm_link_impl.h"
 
 namespace tributary::transport {
@@ -36,6 +37,9 @@ ShmLink::ShmLink(ShmLinkParams params, std::vector<ShmPeer> peers, int wake_fd)
     p.segment = std::move(s.segment);
     p.out = p.segment.outgoing(p.self_is_low);
     p.in = p.segment.incoming(p.self_is_low);
+    p.peer_pid = s.peer_pid;
+    p.read_peer = s.read_peer;
+    p.peer_reads = s.peer_reads;
   }
   peers_[params_.rank].rank = params_.rank;
 }
@@ -52,9 +56,17 @@ algorithms::Link::Handle ShmLink::send(int peer, algorithms::Tag tag,
   const std::uint32_t i =
       ops_.alloc(true, peer, tag, const_cast<std::byte*>(data.data()), data.size());
   Op& op = ops_[i];
-  op.header = RingHeader{tag.seq, tag.slot, tag.check, data.size(), 0, RingHeader::kMagic};
+  Peer& p = peers_[peer];
+  op.single_copy = p.peer_reads && params_.single_copy_bytes > 0 &&
+                   data.size() >= params_.single_copy_bytes;
+  op.header = RingHeader{tag.seq, tag.slot, tag.check, data.size(),
+                         op.single_copy ? RingHeader::kSingleCopy : RingHeader::kData,
+                         RingHeader::kMagic};
+  // The token is the send's own handle: unique while the send is alive, and checked
+  // against its generation when the ack comes.
+  op.body = SingleCopyBody{reinterpret_cast<std::uintptr_t>(data.data()), ops_.handle_of(i)};
   std::lock_guard io(io_mu_);
-  if (Peer& p = peers_[peer]; ops_.queue_send(i, p, abort_)) push(p);
+  if (ops_.queue_send(i, p, abort_)) push(p);
   return ops_.handle_of(i);
 }
 
@@ -80,6 +92,7 @@ algorithms::Link::Handle ShmLink::recv_combine(int peer, algorithms::Tag tag,
 
 void ShmLink::post_recv(std::uint32_t i) {
   Op& op = ops_[i];
+  op.single_copy = false;
   Peer& p = peers_[op.peer];
   auto match = std::find_if(p.arrived.begin(), p.arrived.end(),
                             [&](const EarlyMessage& a) { return a.tag == op.tag; });
@@ -90,6 +103,11 @@ void ShmLink::post_recv(std::uint32_t i) {
       p.posted.push_back(i);
     }
     return;
+  }
+  if (match->single_copy) {
+    const EarlyMessage m = std::move(*match);
+    p.arrived.erase(match);
+    return deliver_single_copy(p, i, m.remote, m.token, m.length);
   }
   Status st = match_status(peer_name(p), op, match->length, match->tag.check);
   const std::uint64_t have = match->complete ? match->length : match->length - p.remaining;
@@ -134,6 +152,15 @@ Status ShmLink::wait(Handle handle, Deadline deadline) {
       // Detach the op, so that its buffer is never touched again.
       std::lock_guard io(io_mu_);
       Peer& peer = peers_[ops_[i].peer];
+      if (const auto it = peer.awaiting.find(ops_[i].body.token);
+          ops_[i].is_send && ops_[i].single_copy && it != peer.awaiting.end()) {
+        // Written, not yet read: the peer may still read the caller's buffer (a failed
+        // collective's), the ack that may follow finds nothing.
+        peer.awaiting.erase(it);
+        Status st = timed_out(peer_name(peer), ops_[i]);
+        ops_.free(i);
+        return st;
+      }
       return ops_.time_out(i, peer, peer.head_written > 0, Inbound::kDirect, Inbound::kDiscard,
                            peer_name(peer));
     }

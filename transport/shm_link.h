@@ -63,13 +63,22 @@ struct ShmPeer {
   int fd = -1;  // the pair's authenticated TCP connection: doorbell and pulse; owned
   std::string address;
   ShmSegment segment;
+  // Single-copy messages (cross_memory.h), as the pair's setup found them possible.
+  pid_t peer_pid = 0;
+  bool read_peer = false;   // this side may read the peer's buffers
+  bool peer_reads = false;  // the peer reads this side's: large sends go single-copy
 };
 
 struct ShmLinkParams : StreamLinkParams {
   std::shared_ptr<TrafficCounters> counters;  // required
+  // Sends this large or larger go single-copy to a peer that reads (0: never).
+  std::uint64_t single_copy_bytes = std::uint64_t{64} << 10;
 };
 
 inline constexpr std::size_t kPieceBytes = 256 * 1024;
+// Where single copy is on, messages this large or larger take it: below, the ack's round
+// trip costs more than the copy it saves.
+inline constexpr std::uint64_t kSingleCopyBytes = std::uint64_t{64} << 10;
 
 // Takes ownership of the connections (closed on failure too). kInternal when the OS
 // refuses an eventfd or a socket option.

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <unordered_map>
 
 #include "algorithms/pollable_link.h"
 #include "core/check.h"
@@ -26,14 +27,26 @@ namespace tributary::transport {
 // What precedes every payload in a ring. Same host, so native byte order.
 struct RingHeader {
   static constexpr std::uint32_t kMagic = 0x4d485354;  // "TSHM"
+  static constexpr std::uint32_t kData = 0;
+  static constexpr std::uint32_t kNotice = 1;      // payload: code, origin, reason
+  static constexpr std::uint32_t kSingleCopy = 2;  // `length` bytes to read from the sender;
+                                                   // the ring carries a SingleCopyBody
+  static constexpr std::uint32_t kAck = 3;         // single copy `seq` read: no payload
   std::uint64_t seq = 0;
   std::uint32_t slot = 0;
   std::uint32_t check = 0;
   std::uint64_t length = 0;
-  std::uint32_t kind = 0;  // 0: data; 1: abort notice (payload: code, origin, reason)
+  std::uint32_t kind = kData;
   std::uint32_t magic = kMagic;
 };
 static_assert(sizeof(RingHeader) == 32);
+
+// Where a single-copy message lies in the sender, and the token its ack names.
+struct SingleCopyBody {
+  std::uint64_t address = 0;
+  std::uint64_t token = 0;
+};
+static_assert(sizeof(SingleCopyBody) == 16);
 
 class ShmLink final : public algorithms::PollableLink {
  public:
@@ -45,7 +58,7 @@ class ShmLink final : public algorithms::PollableLink {
   Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override;
   // Reduces straight out of the peer's ring into the destination: the payload is read
   // once, by the reduction, instead of copied out and read again.
-  bool combines() const override { return true; }
+  bool combines() const override { return params_.combine; }
   Handle recv_combine(int peer, algorithms::Tag tag, std::span<std::byte> data,
                       const algorithms::Combine& c) override;
   Status wait(Handle handle, Deadline deadline) override;
@@ -59,6 +72,15 @@ class ShmLink final : public algorithms::PollableLink {
  private:
   struct Op : PendingOp {
     RingHeader header;
+    // A single-copy send: the ring carries `body` instead of the payload, and the send
+    // completes when the receiver acknowledges that it has read the caller's buffer.
+    bool single_copy = false;
+    SingleCopyBody body;
+    // What goes into the ring after the header.
+    std::size_t ring_bytes() const { return single_copy ? sizeof(body) : size; }
+    const std::byte* ring_data() const {
+      return single_copy ? reinterpret_cast<const std::byte*>(&body) : data;
+    }
   };
 
   // An abort notice as this link reported it, so that aborting with that very status
@@ -91,6 +113,14 @@ class ShmLink final : public algorithms::PollableLink {
     CombineCursor combining;  // state kDirect into a combining receive
     std::vector<std::byte> notice;
     bool self_is_low = false;
+    // Single copy (cross_memory.h).
+    pid_t peer_pid = 0;
+    bool read_peer = false;   // descriptors from the peer are read from its memory
+    bool peer_reads = false;  // large sends to the peer go single-copy
+    std::unordered_map<std::uint64_t, Handle> awaiting;  // token -> send awaiting its ack
+    SingleCopyBody incoming;  // the descriptor body arriving (state kSingleCopy)
+    algorithms::Tag incoming_tag;
+    std::uint64_t incoming_length = 0;
   };
 
   // ---- operations (shm_link.cc) ----
@@ -108,6 +138,16 @@ class ShmLink final : public algorithms::PollableLink {
   // Posts receive `i` (allocated, recv or recv_combine): takes a message that arrived
   // early, or waits in the peer's posted list.
   void post_recv(std::uint32_t i);
+  // Single copy: a whole descriptor arrived; deliver it to its posted receive, or keep it.
+  void take_single_copy(Peer& p);
+  // Reads (or combines) the message at `remote` in the peer into receive `i`, finishes
+  // it, and acknowledges `token`.
+  void deliver_single_copy(Peer& p, std::uint32_t i, std::uint64_t remote, std::uint64_t token,
+                           std::uint64_t length);
+  // An ack arrived: its send is complete.
+  void take_ack(Peer& p, std::uint64_t token);
+  // Queues a header-only message (an ack) to the peer, freed once written.
+  void queue_control(Peer& p, const RingHeader& h);
   void begin_payload(Peer& p);
   void end_payload(Peer& p);
   // An abort notice arrived whole: the peer's operations fail with its status.
@@ -129,6 +169,7 @@ class ShmLink final : public algorithms::PollableLink {
   std::vector<pollfd> pollfds_;
   std::vector<Peer*> poll_peers_;
   std::vector<ReceivedNotice> received_;
+  std::unique_ptr<std::byte[]> bounce_;  // single-copy reads a combining receive reduces
 
   // Held around every touch of a ring or caller buffer, so abort() can wait them out.
   std::mutex io_mu_;

@@ -9,6 +9,7 @@
 #include <optional>
 #include <utility>
 
+#include "transport/cross_memory.h"
 #include "transport/shm_link_impl.h"
 
 namespace tributary::transport {
@@ -16,6 +17,9 @@ namespace {
 
 constexpr std::byte kDoorbell{0x44};               // 'D'
 constexpr std::size_t kMaxNoticeBytes = 8 + 1024;  // code, origin, reason
+// A combining receive of a single-copy message reads it in pieces this large, which stay
+// in cache between the read and the reduction.
+constexpr std::size_t kBounceBytes = 64 * 1024;
 
 timespec to_timespec(Duration d) {
   const auto ns = std::max<Duration::rep>(0, d.count());
@@ -45,17 +49,21 @@ bool ShmLink::push(Peer& p) {
                            sizeof(RingHeader) - p.head_written);
     } else {
       const std::size_t offset = p.head_written - sizeof(RingHeader);
-      n = p.out.write_some(op.data + offset, std::min(kPieceBytes, op.size - offset));
+      n = p.out.write_some(op.ring_data() + offset, std::min(kPieceBytes, op.ring_bytes() - offset));
     }
     if (n == 0) break;
     moved = true;
     p.head_written += n;
     params_.counters->add_sent(p.rank, n);
     if (p.out.consumer_needs_wake()) doorbell(p);
-    if (p.head_written < sizeof(RingHeader) + op.size) continue;
+    if (p.head_written < sizeof(RingHeader) + op.ring_bytes()) continue;
     p.sendq.pop_front();
     p.head_written = 0;
-    if (op.orphan) {
+    if (op.single_copy) {
+      // Done when the peer says it has read the buffer.
+      p.awaiting[op.body.token] = ops_.handle_of(i);
+      params_.counters->add_sent(p.rank, op.size);
+    } else if (op.orphan) {
       ops_.free(i);
     } else {
       op.finish(Status());
@@ -107,8 +115,10 @@ std::size_t ShmLink::pull_combining(Peer& p) {
 
 void ShmLink::begin_payload(Peer& p) {
   const RingHeader& h = p.header;
-  const std::uint64_t limit = h.kind == 1 ? kMaxNoticeBytes : params_.max_frame_bytes;
-  if (h.magic != RingHeader::kMagic || h.kind > 1 || h.length > limit) {
+  const std::uint64_t limit = h.kind == RingHeader::kNotice ? kMaxNoticeBytes
+                              : h.kind == RingHeader::kAck  ? 0
+                                                            : params_.max_frame_bytes;
+  if (h.magic != RingHeader::kMagic || h.kind > RingHeader::kAck || h.length > limit) {
     return fail_peer(p,
                      error(StatusCode::kBadFrame,
                            "corrupted shared-memory ring from " + peer_name(p) + ": header magic " +
@@ -116,8 +126,25 @@ void ShmLink::begin_payload(Peer& p) {
                                ", length " + std::to_string(h.length)),
                      true);
   }
+  if (h.kind == RingHeader::kAck) return take_ack(p, h.seq);
+  if (h.kind == RingHeader::kSingleCopy) {
+    if (!p.read_peer) {
+      return fail_peer(p,
+                       error(StatusCode::kBadFrame, peer_name(p) +
+                                                        " sent a single-copy message, but its "
+                                                        "memory cannot be read from here"),
+                       true);
+    }
+    // The descriptor's body follows in the ring.
+    p.incoming_tag = algorithms::Tag{h.seq, h.slot, h.check};
+    p.incoming_length = h.length;
+    p.state = Inbound::kSingleCopy;
+    p.dst = reinterpret_cast<std::byte*>(&p.incoming);
+    p.length = p.remaining = sizeof(SingleCopyBody);
+    return;
+  }
   start_inbound(p, ops_, pool_, peer_name(p), algorithms::Tag{h.seq, h.slot, h.check}, h.length,
-                h.kind == 1);
+                h.kind == RingHeader::kNotice);
   if (p.state == Inbound::kDirect && ops_[p.direct_op].combine) {
     p.combining.start(*ops_[p.direct_op].combine, p.dst);
   }
@@ -125,7 +152,84 @@ void ShmLink::begin_payload(Peer& p) {
 }
 
 void ShmLink::end_payload(Peer& p) {
+  if (p.state == Inbound::kSingleCopy) {
+    p.state = Inbound::kHeader;
+    p.dst = nullptr;
+    return take_single_copy(p);
+  }
   if (finish_inbound(p, ops_)) take_notice(p);
+}
+
+void ShmLink::take_single_copy(Peer& p) {
+  const std::optional<std::uint32_t> posted = ops_.take_posted(p.posted, p.incoming_tag);
+  if (posted) {
+    return deliver_single_copy(p, *posted, p.incoming.address, p.incoming.token,
+                               p.incoming_length);
+  }
+  EarlyMessage& m = p.arrived.emplace_back();
+  m.tag = p.incoming_tag;
+  m.length = p.incoming_length;
+  m.complete = true;
+  m.single_copy = true;
+  m.remote = p.incoming.address;
+  m.token = p.incoming.token;
+}
+
+void ShmLink::deliver_single_copy(Peer& p, std::uint32_t i, std::uint64_t remote,
+                                  std::uint64_t token, std::uint64_t length) {
+  Op& op = ops_[i];
+  Status st = match_status(peer_name(p), op, length, op.tag.check);
+  if (st.is_ok() && op.combine) {
+    if (!bounce_) bounce_.reset(new std::byte[kBounceBytes]);
+    CombineCursor cursor;
+    cursor.start(*op.combine, op.data);
+    for (std::uint64_t at = 0; st.is_ok() && at < length; at += kBounceBytes) {
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kBounceBytes, length - at));
+      st = cma_read(p.peer_pid, remote + at, bounce_.get(), n);
+      if (st.is_ok()) cursor.feed(bounce_.get(), n);
+    }
+  } else if (st.is_ok() && length > 0) {
+    st = cma_read(p.peer_pid, remote, op.data, static_cast<std::size_t>(length));
+  }
+  params_.counters->add_received(p.rank, length);
+  const bool mismatch = st.code() == StatusCode::kMismatch;
+  if (!st.is_ok() && !mismatch) {
+    // An address the peer named that cannot be read (or the peer is gone): the pair is
+    // broken, as by a corrupt ring.
+    op.finish(st);
+    return fail_peer(p, error(st.code(), peer_name(p) + ": " + st.message()), true);
+  }
+  op.finish(std::move(st));
+  queue_control(p, RingHeader{token, 0, 0, 0, RingHeader::kAck, RingHeader::kMagic});
+}
+
+void ShmLink::take_ack(Peer& p, std::uint64_t token) {
+  const auto it = p.awaiting.find(token);
+  if (it == p.awaiting.end()) return;  // its waiter gave up (wait's deadline)
+  const Handle h = it->second;
+  p.awaiting.erase(it);
+  const auto low = static_cast<std::uint32_t>(h & 0xffffffffu);
+  if (low == 0 || low > ops_.capacity()) return;
+  Op& op = ops_[low - 1];
+  if (!op.in_use || op.generation != (h >> 32)) return;
+  if (op.orphan) {
+    ops_.free(low - 1);
+  } else {
+    op.finish(Status());
+  }
+}
+
+void ShmLink::queue_control(Peer& p, const RingHeader& h) {
+  const std::uint32_t i = ops_.alloc(true, p.rank, algorithms::Tag{h.seq, 0, 0}, nullptr, 0);
+  Op& op = ops_[i];
+  op.header = h;
+  op.single_copy = false;
+  op.orphan = true;  // nobody waits: freed once written
+  if (ops_.queue_send(i, p, abort_)) {
+    push(p);
+  } else if (op.done) {
+    ops_.free(i);
+  }
 }
 
 void ShmLink::take_notice(Peer& p) {
@@ -230,12 +334,20 @@ void ShmLink::notify_peers(const Status& reason) {
     if (p.fd < 0 || !p.failed.is_ok()) continue;
     std::size_t rest = 0;  // of a half-written message, which must go first
     if (!p.sendq.empty() && p.head_written > 0) {
-      rest = sizeof(RingHeader) + ops_[p.sendq.front()].size - p.head_written;
+      rest = sizeof(RingHeader) + ops_[p.sendq.front()].ring_bytes() - p.head_written;
     }
     if (p.out.free_bytes() < rest + sizeof(h) + payload.size()) continue;
     if (rest > 0) {
-      const std::size_t offset = p.head_written - sizeof(RingHeader);
-      p.out.write_some(ops_[p.sendq.front()].data + offset, rest);
+      const Op& head = ops_[p.sendq.front()];
+      if (p.head_written < sizeof(RingHeader)) {
+        const std::size_t in_header = sizeof(RingHeader) - p.head_written;
+        p.out.write_some(reinterpret_cast<const std::byte*>(&head.header) + p.head_written,
+                         in_header);
+        p.out.write_some(head.ring_data(), head.ring_bytes());
+      } else {
+        const std::size_t offset = p.head_written - sizeof(RingHeader);
+        p.out.write_some(head.ring_data() + offset, rest);
+      }
     }
     p.out.write_some(reinterpret_cast<const std::byte*>(&h), sizeof(h));
     p.out.write_some(payload.data(), payload.size());
@@ -254,6 +366,19 @@ void ShmLink::fail_peer(Peer& p, Status st, bool always_log) {
     p.arrived.pop_back();
   }
   ops_.fail_queued(p.posted, p.sendq, st);
+  // Single-copy sends the peer will never acknowledge now.
+  for (const auto& [token, h] : p.awaiting) {
+    const auto low = static_cast<std::uint32_t>(h & 0xffffffffu);
+    if (low == 0 || low > ops_.capacity()) continue;
+    Op& op = ops_[low - 1];
+    if (!op.in_use || op.generation != (h >> 32)) continue;
+    if (op.orphan) {
+      ops_.free(low - 1);
+    } else {
+      op.finish(st);
+    }
+  }
+  p.awaiting.clear();
   ::close(p.fd);
   p.fd = -1;
   p.failed = std::move(st);

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "transport/channel_io.h"
+#include "transport/cross_memory.h"
 
 namespace tributary::transport {
 namespace {
@@ -16,6 +17,9 @@ constexpr std::uint32_t kOfferMagic = 0x4f4d4853;  // "SHMO"
 constexpr std::size_t kMaxNameBytes = 64;
 constexpr char kMapped = 'K';
 constexpr char kRefused = 'N';
+constexpr std::uint32_t kCmaMagic = 0x31414d43;  // "CMA1"
+constexpr char kCanRead = 'Y';
+constexpr char kCannotRead = 'N';
 
 Status exchange(int fd, std::byte* buf, std::size_t n, bool out, Deadline deadline,
                 const std::string& peer) {
@@ -24,8 +28,9 @@ Status exchange(int fd, std::byte* buf, std::size_t n, bool out, Deadline deadli
 
 // The lower rank's half: create, offer, wait for the peer to map it, unlink.
 Result<ShmSegment> offer(const PeerChannel& c, const GroupSpec& spec, std::uint64_t ring_bytes,
-                         Deadline deadline, const std::string& peer) {
+                         Deadline deadline, const std::string& peer, std::string* name_out) {
   Result<std::string> name = ShmSegment::random_name();
+  if (name.is_ok()) *name_out = *name;
   Result<ShmSegment> segment = name.is_ok() ? ShmSegment::create(*name, spec.epoch, spec.rank,
                                                                  c.rank, ring_bytes)
                                             : Result<ShmSegment>(name.status());
@@ -52,7 +57,7 @@ Result<ShmSegment> offer(const PeerChannel& c, const GroupSpec& spec, std::uint6
 
 // The higher rank's half: read the name, map it, answer.
 Result<ShmSegment> accept_offer(const PeerChannel& c, const GroupSpec& spec, Deadline deadline,
-                                const std::string& peer) {
+                                const std::string& peer, std::string* name_out) {
   std::byte head[8];
   TRIB_RETURN_IF_ERROR(exchange(c.fd, head, 8, false, deadline, peer));
   std::uint32_t magic = 0, length = 0;
@@ -68,9 +73,55 @@ Result<ShmSegment> accept_offer(const PeerChannel& c, const GroupSpec& spec, Dea
   TRIB_RETURN_IF_ERROR(
       exchange(c.fd, reinterpret_cast<std::byte*>(name.data()), length, false, deadline, peer));
   Result<ShmSegment> segment = ShmSegment::open(name, spec.epoch, c.rank, spec.rank);
+  *name_out = name;
   auto answer = static_cast<std::byte>(segment.is_ok() ? kMapped : kRefused);
   TRIB_RETURN_IF_ERROR(exchange(c.fd, &answer, 1, true, deadline, peer));
   return segment;
+}
+
+// Both ends, once the segment is mapped on both: each names its pid and probe word (pid 0:
+// do not read me), checks whether it can read the other (cross_memory.h), and says so.
+// Single-copy messages flow towards a side that said it can read.
+struct CmaPair {
+  pid_t peer_pid = 0;
+  bool read_peer = false;   // this side reads the peer's buffers
+  bool peer_reads = false;  // the peer reads this side's
+  std::string why_not;      // when this side cannot read the peer
+};
+
+Result<CmaPair> cma_handshake(const PeerChannel& c, const std::string& segment_name, bool enabled,
+                              Deadline deadline, const std::string& peer) {
+  std::byte mine[16];
+  const std::uint32_t pid = enabled ? static_cast<std::uint32_t>(::getpid()) : 0;
+  const std::uint64_t probe = cma_probe_address();
+  std::memcpy(mine, &kCmaMagic, 4);
+  std::memcpy(mine + 4, &pid, 4);
+  std::memcpy(mine + 8, &probe, 8);
+  std::byte theirs[16];
+  TRIB_RETURN_IF_ERROR(exchange(c.fd, mine, sizeof(mine), true, deadline, peer));
+  TRIB_RETURN_IF_ERROR(exchange(c.fd, theirs, sizeof(theirs), false, deadline, peer));
+  std::uint32_t magic = 0, peer_pid = 0;
+  std::uint64_t peer_probe = 0;
+  std::memcpy(&magic, theirs, 4);
+  std::memcpy(&peer_pid, theirs + 4, 4);
+  std::memcpy(&peer_probe, theirs + 8, 8);
+  if (magic != kCmaMagic) return error(StatusCode::kBadFrame, peer + " sent no single-copy offer");
+  CmaPair out;
+  out.peer_pid = static_cast<pid_t>(peer_pid);
+  if (!enabled) {
+    out.why_not = "off here";
+  } else if (peer_pid == 0) {
+    out.why_not = "off at the peer";
+  } else if (Status st = check_cma_peer(out.peer_pid, segment_name, peer_probe); !st) {
+    out.why_not = st.message();
+  } else {
+    out.read_peer = true;
+  }
+  auto verdict = static_cast<std::byte>(out.read_peer ? kCanRead : kCannotRead);
+  TRIB_RETURN_IF_ERROR(exchange(c.fd, &verdict, 1, true, deadline, peer));
+  TRIB_RETURN_IF_ERROR(exchange(c.fd, &verdict, 1, false, deadline, peer));
+  out.peer_reads = verdict == static_cast<std::byte>(kCanRead);
+  return out;
 }
 
 }  // namespace
@@ -104,6 +155,8 @@ Result<std::unique_ptr<algorithms::Link>> ShmTransport::connect_group(const Grou
                         channels_.connect_channels(spec, deadline));
   std::vector<ShmPeer> peers;
   Status failed;
+  const ReceivePaths paths = choose_receive_paths(config_.combine, config_.single_copy,
+                                                  ranks_on_this_host(spec), usable_cores());
   // Pairs in rank order on every member, so the two ends of each pair meet: the lowest
   // pair not yet set up is always next for both of its members.
   std::sort(channels.begin(), channels.end(),
@@ -114,15 +167,27 @@ Result<std::unique_ptr<algorithms::Link>> ShmTransport::connect_group(const Grou
       continue;
     }
     const std::string peer = "rank " + std::to_string(c.rank) + " at " + c.address;
+    std::string name;
     Result<ShmSegment> segment = spec.rank < c.rank
-                                     ? offer(c, spec, config_.ring_bytes, deadline, peer)
-                                     : accept_offer(c, spec, deadline, peer);
-    if (!segment.is_ok()) {
-      failed = segment.status();
+                                     ? offer(c, spec, config_.ring_bytes, deadline, peer, &name)
+                                     : accept_offer(c, spec, deadline, peer, &name);
+    Result<CmaPair> cma = segment.is_ok()
+                              ? cma_handshake(c, name, paths.single_copy, deadline, peer)
+                              : Result<CmaPair>(segment.status());
+    if (!cma.is_ok()) {
+      failed = cma.status();
       ::close(c.fd);
       continue;
     }
-    peers.push_back(ShmPeer{c.rank, c.fd, std::move(c.address), std::move(*segment)});
+    if (!cma->read_peer && paths.single_copy) {
+      config_.log.debug("epoch " + std::to_string(spec.epoch) + ": " + peer +
+                        ": no single-copy reads (" + cma->why_not + ")");
+    }
+    ShmPeer p{c.rank, c.fd, std::move(c.address), std::move(*segment)};
+    p.peer_pid = cma->peer_pid;
+    p.read_peer = cma->read_peer;
+    p.peer_reads = cma->peer_reads;
+    peers.push_back(std::move(p));
   }
   if (!failed.is_ok()) {
     for (const ShmPeer& p : peers) ::close(p.fd);
@@ -144,6 +209,8 @@ Result<std::unique_ptr<algorithms::Link>> ShmTransport::connect_group(const Grou
   params.size = spec.size();
   params.max_frame_bytes = config_.max_frame_bytes;
   params.busy_poll = config_.busy_poll;
+  params.combine = paths.combine;
+  params.single_copy_bytes = paths.single_copy ? kSingleCopyBytes : 0;
   params.log = config_.log;
   params.counters = std::move(counters);
   return make_shm_link(std::move(params), std::move(peers));

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/log.h"
+#include "transport/receive_paths.h"
 #include "transport/shm_link.h"
 #include "transport/transport.h"
 
@@ -29,6 +30,10 @@ struct ShmTransportConfig {
   std::uint64_t ring_bytes = std::uint64_t{4} << 20;
   Duration busy_poll = std::chrono::microseconds(50);
   std::uint64_t max_frame_bytes = std::uint64_t{1} << 30;
+  // Combining receives and single-copy messages (receive_paths.h): auto decides per group
+  // from the ranks on this host and its cores.
+  PathChoice combine = PathChoice::kAuto;
+  PathChoice single_copy = PathChoice::kAuto;
   // Empty: this machine's (host_key()). Tests set distinct keys to play two hosts.
   std::string host_key;
   Logger log{"link"};

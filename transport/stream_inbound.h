@@ -20,7 +20,9 @@
 
 namespace tributary::transport {
 
-enum class Inbound : std::uint8_t { kHeader, kDirect, kUnexpected, kDiscard, kNotice };
+// kSingleCopy: the shared-memory link's descriptor of a message read from the sender's
+// memory (shm_link.h); the other links never enter it.
+enum class Inbound : std::uint8_t { kHeader, kDirect, kUnexpected, kDiscard, kNotice, kSingleCopy };
 
 // A header has arrived, checked by the link: sets where its `length` payload bytes go.
 // The caller ends the payload at once when `length` is 0.

@@ -25,7 +25,7 @@ using transport::RdmaTransport;
 using transport::RdmaTransportConfig;
 
 MemberAdvert member(std::vector<std::string> caps) {
-  return MemberAdvert{1, "127.0.0.1:1", std::move(caps)};
+  return MemberAdvert{1, "127.0.0.1:1", std::move(caps), ""};
 }
 
 RdmaTransportConfig tiny_config() {

@@ -44,12 +44,14 @@ std::vector<Bytes> all_reduce_on(int n, const std::function<algorithms::Link&(in
   return out;
 }
 
-class ShmAllReduce : public ::testing::TestWithParam<int> {};
+// World size, and whether messages of 1 KiB and more go single-copy (read from the
+// sender's memory) instead of through the rings.
+class ShmAllReduce : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
 TEST_P(ShmAllReduce, EveryAlgorithmAndDtypeMatchesTheMemoryFabricBitForBit) {
-  const int n = GetParam();
+  const auto [n, single_copy] = GetParam();
   // 4 KiB rings: a 70001-element float64 message streams through one ~140 times.
-  ShmGroup shm = make_shm_group(n, 4096);
+  ShmGroup shm = make_shm_group(n, 4096, 1, Logger("link"), single_copy ? 1024 : 0);
   ASSERT_EQ(shm.links.size(), static_cast<std::size_t>(n));
   algorithms::MemoryFabric fabric(n);
   std::uint64_t seq = 1;
@@ -75,8 +77,12 @@ TEST_P(ShmAllReduce, EveryAlgorithmAndDtypeMatchesTheMemoryFabricBitForBit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, ShmAllReduce, ::testing::Values(2, 3, 5),
-                         [](const auto& info) { return "np" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(WorldSizes, ShmAllReduce,
+                         ::testing::Combine(::testing::Values(2, 3, 5), ::testing::Bool()),
+                         [](const auto& info) {
+                           return "np" + std::to_string(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) ? "_single_copy" : "");
+                         });
 
 TEST(ShmLink, MessagesLargerThanTheRingMatchByTagInAnyOrder) {
   ShmGroup g = make_shm_group(2, 4096);

@@ -31,8 +31,10 @@ inline bool wait_until_asleep(const ShmGroup& g, int low, int high) {
   return true;
 }
 
+// `single_copy_bytes` > 0: sends that large go single-copy (the ranks are threads of this
+// process, which can always read itself).
 inline ShmGroup make_shm_group(int n, std::uint64_t ring_bytes, std::uint64_t epoch = 1,
-                               Logger log = Logger("link")) {
+                               Logger log = Logger("link"), std::uint64_t single_copy_bytes = 0) {
   ShmGroup g;
   std::vector<std::vector<transport::ShmPeer>> peers(static_cast<std::size_t>(n));
   g.spare.resize(static_cast<std::size_t>(n));
@@ -51,6 +53,10 @@ inline ShmGroup make_shm_group(int n, std::uint64_t ring_bytes, std::uint64_t ep
       }
       peers[lo].push_back({hi, fds[0], "pair " + std::to_string(lo), std::move(*created)});
       peers[hi].push_back({lo, fds[1], "pair " + std::to_string(hi), std::move(*opened)});
+      for (transport::ShmPeer* p : {&peers[lo].back(), &peers[hi].back()}) {
+        p->peer_pid = ::getpid();
+        p->read_peer = p->peer_reads = single_copy_bytes > 0;
+      }
       g.spare[lo][hi] = std::move(*spare);
     }
   }
@@ -60,6 +66,7 @@ inline ShmGroup make_shm_group(int n, std::uint64_t ring_bytes, std::uint64_t ep
     p.rank = r;
     p.size = n;
     p.log = log;
+    p.single_copy_bytes = single_copy_bytes;
     p.counters = std::make_shared<transport::TrafficCounters>(n);
     auto link = transport::make_shm_link(std::move(p), std::move(peers[r]));
     if (!link.is_ok()) return {};

@@ -58,7 +58,7 @@ class FakeChannels final : public transport::ChannelSource {
 };
 
 MemberAdvert member(std::vector<std::string> caps) {
-  return MemberAdvert{1, "127.0.0.1:1", std::move(caps)};
+  return MemberAdvert{1, "127.0.0.1:1", std::move(caps), ""};
 }
 
 TEST(ShmTransport, ConnectsExactlyTheMembersWithTheSameHostKey) {
@@ -73,13 +73,21 @@ TEST(ShmTransport, ConnectsExactlyTheMembersWithTheSameHostKey) {
   EXPECT_EQ(transport::host_key(), transport::host_key());
 }
 
-TEST(ShmTransport, BuildsAWorkingGroupOverTheChannels) {
+// Through rings, with combining receives, and single-copy (the setup's handshake finds
+// that ranks of this very process may read each other).
+class ShmTransportPaths : public ::testing::TestWithParam<transport::PathChoice> {};
+
+TEST_P(ShmTransportPaths, BuildsAWorkingGroupOverTheChannels) {
   const int n = 3;
   FakeChannels channels(n);
   GroupSpec spec{5, 0, std::vector<MemberAdvert>(n, member({"shm:k"}))};
   std::vector<Bytes> out(n);
   const auto results = run_ranks(n, [&](int r) -> Status {
-    transport::ShmTransport t({.ring_bytes = 8192, .host_key = "k"}, channels);
+    transport::ShmTransport t({.ring_bytes = 8192,
+                               .combine = GetParam(),
+                               .single_copy = GetParam(),
+                               .host_key = "k"},
+                              channels);
     GroupSpec mine = spec;
     mine.rank = r;
     TRIB_ASSIGN_OR_RETURN(auto link, t.connect_group(mine, Deadline::after(10s)));
@@ -100,6 +108,10 @@ TEST(ShmTransport, BuildsAWorkingGroupOverTheChannels) {
   EXPECT_EQ(out[0], out[1]);
   EXPECT_EQ(out[0], out[2]);
 }
+
+INSTANTIATE_TEST_SUITE_P(Paths, ShmTransportPaths,
+                         ::testing::Values(transport::PathChoice::kOff, transport::PathChoice::kOn),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
 
 TEST(ShmTransport, ASegmentTheLowerRankCannotCreateFailsBothEndsAtOnce) {
   FakeChannels channels(2);

@@ -36,7 +36,7 @@ class KeyedTransport final : public transport::Transport {
   std::string key_;
 };
 
-MemberAdvert advert(std::vector<std::string> caps) { return {0, "h:1", std::move(caps)}; }
+MemberAdvert advert(std::vector<std::string> caps) { return {0, "h:1", std::move(caps), ""}; }
 
 struct Table {
   KeyedTransport* shm = nullptr;
