@@ -25,9 +25,10 @@ packages=(
   # dashboards and plots: the console test's browser, Debian's python3 modules the test
   # and plot scripts import, a font for both to render text with
   chromium python3-yaml python3-matplotlib fonts-dejavu-core
-  # the Python package and the torch.distributed backend (Debian's torch 1.13, CPU) and
-  # their pytest suites
-  python3-dev pybind11-dev python3-numpy python3-torch libtorch-dev python3-pytest
+  # the Python package and the torch.distributed backend: Debian's python3 with its headers
+  # and venv module; torch, numpy and pytest come from PyPI into .venv
+  # (scripts/python_env.sh, which scripts/test.sh runs)
+  python3-dev python3-venv pybind11-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -22,7 +22,7 @@ all-reduces alone, from the medians of the same iterations: the share of the com
 cost the step does not pay.
 
 Writes bench/results/pytorch_ddp_<date>.md (or --out). Needs the build (the package in
-build/release/python, build/release/cli/tributary) and Debian's python3-torch.
+build/release/python, build/release/cli/tributary) and .venv's python (scripts/python_env.sh).
 """
 
 import argparse

@@ -30,7 +30,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 PROGRESS = re.compile(r"^\s*(\d+)\s+\d+\s+[\d.]+\s")
-GRACE_S = 5.0  # after the first worker finished, for the others to finish too
+# After the first worker finished, for the others to finish too. Generous: a torch 2 process
+# takes 0.4-0.6 s to exit on its own, and several seconds when four exit at once on two busy
+# cores (the ctest -j2 runs), which 5 s did not always cover.
+GRACE_S = 15.0
 
 
 def use_package(package_dir):
