@@ -48,7 +48,7 @@ Status check_world_forms(const std::string& endpoint, const std::string& secret,
   const auto in_view = std::count_if(s.members.begin(), s.members.end(),
                                      [](const membership::MemberStatus& m) { return m.in_view; });
   if (s.phase == "resuming") return Status::ok();  // its journaled world comes back first
-  if (s.epoch == 0) {
+  if (s.phase == "forming") {
     if (s.world_size == static_cast<std::uint32_t>(world_size)) return Status::ok();
     return error(StatusCode::kMismatch,
                  "the coordinator at " + endpoint + " forms a world of " +
@@ -57,21 +57,22 @@ Status check_world_forms(const std::string& endpoint, const std::string& secret,
                      ": start it with --world-size " + n +
                      ", or unset TRIBUTARY_COORDINATOR and the group starts its own");
   }
-  if (in_view == 0) {
+  if (s.phase == "empty") {
     if (world_size == 1) return Status::ok();
     return error(StatusCode::kUnavailable,
                  "the coordinator at " + endpoint + " formed its world already (view " +
                      std::to_string(s.epoch) +
-                     "; its members have left): it admits new members one at a time into a "
-                     "running world, so " + n +
-                     " members joining now would not start together. A coordinator forms one "
-                     "world: start one per job, or unset TRIBUTARY_COORDINATOR and the group "
-                     "starts its own");
+                     "; its members have left): it admits new members one at a time into that "
+                     "world, so " + n +
+                     " members joining now would not start together. Start it with --serve-jobs "
+                     "to serve one job after another, start one per job, or unset "
+                     "TRIBUTARY_COORDINATOR and the group starts its own");
   }
   return error(StatusCode::kUnavailable,
                "the coordinator at " + endpoint + " serves a running world of " +
                    std::to_string(in_view) + " members (view " + std::to_string(s.epoch) +
-                   "): another job uses it. Start one coordinator per job, or unset "
+                   "): another job uses it. Start one coordinator per job (or one with "
+                   "--serve-jobs, which serves them one after another), or unset "
                    "TRIBUTARY_COORDINATOR and the group starts its own");
 }
 

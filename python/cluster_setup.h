@@ -46,10 +46,11 @@ class EmbeddedCoordinator {
 
 // Asks the coordinator at `endpoint` (over the authenticated status request, without
 // joining) whether a world of `world_size` members can form there now. kOk when it is
-// forming a world of that size (or is a standby of replicated coordinators, which decide
-// later); kMismatch naming both sizes when it forms another size; kUnavailable, saying
-// why, when its world formed already and is not empty (another job is running on it);
-// the fetch's own error (kTimedOut, kAuthFailed, ...) when it does not answer as it should.
+// forming a world of that size (first, or again with --serve-jobs) or resuming after a
+// restart; kMismatch naming both sizes when it forms another size; kUnavailable, saying why
+// and what to do, when its world formed already (emptied without --serve-jobs, or another
+// job is running on it); the fetch's own error (kTimedOut, kAuthFailed, ...) when it does
+// not answer as it should.
 Status check_world_forms(const std::string& endpoint, const std::string& secret, int world_size,
                          Duration timeout);
 

@@ -1,7 +1,8 @@
 """A coordinator given by the environment (TRIBUTARY_COORDINATOR) that cannot serve the
 torch.distributed group fails it at once, saying why, instead of after the join timeout:
 one started for another world size, and one whose world formed already (a previous job on it
-has left). A coordinator of the right size serves the group."""
+has left). A coordinator of the right size serves the group, and one started with
+--serve-jobs serves one job after another."""
 
 from cluster import Cluster
 
@@ -39,4 +40,12 @@ def test_a_world_that_formed_already_is_named_at_once(tmp_path):
         for r in init_all(tmp_path, cluster, 2, "second"):
             assert r["raised"] == "RuntimeError", r
             assert "formed its world already" in r["message"], r
+            assert "--serve-jobs" in r["message"], r
             assert r["seconds"] < PROMPT_S, r
+
+
+def test_serve_jobs_serves_job_after_job(tmp_path):
+    with Cluster(tmp_path, 2, coordinator_args=("--serve-jobs",)) as cluster:
+        for job in ("first", "second", "third"):
+            for r in init_all(tmp_path, cluster, 2, job):
+                assert r["raised"] is None and r["sum"] == 2.0, (job, r)
