@@ -24,13 +24,29 @@ std::chrono::milliseconds remaining(Deadline d) {
 
 // The group's store (torch gives every group a store of its own, under the group's name):
 // bounded waits, strings in and out, torch's exceptions turned into Status.
+//
+// Keys live under a generation: a store can outlive a group (torchrun's agent keeps one for
+// the whole run, and a script may init_process_group again after destroy_process_group under
+// the same group name), and a member must never read the previous group's coordinator. Every
+// member counts itself in once per group; the n members of one group get n consecutive
+// counts, so count / n names the generation alike on all of them.
 class GroupStore {
  public:
   GroupStore(c10::intrusive_ptr<c10d::Store> store, Deadline deadline)
       : store_(std::move(store)), deadline_(deadline) {}
+  Status enter(int size) {
+    try {
+      const std::int64_t arrival = store_->add("tributary/arrivals", 1);
+      prefix_ = "tributary/" + std::to_string((arrival - 1) / size) + "/";
+      return Status::ok();
+    } catch (const std::exception& e) {
+      return error(StatusCode::kUnavailable, std::string("torch's store refused a count: ") +
+                                                 e.what());
+    }
+  }
   Status set(const std::string& key, const std::string& value) {
     try {
-      store_->set("tributary/" + key, std::vector<std::uint8_t>(value.begin(), value.end()));
+      store_->set(prefix_ + key, std::vector<std::uint8_t>(value.begin(), value.end()));
       return Status::ok();
     } catch (const std::exception& e) {
       return error(StatusCode::kUnavailable, "torch's store refused '" + key + "': " + e.what());
@@ -38,8 +54,8 @@ class GroupStore {
   }
   Result<std::string> get(const std::string& key, const std::string& what) {
     try {
-      store_->wait({"tributary/" + key}, remaining(deadline_));
-      const std::vector<std::uint8_t> v = store_->get("tributary/" + key);
+      store_->wait({prefix_ + key}, remaining(deadline_));
+      const std::vector<std::uint8_t> v = store_->get(prefix_ + key);
       return std::string(v.begin(), v.end());
     } catch (const std::exception& e) {
       return error(StatusCode::kTimedOut, "waiting in torch's store for " + what + ": " + e.what());
@@ -49,6 +65,7 @@ class GroupStore {
  private:
   c10::intrusive_ptr<c10d::Store> store_;
   Deadline deadline_;
+  std::string prefix_ = "tributary/";
 };
 
 // Where the group's cluster is: the coordinator named by the environment (checked first, so
@@ -162,6 +179,7 @@ Result<c10::intrusive_ptr<TributaryBackend>> TributaryBackend::create(
   auto b = c10::make_intrusive<TributaryBackend>(rank, size, std::move(setup));
   agent::WorkerConfig& config = b->setup_.worker;
   GroupStore group_store(store, Deadline::after(config.join_timeout));
+  TRIB_RETURN_IF_ERROR(group_store.enter(size));
   TRIB_RETURN_IF_ERROR(find_cluster(group_store, rank, size, b->setup_, &b->coordinator_));
   // No quorum wait: a group that lost a member fails its next collective (enqueue's
   // contributor check) instead of waiting for a replacement, and at the end, when the members
@@ -226,7 +244,7 @@ void TributaryBackend::finish(Deadline deadline) {
   std::unique_ptr<agent::CollectiveQueue> queue;
   std::unique_ptr<PointToPoint> p2p;
   {
-    std::lock_guard lock(finish_mu_);
+    std::scoped_lock lock(finish_mu_, abort_mu_);  // an abort() meanwhile closes them first
     queue.swap(queue_);
     p2p.swap(p2p_);
   }
@@ -243,7 +261,9 @@ void TributaryBackend::finish(Deadline deadline) {
 
 void TributaryBackend::abort() {
   const Status why = error(StatusCode::kAborted, "the process group was aborted");
-  std::lock_guard lock(finish_mu_);
+  // Not finish_mu_: closing the queue completes the queued Works on this thread, and a
+  // Future callback may issue the next operation (a comm hook chaining one), which takes it.
+  std::lock_guard lock(abort_mu_);
   if (worker_) worker_->abort(why);
   if (queue_) queue_->close(why);
   if (p2p_) p2p_->close(why);

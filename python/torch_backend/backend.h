@@ -211,6 +211,9 @@ class TributaryBackend final : public c10d::Backend {
   // finish() takes them down: an operation after shutdown raises instead.
   std::mutex finish_mu_;
   bool finished_ = false;  // guarded by finish_mu_
+  // Held by abort() while it closes the queue and the point-to-point engine, and by finish()
+  // while it takes them away, so that abort() never reaches one being destroyed.
+  std::mutex abort_mu_;
 };
 
 }  // namespace tributary::python::torch_backend

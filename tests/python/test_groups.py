@@ -47,3 +47,10 @@ def test_world_dependent_subgroups_ran(world):
         assert ("halves/p2p_ring" in cases) == (n >= 4 or (n == 3 and rank >= 1))
         assert ("abort/running_collective_fails" in cases) == (rank == 0)
         assert ("abort/later_calls_fail" in cases) == (rank == 0)
+
+
+def test_a_second_group_on_the_same_store_forms_its_own_cluster(tmp_path):
+    n = 3
+    results = run_torch_workers(tmp_path, n, "reinit.py", timeout=120)
+    for r in results:
+        assert r["cases"]["sums"] == [n * (n - 1) / 2, n * (n - 1) / 2 + n], r
