@@ -16,7 +16,8 @@ EmbeddedCoordinator::~EmbeddedCoordinator() { coordinator_->stop(); }
 
 Result<std::unique_ptr<EmbeddedCoordinator>> EmbeddedCoordinator::start(const std::string& bind,
                                                                         const std::string& secret,
-                                                                        int world_size) {
+                                                                        int world_size,
+                                                                        bool serve_jobs) {
   if (world_size < 1) {
     return error(StatusCode::kInvalidArgument,
                  "an embedded coordinator needs a world size >= 1, got " +
@@ -26,6 +27,7 @@ Result<std::unique_ptr<EmbeddedCoordinator>> EmbeddedCoordinator::start(const st
   config.bind_address = bind;
   config.secret = secret;
   config.initial_world_size = static_cast<std::size_t>(world_size);
+  config.serve_jobs = serve_jobs;
   config.metrics_address.clear();  // the training process serves no /metrics of its own
   auto c = std::make_unique<coordinator::Coordinator>(config, Logger("coordinator"));
   TRIB_RETURN_IF_ERROR(c->start());
@@ -33,6 +35,8 @@ Result<std::unique_ptr<EmbeddedCoordinator>> EmbeddedCoordinator::start(const st
 }
 
 std::string EmbeddedCoordinator::endpoint() const { return coordinator_->endpoint(); }
+
+std::size_t EmbeddedCoordinator::member_count() const { return coordinator_->member_count(); }
 
 void EmbeddedCoordinator::wait_until_empty(Deadline deadline) const {
   while (coordinator_->member_count() > 0 && !deadline.passed()) {

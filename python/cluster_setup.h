@@ -26,15 +26,19 @@ namespace tributary::python {
 class EmbeddedCoordinator {
  public:
   // `bind`: "tcp://HOST:0" (an ephemeral port); kUnavailable when it cannot bind.
+  // `serve_jobs`: a world that empties forms again from `world_size` joiners (--serve-jobs).
   static Result<std::unique_ptr<EmbeddedCoordinator>> start(const std::string& bind,
                                                             const std::string& secret,
-                                                            int world_size);
+                                                            int world_size,
+                                                            bool serve_jobs = false);
   ~EmbeddedCoordinator();
   EmbeddedCoordinator(const EmbeddedCoordinator&) = delete;
   EmbeddedCoordinator& operator=(const EmbeddedCoordinator&) = delete;
 
   // "tcp://HOST:PORT", what members dial.
   std::string endpoint() const;
+  // Members it knows now (in a view, joining, or waiting for a step boundary).
+  std::size_t member_count() const;
   // Waits (polling) until no member is left (they left, or were removed as silent), or
   // `deadline`: the host's own group is gone, the others may still be leaving through it.
   void wait_until_empty(Deadline deadline) const;
