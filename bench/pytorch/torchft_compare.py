@@ -52,6 +52,9 @@ def parse_args():
     p.add_argument("--kills", type=int, default=10, help="per system")
     p.add_argument("--settle-s", type=float, default=6.0, help="between a kill and the next")
     p.add_argument("--systems", nargs="+", default=["torchft", "tributary"])
+    p.add_argument("--heartbeat-interval-ms", type=int, default=None,
+                   help="tributary's coordinator: --heartbeat-interval-ms (a failure is "
+                        "confirmed after 3 intervals of silence)")
     p.add_argument("--role", default="driver", help=argparse.SUPPRESS)
     p.add_argument("--replica", default="0", help=argparse.SUPPRESS)
     p.add_argument("--address", default="", help=argparse.SUPPRESS)
@@ -162,7 +165,7 @@ class Replica:
 class System:
     """A lighthouse or coordinator and its replicas; reads their STEP lines."""
 
-    def __init__(self, name, n):
+    def __init__(self, name, n, coordinator_args=()):
         self.name = name
         self.env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
         self.env["PYTHONPATH"] = os.pathsep.join(
@@ -180,7 +183,7 @@ class System:
             sys.path.insert(0, os.path.join(REPO, "build", "release", "python"))
             from tributary.local_coordinator import LocalCoordinator
             self.coordinator = LocalCoordinator(
-                n, workdir=self.log_dir,
+                n, workdir=self.log_dir, extra_args=coordinator_args,
                 binary=os.path.join(REPO, "build", "release", "cli", "tributary"))
             self.env.update(self.coordinator.environment())
             self.address = self.coordinator.endpoint
@@ -265,7 +268,9 @@ def summary(values, digits=3):
 def driver(args):
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     load_before = os.getloadavg()
-    systems = {name: System(name, args.replicas) for name in args.systems}
+    extra = () if args.heartbeat_interval_ms is None else (
+        "--heartbeat-interval-ms", str(args.heartbeat_interval_ms))
+    systems = {name: System(name, args.replicas, extra) for name in args.systems}
     measured = {name: {"steady": None, "survivors": [], "replacement": []} for name in systems}
     try:
         for name, s in systems.items():
@@ -295,13 +300,17 @@ def driver(args):
         f"Run {started} on this machine (2 cores), `bench/pytorch/torchft_compare.py "
         f"{' '.join(sys.argv[1:])}`; torch {torch.__version__}, torchft {version('torchft')}; "
         f"{args.replicas} replicas of one process each; load average {load_before[0]:.1f} before "
-        f"and {load_after[0]:.1f} after (1-minute). Both systems' replicas ran at the same time "
-        "(the kills alternate between them), so they shared the machine throughout.",
+        f"and {load_after[0]:.1f} after (1-minute). "
+        + ("Both systems' replicas ran at the same time (the kills alternate between them), so "
+           "they shared the machine throughout." if len(systems) > 1 else
+           f"Only {', '.join(systems)} ran."),
         "",
         "Seconds, median (range) over the kills; steady state: median interval between one "
         "replica's committed steps over 40 steps. torchft: LighthouseServer(min_replicas=1) "
         "with its default heartbeat and quorum settings, Manager timeout 10 s, "
-        "ProcessGroupGloo; tributary: coordinator defaults (heartbeat timeout 1 s).",
+        "ProcessGroupGloo; tributary: coordinator defaults (heartbeat timeout 1 s)"
+        + ("" if args.heartbeat_interval_ms is None else
+           f" but --heartbeat-interval-ms {args.heartbeat_interval_ms}") + ".",
         "",
         "| system | steady-state step | kill -9 to survivors' next committed step | kill -9 to "
         "replacement's first committed step | kills |",
