@@ -157,6 +157,7 @@ Status Worker::Impl::start() {
   cc.endpoint = config.coordinator;
   cc.secret = config.secret;
   cc.host = config.host.empty() ? hostname() : config.host;
+  cc.name = config.name;
   cc.zone = config.zone;
   cc.data_address = data_plane->addresses().front();
   cc.capabilities = data_plane->capabilities();
@@ -440,7 +441,7 @@ void Worker::Impl::attempt_failed(std::string_view op, const std::string& what,
            static_cast<unsigned long long>(epoch), status.to_string().c_str());
 }
 
-Status Worker::Impl::sync_state() {
+Result<Worker::Impl::StateSync> Worker::Impl::sync_state() {
   // Source: the lowest rank that has the state (the joiners are those that need it).
   std::int64_t source = needs_state ? std::numeric_limits<std::int32_t>::max() : rank;
   TRIB_RETURN_IF_ERROR(run("state_source", algorithms::AllReduceAlgorithm::kAuto, 8,
@@ -457,7 +458,9 @@ Status Worker::Impl::sync_state() {
   }
   const int root = static_cast<int>(source);
   Sha256 sha;
+  std::uint64_t total = 0;
   for (auto& [name, bytes] : state) {
+    total += bytes.size();
     TRIB_RETURN_IF_ERROR(run(
                              "state_sync", algorithms::AllReduceAlgorithm::kAuto, bytes.size(), {},
                              [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
@@ -487,7 +490,7 @@ Status Worker::Impl::sync_state() {
              state.size(), root);
   }
   needs_state = false;
-  return Status::ok();
+  return StateSync{root, total, mine};
 }
 
 Result<BoundaryOutcome> Worker::Impl::step_boundary() {
@@ -541,11 +544,17 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
     if (!boundary) return boundary.status();
     if (flags[3]) {
       const bool receiving = needs_state;
-      Status s = sync_state();
-      if (s.is_ok()) {
-        out.received_state = out.received_state || receiving;
+      Result<StateSync> synced = sync_state();
+      if (synced) {
+        if (receiving) {
+          out.received_state = true;
+          out.state_bytes = synced->bytes;
+          out.state_source_rank = synced->root;
+          out.state_sha256 = to_hex(std::span<const std::uint8_t>(synced->digest));
+        }
         continue;
       }
+      const Status s = synced.status();
       if (!retryable(s) || deadline.passed()) return s;
       continue;  // a failure during the sync: the next round runs in the new view
     }

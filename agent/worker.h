@@ -47,6 +47,9 @@ struct WorkerConfig {
   std::string coordinator = "tcp://127.0.0.1:7070";  // ZeroMQ endpoint of the coordinator
   std::string secret;                                // the cluster secret; never sent
   std::string host;                                  // host label; default: hostname
+  // The member's name in views, logs and `tributary status`; default "HOST/PROGRAM:PID",
+  // which says nothing where every process is PID 1 (containers: pass the pod's name).
+  std::string name;
   std::string zone;                                  // zone / datacenter label
   std::string bind_host = "127.0.0.1";               // data-plane listen address
   std::uint16_t data_port = 0;                       // 0: ephemeral
@@ -145,6 +148,10 @@ struct BoundaryOutcome {
   bool left = false;  // this worker drained and left the cluster
   bool view_changed = false;
   bool received_state = false;  // this worker joined and got the training state
+  // With received_state: what came, from whom, and the SHA-256 (hex) it was verified by.
+  std::uint64_t state_bytes = 0;
+  int state_source_rank = -1;
+  std::string state_sha256;
   std::uint64_t epoch = 0;
   int world_size = 0;
 };

@@ -29,6 +29,7 @@
 #include "algorithms/zone_layout.h"
 #include "compression/collectives/compressed_all_reduce.h"
 #include "control_client/control_plane.h"
+#include "core/hash.h"
 #include "core/log.h"
 
 namespace tributary::agent {
@@ -100,7 +101,13 @@ class Worker::Impl {
   void adopt_refit(std::int64_t alpha_field, std::int64_t beta_field);
 
   Result<BoundaryOutcome> step_boundary();
-  Status sync_state();
+  // The state sync at a boundary: every member takes part; joiners receive.
+  struct StateSync {
+    int root = -1;  // the rank whose state everyone holds now
+    std::uint64_t bytes = 0;
+    Sha256Digest digest{};
+  };
+  Result<StateSync> sync_state();
 
   void install_link(std::unique_ptr<algorithms::Link> l, std::uint64_t epoch) {
     std::lock_guard lock(link_mu);

@@ -15,43 +15,56 @@ extern char** environ;
 
 namespace tributary::cli {
 
-Result<ChildProcess> ChildProcess::spawn(const std::vector<std::string>& argv,
-                                         const std::string& stdout_path) {
-  if (argv.empty()) return error(StatusCode::kInvalidArgument, "empty argv");
+namespace {
+
+void redirect(posix_spawn_file_actions_t* actions, int fd, const std::string& path) {
+  if (path.empty()) return;
+  posix_spawn_file_actions_addopen(actions, fd, path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                   0644);
+}
+
+Status start(const std::vector<std::string>& argv, posix_spawn_file_actions_t* actions,
+             pid_t* pid) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  if (!stdout_path.empty()) {
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, stdout_path.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  }
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
+  const int rc = posix_spawn(pid, argv[0].c_str(), actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(actions);
   if (rc != 0) {
     return error(StatusCode::kInternal, "cannot start " + argv[0] + ": " + std::strerror(rc));
   }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<ChildProcess> ChildProcess::spawn(const std::vector<std::string>& argv,
+                                         const ChildOutput& output) {
+  if (argv.empty()) return error(StatusCode::kInvalidArgument, "empty argv");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  redirect(&actions, STDOUT_FILENO, output.stdout_path);
+  redirect(&actions, STDERR_FILENO, output.stderr_path);
+  pid_t pid = -1;
+  TRIB_RETURN_IF_ERROR(start(argv, &actions, &pid));
   return ChildProcess(pid);
 }
 
-Result<ChildProcess> ChildProcess::spawn_piped(const std::vector<std::string>& argv, int* read_fd) {
+Result<ChildProcess> ChildProcess::spawn_piped(const std::vector<std::string>& argv, int* read_fd,
+                                               const ChildOutput& output) {
+  if (argv.empty()) return error(StatusCode::kInvalidArgument, "empty argv");
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return error(StatusCode::kInternal, "pipe2 failed");
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  redirect(&actions, STDERR_FILENO, output.stderr_path);
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
+  Status started = start(argv, &actions, &pid);
   ::close(fds[1]);
-  if (rc != 0) {
+  if (!started) {
     ::close(fds[0]);
-    return error(StatusCode::kInternal, "cannot start " + argv[0] + ": " + std::strerror(rc));
+    return started;
   }
   ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
   *read_fd = fds[0];

@@ -14,14 +14,22 @@
 
 namespace tributary::cli {
 
+// Where a child's output goes: a path is opened for appending (created 0644); "" inherits
+// the parent's stream.
+struct ChildOutput {
+  std::string stdout_path;
+  std::string stderr_path;
+};
+
 class ChildProcess {
  public:
-  // argv[0] is the program path. stdout_path: "" inherits the parent's stdout.
+  // argv[0] is the program path.
   static Result<ChildProcess> spawn(const std::vector<std::string>& argv,
-                                    const std::string& stdout_path = "");
+                                    const ChildOutput& output = {});
   // Like spawn(), with the child's stdout connected to a pipe; *read_fd gets the read end
-  // (non-blocking, close-on-exec), owned by the caller.
-  static Result<ChildProcess> spawn_piped(const std::vector<std::string>& argv, int* read_fd);
+  // (non-blocking, close-on-exec), owned by the caller. output.stdout_path is ignored.
+  static Result<ChildProcess> spawn_piped(const std::vector<std::string>& argv, int* read_fd,
+                                          const ChildOutput& output = {});
   ChildProcess(ChildProcess&& other) noexcept;
   ChildProcess& operator=(ChildProcess&& other) noexcept;
   ~ChildProcess();

@@ -49,7 +49,7 @@ std::string find_etcd() {
 
 Result<std::unique_ptr<HaControlPlane>> HaControlPlane::start(
     int world_size, int coordinators, const std::vector<std::string>& extra_args,
-    Deadline deadline) {
+    Deadline deadline, const std::string& log_dir) {
   const std::string etcd = find_etcd();
   if (etcd.empty()) {
     return error(StatusCode::kUnavailable,
@@ -107,12 +107,18 @@ Result<std::unique_ptr<HaControlPlane>> HaControlPlane::start(
   if (url.empty())
     return error(StatusCode::kUnavailable, "etcd did not start (see " + plane->dir_ + "/etcd.log)");
   std::printf("demo: etcd %s (data in %s)\n", url.c_str(), plane->dir_.c_str());
+  std::fflush(stdout);
   for (int i = 0; i < coordinators; ++i) {
     std::vector<std::string> args = {"--etcd", url, "--etcd-prefix", kPrefix};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     std::string endpoint;
-    TRIB_ASSIGN_OR_RETURN(auto child,
-                          start_coordinator_process(world_size, &endpoint, deadline, args));
+    ChildOutput output;
+    if (!log_dir.empty()) {
+      output.stdout_path = output.stderr_path =
+          log_dir + "/coordinator-" + std::to_string(i + 1) + ".log";
+    }
+    TRIB_ASSIGN_OR_RETURN(
+        auto child, start_coordinator_process(world_size, &endpoint, deadline, args, output));
     plane->coordinators_.push_back(std::move(child));
     plane->endpoints_.push_back(endpoint);
   }

@@ -23,9 +23,11 @@ class HaControlPlane {
  public:
   // Starts etcd on free loopback ports (Debian's etcd-server: scripts/deps.sh), then
   // `coordinators` coordinators for `world_size` members, `extra_args` passed to each.
+  // `log_dir`: each coordinator's output goes to coordinator-I.log there ("": inherited).
   static Result<std::unique_ptr<HaControlPlane>> start(int world_size, int coordinators,
                                                        const std::vector<std::string>& extra_args,
-                                                       Deadline deadline);
+                                                       Deadline deadline,
+                                                       const std::string& log_dir = "");
   ~HaControlPlane();
   HaControlPlane(const HaControlPlane&) = delete;
   HaControlPlane& operator=(const HaControlPlane&) = delete;

@@ -16,7 +16,8 @@ std::string random_secret() { return to_hex(random_nonce()) + to_hex(random_nonc
 
 Result<ChildProcess> start_coordinator_process(int world_size, std::string* endpoint,
                                                Deadline deadline,
-                                               const std::vector<std::string>& extra_args) {
+                                               const std::vector<std::string>& extra_args,
+                                               const ChildOutput& output) {
   char dir_template[] = "/tmp/tributary-XXXXXX";
   const char* dir = ::mkdtemp(dir_template);
   if (dir == nullptr) return error(StatusCode::kInternal, "mkdtemp failed");
@@ -25,7 +26,7 @@ Result<ChildProcess> start_coordinator_process(int world_size, std::string* endp
                                    "tcp://127.0.0.1:0", "--world-size", std::to_string(world_size),
                                    "--ready-file",      ready};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  TRIB_ASSIGN_OR_RETURN(auto child, ChildProcess::spawn(argv));
+  TRIB_ASSIGN_OR_RETURN(auto child, ChildProcess::spawn(argv, output));
   // The coordinator writes the file atomically (rename) once it is bound.
   auto pause = std::chrono::milliseconds(1);
   for (;;) {

@@ -18,7 +18,8 @@ struct LocalCluster {
 // until it reports its endpoint through a ready file.
 Result<ChildProcess> start_coordinator_process(int world_size, std::string* endpoint,
                                                Deadline deadline,
-                                               const std::vector<std::string>& extra_args = {});
+                                               const std::vector<std::string>& extra_args = {},
+                                               const ChildOutput& output = {});
 
 // Starts n agents: `<self> agent --coordinator E <agent_args...>`, split into `zones`
 // zones by zone_args().

@@ -91,6 +91,12 @@ void add_worker_flags(CLI::App& cmd, AgentFlags& f) {
       ->capture_default_str();
   cmd.add_option("--secret", f.worker.secret, "cluster secret")->envname("TRIBUTARY_SECRET");
   cmd.add_option("--host", f.worker.host, "host label (default: hostname)");
+  cmd.add_option("--name", f.worker.name,
+                 "member name in views, logs and status (default: HOST/tributary:PID; in a "
+                 "container, the pod's name)")
+      ->check([](const std::string& n) {
+        return n.empty() || n.size() > 256 ? std::string("1 to 256 bytes") : std::string();
+      });
   cmd.add_option("--zone", f.worker.zone, "zone label");
   cmd.add_option("--bind-host", f.worker.bind_host, "data-plane address")->capture_default_str();
   cmd.add_option("--data-port", f.worker.data_port, "data-plane port (0: ephemeral)");
@@ -238,6 +244,9 @@ void add_injection_flags(CLI::App& cmd, TrainSpec& t) {
   cmd.add_option("--rejoin-after-ms", t.rejoin_after_ms, "after an eviction, wait before rejoining")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd.add_flag("--events", t.events,
+               "train: machine-readable progress lines (@step, @eval, @state) instead of the "
+               "table, for the demo's controller");
 }
 
 // The codec as the training recipe meets it: momentum placement, clipping, and what the
@@ -628,6 +637,15 @@ int main(int argc, char** argv) {
   add_transport_flag(*demo, demo_flags.worker);
   add_failover_flags(*demo, demo_flags.worker);
   add_tls_flags(*demo, demo_flags.worker);
+  bool no_faults = false;
+  demo->add_flag("--no-faults", no_faults,
+                 "a plain run: none of the default faults (kill -9, SIGSTOP, a join, a drain)");
+  demo->add_flag("--verbose", demo_spec.verbose,
+                 "the coordinator's and workers' logs on the terminal too (they always go to "
+                 "the run directory)");
+  demo->add_option("--run-dir", demo_spec.run_dir,
+                   "where logs, the transcript, steps.csv and training.png go (default: a new "
+                   "tributary-demo-* directory under $TMPDIR or /tmp)");
   demo->add_flag("--ha", demo_spec.ha, "a local etcd and three replicated coordinators");
   demo->add_option("--kill-leader-at", demo_spec.kill_leader_at,
                    "--ha: kill -9 the leading coordinator at this step")
@@ -680,9 +698,6 @@ int main(int argc, char** argv) {
   }
   if (demo->parsed()) {
     if (Status st = finish_agent_flags(demo_flags); !st) return report(st, "demo");
-    std::printf("tributary demo: coordinator + %d worker processes on this machine\n",
-                demo_spec.workers);
-    std::fflush(stdout);
     auto names = kTrainFlagNames;
     names.insert(names.end(), {"--algorithm", "--metrics", "--step-delay-ms", "--codec",
                                "--wan-codec", "--transport"});
@@ -694,21 +709,30 @@ int main(int argc, char** argv) {
       demo_spec.coordinator_args.push_back(a);
       demo_spec.agent_args.push_back(a);
     }
-    const bool faults = demo_spec.kill_at >= 0 || demo_spec.stop_at >= 0 ||
-                        demo_spec.join_at >= 0 || demo_spec.drain_at >= 0 ||
-                        demo_spec.straggler_ms > 0 || demo_spec.ha;
-    if (demo_spec.federated && faults) {
+    if (demo_spec.federated && has_faults(demo_spec)) {
       return report(error(StatusCode::kInvalidArgument,
                           "--federated: the fault flags are driven by training steps; use "
                           "--late-fraction for late members"),
                     "demo");
     }
-    if (faults && demo->get_option("--step-delay-ms")->count() == 0) {
-      // Give injected faults something to interrupt: ~20 ms of "compute" per step.
-      demo_spec.agent_args.insert(demo_spec.agent_args.end(), {"--step-delay-ms", "20"});
+    if (no_faults && has_faults(demo_spec)) {
+      return report(error(StatusCode::kInvalidArgument,
+                          "--no-faults: and a fault flag too; pick one or the other"),
+                    "demo");
     }
+    if (!no_faults && !has_faults(demo_spec) && !demo_spec.federated) {
+      demo_spec.plan = schedule_default_faults(demo_spec, demo_flags.train);
+    }
+    const bool faults = has_faults(demo_spec);
+    if (faults && demo->get_option("--step-delay-ms")->count() == 0) {
+      // Give injected faults something to interrupt, and the viewer time to follow:
+      // ~30 ms of "compute" per step.
+      demo_spec.agent_args.insert(demo_spec.agent_args.end(), {"--step-delay-ms", "30"});
+    }
+    demo_spec.print_every = demo_flags.train.print_every;
     if (faults && demo->get_option("--print-every")->count() == 0) {
-      demo_spec.agent_args.insert(demo_spec.agent_args.end(), {"--print-every", "10"});
+      demo_spec.print_every = 20;
+      demo_spec.agent_args.insert(demo_spec.agent_args.end(), {"--print-every", "20"});
     }
     return run_demo(demo_spec);
   }

@@ -98,7 +98,11 @@ std::string refs_text(const std::vector<MemberRef>& refs, char sign) {
   for (const auto& r : refs) {
     if (!out.empty()) out += ", ";
     out += sign + std::to_string(r.id) + " " + label(r.name);
-    if (!r.reason.empty()) out += " (" + escape_log_text(r.reason) + ")";
+    if (!r.reason.empty()) {
+      out += " (" + escape_log_text(r.reason);
+      if (!r.noticed_by.empty()) out += ", reported by " + label(r.noticed_by);
+      out += ")";
+    }
   }
   return out;
 }
@@ -229,7 +233,8 @@ std::string refs_json(const std::vector<MemberRef>& refs) {
   return json_array(refs, [](const MemberRef& r) {
     return json_object({{"id", std::to_string(r.id)},
                         {"name", json_string(r.name)},
-                        {"reason", json_string(r.reason)}});
+                        {"reason", json_string(r.reason)},
+                        {"noticed_by", json_string(r.noticed_by)}});
   });
 }
 

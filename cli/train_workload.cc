@@ -8,6 +8,7 @@
 
 #include "agent/drain_on_sigterm.h"
 #include "agent/elastic_loop.h"
+#include "cli/demo_events.h"
 #include "core/hash.h"
 #include "examples/training/batcher.h"
 #include "examples/training/dataset.h"
@@ -84,8 +85,17 @@ Result<TrainSummary> run_training(
     w.register_state("momentum", std::as_writable_bytes(sgd.momentum()));
     w.register_state("progress", std::as_writable_bytes(std::span(&progress, 1)));
   };
+  auto emit = [&](const DemoEvent& event) {
+    std::fprintf(out, "%s\n", encode_event(event).c_str());
+    std::fflush(out);
+  };
+  const bool table = !spec.events;  // the human table, or events for the demo's controller
   workload.step = [&](agent::Worker& w,
-                      const agent::BoundaryOutcome&) -> Result<agent::StepResult> {
+                      const agent::BoundaryOutcome& boundary) -> Result<agent::StepResult> {
+    if (spec.events && boundary.received_state) {
+      emit(StateEvent{static_cast<long>(progress.step), boundary.state_bytes,
+                      boundary.state_source_rank, boundary.state_sha256});
+    }
     if (progress.data_epoch >= spec.recipe.epochs) return agent::StepResult::kFinished;
     // An epoch ends with the step that completes it in the world that ran it: a view that
     // changed at this boundary (members that finished leaving, say) must not stretch it.
@@ -104,22 +114,26 @@ Result<TrainSummary> run_training(
       batcher->start_epoch(static_cast<std::uint64_t>(progress.data_epoch));
       shard_world = n;
       shard_rank = w.rank();
-      if (w.rank() == 0 && header_printed) {
+      if (table && w.rank() == 0 && header_printed) {
         std::fprintf(out, "-- world is now %d workers (view %llu), %zu steps/epoch\n", n,
                      static_cast<unsigned long long>(w.epoch()), steps_per_epoch);
       }
     }
     if (w.rank() == 0 && !header_printed) {
-      std::fprintf(out,
-                   "training 64-64-10 MLP on %zu digits (%s shards), %d workers, batch %zu each, "
-                   "%zu steps/epoch\n",
-                   train.size(), spec.label_sorted ? "label-sorted" : "IID", n,
-                   spec.recipe.batch_size, steps_per_epoch);
+      if (table) {
+        std::fprintf(out,
+                     "training 64-64-10 MLP on %zu digits (%s shards), %d workers, batch %zu "
+                     "each, %zu steps/epoch\n",
+                     train.size(), spec.label_sorted ? "label-sorted" : "IID", n,
+                     spec.recipe.batch_size, steps_per_epoch);
+      }
       if (!spec.codec_warning.empty()) {
         std::fprintf(out, "warning: %s\n", spec.codec_warning.c_str());
       }
-      std::fprintf(out, "%6s %5s %9s %9s %6s %6s %12s\n", "step", "epoch", "loss", "test_acc",
-                   "world", "view", "busbw(GB/s)");
+      if (table) {
+        std::fprintf(out, "%6s %5s %9s %9s %6s %6s %12s\n", "step", "epoch", "loss", "test_acc",
+                     "world", "view", "busbw(GB/s)");
+      }
       std::fflush(out);
       header_printed = true;
     }
@@ -172,7 +186,14 @@ Result<TrainSummary> run_training(
     ++summary.steps;
     summary.final_loss = buffer[np];
     summary.epoch = outcome->epoch;
-    if (w.rank() == 0 && progress.step % spec.print_every == 0) {
+    if (spec.events) {
+      emit(StepEvent{static_cast<long>(progress.step), static_cast<long>(progress.data_epoch),
+                     outcome->epoch, outcome->contributors, w.rank(), summary.final_loss,
+                     mono_us_now()});
+      if (w.rank() == 0 && progress.step % spec.print_every == 0) {
+        emit(EvalEvent{static_cast<long>(progress.step), model.evaluate(test).accuracy});
+      }
+    } else if (w.rank() == 0 && progress.step % spec.print_every == 0) {
       const double accuracy = model.evaluate(test).accuracy;  // 450 samples: cheap next to a step
       const double bytes = static_cast<double>(buffer.size() * sizeof(float));
       const double busbw = window_seconds > 0 ? bytes * window_steps / window_seconds / 1e9 * 2.0 *

@@ -32,6 +32,9 @@ struct TrainSpec {
   long stop_at = -1;            // raise(SIGSTOP): someone else must SIGCONT it
   long rejoin_after_ms = 1500;  // after an eviction (or a refused rejoin), wait before joining
   bool compressed = false;      // gradients through Worker::all_reduce_compressed
+  // Machine-readable progress (cli/demo_events.h) for the demo's controller instead of the
+  // human table: every worker reports every step, rank 0 its evaluations.
+  bool events = false;
 };
 
 struct TrainSummary {

@@ -109,6 +109,7 @@ void refs_to_proto(const std::vector<membership::MemberRef>& refs,
     p->set_id(r.id);
     p->set_name(r.name);
     p->set_reason(r.reason);
+    if (!r.noticed_by.empty()) p->set_noticed_by(r.noticed_by);
   }
 }
 
@@ -119,7 +120,8 @@ std::vector<membership::MemberRef> refs_from_proto(
   for (const auto& r : refs) {
     check.label("member name", r.name());
     check.label("removal reason", r.reason());
-    out.push_back({r.id(), r.name(), r.reason()});
+    check.label("member name", r.noticed_by());
+    out.push_back({r.id(), r.name(), r.reason(), r.noticed_by()});
   }
   return out;
 }

@@ -138,7 +138,8 @@ bool Coordinator::Service::journal_view(const membership::View& view,
   entry.epoch = view.epoch;
   entry.cause = change.cause;
   entry.unix_ms = change.unix_ms;
-  for (const auto& r : change.removed) entry.removed.push_back({r.id, r.name, r.reason});
+  for (const auto& r : change.removed)
+    entry.removed.push_back({r.id, r.name, r.reason, r.noticed_by});
   entry.last_member_id = membership_->last_member_id();
   for (const auto& m : view.members) {
     const auto* p = membership_->find(m.id);

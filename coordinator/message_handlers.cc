@@ -173,6 +173,9 @@ void Coordinator::Service::apply_removal(const membership::Removal& removal) {
       why += " (silent for more than " +
              std::to_string(duration_cast<milliseconds>(config_.heartbeat_timeout).count()) +
              " ms)";
+    } else if (removal.reported_by != 0) {
+      why += " (reported by member " + std::to_string(removal.reported_by) + " '" +
+             removal.reporter_name + "')";
     }
     log_.warn("removed member " + std::to_string(removal.id) + " ('" + removal.name + "'): " + why);
     out.mutable_evicted()->set_member_id(removal.id);

@@ -146,15 +146,17 @@ std::optional<ViewChange> StatusTracker::record(const membership::Decisions& dec
   for (const auto& vm : view.members) {
     const PeerState* p = membership.find(vm.id);
     names[vm.id] = p ? p->labels.name : std::string();
-    if (!last_view_.contains(vm.id)) add_ref(change, change.joined, {vm.id, names[vm.id], {}});
+    if (!last_view_.contains(vm.id)) add_ref(change, change.joined, {vm.id, names[vm.id], {}, {}});
   }
   for (const auto& [id, name] : last_view_) {
     if (names.contains(id)) continue;
-    std::string reason = "unknown";
+    MemberRef ref{id, name, "unknown", {}};
     for (const auto& r : decisions.removed) {
-      if (r.id == id) reason = std::string(membership::to_string(r.reason));
+      if (r.id != id) continue;
+      ref.reason = std::string(membership::to_string(r.reason));
+      ref.noticed_by = r.reporter_name;
     }
-    add_ref(change, change.removed, {id, name, std::move(reason)});
+    add_ref(change, change.removed, std::move(ref));
   }
   last_view_ = std::move(names);
   remember(change);
@@ -179,9 +181,10 @@ void StatusTracker::restore(const std::vector<membership::JournalEntry>& views) 
           i > 0 && std::any_of(views[i - 1].members.begin(), views[i - 1].members.end(),
                                [&](const auto& o) { return o.id == m.id; });
       if (!known_before && (i > 0 || e.cause == "initial"))
-        add_ref(change, change.joined, {m.id, m.labels.name, {}});
+        add_ref(change, change.joined, {m.id, m.labels.name, {}, {}});
     }
-    for (const auto& r : e.removed) add_ref(change, change.removed, {r.id, r.name, r.reason});
+    for (const auto& r : e.removed)
+      add_ref(change, change.removed, {r.id, r.name, r.reason, r.noticed_by});
     last_view_ = std::move(names);
     remember(std::move(change));
   }

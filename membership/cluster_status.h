@@ -72,6 +72,9 @@ struct MemberRef {
   MemberId id = 0;
   std::string name;
   std::string reason;  // for removals: "heartbeat_timeout", "left", ...
+  // For a confirmed failure: the name of the member whose report the coordinator confirmed
+  // (who noticed first); empty when the coordinator noticed the silence by itself.
+  std::string noticed_by;
 
   friend bool operator==(const MemberRef&, const MemberRef&) = default;
 };

@@ -40,7 +40,8 @@ void remember_view(JournalState& state, const proto::JournalRecord& record) {
   JournalEntry entry{record.last_member_id(), record.epoch(),   state.members,
                      record.cause(),          record.unix_ms(), {},
                      state.with_state};
-  for (const auto& r : record.removed()) entry.removed.push_back({r.id(), r.name(), r.reason()});
+  for (const auto& r : record.removed())
+    entry.removed.push_back({r.id(), r.name(), r.reason(), r.noticed_by()});
   state.recent_views.push_back(std::move(entry));
   if (state.recent_views.size() > kJournalRecentViews)
     state.recent_views.erase(state.recent_views.begin());
@@ -68,6 +69,7 @@ std::string encode_journal_entry(const JournalEntry& entry) {
     pr->set_id(r.id);
     pr->set_name(r.name);
     pr->set_reason(r.reason);
+    if (!r.noticed_by.empty()) pr->set_noticed_by(r.noticed_by);
   }
   if (entry.with_state) {
     record.set_with_state_known(true);

@@ -40,6 +40,7 @@ struct JournalRemoval {
   MemberId id = 0;
   std::string name;
   std::string reason;
+  std::string noticed_by;  // MemberRef::noticed_by (empty in older journals)
 };
 
 // One record: a counter-only record (epoch 0) after a join, or a view. Views also record

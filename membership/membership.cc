@@ -209,9 +209,9 @@ Decisions Membership::finish_resume(TimePoint now) {
   }
   resume_deadline_ = TimePoint::max();
   Decisions out;
-  for (const auto& [id, reason] : gone) {
-    auto it = peers_.find(id);
-    out.removed.push_back({id, reason, it->second.labels.name});
+  for (const Departure& d : gone) {
+    auto it = peers_.find(d.id);
+    out.removed.push_back({d.id, d.reason, it->second.labels.name, 0, {}});
     pending_ -= it->second.phase == PeerPhase::kPending;
     peers_.erase(it);
   }
@@ -262,7 +262,7 @@ Decisions Membership::tick(TimePoint now) {
   if (resume_deadline_ != TimePoint::max() && now > resume_deadline_) return finish_resume(now);
   Gone gone;
   auto add_gone = [&](MemberId id, RemovalReason reason) {
-    if (std::none_of(gone.begin(), gone.end(), [id](const auto& g) { return g.first == id; }))
+    if (std::none_of(gone.begin(), gone.end(), [id](const Departure& g) { return g.id == id; }))
       gone.emplace_back(id, reason);
   };
   const Duration timeout = heartbeat_timeout(now);
@@ -284,7 +284,7 @@ Decisions Membership::tick(TimePoint now) {
       if (!p.ready || p.ready->epoch != view_.epoch) add_gone(m.id, RemovalReason::kReadyTimeout);
     }
   }
-  for (const auto& [id, reason] : silent_in_ready_round(now)) add_gone(id, reason);
+  for (const Departure& d : silent_in_ready_round(now)) add_gone(d.id, d.reason);
   if (now > boundary_deadline_) {
     for (const auto& m : view_.members) {
       if (peers_.at(m.id).boundary_epoch != view_.epoch)
@@ -327,11 +327,13 @@ Decisions Membership::remove_all(const Gone& gone, ViewCause cause, TimePoint no
                                  bool admit_joiners) {
   Decisions out;
   bool view_changed = force;
-  for (const auto& [id, reason] : gone) {
-    auto it = peers_.find(id);
-    TRIB_CHECK(it != peers_.end()) << "removing unknown member " << id;
+  for (const Departure& d : gone) {
+    auto it = peers_.find(d.id);
+    TRIB_CHECK(it != peers_.end()) << "removing unknown member " << d.id;
     view_changed = view_changed || it->second.phase == PeerPhase::kInView;
-    out.removed.push_back({id, reason, it->second.labels.name});
+    const PeerState* reporter = d.reported_by ? find(d.reported_by) : nullptr;
+    out.removed.push_back({d.id, d.reason, it->second.labels.name, reporter ? d.reported_by : 0,
+                           reporter ? reporter->labels.name : std::string()});
     pending_ -= it->second.phase == PeerPhase::kPending;
     peers_.erase(it);
   }

@@ -176,6 +176,10 @@ struct Removal {
   MemberId id = 0;
   RemovalReason reason = RemovalReason::kLeft;
   std::string name;  // the member's name, for logs
+  // kFailureConfirmed: the member whose failure report was confirmed first (0 and "" when
+  // the coordinator noticed by itself: a heartbeat or a round went silent).
+  MemberId reported_by = 0;
+  std::string reporter_name;
 };
 
 // Why a view was issued (the `cause` label of tributary_view_changes_total).
@@ -309,7 +313,14 @@ class Membership {
   const MembershipConfig& config() const { return config_; }
 
  private:
-  using Gone = std::vector<std::pair<MemberId, RemovalReason>>;
+  struct Departure {
+    Departure(MemberId member, RemovalReason why, MemberId reporter = 0)
+        : id(member), reason(why), reported_by(reporter) {}
+    MemberId id;
+    RemovalReason reason;
+    MemberId reported_by;  // Removal::reported_by
+  };
+  using Gone = std::vector<Departure>;
   // Removes `gone`; issues a view when a member of the current view went (or `force`),
   // admitting pending joiners if `admit_joiners` or if the view would be empty.
   Decisions remove_all(const Gone& gone, ViewCause cause, TimePoint now, bool force = false,
@@ -328,6 +339,7 @@ class Membership {
   Gone silent_in_ready_round(TimePoint now) const;
   Decisions finish_boundary(TimePoint now, const Gone& silent);
   Decisions check_suspicions(TimePoint now);
+  MemberId first_reporter(MemberId suspect) const;
   // When `p` counts as failed for a suspicion: silent for longer than the (scaled)
   // confirmation silence, or no answer to the last probe within the unscaled one.
   TimePoint confirmed_dead_at(const PeerState& p, TimePoint now) const;

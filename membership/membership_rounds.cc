@@ -115,7 +115,7 @@ Decisions Membership::finish_boundary(TimePoint now, const Gone& silent) {
   for (const auto& m : view_.members) {
     const PeerState& p = peers_.at(m.id);
     const bool already =
-        std::any_of(gone.begin(), gone.end(), [&](const auto& g) { return g.first == m.id; });
+        std::any_of(gone.begin(), gone.end(), [&](const Departure& g) { return g.id == m.id; });
     if (!already && p.boundary_epoch == view_.epoch && p.leaving)
       gone.emplace_back(m.id, RemovalReason::kLeft);
   }
@@ -152,6 +152,17 @@ TimePoint Membership::confirmed_dead_at(const PeerState& p, TimePoint now) const
   return at;
 }
 
+// The earliest live report naming `suspect`, else the earliest naming nobody (whoever is
+// silent): the member that noticed, for the status history.
+MemberId Membership::first_reporter(MemberId suspect) const {
+  MemberId anyone = 0;
+  for (const auto& s : suspicions_) {  // in the order they arrived
+    if (s.suspect == suspect) return s.reporter;
+    if (s.suspect == 0 && anyone == 0) anyone = s.reporter;
+  }
+  return anyone;
+}
+
 Decisions Membership::check_suspicions(TimePoint now) {
   std::erase_if(suspicions_, [this](const Suspicion& s) {
     return s.epoch != view_.epoch || !in_view(s.reporter);
@@ -178,7 +189,8 @@ Decisions Membership::check_suspicions(TimePoint now) {
   }
   if (!confirmed.empty()) {
     Gone gone;
-    for (MemberId id : confirmed) gone.emplace_back(id, RemovalReason::kFailureConfirmed);
+    for (MemberId id : confirmed) gone.emplace_back(id, RemovalReason::kFailureConfirmed,
+                                                    first_reporter(id));
     return remove_all(gone, ViewCause::kFailure, now);
   }
   for (const auto& s : suspicions_) {

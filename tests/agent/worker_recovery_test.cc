@@ -23,6 +23,7 @@
 #include "agent/worker.h"
 #include "algorithms/seq_space.h"
 #include "control_client/memory_control_plane.h"
+#include "core/hash.h"
 #include "tests/agent/epoch_fabrics.h"
 #include "tests/agent/in_process_world.h"
 #include "tests/support/raw_socket.h"
@@ -324,10 +325,17 @@ TEST(WorkerRecovery, JoinerIsAdmittedAtABoundaryAndReceivesTheState) {
   ASSERT_TRUE(joined_boundary.is_ok()) << joined_boundary.status().to_string();
   EXPECT_TRUE(joined_boundary->received_state);
   EXPECT_EQ(joined_boundary->world_size, kN + 1);
+  // What came, from whom, under which hash: the name and the bytes of every buffer.
+  EXPECT_EQ(joined_boundary->state_bytes, params[0].size() * sizeof(float));
+  EXPECT_EQ(joined_boundary->state_source_rank, 0) << "the lowest rank that holds it";
+  EXPECT_EQ(joined_boundary->state_sha256,
+            to_hex(Sha256().update("params").update(std::as_bytes(std::span(params[0]))).finish()));
   for (const auto& b : boundaries) {
     ASSERT_TRUE(b.is_ok()) << b.status().to_string();
     EXPECT_TRUE(b->view_changed);
     EXPECT_FALSE(b->received_state);
+    EXPECT_EQ(b->state_bytes, 0u);
+    EXPECT_TRUE(b->state_sha256.empty());
   }
   EXPECT_EQ(params[kN], params[0]) << "the joiner holds the members' state";
   EXPECT_EQ(coordinator.views_issued(), 2) << "one view admitted the joiner";

@@ -43,7 +43,8 @@ TEST(StatusFormat, TableGolden) {
       "recent view changes (oldest first; * from the journal of an earlier process):\n"
       "  EPOCH  WHEN (UTC)     AGO    CAUSE    SIZE  CHANGES\n"
       "  1*     08:58:50.000Z  8.9 s  initial  3     +1 w1, +2 w2, +3 w3\n"
-      "  2      08:58:55.500Z  3.4 s  failure  2     -3 w3 (heartbeat_timeout), 4 more\n";
+      "  2      08:58:55.500Z  3.4 s  failure  2     -3 w3 (heartbeat_timeout), "
+      "-4 w4 (failure_confirmed, reported by w1), 3 more\n";
   EXPECT_EQ(format_status_table(sample_cluster_status(), "tcp://127.0.0.1:7070"), expected);
 }
 
@@ -112,6 +113,8 @@ TEST(StatusFormat, JsonParsesBackWithMembersAndJoinersApart) {
                 .at("reason")
                 .string_value(),
             "heartbeat_timeout");
+  const auto& confirmed = failure.at("removed").list_value().values(1).struct_value().fields();
+  EXPECT_EQ(confirmed.at("noticed_by").string_value(), "w1");
 }
 
 // A member named to forge output: a newline, a quote, a backslash, control bytes.
@@ -124,7 +127,9 @@ TEST(StatusFormat, HostileNamesAreEscapedInBothFormats) {
   const std::string evil = "x\n  9   forged  \"q\" \\ \x01\x7f end";
   s.members[0].name = evil;
   s.history[1].removed[0].reason = evil;
+  s.history[1].removed[1].noticed_by = "w1\n  9   forged";
   const std::string table = format_status_table(s, "tcp://c:1");
+  EXPECT_NE(table.find("reported by w1\\n  9   forged"), std::string::npos) << table;
   EXPECT_EQ(table.find("\n  9   forged"), std::string::npos) << table;
   EXPECT_NE(table.find("x\\n  9   forged"), std::string::npos) << table;
   const auto root = parse(format_status_json(s, "tcp://c:1"));

@@ -104,6 +104,7 @@ TEST(StatusCodec, TheWorstCaseReportFitsTheReplyBound) {
   c.joined.assign(membership::kMaxChangeMembers,
                   {std::numeric_limits<std::uint64_t>::max(), big, big});
   c.removed = c.joined;
+  for (auto& r : c.removed) r.noticed_by = big;
   s.history.assign(membership::kMaxStatusHistory, c);
   StatusReport p;
   status_to_proto(s, &p);

@@ -268,7 +268,7 @@ TEST(StatusReport, ARestoredHistoryComesFromTheJournalAndResumingMembersShow) {
   };
   std::vector<membership::JournalEntry> views = {
       entry(1, {1, 2, 3}, "initial"), entry(2, {1, 2}, "failure"), entry(3, {1, 2, 4}, "boundary")};
-  views[1].removed.push_back({3, "w3", "heartbeat_timeout"});
+  views[1].removed.push_back({3, "w3", "heartbeat_timeout", {}});
   c.tracker.restore(views);
   c.membership().restore({{1, {"w1", "h", "", "h:1", {}}}, {2, {"w2", "h", "", "h:1", {}}}},
                          c.clock.now());

@@ -32,7 +32,8 @@ class DemoCluster:
         self.argv = [binary, "demo", "--workers", str(workers), "--metrics", "127.0.0.1:0",
                      "--coordinator-metrics", "127.0.0.1:0", "--kill-at", str(kill_at),
                      "--join-at", str(join_at), "--epochs", str(epochs),
-                     "--step-delay-ms", str(step_delay_ms), "--timeout-s", str(timeout_s)]
+                     "--step-delay-ms", str(step_delay_ms), "--timeout-s", str(timeout_s),
+                     "--verbose"]  # the processes' log lines, with their /metrics ports
         self.log_path = log_path
         self.on_coordinator = on_coordinator
         self.on_agent = on_agent

@@ -36,7 +36,8 @@ Ran run(const std::vector<std::string>& args, seconds limit = seconds(60),
 
 TEST(Demo, TrainsAndPrintsASummaryWithAccuracy) {
   const Ran r =
-      run({"demo", "--workers", "3", "--epochs", "3", "--timeout-s", "240"}, seconds(300));
+      run({"demo", "--no-faults", "--workers", "3", "--epochs", "3", "--timeout-s", "240"},
+          seconds(300));
   ASSERT_EQ(r.code, 0) << r.dump;
   std::smatch m;
   const std::regex summary(
@@ -188,6 +189,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadInvocation{"agent_unknown_mismatch",
                       {"agent", "--secret", "s", "--mismatch", "size"},
                       "--mismatch"},
+        BadInvocation{"demo_no_faults_and_a_fault",
+                      {"demo", "--no-faults", "--kill-at", "5"},
+                      "--no-faults: and a fault flag too"},
+        BadInvocation{"demo_run_dir_that_cannot_be",
+                      {"demo", "--run-dir", "/proc/no-such-place/run"},
+                      "--run-dir: cannot create /proc/no-such-place/run"},
         BadInvocation{"demo_codec_known_to_diverge",
                       {"demo", "--codec", "sign:ef=0"},
                       "--codec sign:ef=0: sign without error feedback \\(ef=0\\) diverges"},

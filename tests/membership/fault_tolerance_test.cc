@@ -227,9 +227,38 @@ TEST(FailureReport, SilentSuspectIsConfirmedAfterConfirmSilence) {
   ASSERT_EQ(d.removed.size(), 1u);
   EXPECT_EQ(d.removed[0].id, c.ids[2]);
   EXPECT_EQ(d.removed[0].reason, RemovalReason::kFailureConfirmed);
+  EXPECT_EQ(d.removed[0].reported_by, c.ids[0]) << "who noticed, for the status history";
+  EXPECT_EQ(d.removed[0].reporter_name, c.m.find(c.ids[0])->labels.name);
   ASSERT_TRUE(d.new_view);
   EXPECT_EQ(d.cause, ViewCause::kFailure);
   EXPECT_EQ(d.new_view->size(), 2u);
+}
+
+TEST(FailureReport, TheFirstReportNamingTheSuspectIsWhoNoticed) {
+  Cluster c(4);
+  c.clock.advance(milliseconds(100));
+  c.heartbeat_all_but(c.ids[3]);
+  c.m.failure_report(c.ids[1], 1, 0, c.clock.now());  // names nobody
+  c.m.failure_report(c.ids[2], 1, c.ids[3], c.clock.now());
+  c.m.failure_report(c.ids[0], 1, c.ids[3], c.clock.now());
+  c.clock.advance(milliseconds(250));
+  Decisions d = c.m.tick(c.clock.now());
+  ASSERT_EQ(d.removed.size(), 1u);
+  EXPECT_EQ(d.removed[0].id, c.ids[3]);
+  EXPECT_EQ(d.removed[0].reported_by, c.ids[2]) << "a report naming the suspect comes first";
+}
+
+TEST(FailureReport, SilenceTheCoordinatorNoticedNamesNoReporter) {
+  Cluster c(3);
+  c.clock.advance(milliseconds(600));
+  c.heartbeat_all_but(c.ids[1]);
+  c.clock.advance(milliseconds(500));
+  c.heartbeat_all_but(c.ids[1]);
+  Decisions d = c.m.tick(c.clock.now());
+  ASSERT_EQ(d.removed.size(), 1u);
+  EXPECT_EQ(d.removed[0].reason, RemovalReason::kHeartbeatTimeout);
+  EXPECT_EQ(d.removed[0].reported_by, 0u);
+  EXPECT_TRUE(d.removed[0].reporter_name.empty());
 }
 
 TEST(FailureReport, AlreadySilentSuspectIsConfirmedAtOnce) {

@@ -98,7 +98,8 @@ TEST(Journal, RecentViewsKeepCauseTimeAndRemovals) {
     JournalEntry e = view_entry(epoch, {2, 5});
     e.cause = epoch % 2 ? "failure" : "boundary";
     e.unix_ms = 1'700'000'000'000 + static_cast<std::int64_t>(epoch);
-    e.removed.push_back({7, "m7", "heartbeat_timeout"});
+    e.removed.push_back({7, "m7", "heartbeat_timeout", {}});
+    e.removed.push_back({8, "m8", "failure_confirmed", "m5"});
     bytes += encode_journal_entry(e);
   }
   const JournalState s = replay_journal(bytes);
@@ -108,9 +109,11 @@ TEST(Journal, RecentViewsKeepCauseTimeAndRemovals) {
   EXPECT_EQ(last.epoch, 2 + kJournalRecentViews);
   EXPECT_EQ(last.unix_ms, 1'700'000'000'000 + static_cast<std::int64_t>(last.epoch));
   EXPECT_EQ(last.cause, last.epoch % 2 ? "failure" : "boundary");
-  ASSERT_EQ(last.removed.size(), 1u);
+  ASSERT_EQ(last.removed.size(), 2u);
   EXPECT_EQ(last.removed[0].name, "m7");
   EXPECT_EQ(last.removed[0].reason, "heartbeat_timeout");
+  EXPECT_EQ(last.removed[0].noticed_by, "");
+  EXPECT_EQ(last.removed[1].noticed_by, "m5") << "who reported it survives a restart";
   ASSERT_EQ(last.members.size(), 2u);
   EXPECT_EQ(last.members[1].labels.name, "m5");
   EXPECT_EQ(s.recent_views.front().epoch, 3u);  // epochs 1 and 2 fell out of the window

@@ -61,11 +61,18 @@ inline membership::ClusterStatus sample_cluster_status() {
        "initial",
        1'795'424'330'000,
        3,
-       {{1, "w1", ""}, {2, "w2", ""}, {3, "w3", ""}},
+       {{1, "w1", "", ""}, {2, "w2", "", ""}, {3, "w3", "", ""}},
        {},
        0,
        true},
-      {2, "failure", 1'795'424'335'500, 2, {}, {{3, "w3", "heartbeat_timeout"}}, 4, false}};
+      {2,
+       "failure",
+       1'795'424'335'500,
+       2,
+       {},
+       {{3, "w3", "heartbeat_timeout", ""}, {4, "w4", "failure_confirmed", "w1"}},
+       3,
+       false}};
   return s;
 }
 
