@@ -183,6 +183,7 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
   Status connect_failure;  // the latest, for the error if no view ever connects
   for (;;) {
     if (evicted) return evicted_status();
+    if (aborted) return aborted_status();
     if (watcher_stop.load()) return error(StatusCode::kAborted, "the worker is leaving");
     auto v = client->wait_for_view(std::max<membership::Epoch>(view.epoch + 1, 1),
                                    earlier(deadline, Deadline::after(kViewNudgeInterval)));
@@ -324,6 +325,7 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
   step_compute_seconds = std::max(step_compute_seconds, seconds_since_last_collective());
   for (int attempt = 1;; ++attempt) {
     if (evicted) return evicted_status();
+    if (aborted) return aborted_status();
     pending.seq = next_seq;
     pending.held = false;
     pending.repaired = false;
@@ -391,6 +393,7 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
     const std::uint64_t seq = next_seq;
     attempt_failed(op, "seq " + std::to_string(seq), epoch, status);
     if (evicted) return evicted_status();
+    if (aborted) return aborted_status();
     const AttemptFailure failure{seq, held, status, retry};
     std::vector<std::uint64_t> failed_view_ids = member_ids();  // transition() replaces the view
     const Status moved = transition(failure.held_seq(), overall);
@@ -679,6 +682,21 @@ Result<Outcome> Worker::all_reduce_compressed(float* data, std::size_t count, Re
   if (r && wan_attempt) wan_attempt->commit();
   if (r && wire_bytes != nullptr) *wire_bytes = stats.wire_bytes_sent + stats.cross_zone_wire_bytes;
   return r;
+}
+
+void Worker::abort(const Status& why) {
+  Impl& im = *impl_;
+  {
+    std::lock_guard lock(im.abort_mu);
+    if (im.aborted.load()) return;
+    im.abort_reason = why;
+    im.aborted = true;
+  }
+  // As the watcher does for a newer view: abort (never reset) the link a call may be using;
+  // its thread drops it.
+  im.data_plane->cancel_connect(std::numeric_limits<std::uint64_t>::max());
+  std::lock_guard lock(im.link_mu);
+  if (im.link) im.link->abort(error(StatusCode::kAborted, why.to_string()));
 }
 
 Status Worker::leave() {

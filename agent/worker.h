@@ -208,6 +208,11 @@ class Worker {
   Result<Outcome> scatter(const void* send, void* recv, std::size_t recv_count, DType dtype,
                           int root);
   Result<Outcome> all_to_all(const void* send, void* recv, std::size_t count_per_peer, DType dtype);
+  // Counts and offsets in elements, one per rank (algorithms::all_to_all_v). Not in-place.
+  Result<Outcome> all_to_all_v(const void* send, std::span<const std::size_t> send_counts,
+                               std::span<const std::size_t> send_offsets, void* recv,
+                               std::span<const std::size_t> recv_counts,
+                               std::span<const std::size_t> recv_offsets, DType dtype);
   Result<Outcome> barrier();
 
   // All-reduce (sum or avg) of a float32 gradient through WorkerConfig::codec, with error
@@ -250,6 +255,12 @@ class Worker {
 
   // Leaves the cluster cleanly (also done by the destructor).
   Status leave();
+
+  // Gives up now, from any thread (torch's ProcessGroup::abort): the running collective's
+  // links are aborted and it returns kAborted with `why` instead of recovering, and so does
+  // every later call; nothing else is waited for. leave() (or the destructor) still ends
+  // the membership.
+  void abort(const Status& why);
 
   class Impl;
 

@@ -121,6 +121,20 @@ Result<Outcome> Worker::all_to_all(const void* send, void* recv, std::size_t cou
                     });
 }
 
+Result<Outcome> Worker::all_to_all_v(const void* send, std::span<const std::size_t> send_counts,
+                                     std::span<const std::size_t> send_offsets, void* recv,
+                                     std::span<const std::size_t> recv_counts,
+                                     std::span<const std::size_t> recv_offsets, DType dtype) {
+  std::size_t elements = 0;
+  for (std::size_t c : send_counts) elements += c;
+  return impl_->run("all_to_all_v", algorithms::AllReduceAlgorithm::kAuto,
+                    elements * dtype_size(dtype), {},
+                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                      return algorithms::all_to_all_v(link, send, send_counts, send_offsets, recv,
+                                                      recv_counts, recv_offsets, dtype, o);
+                    });
+}
+
 Result<Outcome> Worker::barrier() {
   return impl_->run("barrier", algorithms::AllReduceAlgorithm::kAuto, 0, {},
                     [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {

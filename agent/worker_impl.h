@@ -337,6 +337,14 @@ class Worker::Impl {
     }
   }
   std::atomic<bool> evicted{false};
+  // Worker::abort(): set once, from any thread, with its reason.
+  std::atomic<bool> aborted{false};
+  mutable std::mutex abort_mu;
+  Status abort_reason;  // guarded by abort_mu
+  Status aborted_status() const {
+    std::lock_guard lock(abort_mu);
+    return error(StatusCode::kAborted, "aborted: " + abort_reason.message());
+  }
   std::string eviction;  // why (the coordinator's reason); written by the watcher before `evicted`
   Status evicted_status() const {
     return error(StatusCode::kEvicted,

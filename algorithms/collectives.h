@@ -90,6 +90,17 @@ Status scatter(Link& link, const void* send, void* recv, std::size_t recv_count,
 Status all_to_all(Link& link, const void* send, void* recv, std::size_t count_per_peer, DType dtype,
                   const CollectiveOptions& options);
 
+// All-to-all with a count per peer (MPI's alltoallv; torch's all_to_all_single with splits):
+// rank i sends send_counts[j] elements from send + send_offsets[j] to rank j, which receives
+// them at recv + recv_offsets[i] and must expect exactly that many (recv_counts[i]; a rank
+// that expects another count fails with kMismatch, as its sender does). Counts and offsets
+// are in elements, one per rank; send and recv must not overlap.
+Status all_to_all_v(Link& link, const void* send, std::span<const std::size_t> send_counts,
+                    std::span<const std::size_t> send_offsets, void* recv,
+                    std::span<const std::size_t> recv_counts,
+                    std::span<const std::size_t> recv_offsets, DType dtype,
+                    const CollectiveOptions& options);
+
 // Returns on a rank only after every rank has entered the barrier.
 Status barrier(Link& link, const CollectiveOptions& options);
 

@@ -24,6 +24,7 @@ enum class Collective : std::uint8_t {
   kScatter = 4,
   kAllToAll = 5,
   kBarrier = 6,
+  kAllToAllV = 7,
   kAllReduce = 0x41,
   kReduceScatter = 0x42,
   kAllGather = 0x43,

@@ -25,6 +25,10 @@ void add_coordinator_flags(CLI::App& cmd, CoordinatorFlags& f) {
                  "members to gather before the first view")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd.add_flag("--serve-jobs", f.config.serve_jobs,
+               "when every member has left, form the next world from --world-size new members, "
+               "as the first (one job after another); without it, joiners into an emptied "
+               "world are admitted one at a time");
   cmd.add_option("--heartbeat-timeout-ms", f.heartbeat_timeout_ms,
                  "silence after which a member is removed")
       ->capture_default_str()

@@ -61,6 +61,9 @@ struct CoordinatorConfig {
   std::string bind_address = "tcp://127.0.0.1:0";
   std::string secret;                                    // required
   std::size_t initial_world_size = 1;                    // members needed before the first view
+  // One job after another: a world that emptied forms again from initial_world_size new
+  // members (membership::MembershipConfig::reform_when_empty; --serve-jobs).
+  bool serve_jobs = false;
   Duration heartbeat_timeout = std::chrono::seconds(1);  // silent this long: removed
   Duration heartbeat_interval = std::chrono::milliseconds(100);  // advertised; zero: timeout / 3
   Duration confirm_silence{0};  // failure reports: zero = 3 heartbeat intervals

@@ -41,6 +41,7 @@ Status Coordinator::Service::open_store(const std::string& bound) {
 void Coordinator::Service::lead(coordinator_store::StoredState state) {
   membership::MembershipConfig mc;
   mc.initial_world_size = config_.initial_world_size;
+  mc.reform_when_empty = config_.serve_jobs;
   mc.heartbeat_timeout = config_.heartbeat_timeout;
   mc.heartbeat_interval = interval();
   mc.max_heartbeat_rate = config_.max_heartbeat_rate;

@@ -79,7 +79,8 @@ std::string phase_of(const membership::Membership& m) {
   if (std::any_of(peers.begin(), peers.end(),
                   [](const auto& e) { return e.second.phase == PeerPhase::kResuming; }))
     return "resuming";
-  if (m.epoch() == 0 || m.view().empty()) return "forming";
+  if (m.forming()) return "forming";
+  if (m.view().empty()) return "empty";
   return m.started_epoch() == m.epoch() ? "steady" : "changing";
 }
 

@@ -96,7 +96,9 @@ struct ClusterStatus {
   std::uint64_t instance_id = 0;  // random per coordinator process
   std::int64_t unix_ms = 0;       // the coordinator's wall clock when it answered
   std::int64_t uptime_ms = 0;
-  // "forming" (no view yet), "resuming" (restarted, waiting for journaled members),
+  // "forming" (no view until `world_size` members wait: none yet, or the world emptied and
+  // the coordinator serves jobs), "empty" (the world formed and every member left: joiners
+  // are admitted one at a time), "resuming" (restarted, waiting for journaled members),
   // "changing" (a view was issued, not every member confirmed it yet), "steady".
   std::string phase;
   Epoch epoch = 0;

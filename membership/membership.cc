@@ -346,8 +346,25 @@ Decisions Membership::remove_all(const Gone& gone, ViewCause cause, TimePoint no
     const bool nobody_left = std::none_of(peers_.begin(), peers_.end(), [](const auto& e) {
       return e.second.phase == PeerPhase::kInView;
     });
-    out.new_view = maybe_issue_view(now, admit_joiners || nobody_left);
+    const bool reform = nobody_left && config_.reform_when_empty;
+    out.new_view = maybe_issue_view(now, admit_joiners || (nobody_left && !reform));
     out.cause = cause;
+    if (reform) out = reform_world(std::move(out), now);
+  }
+  return out;
+}
+
+Decisions Membership::reform_world(Decisions out, TimePoint now) {
+  // The (empty) view just issued ends the old world; the joiners that waited for a step
+  // boundary of it wait for the new world's size instead, as on a fresh start.
+  first_view_issued_ = false;
+  for (auto& [id, peer] : peers_) {
+    if (peer.phase == PeerPhase::kPending) peer.phase = PeerPhase::kWaiting;
+  }
+  pending_ = 0;
+  if (auto formed = maybe_issue_view(now, false)) {
+    out.new_view = std::move(formed);
+    out.cause = ViewCause::kInitial;
   }
   return out;
 }

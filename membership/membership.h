@@ -7,7 +7,8 @@
 // (coordinator/) owns the sockets and carries decisions out.
 //
 // Rules this class guarantees (docs/fault-tolerance.md is the protocol):
-//  - No view is issued until `initial_world_size` members have joined. After the first
+//  - No view is issued until `initial_world_size` members have joined (again after the world
+//    emptied, with `reform_when_empty`). After the first
 //    view, joiners wait (phase kPending, announced by HeartbeatDecision::joiners_pending)
 //    until a step boundary: once every member of the current epoch sent a boundary
 //    request (or `boundary_timeout` passed: the silent ones are removed as failed), ONE
@@ -97,6 +98,10 @@ namespace tributary::membership {
 
 struct MembershipConfig {
   std::size_t initial_world_size = 1;  // members needed before the first view
+  // A world that empties (its last member left or was removed) forms again like the first:
+  // the next joiners wait until initial_world_size of them are there (a coordinator serving
+  // one job after another). Off: joiners into an empty world are admitted at once.
+  bool reform_when_empty = false;
   Duration heartbeat_timeout = std::chrono::seconds(1);
   // The heartbeat budget (membership/heartbeat_pace.h): the interval members are asked for
   // and how many heartbeats per second the coordinator accepts; either zero: no pacing.
@@ -298,6 +303,9 @@ class Membership {
   Epoch started_epoch() const { return started_epoch_; }
   // The latest issued view (epoch 0 and empty before the first one).
   const View& view() const { return view_; }
+  // No view is issued before initial_world_size members wait: before the first view, and
+  // again after a world emptied with reform_when_empty.
+  bool forming() const { return !first_view_issued_; }
   Epoch epoch() const { return view_.epoch; }
   std::size_t size() const { return peers_.size(); }
   const PeerState* find(MemberId id) const;
@@ -317,6 +325,8 @@ class Membership {
   // admitting pending joiners if `admit_joiners` or if the view would be empty.
   Decisions remove_all(const Gone& gone, ViewCause cause, TimePoint now, bool force = false,
                        bool admit_joiners = false);
+  // With reform_when_empty, after the view that emptied the world: forming again.
+  Decisions reform_world(Decisions out, TimePoint now);
   // Issues a new view if the initial world is (or was) complete.
   std::optional<View> maybe_issue_view(TimePoint now, bool admit_joiners);
   View build_view(Epoch epoch) const;

@@ -41,11 +41,12 @@ tests=(
   chromium python3-yaml
   # `tributary status --watch` is tested in a tmux pane
   tmux
-  # the Python package and the torch.distributed backend (Debian's torch 1.13, CPU) and
-  # their pytest suites
-  python3-dev pybind11-dev python3-numpy python3-torch libtorch-dev python3-pytest
-  # the Kubernetes manifests' test (tests/deploy): a venv for the pinned schema validator
-  # from PyPI (tests/deploy/make_venv.sh, run by ctest as the fixture deploy_venv)
+  # the Python package and the torch.distributed backend: Debian's python3 headers and
+  # pybind11; torch, numpy and pytest come from PyPI into .venv (scripts/python_env.sh, which
+  # scripts/test.sh runs)
+  python3-dev pybind11-dev
+  # venvs from PyPI: the torch backend's (scripts/python_env.sh) and the Kubernetes
+  # manifests' test (tests/deploy/make_venv.sh, run by ctest as the fixture deploy_venv)
   python3-venv
 )
 

@@ -22,7 +22,7 @@ all-reduces alone, from the medians of the same iterations: the share of the com
 cost the step does not pay.
 
 Writes bench/results/pytorch_ddp_<date>.md (or --out). Needs the build (the package in
-build/release/python, build/release/cli/tributary) and Debian's python3-torch.
+build/release/python, build/release/cli/tributary) and .venv's python (scripts/python_env.sh).
 """
 
 import argparse
@@ -66,13 +66,12 @@ def run(n, cap, args, workdir):
                PYTHONPATH=os.pathsep.join(p for p in (PACKAGE, os.environ.get("PYTHONPATH")) if p))
     binary = os.environ.get("TRIBUTARY_BIN",
                             os.path.join(REPO, "build", "release", "cli", "tributary"))
-    dirs = [os.path.join(workdir, d) for d in ("group", "trainer")]
-    for d in dirs:
-        os.makedirs(d, exist_ok=True)
-    # One coordinator for the torch.distributed group, one for the trainer's Workers.
-    with LocalCoordinator(n, workdir=dirs[0], binary=binary) as group, \
-            LocalCoordinator(n, workdir=dirs[1], binary=binary, secret=group.secret) as trainer:
-        env.update(group.environment())
+    trainer_dir = os.path.join(workdir, "trainer")
+    os.makedirs(trainer_dir, exist_ok=True)
+    # A coordinator for the trainer's Workers; the torch.distributed group (a subgroup of the
+    # gloo world) starts its own.
+    with LocalCoordinator(n, workdir=trainer_dir, binary=binary) as trainer:
+        env["TRIBUTARY_SECRET"] = trainer.secret
         init = os.path.join(workdir, f"rendezvous-{n}-{time.monotonic_ns()}")
         procs = [subprocess.Popen(
             [sys.executable, "-B", os.path.join(HERE, "ddp_worker.py"), str(r), str(n), init,

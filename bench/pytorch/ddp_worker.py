@@ -2,7 +2,7 @@
 train side by side, one step each per iteration, in an order that rotates every iteration:
   gloo       DistributedDataParallel over "gloo" (the default group)
   tributary  DistributedDataParallel over "tributary" (dist.new_group(backend="tributary"),
-             on the coordinator in TRIBUTARY_COORDINATOR)
+             which starts a coordinator of its own)
   elastic    tributary's ElasticTrainer (on the coordinator in argv)
   compute    the same step without communication (a local model)
   comm       the trainer's bucket all-reduces alone, without compute

@@ -6,8 +6,10 @@ worker holds bitwise-identical parameters.
 
 --kill-at S: one worker SIGKILLs itself in the middle of step S's backward; --stop-at S: one
 SIGSTOPs itself at step S and gets SIGCONT --stop-for-ms later (it finds it was evicted and
-rejoins); --join-at S: one more worker starts once step S is reached (it joins at a step
-boundary and receives the state from a current member); --drain-at S: one worker gets
+rejoins); --join-at S: one more worker joins once step S is reached (at a step boundary; it
+receives the state from a current member). It is started with the others and held before it
+joins until then: a torch 2 process takes seconds to import on a busy machine, which would
+otherwise let short runs end before it arrives; --drain-at S: one worker gets
 SIGTERM (it finishes its step and leaves; nobody sees a failure); --straggler-ms N: one
 worker is N ms slower per step. Arguments after `--` go to every train.py.
 
@@ -30,7 +32,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 PROGRESS = re.compile(r"^\s*(\d+)\s+\d+\s+[\d.]+\s")
-GRACE_S = 5.0  # after the first worker finished, for the others to finish too
+# After the first worker finished, for the others to finish too. Generous: a torch 2 process
+# takes 0.4-0.6 s to exit on its own, and several seconds when four exit at once on two busy
+# cores (the ctest -j2 runs), which 5 s did not always cover.
+GRACE_S = 15.0
 
 
 def use_package(package_dir):
@@ -137,6 +142,9 @@ class Launch:
         for i in range(a.workers):
             role, extra = roles.get(i, ("", []))
             self.spawn(role, extra)
+        if a.join_at >= 0:
+            self.join_signal = os.path.join(self.log_dir, "join.go")
+            self.spawn("joiner", ["--join-when", self.join_signal])
 
     def on_line(self, w, line):
         if line.startswith("RESULT "):
@@ -170,9 +178,9 @@ class Launch:
         a = self.args
         if a.join_at >= 0 and not state["joined"] and self.max_step >= a.join_at:
             state["joined"] = True
-            self.event(f"step {self.max_step}: starting one more worker (it joins at a step "
-                       "boundary)")
-            self.spawn("joiner")
+            self.event(f"step {self.max_step}: one more worker joins (at a step boundary)")
+            with open(self.join_signal, "w"):
+                pass
         for w in self.workers:
             if w.role == "drain" and not state["drained"] and self.max_step >= a.drain_at:
                 state["drained"] = True

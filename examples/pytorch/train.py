@@ -48,6 +48,8 @@ def parse_args(argv):
                    help="make this worker a straggler: extra compute time per step")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--data", default=digits.DEFAULT_PATH)
+    p.add_argument("--join-when", default=None,
+                   help="join only once this file exists (launch.py's --join-at), at most 600 s")
     return p.parse_args(argv)
 
 
@@ -58,12 +60,22 @@ def kill_during_backward(net):
     first.register_hook(lambda grad: os.kill(os.getpid(), signal.SIGKILL))
 
 
+def wait_for(path, timeout_s):
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            sys.exit(f"train.py: {path} did not appear within {timeout_s:.0f} s")
+        time.sleep(0.02)
+
+
 def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     train, test = digits.load(args.data)
     net = models.make(args.model, args.seed)
     optimizer = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum)
+    if args.join_when:
+        wait_for(args.join_when, 600.0)
     trainer = ElasticTrainer(net, optimizer, coordinator=args.coordinator, codec=args.codec,
                              bucket_cap_mb=args.bucket_cap_mb)
     started = time.monotonic()

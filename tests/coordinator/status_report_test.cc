@@ -28,8 +28,8 @@ std::string named(std::string prefix, const std::string& suffix) {
 // A membership and its tracker, with every decision recorded as the coordinator does.
 class Cluster {
  public:
-  explicit Cluster(std::size_t world, std::size_t max_members = 4096)
-      : m_(config(world, max_members)) {}
+  explicit Cluster(std::size_t world, std::size_t max_members = 4096, bool serve_jobs = false)
+      : m_(config(world, max_members, serve_jobs)) {}
 
   MemberId join(const std::string& name) {
     auto r = m_.join({name,
@@ -72,11 +72,12 @@ class Cluster {
   StatusTracker tracker;
 
  private:
-  static MembershipConfig config(std::size_t world, std::size_t max_members) {
+  static MembershipConfig config(std::size_t world, std::size_t max_members, bool serve_jobs) {
     MembershipConfig c;
     c.initial_world_size = world;
     c.max_members = max_members;
     c.heartbeat_timeout = milliseconds(1000);
+    c.reform_when_empty = serve_jobs;
     return c;
   }
   Membership m_;
@@ -116,6 +117,22 @@ TEST(StatusReport, FormingListsTheWaitingJoinersAndNoView) {
   EXPECT_EQ(s.members[1].host, "host-b");
   EXPECT_TRUE(s.members[1].links.empty());
   EXPECT_TRUE(s.history.empty());
+}
+
+TEST(StatusReport, AnEmptiedWorldIsEmptyOrFormingAgainWithServeJobs) {
+  for (bool serve_jobs : {false, true}) {
+    Cluster c(2, 4096, serve_jobs);
+    const MemberId a = c.join("a");
+    const MemberId b = c.join("b");
+    c.ready_all();
+    EXPECT_EQ(c.status().phase, "steady");
+    c.record(c.membership().leave(a, c.clock.now()));
+    c.record(c.membership().leave(b, c.clock.now()));
+    const ClusterStatus s = c.status();
+    EXPECT_EQ(s.phase, serve_jobs ? "forming" : "empty") << "serve_jobs " << serve_jobs;
+    EXPECT_EQ(s.epoch, 3u);
+    EXPECT_EQ(s.world_size, 2u);
+  }
 }
 
 TEST(StatusReport, TheInitialViewIsChangingUntilEveryoneIsReadyThenSteady) {

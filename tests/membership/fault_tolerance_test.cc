@@ -180,6 +180,38 @@ TEST(Boundary, FailureViewsDoNotAdmitJoinersButAnEmptyViewDoes) {
   EXPECT_TRUE(r->decisions.new_view->contains(r->id));
 }
 
+TEST(Boundary, AnEmptiedWorldFormsAgainWithReformWhenEmpty) {
+  MembershipConfig cfg = config(0);
+  cfg.reform_when_empty = true;
+  Cluster c(2, cfg);
+  // A joiner during the first world waits for its step boundary, as without the option.
+  const MemberId early = c.m.join(labels("early"), c.clock.now())->id;
+  EXPECT_FALSE(c.m.forming());
+  c.m.leave(c.ids[0], c.clock.now());
+  Decisions d = c.m.leave(c.ids[1], c.clock.now());
+  ASSERT_TRUE(d.new_view);
+  EXPECT_TRUE(d.new_view->empty()) << "the old world ends; the early joiner is not admitted alone";
+  EXPECT_TRUE(c.m.forming());
+  // The second joiner completes the new world of 2: one initial view with both.
+  auto r = c.m.join(labels("late"), c.clock.now());
+  ASSERT_TRUE(r->decisions.new_view);
+  EXPECT_EQ(r->decisions.cause, ViewCause::kInitial);
+  EXPECT_EQ(r->decisions.new_view->size(), 2u);
+  EXPECT_TRUE(r->decisions.new_view->contains(early));
+  EXPECT_TRUE(r->decisions.new_view->contains(r->id));
+  EXPECT_FALSE(c.m.forming());
+}
+
+TEST(Boundary, WithoutReformAnEmptiedWorldAdmitsJoinersOneByOne) {
+  Cluster c(2);
+  c.m.leave(c.ids[0], c.clock.now());
+  c.m.leave(c.ids[1], c.clock.now());
+  EXPECT_FALSE(c.m.forming());
+  auto r = c.m.join(labels("x"), c.clock.now());
+  ASSERT_TRUE(r->decisions.new_view);
+  EXPECT_EQ(r->decisions.new_view->size(), 1u);
+}
+
 // --- failure reports ------------------------------------------------------------------
 
 TEST(FailureReport, SilentSuspectIsConfirmedAfterConfirmSilence) {

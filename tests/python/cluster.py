@@ -1,6 +1,8 @@
 """Real processes for the Python tests: a `tributary coordinator` on an ephemeral port and
-Python worker processes (Debian's python3, the package from the build tree). Every wait is
-bounded; whatever is still running at the end is killed.
+Python worker processes (the build's interpreter, the package from the build tree), or, for
+torch.distributed scripts that start their own coordinator, workers alone with torch's env://
+rendezvous (run_torch_workers). Every wait is bounded; whatever is still running at the end is
+killed.
 
 Workers report by printing one line `RESULT <json>` on stdout; their stderr goes to a file
 that failures quote.
@@ -8,6 +10,7 @@ that failures quote.
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -141,3 +144,39 @@ def run_workers(workdir, n, script, args=(), timeout=180.0, per_rank_env=None,
         bad = [w for w in workers if codes[w.name] != 0 or w.result() is None]
         assert not bad, "workers failed:\n" + cluster.diagnose(bad)
         return [w.result() for w in workers]
+
+
+def free_port():
+    """A port nobody listens on now (bound on 0 and read back), for torch's MASTER_PORT."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_torch_workers(workdir, n, script, args=(), timeout=180.0, env=None, per_rank_env=None):
+    """n workers running a torch.distributed `script` with env:// (RANK, WORLD_SIZE, MASTER_*,
+    as torchrun sets them) and no TRIBUTARY_COORDINATOR: the group starts its own. Checks each
+    exited 0 with a RESULT; returns the results by rank."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TRIBUTARY_COORDINATOR")}
+    base.update({"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
+                 "PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH", ""),
+                                                           WORKERS) if p),
+                 "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+                 "WORLD_SIZE": str(n), "LOCAL_WORLD_SIZE": str(n)})
+    base.update(env or {})
+    workers = [Worker(str(workdir), f"rank{r}", script, args,
+                      dict(base, RANK=str(r), LOCAL_RANK=str(r),
+                           **(per_rank_env(r) if per_rank_env else {}))) for r in range(n)]
+    try:
+        deadline = time.monotonic() + timeout
+        for w in workers:
+            if w.wait(deadline) is None:
+                raise AssertionError(f"{w.name} still running after {timeout:.0f} s\n"
+                                     f"{w.stderr_tail()}")
+        bad = [w for w in workers if w.process.returncode != 0 or w.result() is None]
+        assert not bad, "workers failed:\n" + "\n".join(
+            f"--- {w.name} (exit {w.process.returncode}):\n{w.stderr_tail()}" for w in bad)
+        return [w.result() for w in workers]
+    finally:
+        for w in workers:
+            w.close()

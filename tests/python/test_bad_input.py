@@ -23,13 +23,13 @@ API_LOCAL = {
 }
 DIST_LOCAL = {
     "non_contiguous_torch": ("RuntimeError", "not contiguous"),
-    # torch's own dispatcher refuses non-CPU tensors before a backend sees them.
-    "meta_tensor": ("NotImplementedError", "c10d::allreduce_"),
     "unsupported_dtype_torch": ("RuntimeError", "cannot reduce Bool"),
     "unsupported_op": ("RuntimeError", "not supported"),
     "wrong_list_length": ("RuntimeError", "1 tensors for a group of 2"),
-    "uneven_all_to_all": ("RuntimeError", "uneven split sizes"),
-    "point_to_point": ("RuntimeError", "does not support send"),
+    "all_to_all_splits_not_the_rows": ("RuntimeError", "split sizes add up to 3"),
+    "negative_tag": ("RuntimeError", "tags are >= 0"),
+    "recv_from_any_source": ("RuntimeError", "name the sender"),
+    "root_out_of_range": ("RuntimeError", "root 5 is not a rank of this group of 2"),
 }
 MISMATCHES = ("dtype_float32_vs_float64", "dtype_float32_vs_int32", "count_8_vs_9")
 # A mismatch is noticed by the data plane at once; the rest is moving to fresh links.
@@ -83,6 +83,12 @@ def test_dist_refuses_unusable_input(dist_results, case):
     for result in dist_results:
         got = result["cases"][case]
         assert got["raised"] == raised and words in got["message"], got
+
+
+def test_dist_receiver_expecting_another_dtype_fails_with_mismatch(dist_results):
+    # Rank 0 sends 4 float32, rank 1 receives 4 int32: the same bytes, another dtype.
+    got = dist_results[1]["cases"]["p2p_dtype_mismatch"]
+    assert got["raised"] == "RuntimeError" and "tributary: mismatch" in got["message"], got
 
 
 @pytest.mark.parametrize("api", ["api", "dist"])

@@ -31,10 +31,12 @@ of the state a joiner receives; ctx.step counts the steps that ran backward.
 
 import collections
 import hashlib
+import os
 
 import torch
 
 from tributary import _tributary
+from tributary.torch import torchrun
 from tributary.torch.buckets import DEFAULT_CAP_BYTES, GradientBuckets
 from tributary.torch.state import TrainingState
 from tributary.worker import DEFAULT_WAIT_S, Worker, _config
@@ -90,6 +92,12 @@ class ElasticTrainer:
         self.state = TrainingState(model, optimizer, self.counters)
         self.buckets = GradientBuckets(model.parameters(), int(bucket_cap_mb * 2**20),
                                        compressed=codec != "float32")
+        if coordinator is None and not os.environ.get("TRIBUTARY_COORDINATOR") and \
+                torchrun.under_torchrun():
+            # Under torchrun with nothing given: the run's coordinator (tributary/torch/
+            # torchrun.py), found or started through torchrun's agent store.
+            coordinator, secret = torchrun.coordinator_for_run(
+                worker_options.get("bind_host") or "127.0.0.1")
         self.config = _config(coordinator, secret, dict(worker_options, codec=codec))
         self.wait_timeout = wait_timeout
         self.loop = _tributary.ElasticLoop(rejoin_delay=rejoin_delay, retry_delay=rejoin_delay)

@@ -87,17 +87,25 @@ def dist_cases(me, init_file):
         cases[name] = attempt(lambda: dist.all_reduce(torch.from_numpy(mismatched(name, me))))
     local = {
         "non_contiguous_torch": lambda: dist.all_reduce(torch.ones(4, 3).t()),
-        "meta_tensor": lambda: dist.all_reduce(torch.empty(4, device="meta")),
         "unsupported_dtype_torch": lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool)),
         "unsupported_op": lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32),
                                                   op=dist.ReduceOp.BAND),
         "wrong_list_length": lambda: dist.all_gather([torch.ones(4)], torch.ones(4)),
-        "uneven_all_to_all": lambda: dist.all_to_all_single(
-            torch.zeros(4), torch.ones(4), output_split_sizes=[1, 3], input_split_sizes=[3, 1]),
-        "point_to_point": lambda: dist.send(torch.ones(4), dst=1 - me),
+        "all_to_all_splits_not_the_rows": lambda: dist.all_to_all_single(
+            torch.zeros(4), torch.ones(4), output_split_sizes=[1, 2], input_split_sizes=[3, 1]),
+        "negative_tag": lambda: dist.send(torch.ones(4), dst=1 - me, tag=-1),
+        "recv_from_any_source": lambda: dist.recv(torch.ones(4)),
+        "root_out_of_range": lambda: dist.broadcast(torch.ones(4), group_src=5),
     }
     for name, fn in local.items():
         cases[name] = attempt(fn)
+    # Point-to-point last among the failures: a mismatch fails the group's point-to-point
+    # links for good (their errors are sticky), not its collectives.
+    if me == 0:
+        cases["p2p_dtype_mismatch"] = attempt(lambda: dist.send(torch.ones(4), dst=1))
+    else:
+        cases["p2p_dtype_mismatch"] = attempt(
+            lambda: dist.recv(torch.ones(4, dtype=torch.int32), src=0))
     x = torch.ones(16)
     cases["usable_after"] = attempt(lambda: dist.all_reduce(x))
     cases["usable_after"]["value"] = float(x[0])
