@@ -215,6 +215,7 @@ void Coordinator::Service::drain_router() {
     Peer peer{identity.to_string(), {}};
     if (frames >= 2) {
       if (const char* addr = zmq_msg_gets(payload.handle(), "Peer-Address")) peer.address = addr;
+      peer.fd = zmq_msg_get(payload.handle(), ZMQ_SRCFD);
     }
     if (blocked_.contains(peer.identity)) continue;
     if (frames != 2) {

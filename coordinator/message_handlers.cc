@@ -98,6 +98,7 @@ void Coordinator::Service::on_heartbeat(const Peer& peer, const control::Heartbe
     return send(peer.identity, out);
   }
   if (!sender(peer, hb.member_id(), "heartbeat")) return;
+  if (peer.fd >= 0) member_on_fd_[peer.fd] = *id;
   const auto decision =
       membership_->heartbeat(*id, hb.epoch(), hb.step(), clock_.now(), hb.want_view());
   if (!decision.refused.empty()) {
@@ -349,6 +350,7 @@ void Coordinator::Service::forget_member(MemberId id) {
   if (route == route_of_.end()) return;
   member_of_.erase(route->second);
   route_of_.erase(route);
+  std::erase_if(member_on_fd_, [id](const auto& e) { return e.second == id; });
 }
 
 }  // namespace tributary::coordinator

@@ -96,6 +96,7 @@ class Coordinator::Service {
   struct Peer {
     std::string identity;  // the ROUTER routing id of the connection
     std::string address;   // the remote IP, when ZeroMQ knows it
+    int fd = -1;           // the connection's socket (ZMQ_SRCFD), when ZeroMQ knows it
     std::string name() const {
       return to_hex(std::as_bytes(std::span(identity))) + (address.empty() ? "" : "@" + address);
     }
@@ -228,6 +229,9 @@ class Coordinator::Service {
   control::ClusterCurveKeys keys_;
   LogLimiter refusals_;
   std::unordered_map<int, std::string> accepted_;  // fd of an accepted connection -> address
+  // The connection each member's heartbeats come over, so that its closing (the member's
+  // kernel closed the socket: it died) reaches Membership::connection_closed.
+  std::unordered_map<int, MemberId> member_on_fd_;
   std::string failed_handshake_;  // why the last handshake failed, until its DISCONNECTED
 
   zmq::context_t context_{1};

@@ -106,6 +106,7 @@ void Coordinator::Service::on_monitor_event(std::uint16_t id, std::uint32_t valu
     case ZMQ_EVENT_ACCEPTED: {
       if (accepted_.size() >= kMaxTrackedConnections) accepted_.clear();
       accepted_[fd] = peer_address(fd);
+      member_on_fd_.erase(fd);  // a new connection on a reused descriptor
       return;
     }
     case ZMQ_EVENT_ACCEPT_FAILED:
@@ -123,6 +124,14 @@ void Coordinator::Service::on_monitor_event(std::uint16_t id, std::uint32_t valu
       const std::string address = it == accepted_.end() ? "?" : it->second;
       if (it != accepted_.end()) accepted_.erase(it);
       flush_handshake_failure(address);
+      if (auto m = member_on_fd_.find(fd); m != member_on_fd_.end()) {
+        const MemberId id = m->second;
+        member_on_fd_.erase(m);
+        if (membership_ && membership_->find(id)) {
+          log_.info("member " + std::to_string(id) + "'s control connection closed");
+          apply(membership_->connection_closed(id, clock_.now()));
+        }
+      }
       return;
     }
     default: return;

@@ -156,6 +156,9 @@ struct PeerState {
   // When the current view last went to it (pushed with the view, or resent after a
   // heartbeat that named an older epoch); nullopt: not since it reconnected.
   std::optional<TimePoint> view_sent_at;
+  // When its control connection was closed under the coordinator (its kernel closed it:
+  // the process died or shut it), unless it was heard from since.
+  std::optional<TimePoint> connection_closed;
 };
 
 enum class RemovalReason : std::uint8_t {
@@ -268,6 +271,11 @@ class Membership {
   Decisions boundary(MemberId id, Epoch epoch, bool leaving, TimePoint now);
   // `reporter` lost `suspect` (0: unknown) in `epoch` (ignored unless current).
   Decisions failure_report(MemberId reporter, Epoch epoch, MemberId suspect, TimePoint now);
+  // The control connection of `id` was closed (not by the coordinator). Alone it removes
+  // nobody (a connection may drop and come back); with a failure report naming it (or
+  // naming nobody) it confirms the failure at once instead of after confirm_silence: a
+  // peer lost its link to the member and the member's own kernel closed its socket.
+  Decisions connection_closed(MemberId id, TimePoint now);
   // Compute seconds of `id` in `step` (straggler policy input).
   Decisions step_timing(MemberId id, std::uint64_t step, double compute_seconds, TimePoint now);
   // Unknown ids are ignored (empty Decisions): a leave may race a timeout.

@@ -145,7 +145,16 @@ Decisions Membership::failure_report(MemberId reporter, Epoch epoch, MemberId su
   return out;
 }
 
+Decisions Membership::connection_closed(MemberId id, TimePoint now) {
+  auto it = peers_.find(id);
+  if (it == peers_.end()) return {};
+  it->second.connection_closed = now;
+  return check_suspicions(now);
+}
+
 TimePoint Membership::confirmed_dead_at(const PeerState& p, TimePoint now) const {
+  // Closed by its own kernel and silent since: no reason to wait for the silence.
+  if (p.connection_closed && p.last_heartbeat <= *p.connection_closed) return *p.connection_closed;
   TimePoint at = saturating_add(p.last_heartbeat, confirm_silence(now) + Duration{1});
   if (last_probe_ && p.last_heartbeat < *last_probe_)
     at = std::min(at, saturating_add(*last_probe_, config_.confirm_silence + Duration{1}));

@@ -261,6 +261,49 @@ TEST(FailureReport, SilenceTheCoordinatorNoticedNamesNoReporter) {
   EXPECT_TRUE(d.removed[0].reporter_name.empty());
 }
 
+// A reported member whose control connection its own kernel closed (kill -9 closes every
+// socket) is confirmed at once, not after confirm_silence: the report and the close
+// together are the evidence, whichever comes first.
+TEST(FailureReport, AClosedControlConnectionConfirmsAReportAtOnce) {
+  Cluster c(3);
+  c.clock.advance(milliseconds(20));
+  c.heartbeat_all_but(0);
+  Decisions d = c.m.failure_report(c.ids[0], 1, c.ids[2], c.clock.now());
+  EXPECT_TRUE(d.removed.empty()) << "heard 0 ms ago: not yet";
+  d = c.m.connection_closed(c.ids[2], c.clock.now());
+  ASSERT_EQ(d.removed.size(), 1u);
+  EXPECT_EQ(d.removed[0].id, c.ids[2]);
+  EXPECT_EQ(d.removed[0].reason, RemovalReason::kFailureConfirmed);
+  EXPECT_EQ(d.removed[0].reported_by, c.ids[0]);
+  ASSERT_TRUE(d.new_view);
+  EXPECT_EQ(d.new_view->size(), 2u);
+
+  // The close first, then a report naming nobody: at once too.
+  Cluster e(3);
+  e.clock.advance(milliseconds(20));
+  e.heartbeat_all_but(0);
+  EXPECT_TRUE(e.m.connection_closed(e.ids[1], e.clock.now()).empty()) << "nobody reported";
+  d = e.m.failure_report(e.ids[2], 1, 0, e.clock.now());
+  ASSERT_EQ(d.removed.size(), 1u);
+  EXPECT_EQ(d.removed[0].id, e.ids[1]);
+}
+
+TEST(FailureReport, AClosedConnectionAloneOrHeardFromSinceWaitsAsBefore) {
+  Cluster c(3);
+  c.clock.advance(milliseconds(20));
+  c.heartbeat_all_but(0);
+  EXPECT_TRUE(c.m.connection_closed(c.ids[2], c.clock.now()).empty());
+  c.clock.advance(milliseconds(900));
+  c.heartbeat_all_but(c.ids[2]);
+  EXPECT_TRUE(c.m.tick(c.clock.now()).empty()) << "without a report: the heartbeat timeout";
+  // It reconnected and heartbeats: a report about it waits for the silence again.
+  c.clock.advance(milliseconds(20));
+  c.heartbeat_all_but(0);
+  Decisions d = c.m.failure_report(c.ids[0], 1, c.ids[2], c.clock.now());
+  EXPECT_TRUE(d.removed.empty()) << "heard from after the close";
+  EXPECT_TRUE(d.probe);
+}
+
 TEST(FailureReport, AlreadySilentSuspectIsConfirmedAtOnce) {
   Cluster c(3);
   c.clock.advance(milliseconds(400));
