@@ -25,6 +25,10 @@ void add_coordinator_flags(CLI::App& cmd, CoordinatorFlags& f) {
                  "members to gather before the first view")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd.add_flag("--no-confirm-on-close", f.no_confirm_on_close,
+               "do not confirm a reported member at once when its control connection closes "
+               "(a proxy between agents and coordinator that closes connections on its own); "
+               "failures are then confirmed by silence alone");
   cmd.add_flag("--serve-jobs", f.config.serve_jobs,
                "when every member has left, form the next world from --world-size new members, "
                "as the first (one job after another); without it, joiners into an emptied "
@@ -89,6 +93,7 @@ int run_coordinator(CoordinatorFlags& f, const std::atomic<bool>& stop) {
   f.config.heartbeat_interval = std::chrono::milliseconds(f.heartbeat_interval_ms);
   f.config.ready_timeout = std::chrono::milliseconds(f.ready_timeout_ms);
   f.config.straggler.enabled = !f.no_straggler_eviction;
+  f.config.confirm_on_close = !f.no_confirm_on_close;
   f.config.straggler.floor_seconds = static_cast<double>(f.straggler_floor_ms) / 1000.0;
   f.config.straggler.cooldown = std::chrono::seconds(f.straggler_cooldown_s);
   f.config.lease_ttl = std::chrono::seconds(f.lease_s);

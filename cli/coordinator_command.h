@@ -18,6 +18,7 @@ struct CoordinatorFlags {
   long straggler_floor_ms = 50;
   long straggler_cooldown_s = 60;
   bool no_straggler_eviction = false;
+  bool no_confirm_on_close = false;
   std::string ready_file;
   long lease_s = 2;
 };

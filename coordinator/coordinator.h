@@ -67,6 +67,10 @@ struct CoordinatorConfig {
   Duration heartbeat_timeout = std::chrono::seconds(1);  // silent this long: removed
   Duration heartbeat_interval = std::chrono::milliseconds(100);  // advertised; zero: timeout / 3
   Duration confirm_silence{0};  // failure reports: zero = 3 heartbeat intervals
+  // A reported member whose control connection closed is confirmed at once
+  // (Membership::connection_closed). Off for a coordinator behind something that closes
+  // connections on its own (a proxy restarting), where a close does not mean a death.
+  bool confirm_on_close = true;
   // The heartbeat budget: beyond this many heartbeats a second the interval members are
   // asked for grows with the membership (membership/heartbeat_pace.h); 0: never.
   double max_heartbeat_rate = 10000;

@@ -127,7 +127,7 @@ void Coordinator::Service::on_monitor_event(std::uint16_t id, std::uint32_t valu
       if (auto m = member_on_fd_.find(fd); m != member_on_fd_.end()) {
         const MemberId id = m->second;
         member_on_fd_.erase(m);
-        if (membership_ && membership_->find(id)) {
+        if (config_.confirm_on_close && membership_ && membership_->find(id)) {
           log_.info("member " + std::to_string(id) + "'s control connection closed");
           apply(membership_->connection_closed(id, clock_.now()));
         }

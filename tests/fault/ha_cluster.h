@@ -18,15 +18,18 @@ class HaCluster {
  public:
   // Starts etcd, the first coordinator (it wins the election), then `coordinators - 1`
   // standbys. ok() is false (with failure() saying why) when something did not start.
-  HaCluster(int world, int coordinators, std::vector<std::string> agent_extra) {
+  // `coordinator_extra`: more flags for every coordinator.
+  HaCluster(int world, int coordinators, std::vector<std::string> agent_extra,
+            const std::vector<std::string>& coordinator_extra = {}) {
     etcd.emplace(etcd_dir);
     if (etcd->url().empty()) {
       failure_ = etcd->failure();
       return;
     }
-    const std::vector<std::string> ha = {"--etcd",    etcd->url(),
-                                         "--lease-s", std::to_string(kTestLeaseSeconds),
-                                         "--metrics", "127.0.0.1:0"};
+    std::vector<std::string> ha = {"--etcd",    etcd->url(),
+                                   "--lease-s", std::to_string(kTestLeaseSeconds),
+                                   "--metrics", "127.0.0.1:0"};
+    ha.insert(ha.end(), coordinator_extra.begin(), coordinator_extra.end());
     soak.emplace(world, ha, std::move(agent_extra));
     if (soak->endpoint.empty()) {
       failure_ = "the first coordinator did not start";

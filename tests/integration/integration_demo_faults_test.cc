@@ -63,7 +63,12 @@ TEST(DemoDefault, EveryFaultIsHandledAndTheSurvivorsAgree) {
                            "steps.csv", "faults.csv"}) {
     EXPECT_TRUE(std::filesystem::exists(run_dir + "/" + file)) << file;
   }
-  EXPECT_NE(read_file(run_dir + "/coordinator.log").find("view epoch"), std::string::npos);
+  const std::string coordinator_log = read_file(run_dir + "/coordinator.log");
+  EXPECT_NE(coordinator_log.find("view epoch"), std::string::npos);
+  // The killed worker's kernel closed its control connection: the coordinator heard it (and
+  // confirmed the report at once, Membership::connection_closed).
+  EXPECT_NE(coordinator_log.find("control connection closed"), std::string::npos)
+      << coordinator_log;
   EXPECT_NE(read_file(run_dir + "/demo.txt").find("4 of 4 faults handled"), std::string::npos);
   EXPECT_NE(out.find("run directory: " + run_dir), std::string::npos) << out;
   // The plot, where the demo says it is, is a PNG.
