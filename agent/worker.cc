@@ -700,13 +700,45 @@ void Worker::abort(const Status& why) {
 }
 
 Status Worker::leave() {
-  if (impl_->left) return Status::ok();
-  impl_->stop_watcher();  // and the idle recovery, before `left` changes under it
-  impl_->left = true;
-  impl_->settle_link(impl_->config.stall_timeout);
-  impl_->drop_link(error(StatusCode::kAborted, "worker left"));
-  if (!impl_->client) return Status::ok();
-  return impl_->client->leave(Deadline::after(std::chrono::seconds(5)));
+  Impl& im = *impl_;
+  if (im.left) return Status::ok();
+  {
+    // No call and no idle move runs meanwhile (the idle recovery only tries the lock).
+    std::lock_guard call(im.call_mu);
+    if (im.client) {
+      const Status moved = im.move_before_leaving(Deadline::after(im.config.recovery_timeout));
+      if (!moved.is_ok()) {
+        im.log.warn("leaving without moving to the newer view first: " + moved.to_string());
+      }
+    }
+    im.stop_watcher();  // and the idle recovery, before `left` changes under it
+  }
+  im.left = true;
+  im.settle_link(im.config.stall_timeout);
+  im.drop_link(error(StatusCode::kAborted, "worker left"));
+  if (!im.client) return Status::ok();
+  return im.client->leave(Deadline::after(std::chrono::seconds(5)));
+}
+
+// A member that returned a small all-reduce without the agreement round may be the only
+// holder of its result while a peer's attempt of it failed (docs/fault-tolerance.md,
+// "Leaving with a returned result"). Its Leave says so; while a view it has not adopted is
+// pending, the coordinator does not let it go, and it moves into that view (Ready, Go,
+// the repair that hands the copy over) and asks again. Returns once the coordinator took
+// the Leave (ok) or when the member cannot move (the caller then leaves regardless).
+Status Worker::Impl::move_before_leaving(Deadline deadline) {
+  for (;;) {
+    if (!result_copy.held || evicted.load() || aborted.load()) {
+      return Status::ok();  // nothing a peer could need: the plain Leave below
+    }
+    settle_link(config.stall_timeout);  // as before any Leave: peers read what it sent
+    const Status asked = client->leave(earlier(deadline, Deadline::after(std::chrono::seconds(5))),
+                                       membership::LeaveTerms{view.epoch, true});
+    if (asked.code() != StatusCode::kUnavailable) return asked;
+    log.info(asked.message());
+    if (deadline.passed()) return asked;
+    TRIB_RETURN_IF_ERROR(transition(0, deadline));
+  }
 }
 
 }  // namespace tributary::agent

@@ -72,6 +72,9 @@ class Worker::Impl {
   // Moves to a view newer than the current one: Ready/Go with the coordinator, quorum,
   // new links. `held_seq`: the collective whose result this member holds uncommitted.
   Status transition(std::uint64_t held_seq, Deadline deadline);
+  // Worker::leave(): moves into views the coordinator says a peer may need this member's
+  // returned result in, until it takes the Leave.
+  Status move_before_leaving(Deadline deadline);
 
   // Right after a view's links come up and its Go said `through`, on every member: gives
   // the result of collective `through` to members whose pending call lacks it, from a

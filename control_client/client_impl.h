@@ -90,6 +90,8 @@ struct CoordinatorClient::Impl {
   std::string evicted_reason;
   bool leaving = false;
   bool left = false;
+  membership::LeaveTerms leave_terms;  // what the Leave being sent says
+  std::string leave_must_wait;         // the coordinator's answer to it: not let go, why
   std::atomic<std::uint64_t> step{0};
   std::atomic<bool> joiners_pending{false};
   // Ready/Go: the Ready being waited on (resent each interval until its Go arrives).

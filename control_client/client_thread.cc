@@ -179,7 +179,10 @@ void CoordinatorClient::Impl::send_heartbeat(TimePoint now, bool alone) {
     if (evicted || left) return;
     last_heard = last_ack;
     if (leaving) {
-      out.mutable_leave()->set_member_id(id);
+      auto* l = out.mutable_leave();
+      l->set_member_id(id);
+      l->set_epoch(leave_terms.epoch);
+      l->set_holds_result(leave_terms.holds_result);
     } else {
       auto* hb = out.mutable_heartbeat();
       hb->set_member_id(id);
@@ -334,9 +337,18 @@ void CoordinatorClient::Impl::handle(const control::Envelope& env, TimePoint now
       return;
     }
     case E::kLeaveAck: {
+      const auto& ack = env.leave_ack();
       {
         std::lock_guard lock(mu);
-        left = true;
+        if (!ack.must_wait().empty()) {
+          // An answer to a Leave sent before the member moved on is stale: the Leave being
+          // sent now names a later epoch.
+          if (!leaving || ack.epoch() != leave_terms.epoch) return;
+          leaving = false;  // heartbeats again while it moves to the newer view
+          leave_must_wait = ack.must_wait();
+        } else {
+          left = true;
+        }
       }
       cv.notify_all();
       return;

@@ -95,8 +95,11 @@ class ControlPlane {
   // round (docs/fault-tolerance.md, "A member that was frozen"). False once evicted or left.
   virtual bool heard_recently() const = 0;
   virtual void request_boundary(membership::Epoch epoch, bool leaving) = 0;
-  // Leaves for good; ok also when already out.
-  virtual Status leave(Deadline deadline) = 0;
+  // Leaves for good; ok also when already out. kUnavailable (the coordinator's reason)
+  // when `terms` say this member keeps a result a peer may need and a newer view is
+  // pending (membership::Membership::leave_must_wait): move to it, then leave again.
+  virtual Status leave(Deadline deadline, const membership::LeaveTerms& terms) = 0;
+  Status leave(Deadline deadline) { return leave(deadline, membership::LeaveTerms{}); }
   // Federated rounds (see the contract above). `request.member` is filled in.
   virtual Result<membership::RoundDecision> await_round(const membership::RoundReady& request,
                                                         Deadline deadline) = 0;

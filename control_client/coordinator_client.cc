@@ -105,21 +105,25 @@ Status CoordinatorClient::health() const {
   return Status::ok();
 }
 
-Status CoordinatorClient::leave(Deadline deadline) {
+Status CoordinatorClient::leave(Deadline deadline, const membership::LeaveTerms& terms) {
   {
     std::lock_guard lock(impl_->mu);
     if (impl_->id == 0) return error(StatusCode::kInvalidArgument, "leave() before join()");
     if (impl_->evicted || impl_->left) return Status::ok();
     impl_->leaving = true;
+    impl_->leave_terms = terms;
+    impl_->leave_must_wait.clear();
   }
   impl_->wake('l');
   std::unique_lock lock(impl_->mu);
-  auto done = [&] { return impl_->left || impl_->evicted; };
+  auto done = [&] { return impl_->left || impl_->evicted || !impl_->leave_must_wait.empty(); };
   if (!wait_until(impl_->cv, lock, deadline, done)) {
     return error(StatusCode::kTimedOut, "coordinator " + impl_->endpoint +
                                             " did not acknowledge the leave by the deadline");
   }
-  return Status::ok();
+  if (impl_->left || impl_->evicted) return Status::ok();
+  return error(StatusCode::kUnavailable, "the coordinator did not let this member leave yet: " +
+                                             impl_->leave_must_wait);
 }
 
 Result<Go> CoordinatorClient::ready(const membership::ReadyReport& r, Deadline deadline) {

@@ -72,8 +72,10 @@ class CoordinatorClient final : public ControlPlane {
   Status health() const;
   // Stops heartbeats and tells the coordinator we go; waits for its acknowledgement.
   // ok also when we were already out (evicted). kTimedOut at the deadline (the
-  // coordinator then removes us by heartbeat timeout anyway).
-  Status leave(Deadline deadline) override;
+  // coordinator then removes us by heartbeat timeout anyway). kUnavailable when the
+  // coordinator answers that this member must first move to a newer view (ControlPlane).
+  Status leave(Deadline deadline, const membership::LeaveTerms& terms) override;
+  using ControlPlane::leave;
 
   // Sends Ready for `r.epoch` (what this member tells the coordinator when it adopts that
   // view: membership/commit_rule.h) and waits for the coordinator's Go for that epoch

@@ -138,11 +138,18 @@ class MemoryCoordinator::Plane final : public ControlPlane {
                                            " of epoch " + std::to_string(epoch) + " committed");
   }
 
-  Status leave(Deadline) override {
+  Status leave(Deadline, const membership::LeaveTerms& terms) override {
     std::lock_guard lock(c_.mu_);
     if (id_ == 0) return error(StatusCode::kInvalidArgument, "leave() before join()");
     Seat& seat = c_.seats_.at(id_);
     if (out(seat)) return Status::ok();
+    if (!seat.silenced) {
+      const std::string wait = c_.membership_.leave_must_wait(id_, terms);
+      if (!wait.empty()) {
+        return error(StatusCode::kUnavailable,
+                     "the coordinator did not let this member leave yet: " + wait);
+      }
+    }
     if (!seat.silenced) c_.apply(c_.membership_.leave(id_, now()));
     seat.left = true;  // also when the membership had removed it already
     return Status::ok();

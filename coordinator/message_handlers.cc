@@ -122,6 +122,14 @@ void Coordinator::Service::on_leave(const Peer& peer, const control::Leave& leav
   ack.mutable_leave_ack()->set_member_id(leave.member_id());
   if (!member_of(peer.identity)) return send(peer.identity, ack);  // leaving is done
   if (const auto id = sender(peer, leave.member_id(), "leave")) {
+    const std::string wait =
+        membership_->leave_must_wait(*id, {leave.epoch(), leave.holds_result()});
+    if (!wait.empty()) {
+      log_.info("member " + std::to_string(*id) + " asked to leave and must wait: " + wait);
+      ack.mutable_leave_ack()->set_must_wait(wait);
+      ack.mutable_leave_ack()->set_epoch(leave.epoch());
+      return send(peer.identity, ack);
+    }
     apply(membership_->leave(*id, clock_.now()));  // sends the LeaveAck
   }
 }

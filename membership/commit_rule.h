@@ -48,6 +48,12 @@ struct ReadyReport {
   friend bool operator==(const ReadyReport&, const ReadyReport&) = default;
 };
 
+// What a leaving member says about itself (the Leave message).
+struct LeaveTerms {
+  Epoch epoch = 0;            // the last view it adopted (got a Go for)
+  bool holds_result = false;  // it keeps a returned result a peer may lack (result_copy.h)
+};
+
 struct CommitDecision {
   std::uint64_t commit_through = 0;
   struct Refusal {

@@ -226,6 +226,23 @@ Decisions Membership::leave(MemberId id, TimePoint now) {
   return remove_all({{id, RemovalReason::kLeft}}, ViewCause::kLeave, now);
 }
 
+std::string Membership::leave_must_wait(MemberId id, const LeaveTerms& terms) const {
+  if (!terms.holds_result || !peers_.contains(id)) return {};
+  if (view_.epoch > terms.epoch) {
+    return "view " + std::to_string(view_.epoch) + " was issued after view " +
+           std::to_string(terms.epoch) +
+           ", the last this member adopted: move to it first (a peer may need its result)";
+  }
+  for (const auto& s : suspicions_) {
+    if (s.epoch == view_.epoch) {
+      return "a failure in view " + std::to_string(view_.epoch) +
+             " is being resolved: move to the view that resolves it first (a peer may need "
+             "its result)";
+    }
+  }
+  return {};
+}
+
 Decisions Membership::remove(MemberId id, RemovalReason reason, TimePoint now) {
   if (!peers_.contains(id)) return {};
   return remove_all({{id, reason}},

@@ -280,6 +280,12 @@ class Membership {
   Decisions step_timing(MemberId id, std::uint64_t step, double compute_seconds, TimePoint now);
   // Unknown ids are ignored (empty Decisions): a leave may race a timeout.
   Decisions leave(MemberId id, TimePoint now);
+  // Why a Leave of `id` must wait (empty: it may go now). A member that returned a small
+  // all-reduce without the agreement round may be the only holder of that result
+  // (docs/fault-tolerance.md, "Leaving with a returned result"): while a view it has not
+  // adopted, or a failure report that will bring one, is pending, a peer that lacks the
+  // result may need it in that view's repair, so the member moves into the view first.
+  std::string leave_must_wait(MemberId id, const LeaveTerms& terms) const;
   Decisions remove(MemberId id, RemovalReason reason, TimePoint now);
   // `want_view`: the member could not apply an incremental view (membership/view_delta.h)
   // and asks for the whole one: resent at once when it is behind, whenever the last went.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <thread>
 
 #include "agent/worker.h"
@@ -55,11 +56,13 @@ TEST(CollectiveTimeout, AttemptHeldUpByAPeerTimesOutAndIsReRunInTheNextView) {
       if (rank == 0) {
         first_epoch = w.epoch();
       } else {
-        // Rank 1 holds the collective up: it calls only once the coordinator has moved on
-        // from the first view, which rank 0's failure report is the only thing to cause.
+        // Rank 1 holds the collective up: it calls only once it has moved to a view after
+        // the first (between calls, its idle recovery moves it), which rank 0's failure
+        // report is the only thing to cause. Waiting for the coordinator's view alone is
+        // not enough: on a loaded machine rank 1 could still call in the first view and
+        // complete it from what rank 0 sent (AMemberThatReturnedEarly... below).
         const Deadline limit = Deadline::after(seconds(20));
-        while ((first_epoch.load() == 0 || coord.current_view().epoch <= first_epoch.load()) &&
-               !limit.passed()) {
+        while ((first_epoch.load() == 0 || w.epoch() <= first_epoch.load()) && !limit.passed()) {
           std::this_thread::sleep_for(milliseconds(5));
         }
       }
@@ -88,6 +91,84 @@ TEST(CollectiveTimeout, AttemptHeldUpByAPeerTimesOutAndIsReRunInTheNextView) {
   EXPECT_NE(log.find("all_reduce seq 1 did not complete within the collective timeout of 300 ms"),
             std::string::npos)
       << log;
+}
+
+// The other ending of the same hold-up: rank 1 calls while rank 0's failure is still being
+// resolved, completes the small all-reduce from what rank 0 sent before its attempt timed
+// out, returns it without the agreement round, and leaves at once. Rank 0 lacks that
+// result; the coordinator does not take rank 1's Leave until rank 1 has moved to the view
+// that resolves the failure, where the repair hands rank 0 the result rank 1 returned
+// (docs/fault-tolerance.md, "Leaving with a returned result"). Before, rank 1 left and
+// rank 0 re-ran the all-reduce alone: two members of one epoch with different results.
+// When rank 1's attempt fails too (its link may notice rank 0's close first), both re-run
+// it in the next view; either way both must return the same bits and outcome.
+TEST(CollectiveTimeout, AMemberThatReturnedEarlyHandsItsResultOverBeforeItLeaves) {
+  std::atomic<bool> reported{false};
+  coordinator::CoordinatorConfig config;
+  config.secret = kSecret;
+  config.initial_world_size = 2;
+  config.metrics_address = "";
+  config.heartbeat_interval = milliseconds(50);
+  config.heartbeat_timeout = seconds(2);  // the window in which rank 1 calls and leaves
+  config.straggler.enabled = false;
+  coordinator::Coordinator coord(config, Logger("coordinator", [&](const LogRecord& r) {
+                                   if (r.message.find("reports a failure") != std::string::npos) {
+                                     reported = true;
+                                   }
+                                 }));
+  ASSERT_TRUE(coord.start().is_ok());
+
+  testing::internal::CaptureStderr();
+  std::atomic<membership::Epoch> first_epoch{0};
+  std::vector<Result<Outcome>> outcomes(2, error(StatusCode::kInternal, "not run"));
+  std::vector<float> results(2, 0.0f);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      WorkerConfig wc;
+      wc.coordinator = coord.endpoint();
+      wc.secret = kSecret;
+      wc.join_timeout = seconds(20);
+      wc.recovery_timeout = seconds(20);
+      wc.deadline_floor = seconds(60);
+      wc.collective_timeout = milliseconds(300);
+      auto started = Worker::start(wc);
+      if (!started) {
+        ADD_FAILURE() << started.status().to_string();
+        return;
+      }
+      Worker& w = **started;
+      const int rank = w.rank();
+      if (rank == 0) {
+        first_epoch = w.epoch();
+      } else {
+        const Deadline limit = Deadline::after(seconds(20));
+        while (!reported.load() && !limit.passed()) std::this_thread::sleep_for(milliseconds(2));
+      }
+      float value = static_cast<float>(rank + 1);
+      outcomes[rank] = w.all_reduce(&value, &value, 1, DType::kFloat32, ReduceOp::kSum);
+      results[rank] = value;
+      EXPECT_TRUE(w.leave().is_ok());
+    });
+  }
+  for (auto& th : threads) th.join();
+  const std::string log = testing::internal::GetCapturedStderr();
+  coord.stop();
+
+  ASSERT_TRUE(outcomes[0].is_ok()) << outcomes[0].status().to_string() << "\n" << log;
+  ASSERT_TRUE(outcomes[1].is_ok()) << outcomes[1].status().to_string() << "\n" << log;
+  EXPECT_EQ(results[0], 3.0f) << log;
+  EXPECT_EQ(results[1], 3.0f) << log;
+  EXPECT_EQ(outcomes[0]->epoch, outcomes[1]->epoch) << log;
+  EXPECT_EQ(outcomes[0]->contributors, 2);
+  EXPECT_EQ(outcomes[1]->contributors, 2);
+  if (outcomes[1]->epoch == first_epoch.load()) {
+    // The path this test is about: rank 1 returned in the first view, rank 0 was repaired.
+    EXPECT_NE(log.find("did not let this member leave yet"), std::string::npos) << log;
+  }
+  std::printf("rank 1 returned in epoch %llu (the first view: %llu)\n",
+              static_cast<unsigned long long>(outcomes[1]->epoch),
+              static_cast<unsigned long long>(first_epoch.load()));
 }
 
 }  // namespace

@@ -212,6 +212,38 @@ TEST(Boundary, WithoutReformAnEmptiedWorldAdmitsJoinersOneByOne) {
   EXPECT_EQ(r->decisions.new_view->size(), 1u);
 }
 
+// --- leaving with a returned result ---------------------------------------------------
+
+// A member that returned a small all-reduce without the agreement round may be the only
+// holder of it while a peer's attempt failed: its Leave waits while a failure of its
+// epoch is being resolved or a view it has not adopted exists; any other Leave goes.
+TEST(Leave, AMemberHoldingAReturnedResultWaitsForTheViewThatMayNeedIt) {
+  Cluster c(2);
+  const LeaveTerms holding{1, true};
+  const LeaveTerms plain{1, false};
+  EXPECT_EQ(c.m.leave_must_wait(c.ids[1], holding), "") << "nothing is pending";
+  c.clock.advance(milliseconds(20));
+  c.heartbeat_all_but(0);
+  EXPECT_TRUE(c.m.failure_report(c.ids[0], 1, 0, c.clock.now()).removed.empty());
+  EXPECT_NE(c.m.leave_must_wait(c.ids[1], holding).find("being resolved"), std::string::npos);
+  EXPECT_EQ(c.m.leave_must_wait(c.ids[1], plain), "") << "no result a peer could need";
+  EXPECT_EQ(c.m.leave_must_wait(12345, holding), "") << "not a member";
+  // Both keep heartbeating: after heartbeat_timeout the report earns a link rebuild.
+  Decisions d;
+  for (int i = 0; i < 12 && !d.new_view; ++i) {
+    c.clock.advance(milliseconds(100));
+    c.heartbeat_all_but(0);
+    d = c.m.tick(c.clock.now());
+  }
+  ASSERT_TRUE(d.new_view);
+  ASSERT_EQ(d.new_view->epoch, 2u);
+  EXPECT_NE(c.m.leave_must_wait(c.ids[1], holding).find("view 2 was issued"), std::string::npos);
+  EXPECT_EQ(c.m.leave_must_wait(c.ids[1], LeaveTerms{2, true}), "") << "it adopted view 2";
+  d = c.m.leave(c.ids[1], c.clock.now());
+  ASSERT_TRUE(d.new_view);
+  EXPECT_EQ(d.new_view->size(), 1u);
+}
+
 // --- failure reports ------------------------------------------------------------------
 
 TEST(FailureReport, SilentSuspectIsConfirmedAfterConfirmSilence) {
