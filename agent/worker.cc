@@ -47,8 +47,16 @@ void Worker::Impl::start_watcher() {
         note_newest_epoch(v->epoch);
         data_plane->cancel_connect(v->epoch);  // links being built for an older view are moot
         {
+          // A view that only lets leavers go (membership::View::leaves_only) does not end
+          // the collective running on the previous view's link: a member leaves only
+          // between its calls, so whatever the others still need of it was sent (or its
+          // link's abort notice fails what it never joined), and aborting here would make
+          // the others re-run without it a collective it returned with their inputs (a
+          // training loop's last all-reduce, before each rank leaves). The next call
+          // moves to the view.
           std::lock_guard lock(link_mu);
-          if (link && link_epoch < v->epoch) {
+          const bool lets_it_finish = v->leaves_only && v->epoch == link_epoch + 1;
+          if (link && link_epoch < v->epoch && !lets_it_finish) {
             link->abort(error(StatusCode::kAborted, "view " + std::to_string(link_epoch) +
                                                         " superseded by view " +
                                                         std::to_string(v->epoch)));

@@ -300,6 +300,7 @@ void view_to_proto(const membership::View& view, View* out) {
   for (const auto& m : view.members) member_to_proto(m, out->add_members());
   out->clear_ring();
   for (auto r : view.ring) out->add_ring(r);
+  out->set_leaves_only(view.leaves_only);
 }
 
 Result<membership::View> view_from_proto(const View& pv) {
@@ -312,6 +313,7 @@ Result<membership::View> view_from_proto(const View& pv) {
   }
   membership::View view;
   view.epoch = pv.epoch();
+  view.leaves_only = pv.leaves_only();
   view.members.reserve(n);
   std::unordered_set<membership::MemberId> ids;
   for (std::size_t i = 0; i < n; ++i) {
@@ -353,6 +355,7 @@ void view_delta_to_proto(const membership::ViewDelta& d, ViewDelta* out) {
   for (const auto& m : d.added) member_to_proto(m, out->add_added());
   out->set_size(d.size);
   out->set_digest(d.digest);
+  out->set_leaves_only(d.leaves_only);
 }
 
 Result<membership::ViewDelta> view_delta_from_proto(const ViewDelta& pd) {
@@ -373,6 +376,7 @@ Result<membership::ViewDelta> view_delta_from_proto(const ViewDelta& pd) {
   d.base_epoch = pd.base_epoch();
   d.size = pd.size();
   d.digest = pd.digest();
+  d.leaves_only = pd.leaves_only();
   d.removed.reserve(removed);
   for (auto id : pd.removed()) {
     if (id == 0) return bad("removed id 0");

@@ -344,7 +344,9 @@ Decisions Membership::remove_all(const Gone& gone, ViewCause cause, TimePoint no
                                  bool admit_joiners) {
   Decisions out;
   bool view_changed = force;
+  bool all_left = true;
   for (const Departure& d : gone) {
+    all_left = all_left && d.reason == RemovalReason::kLeft;
     auto it = peers_.find(d.id);
     TRIB_CHECK(it != peers_.end()) << "removing unknown member " << d.id;
     view_changed = view_changed || it->second.phase == PeerPhase::kInView;
@@ -364,8 +366,15 @@ Decisions Membership::remove_all(const Gone& gone, ViewCause cause, TimePoint no
       return e.second.phase == PeerPhase::kInView;
     });
     const bool reform = nobody_left && config_.reform_when_empty;
+    const View before = view_;
     out.new_view = maybe_issue_view(now, admit_joiners || (nobody_left && !reform));
     out.cause = cause;
+    if (out.new_view && all_left &&
+        std::all_of(out.new_view->members.begin(), out.new_view->members.end(),
+                    [&](const ViewMember& m) { return before.contains(m.id); })) {
+      out.new_view->leaves_only = true;
+      view_.leaves_only = true;
+    }
     if (reform) out = reform_world(std::move(out), now);
   }
   return out;

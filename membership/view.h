@@ -35,6 +35,12 @@ struct View {
   Epoch epoch = 0;
   std::vector<ViewMember> members;  // by rank
   std::vector<std::uint32_t> ring;  // ranks in ring order
+  // Every member of the previous view that this one lacks left on its own (a Leave, a
+  // leaving boundary request) and nobody came: a collective of the previous view that a
+  // leaver completed before it left can still complete among the others, so members let
+  // it run instead of aborting it for this view (agent/worker.cc, the watcher). Not part
+  // of view_digest(); not journaled (a view restored after a restart has it false).
+  bool leaves_only = false;
 
   bool empty() const { return members.empty(); }
   std::size_t size() const { return members.size(); }

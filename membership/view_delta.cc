@@ -66,6 +66,7 @@ std::optional<ViewDelta> make_delta(const View& base, const View& next) {
   }
   delta.size = static_cast<std::uint32_t>(next.size());
   delta.digest = view_digest(next);
+  delta.leaves_only = next.leaves_only;
   // The proof that the receiver will rebuild `next`: do it here, once per epoch.
   auto rebuilt = apply_delta(base, delta);
   if (!rebuilt || *rebuilt != next) return std::nullopt;
@@ -97,6 +98,7 @@ Result<View> apply_delta(const View& base, const ViewDelta& delta) {
                " members it leaves");
   View out;
   out.epoch = delta.epoch;
+  out.leaves_only = delta.leaves_only;
   out.members.resize(n);
   std::vector<bool> taken(n, false);
   std::unordered_set<MemberId> added_ids;

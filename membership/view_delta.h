@@ -33,6 +33,7 @@ struct ViewDelta {
   std::vector<ViewMember> added;  // members not in the base, with their ranks, by rank
   std::uint32_t size = 0;         // members in the view it builds
   std::uint64_t digest = 0;       // view_digest() of the view it builds
+  bool leaves_only = false;       // View::leaves_only of the view it builds
 
   friend bool operator==(const ViewDelta&, const ViewDelta&) = default;
 };

@@ -415,6 +415,47 @@ TEST(WorkerRecovery, AccessorsAnswerWhileAMoveBetweenCallsRuns) {
   leave_all(moved);
 }
 
+// A training loop's last all-reduce, then each rank leaves: the rank that finishes first
+// leaves while the other still waits for its (delayed) message. The view that lets it go
+// only removes a leaver (membership::View::leaves_only), so the other's all-reduce is not
+// aborted for it: it completes with the leaver's input, the result the leaver returned.
+// Before, the other re-ran the all-reduce alone in the leave's view and returned its own
+// input: two members of one epoch with different results of one collective.
+TEST(WorkerRecovery, AViewThatOnlyLetsALeaverGoLetsTheOthersFinishItsLastAllReduce) {
+  MemoryCoordinator coordinator(membership_config(2));
+  std::atomic<int> fabrics_made{0};
+  in_process::EpochFabrics fabrics([&](algorithms::MemoryFabric& f) {
+    // Rank 0's messages of the first view reach rank 1 late; rank 0 gets rank 1's at once.
+    if (fabrics_made.fetch_add(1) == 0) f.set_delay(0, milliseconds(400));
+  });
+  auto by_rank = in_process::start_world(coordinator, 2,
+                                         {.connect_links = in_process::fabric_links(fabrics)});
+  ASSERT_EQ(by_rank.size(), 2u);
+  std::array<float, 2> values{1.0f, 2.0f};
+  std::array<Result<Outcome>, 2> outcomes{error(StatusCode::kInternal, "not run"),
+                                          error(StatusCode::kInternal, "not run")};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      Worker& w = *by_rank[static_cast<std::size_t>(r)];
+      float& v = values[static_cast<std::size_t>(r)];
+      outcomes[static_cast<std::size_t>(r)] =
+          w.all_reduce(&v, &v, 1, DType::kFloat32, ReduceOp::kSum);
+      if (r == 0) EXPECT_TRUE(w.leave().is_ok());
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int r = 0; r < 2; ++r) {
+    const auto& o = outcomes[static_cast<std::size_t>(r)];
+    ASSERT_TRUE(o.is_ok()) << "rank " << r << ": " << o.status().to_string();
+    EXPECT_EQ(values[static_cast<std::size_t>(r)], 3.0f) << "rank " << r;
+    EXPECT_EQ(o->epoch, 1u) << "rank " << r;
+    EXPECT_EQ(o->contributors, 2) << "rank " << r;
+  }
+  EXPECT_GE(coordinator.view().epoch, 2u) << "rank 0 left while rank 1 was still inside";
+  leave_all(by_rank);
+}
+
 // Sends in a seq space, per view, over every member's links.
 class SpaceCounter {
  public:

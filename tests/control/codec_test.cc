@@ -53,6 +53,31 @@ TEST(ControlCodec, RoundTripsAViewDeltaThatRebuildsTheView) {
   EXPECT_EQ(view->members[1].capabilities, (std::vector<std::string>{"tcp", "shm"}));
 }
 
+// View::leaves_only travels with a full view and with a delta.
+TEST(ControlCodec, LeavesOnlyRoundTripsInViewsAndDeltas) {
+  membership::View base = sample_view();
+  membership::View next = base;
+  next.epoch = base.epoch + 1;
+  next.members.pop_back();
+  next.ring.pop_back();
+  next.leaves_only = true;
+  control::Envelope env;
+  view_to_proto(next, env.mutable_view());
+  auto view = view_from_proto(decode_envelope(encode_envelope(env))->view());
+  ASSERT_TRUE(view.is_ok()) << view.status().to_string();
+  EXPECT_TRUE(view->leaves_only);
+  auto delta = membership::make_delta(base, next);
+  ASSERT_TRUE(delta);
+  control::Envelope d;
+  view_delta_to_proto(*delta, d.mutable_view_delta());
+  auto decoded = view_delta_from_proto(decode_envelope(encode_envelope(d))->view_delta());
+  ASSERT_TRUE(decoded.is_ok()) << decoded.status().to_string();
+  auto rebuilt = membership::apply_delta(base, *decoded);
+  ASSERT_TRUE(rebuilt.is_ok()) << rebuilt.status().to_string();
+  EXPECT_EQ(*rebuilt, next);
+  EXPECT_TRUE(rebuilt->leaves_only);
+}
+
 TEST(ControlCodec, MalformedViewDeltasAreBadFrame) {
   auto refused = [](auto mutate, std::string_view why) {
     control::Envelope env;

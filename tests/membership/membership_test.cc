@@ -147,6 +147,7 @@ TEST(Membership, JoinAfterFirstViewWaitsForAStepBoundary) {
   EXPECT_EQ(v->epoch, 2u);
   EXPECT_TRUE(v->contains(c));
   EXPECT_EQ(v->size(), 3u);
+  EXPECT_FALSE(v->leaves_only) << "somebody came";
 }
 
 // A setting every member must share (kSharedSettings: TLS on data links): a joiner that
@@ -236,6 +237,7 @@ TEST(Membership, HeartbeatTimeoutRemovesSilentMemberAndBumpsEpoch) {
   EXPECT_EQ(d.new_view->epoch, 2u);
   EXPECT_EQ(ring_ids(*d.new_view), (std::vector<MemberId>{a, b}));
   expect_well_formed(*d.new_view);
+  EXPECT_FALSE(d.new_view->leaves_only) << "a failure, not a leave";
   EXPECT_EQ(m.find(c), nullptr);
   EXPECT_FALSE(m.heartbeat(c, 1, 11, clock.now()).known) << "a removed member stays removed";
 }
@@ -276,6 +278,8 @@ TEST(Membership, LeaveIssuesNewViewAndUnknownLeaveIsIgnored) {
   ASSERT_TRUE(d.new_view);
   EXPECT_EQ(d.new_view->epoch, 2u);
   EXPECT_EQ(ring_ids(*d.new_view), std::vector<MemberId>{a});
+  EXPECT_TRUE(d.new_view->leaves_only) << "the leaver is the only change";
+  EXPECT_TRUE(m.view().leaves_only);
   EXPECT_TRUE(m.leave(b, clock.now()).empty());
   EXPECT_TRUE(m.leave(12345, clock.now()).empty());
   EXPECT_EQ(m.epoch(), 2u);
