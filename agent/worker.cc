@@ -710,11 +710,12 @@ void Worker::abort(const Status& why) {
 Status Worker::leave() {
   Impl& im = *impl_;
   if (im.left) return Status::ok();
+  Status moved;
   {
     // No call and no idle move runs meanwhile (the idle recovery only tries the lock).
     std::lock_guard call(im.call_mu);
     if (im.client) {
-      const Status moved = im.move_before_leaving(Deadline::after(im.config.recovery_timeout));
+      moved = im.move_before_leaving(Deadline::after(im.config.recovery_timeout));
       if (!moved.is_ok()) {
         im.log.warn("leaving without moving to the newer view first: " + moved.to_string());
       }
@@ -725,6 +726,8 @@ Status Worker::leave() {
   im.settle_link(im.config.stall_timeout);
   im.drop_link(error(StatusCode::kAborted, "worker left"));
   if (!im.client) return Status::ok();
+  // A coordinator that did not answer that Leave would not answer another in time either.
+  if (moved.code() == StatusCode::kTimedOut) return moved;
   return im.client->leave(Deadline::after(std::chrono::seconds(5)));
 }
 
