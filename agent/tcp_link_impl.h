@@ -114,6 +114,9 @@ class TcpLink final : public algorithms::PollableLink {
   }
   // The caller's wait ran out: detach the op so its buffer is never touched again.
   Status time_out(std::uint32_t i);
+  // recv and recv_combine: allocates the receive and posts it.
+  Handle receive(int peer, algorithms::Tag tag, std::span<std::byte> data,
+                 const std::optional<algorithms::Combine>& combine);
   // Posts receive `i` (recv or recv_combine): takes its message if it arrived early.
   void post_recv(std::uint32_t i);
   // The payload arriving now goes to a combining receive (through staging).

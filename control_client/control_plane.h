@@ -100,6 +100,11 @@ class ControlPlane {
   // pending (membership::Membership::leave_must_wait): move to it, then leave again.
   virtual Status leave(Deadline deadline, const membership::LeaveTerms& terms) = 0;
   Status leave(Deadline deadline) { return leave(deadline, membership::LeaveTerms{}); }
+  // What leave() returns when the coordinator answers with Membership::leave_must_wait.
+  static Status leave_must_wait(const std::string& why) {
+    return error(StatusCode::kUnavailable,
+                 "the coordinator did not let this member leave yet: " + why);
+  }
   // Federated rounds (see the contract above). `request.member` is filled in.
   virtual Result<membership::RoundDecision> await_round(const membership::RoundReady& request,
                                                         Deadline deadline) = 0;

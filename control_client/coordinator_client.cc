@@ -122,8 +122,7 @@ Status CoordinatorClient::leave(Deadline deadline, const membership::LeaveTerms&
                                             " did not acknowledge the leave by the deadline");
   }
   if (impl_->left || impl_->evicted) return Status::ok();
-  return error(StatusCode::kUnavailable, "the coordinator did not let this member leave yet: " +
-                                             impl_->leave_must_wait);
+  return leave_must_wait(impl_->leave_must_wait);
 }
 
 Result<Go> CoordinatorClient::ready(const membership::ReadyReport& r, Deadline deadline) {

@@ -145,10 +145,7 @@ class MemoryCoordinator::Plane final : public ControlPlane {
     if (out(seat)) return Status::ok();
     if (!seat.silenced) {
       const std::string wait = c_.membership_.leave_must_wait(id_, terms);
-      if (!wait.empty()) {
-        return error(StatusCode::kUnavailable,
-                     "the coordinator did not let this member leave yet: " + wait);
-      }
+      if (!wait.empty()) return leave_must_wait(wait);
     }
     if (!seat.silenced) c_.apply(c_.membership_.leave(id_, now()));
     seat.left = true;  // also when the membership had removed it already

@@ -71,20 +71,21 @@ algorithms::Link::Handle ShmLink::send(int peer, algorithms::Tag tag,
 }
 
 algorithms::Link::Handle ShmLink::recv(int peer, algorithms::Tag tag, std::span<std::byte> data) {
-  TRIB_CHECK(peer >= 0 && peer < params_.size && peer != params_.rank) << "bad peer " << peer;
-  const std::uint32_t i = ops_.alloc(false, peer, tag, data.data(), data.size());
-  std::lock_guard io(io_mu_);
-  post_recv(i);
-  return ops_.handle_of(i);
+  return receive(peer, tag, data, std::nullopt);
 }
 
 algorithms::Link::Handle ShmLink::recv_combine(int peer, algorithms::Tag tag,
                                                std::span<std::byte> data,
                                                const algorithms::Combine& c) {
-  TRIB_CHECK(peer >= 0 && peer < params_.size && peer != params_.rank) << "bad peer " << peer;
   TRIB_CHECK(data.size() % dtype_size(c.dtype) == 0) << "partial element";
+  return receive(peer, tag, data, c);
+}
+
+algorithms::Link::Handle ShmLink::receive(int peer, algorithms::Tag tag, std::span<std::byte> data,
+                                          const std::optional<algorithms::Combine>& combine) {
+  TRIB_CHECK(peer >= 0 && peer < params_.size && peer != params_.rank) << "bad peer " << peer;
   const std::uint32_t i = ops_.alloc(false, peer, tag, data.data(), data.size());
-  ops_[i].combine = c;
+  ops_[i].combine = combine;
   std::lock_guard io(io_mu_);
   post_recv(i);
   return ops_.handle_of(i);

@@ -135,6 +135,9 @@ class ShmLink final : public algorithms::PollableLink {
   bool pull(Peer& p);
   // pull() for a payload that a combining receive takes: reduced out of the ring.
   std::size_t pull_combining(Peer& p);
+  // recv and recv_combine: allocates the receive and posts it.
+  Handle receive(int peer, algorithms::Tag tag, std::span<std::byte> data,
+                 const std::optional<algorithms::Combine>& combine);
   // Posts receive `i` (allocated, recv or recv_combine): takes a message that arrived
   // early, or waits in the peer's posted list.
   void post_recv(std::uint32_t i);

@@ -18,17 +18,35 @@ using std::chrono::seconds;
 
 constexpr char kSecret[] = "timeout-secret";
 
-TEST(CollectiveTimeout, AttemptHeldUpByAPeerTimesOutAndIsReRunInTheNextView) {
+// Both members keep heartbeating, so a failure report cannot be confirmed: the coordinator
+// answers it after `heartbeat_timeout` with a view of the same members.
+coordinator::CoordinatorConfig coordinator_config(Duration heartbeat_timeout) {
   coordinator::CoordinatorConfig config;
   config.secret = kSecret;
   config.initial_world_size = 2;
   config.metrics_address = "";
   config.heartbeat_interval = milliseconds(50);
-  // Both members keep heartbeating, so the failure report cannot be confirmed: the
-  // coordinator answers it after heartbeat_timeout with a view of the same members.
-  config.heartbeat_timeout = milliseconds(600);
+  config.heartbeat_timeout = heartbeat_timeout;
   config.straggler.enabled = false;
-  coordinator::Coordinator coord(config, Logger("coordinator", [](const LogRecord&) {}));
+  return config;
+}
+
+// A collective held up by a peer fails its attempt after 300 ms; the adaptive deadline
+// alone would wait a minute.
+WorkerConfig worker_config(const coordinator::Coordinator& coord) {
+  WorkerConfig wc;
+  wc.coordinator = coord.endpoint();
+  wc.secret = kSecret;
+  wc.join_timeout = seconds(20);
+  wc.recovery_timeout = seconds(20);
+  wc.deadline_floor = seconds(60);
+  wc.collective_timeout = milliseconds(300);
+  return wc;
+}
+
+TEST(CollectiveTimeout, AttemptHeldUpByAPeerTimesOutAndIsReRunInTheNextView) {
+  coordinator::Coordinator coord(coordinator_config(milliseconds(600)),
+                                 Logger("coordinator", [](const LogRecord&) {}));
   ASSERT_TRUE(coord.start().is_ok());
 
   testing::internal::CaptureStderr();
@@ -39,14 +57,7 @@ TEST(CollectiveTimeout, AttemptHeldUpByAPeerTimesOutAndIsReRunInTheNextView) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 2; ++t) {
     threads.emplace_back([&, t] {
-      WorkerConfig wc;
-      wc.coordinator = coord.endpoint();
-      wc.secret = kSecret;
-      wc.join_timeout = seconds(20);
-      wc.recovery_timeout = seconds(20);
-      wc.deadline_floor = seconds(60);  // the adaptive deadline alone would wait a minute
-      wc.collective_timeout = milliseconds(300);
-      auto started = Worker::start(wc);
+      auto started = Worker::start(worker_config(coord));
       if (!started) {
         ADD_FAILURE() << started.status().to_string();
         return;
@@ -104,14 +115,9 @@ TEST(CollectiveTimeout, AttemptHeldUpByAPeerTimesOutAndIsReRunInTheNextView) {
 // it in the next view; either way both must return the same bits and outcome.
 TEST(CollectiveTimeout, AMemberThatReturnedEarlyHandsItsResultOverBeforeItLeaves) {
   std::atomic<bool> reported{false};
-  coordinator::CoordinatorConfig config;
-  config.secret = kSecret;
-  config.initial_world_size = 2;
-  config.metrics_address = "";
-  config.heartbeat_interval = milliseconds(50);
-  config.heartbeat_timeout = seconds(2);  // the window in which rank 1 calls and leaves
-  config.straggler.enabled = false;
-  coordinator::Coordinator coord(config, Logger("coordinator", [&](const LogRecord& r) {
+  // heartbeat_timeout: the window in which rank 1 calls and leaves.
+  coordinator::Coordinator coord(coordinator_config(seconds(2)),
+                                 Logger("coordinator", [&](const LogRecord& r) {
                                    if (r.message.find("reports a failure") != std::string::npos) {
                                      reported = true;
                                    }
@@ -125,14 +131,7 @@ TEST(CollectiveTimeout, AMemberThatReturnedEarlyHandsItsResultOverBeforeItLeaves
   std::vector<std::thread> threads;
   for (int t = 0; t < 2; ++t) {
     threads.emplace_back([&, t] {
-      WorkerConfig wc;
-      wc.coordinator = coord.endpoint();
-      wc.secret = kSecret;
-      wc.join_timeout = seconds(20);
-      wc.recovery_timeout = seconds(20);
-      wc.deadline_floor = seconds(60);
-      wc.collective_timeout = milliseconds(300);
-      auto started = Worker::start(wc);
+      auto started = Worker::start(worker_config(coord));
       if (!started) {
         ADD_FAILURE() << started.status().to_string();
         return;

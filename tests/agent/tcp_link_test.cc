@@ -8,6 +8,7 @@
 #include "core/reduce.h"
 #include "tests/agent/tcp_test_util.h"
 #include "tests/algorithms/test_values.h"
+#include "tests/support/combining_receives.h"
 
 namespace tributary::testing {
 namespace {
@@ -466,52 +467,11 @@ TEST(TcpLinkTest, NewEpochGetsNewLinksWhileOldOnesStayUsable) {
 // operand last, and taken from a message that arrived early (whole, or still arriving);
 // the bits of receiving and then reducing.
 TEST(TcpLinkTest, ACombiningReceiveGivesTheBitsOfReceiveThenReduce) {
-  constexpr std::size_t kCount = 100003;
   LogCapture logs;
   Cluster c = make_cluster(3, logs);
   expect_all_ok(connect_all(c, 1));
-  ASSERT_TRUE(c.links[2]->combines());
-  const Bytes a = make_random_input(DType::kFloat64, 0, kCount, 1);
-  const Bytes b = make_random_input(DType::kFloat64, 1, kCount, 2);
-  const Bytes mine = make_random_input(DType::kFloat64, 2, kCount, 3);
-  auto expect = [&](const Bytes& incoming, bool incoming_first) {
-    Bytes out(mine.size());
-    if (incoming_first) {
-      reduce_to(out.data(), incoming.data(), mine.data(), kCount, DType::kFloat64, ReduceOp::kSum);
-    } else {
-      reduce_to(out.data(), mine.data(), incoming.data(), kCount, DType::kFloat64, ReduceOp::kSum);
-    }
-    return out;
-  };
-  Bytes posted_first(mine.size()), in_place = mine, early(mine.size());
-  expect_all_ok(run_ranks(3, [&](int r) -> Status {
-    auto& link = *c.links[r];
-    if (r < 2) {
-      const Bytes& data = r == 0 ? a : b;
-      for (std::uint32_t slot = 0; slot < 3; ++slot) {
-        TRIB_RETURN_IF_ERROR(link.wait(link.send(2, Tag{1, slot, 0}, data), soon()));
-      }
-      return Status::ok();
-    }
-    using algorithms::Combine;
-    auto h = link.recv_combine(0, Tag{1, 0, 0}, posted_first,
-                               Combine{mine.data(), DType::kFloat64, ReduceOp::kSum, true});
-    TRIB_RETURN_IF_ERROR(link.wait(h, soon()));
-    Bytes from_b(mine.size());
-    TRIB_RETURN_IF_ERROR(link.wait(link.recv(1, Tag{1, 0, 0}, from_b), soon()));
-    h = link.recv_combine(1, Tag{1, 1, 0}, in_place,
-                          Combine{in_place.data(), DType::kFloat64, ReduceOp::kSum, false});
-    TRIB_RETURN_IF_ERROR(link.wait(h, soon()));
-    h = link.recv_combine(0, Tag{1, 1, 0}, early,
-                          Combine{mine.data(), DType::kFloat64, ReduceOp::kSum, true});
-    TRIB_RETURN_IF_ERROR(link.wait(h, soon()));
-    Bytes rest(mine.size());
-    TRIB_RETURN_IF_ERROR(link.wait(link.recv(0, Tag{1, 2, 0}, rest), soon()));
-    return link.wait(link.recv(1, Tag{1, 2, 0}, rest), soon());
-  }));
-  EXPECT_EQ(posted_first, expect(a, true));
-  EXPECT_EQ(in_place, expect(b, false));
-  EXPECT_EQ(early, expect(a, true));
+  expect_combining_receives_match_receive_then_reduce(
+      {c.links[0].get(), c.links[1].get(), c.links[2].get()}, 100003, 20s);
 }
 
 TEST(TcpLinkTest, AllReduceOverTcpMatchesAcrossAlgorithmsAndSizes) {

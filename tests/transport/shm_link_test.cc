@@ -11,6 +11,7 @@
 #include "algorithms/memory_link.h"
 #include "core/reduce.h"
 #include "tests/algorithms/test_values.h"
+#include "tests/support/combining_receives.h"
 #include "tests/collectives/sweep.h"
 #include "tests/support/rank_threads.h"
 #include "tests/transport/shm_test_util.h"
@@ -113,56 +114,10 @@ TEST(ShmLink, MessagesLargerThanTheRingMatchByTagInAnyOrder) {
 // posted before the message, after it arrived whole, and while another peer's message is
 // in progress; the bits of receiving and then reducing.
 TEST(ShmLink, ACombiningReceiveGivesTheBitsOfReceiveThenReduce) {
-  constexpr std::size_t kCount = 20011;
   ShmGroup g = make_shm_group(3, 4096);
   ASSERT_EQ(g.links.size(), 3u);
-  ASSERT_TRUE(g.links[2]->combines());
-  const Bytes a = make_random_input(DType::kFloat64, 0, kCount, 1);
-  const Bytes b = make_random_input(DType::kFloat64, 1, kCount, 2);
-  const Bytes mine = make_random_input(DType::kFloat64, 2, kCount, 3);
-  auto expect = [&](const Bytes& incoming, bool incoming_first) {
-    Bytes out(mine.size());
-    if (incoming_first) {
-      reduce_to(out.data(), incoming.data(), mine.data(), kCount, DType::kFloat64, ReduceOp::kSum);
-    } else {
-      reduce_to(out.data(), mine.data(), incoming.data(), kCount, DType::kFloat64, ReduceOp::kSum);
-    }
-    return out;
-  };
-  Bytes posted_first(mine.size()), in_place = mine, early(mine.size());
-  const auto results = run_ranks(3, [&](int r) -> Status {
-    auto& link = *g.links[r];
-    if (r < 2) {
-      const Bytes& data = r == 0 ? a : b;
-      for (std::uint32_t slot = 0; slot < 3; ++slot) {
-        TRIB_RETURN_IF_ERROR(link.wait(link.send(2, Tag{1, slot, 0}, data), soon()));
-      }
-      return Status::ok();
-    }
-    using algorithms::Combine;
-    // Posted before anything arrived.
-    auto h = link.recv_combine(0, Tag{1, 0, 0}, posted_first,
-                               Combine{mine.data(), DType::kFloat64, ReduceOp::kSum, true});
-    TRIB_RETURN_IF_ERROR(link.wait(h, soon()));
-    // In place, the operand last: rank 1's first message, while rank 0's second streams in
-    // early (whole or in part) behind it.
-    Bytes from_b(mine.size());
-    TRIB_RETURN_IF_ERROR(link.wait(link.recv(1, Tag{1, 0, 0}, from_b), soon()));
-    h = link.recv_combine(1, Tag{1, 1, 0}, in_place,
-                          Combine{in_place.data(), DType::kFloat64, ReduceOp::kSum, false});
-    TRIB_RETURN_IF_ERROR(link.wait(h, soon()));
-    h = link.recv_combine(0, Tag{1, 1, 0}, early,
-                          Combine{mine.data(), DType::kFloat64, ReduceOp::kSum, true});
-    TRIB_RETURN_IF_ERROR(link.wait(h, soon()));
-    // The last ones of both, plain, so the senders finish.
-    Bytes rest(mine.size());
-    TRIB_RETURN_IF_ERROR(link.wait(link.recv(0, Tag{1, 2, 0}, rest), soon()));
-    return link.wait(link.recv(1, Tag{1, 2, 0}, rest), soon());
-  });
-  for (const Status& s : results) ASSERT_TRUE(s.is_ok()) << s.to_string();
-  EXPECT_EQ(posted_first, expect(a, true));
-  EXPECT_EQ(in_place, expect(b, false));
-  EXPECT_EQ(early, expect(a, true));
+  expect_combining_receives_match_receive_then_reduce(
+      {g.links[0].get(), g.links[1].get(), g.links[2].get()}, 20011, 10s);
 }
 
 TEST(ShmLink, ACombiningReceiveOfAnotherLengthFailsWithMismatch) {
