@@ -57,7 +57,8 @@ struct EarlyMessage {
   PayloadPool::Buffer bytes;
   bool complete = false;
   // The shared-memory link's single-copy message: no bytes here, they are read from the
-  // sender's memory at `remote` when the receive is posted, then `token` acknowledged.
+  // sender's memory at `remote` when the receive is posted, then `token` acknowledged; or,
+  // when the receiver would otherwise sleep first, into `bytes` (single_copy cleared).
   bool single_copy = false;
   std::uint64_t remote = 0;
   std::uint64_t token = 0;

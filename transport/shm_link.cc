@@ -173,6 +173,8 @@ Status ShmLink::wait(Handle handle, Deadline deadline) {
       }
     } else if (now < spin_until) {
       sched_yield();  // when ranks outnumber cores the peer may need this very core
+    } else if (read_early()) {
+      spin_until = now + params_.busy_poll;  // acks to send: back to the rings
     } else {
       sleep(deadline.at);
       pulse_at = std::chrono::steady_clock::now() + kPulseInterval;
@@ -190,8 +192,13 @@ void ShmLink::drive(Deadline until) {
   // A look without blocking (a failover link polling) reads the rings only: a system call
   // per look would make its polling cost more than the message. A blocking drive sleeps,
   // and looks at the connections: a dead peer is seen there.
-  if (until.passed()) return;
+  if (until.passed() || read_early()) return;
   sleep(until.at);
+}
+
+bool ShmLink::read_early() {
+  std::lock_guard io(io_mu_);
+  return !abort_.raised() && read_early_single_copies();
 }
 
 void ShmLink::abort(const Status& reason) {

@@ -147,6 +147,15 @@ class ShmLink final : public algorithms::PollableLink {
   // it, and acknowledges `token`.
   void deliver_single_copy(Peer& p, std::uint32_t i, std::uint64_t remote, std::uint64_t token,
                            std::uint64_t length);
+  // Reads every single-copy message that arrived before its receive into a buffer of this
+  // side's, as the ring's early messages are, and acknowledges it. True when it read any.
+  // Called before this side sleeps: the sender's send is not complete until the message
+  // is read, so two ranks that each wait for their sends before posting their receives (a
+  // send window full of single-copy sends, both ways) would otherwise wait on each other
+  // until their deadlines.
+  bool read_early_single_copies();
+  // The same, taking io_mu_ (wait() and drive(), before they sleep).
+  bool read_early();
   // An ack arrived: its send is complete.
   void take_ack(Peer& p, std::uint64_t token);
   // Queues a header-only message (an ack) to the peer, freed once written.

@@ -203,6 +203,30 @@ void ShmLink::deliver_single_copy(Peer& p, std::uint32_t i, std::uint64_t remote
   queue_control(p, RingHeader{token, 0, 0, 0, RingHeader::kAck, RingHeader::kMagic});
 }
 
+bool ShmLink::read_early_single_copies() {
+  bool read = false;
+  for (Peer& p : peers_) {
+    if (p.fd < 0 || !p.failed.is_ok()) continue;
+    for (EarlyMessage& m : p.arrived) {
+      if (!m.single_copy) continue;
+      const auto length = static_cast<std::size_t>(m.length);
+      PayloadPool::Buffer bytes = pool_.take(length);
+      const Status st = length > 0 ? cma_read(p.peer_pid, m.remote, bytes.get(), length) : Status();
+      if (!st.is_ok()) {
+        pool_.give_back(std::move(bytes));
+        fail_peer(p, error(st.code(), peer_name(p) + ": " + st.message()), true);
+        break;  // fail_peer let go of what had arrived
+      }
+      params_.counters->add_received(p.rank, length);
+      m.bytes = std::move(bytes);
+      m.single_copy = false;
+      queue_control(p, RingHeader{m.token, 0, 0, 0, RingHeader::kAck, RingHeader::kMagic});
+      read = true;
+    }
+  }
+  return read;
+}
+
 void ShmLink::take_ack(Peer& p, std::uint64_t token) {
   const auto it = p.awaiting.find(token);
   if (it == p.awaiting.end()) return;  // its waiter gave up (wait's deadline)

@@ -109,6 +109,40 @@ TEST(ShmLink, MessagesLargerThanTheRingMatchByTagInAnyOrder) {
   for (const Status& s : results) EXPECT_TRUE(s.is_ok()) << s.to_string();
 }
 
+// A single-copy send is complete only once its receiver has read it. Both ranks here wait
+// for all their sends before they post a receive (what halving-doubling's doubling steps
+// do once a send window fills, found at 8 ranks and 16 MiB): each reads the other's early
+// messages before it sleeps, so neither runs into its deadline.
+TEST(ShmLink, SingleCopySendsBothWaysCompleteBeforeEitherReceiveIsPosted) {
+  ShmGroup g = make_shm_group(2, 4096, 1, Logger("link"), 1024);
+  ASSERT_EQ(g.links.size(), 2u);
+  constexpr int kMessages = 24;
+  const auto started = std::chrono::steady_clock::now();
+  const auto results = run_ranks(2, [&](int r) -> Status {
+    auto& link = *g.links[r];
+    const int peer = 1 - r;
+    std::vector<Bytes> out;
+    for (int i = 0; i < kMessages; ++i) out.push_back(pattern(r * 100 + i, 8192));
+    std::vector<algorithms::Link::Handle> sends;
+    for (int i = 0; i < kMessages; ++i) {
+      sends.push_back(link.send(peer, Tag{1, static_cast<std::uint32_t>(i), 0}, out[i]));
+    }
+    const Deadline deadline = Deadline::after(5s);
+    for (const auto h : sends) TRIB_RETURN_IF_ERROR(link.wait(h, deadline));
+    for (int i = 0; i < kMessages; ++i) {
+      Bytes got(8192);
+      TRIB_RETURN_IF_ERROR(
+          link.wait(link.recv(peer, Tag{1, static_cast<std::uint32_t>(i), 0}, got), deadline));
+      if (got != pattern(peer * 100 + i, 8192)) {
+        return error(StatusCode::kInternal, "wrong bytes in message " + std::to_string(i));
+      }
+    }
+    return Status();
+  });
+  for (const Status& s : results) EXPECT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
+}
+
 // recv_combine reduces out of the ring as the bytes stream through it: a float64 payload
 // much larger than the 4 KiB ring (elements split by the ring's end), in place and not,
 // posted before the message, after it arrived whole, and while another peer's message is
