@@ -271,6 +271,11 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::connect(const transport::Gr
   return link;
 }
 
+std::string DataPlane::group_transport() const {
+  std::lock_guard lock(mu_);
+  return group_transport_;
+}
+
 Result<std::unique_ptr<algorithms::Link>> DataPlane::with_standby(
     const transport::GroupSpec& spec, std::unique_ptr<algorithms::Link> primary,
     const std::string& primary_name,

@@ -95,6 +95,9 @@ class DataPlane {
   void cancel_connect(std::uint64_t newer_epoch);
   // The current group's peers, one entry per path (empty before the first group).
   std::vector<PeerPath> paths() const;
+  // The table's transport that carries the current group ("shm", "rdma", "tcp"; "" before
+  // the first group): the same on every member, as the group's spec decides it.
+  std::string group_transport() const;
   FrameRefusals refusals() const;
   std::vector<PathChangeCount> path_changes() const;
   // How many path changes so far (cheap: for deciding when to sync the metrics).

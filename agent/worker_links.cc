@@ -19,7 +19,12 @@
 namespace tributary::agent {
 
 Status Worker::Impl::fit_links() {
-  cost_model = configured_cost_model;
+  // Every member connects a view over the same transport (the view decides it), so every
+  // member starts from the same constants.
+  const bool shared_memory = data_plane != nullptr && data_plane->group_transport() == "shm";
+  const algorithms::CostModel base =
+      shared_memory ? configured_cost_model.on_shared_memory() : configured_cost_model;
+  cost_model = base;
   view_cost_model = cost_model;
   refit.clear();  // new links: what the old ones took says nothing of them
   ring_order.clear();
@@ -38,17 +43,18 @@ Status Worker::Impl::fit_links() {
   options.deadline = collective_deadline(probe.bulk_bytes).deadline;
   auto measured = algorithms::measure_ring_links(ring, options, probe);
   if (!measured) return measured.status();
-  cost_model = configured_cost_model.fitted_to(measured->alpha, measured->beta);
+  cost_model = base.fitted_to(measured->alpha, measured->beta);
   view_cost_model = cost_model;
-  const bool alpha_fitted = cost_model.alpha() != configured_cost_model.alpha();
-  const bool beta_fitted = cost_model.beta() != configured_cost_model.beta();
+  const bool alpha_fitted = cost_model.alpha() != base.alpha();
+  const bool beta_fitted = cost_model.beta() != base.beta();
   log.logf(LogLevel::kInfo,
            "slowest link of view %llu: %.1f us per message, %.1f MB/s; the cost model uses "
            "%.1f us (%s), %.1f MB/s (%s)",
            static_cast<unsigned long long>(view.epoch), measured->alpha * 1e6,
            measured->beta > 0 ? 1e-6 / measured->beta : 0.0, cost_model.alpha() * 1e6,
-           alpha_fitted ? "measured" : "default", 1e-6 / cost_model.beta(),
-           beta_fitted ? "measured" : "default");
+           alpha_fitted ? "measured" : (shared_memory ? "shared-memory default" : "default"),
+           1e-6 / cost_model.beta(),
+           beta_fitted ? "measured" : (shared_memory ? "shared-memory default" : "default"));
   return Status::ok();
 }
 

@@ -25,9 +25,12 @@ class CostModel {
  public:
   // A loopback TCP profile on the 2-core development machines: ~5 us per message
   // (syscalls and a wake-up; our 4 KiB tree all-reduce at n=4, 4 hops, takes ~35 us),
-  // ~5 GB/s one stream (iperf3), ~10 GB/s for a vectorised float32 sum.
+  // 8 GB/s, ~10 GB/s for a vectorised float32 sum. One stream measures ~5 GB/s (iperf3);
+  // against the algorithms' own times, forced one by one at N = 2, 4, 8
+  // (tests/algorithms/data/, CostModelChoice), 8 GB/s ranks them right where 5 GB/s put
+  // the double tree ahead of the tree at N = 4 and 256 KiB (1.3x slower there).
   static constexpr double kDefaultAlpha = 5e-6;
-  static constexpr double kDefaultBeta = 1.0 / 5e9;
+  static constexpr double kDefaultBeta = 1.0 / 8e9;
   static constexpr double kDefaultGamma = 1.0 / 10e9;
   static constexpr std::size_t kDefaultChunkBytes = 256 * 1024;
   // Cores the ranks of one collective share. On the development machines 2-8 ranks
@@ -41,6 +44,17 @@ class CostModel {
   // or provisioned values with with_wan().
   static constexpr double kDefaultWanAlpha = 1e-3;
   static constexpr double kDefaultWanBeta = 8.0 / 1e9;
+
+  // Shared memory between the processes of one host (transport/shm_transport.h), fitted
+  // the same way against forced all-reduces at N = 2, 4, 8 (4 KiB-64 MiB) on those machines
+  // (bench/results/cost_model_shm_2026-11-27.md): a message is a few ring-buffer writes and a
+  // futex wake, not two system calls and the loopback stack, so it costs about a fifth of a
+  // TCP message, and one byte about as much as over loopback once every rank's copies share
+  // the two cores. With the TCP constants the model priced the ring's hops (and its stalls
+  // with more ranks than cores) as TCP ones and chose the double tree from 4 MiB up at N = 4,
+  // 1.8-2x slower than the ring there.
+  static constexpr double kSharedMemoryAlpha = 1e-6;
+  static constexpr double kSharedMemoryBeta = 1.0 / 3e9;
 
   CostModel() = default;
   // Trusted values (>= 0, finite); see fit() for measured ones.
@@ -72,13 +86,16 @@ class CostModel {
   // the ranks share busy cores reads a fast link several times slower than it is (eight
   // ranks on two cores: loopback TCP measured at 69 us per message and 360 MB/s, a
   // fraction of what its collectives move), so only a much slower link counts as a
-  // different network: over 200 us one way (a WAN), under about 1 Gbit/s.
+  // different network: over 200 us one way (a WAN), under about 1 Gbit/s (125 MB/s).
   static constexpr double kMeasuredAlphaFactor = 40;
-  static constexpr double kMeasuredBetaFactor = 40;
+  static constexpr double kMeasuredBetaFactor = 64;
   CostModel fitted_to(double measured_alpha, double measured_beta) const;
   // The same model with alpha and beta replaced (trusted: >= 0, finite); gamma, the chunk
   // size, the cores and the inter-zone link are kept. What a refit (cost_refit.h) adopts.
   CostModel with_link(double alpha, double beta) const;
+  // This model with the shared-memory link constants above: the base of a group that
+  // shared memory carries (every member on one host), before its links are measured.
+  CostModel on_shared_memory() const { return with_link(kSharedMemoryAlpha, kSharedMemoryBeta); }
 
   // predict() as a linear function of alpha and beta around this model's constants:
   // predict = alpha * per_alpha + beta * per_beta + rest (rest: the reduction, and the
