@@ -81,8 +81,6 @@ class DeviceStaging {
   // The waiting thread's current stream waits for the copies back (after run(); else nothing).
   void join();
 
-  DeviceOps& ops() { return *ops_; }
-
  private:
   enum class Phase : std::uint8_t { kStaging, kSealed, kRunning, kRan };
 

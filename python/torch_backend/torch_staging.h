@@ -55,7 +55,6 @@ class TensorStaging {
   std::vector<at::Tensor> write(const std::vector<at::Tensor>& ts);
   std::vector<at::Tensor> read_write(const std::vector<at::Tensor>& ts);
 
-  bool on_device() const { return staging_ != nullptr; }
   Staged seal();
 
  private:
