@@ -43,8 +43,9 @@ void bind_errors(py::module_& m) {
   g_classes.fill(base);
   for (const ErrorClass& c : classes) {
     const std::string qualified = std::string("tributary._tributary.") + c.name;
-    py::object bases = c.also ? py::make_tuple(py::handle(base), py::handle(c.also))
-                              : py::make_tuple(py::handle(base));
+    // Both arms as py::tuple: pybind11 3 (torch's) types make_tuple by its arguments.
+    py::tuple bases = c.also ? py::tuple(py::make_tuple(py::handle(base), py::handle(c.also)))
+                             : py::tuple(py::make_tuple(py::handle(base)));
     PyObject* cls = PyErr_NewException(qualified.c_str(), bases.ptr(), /*dict=*/nullptr);
     if (cls == nullptr) throw py::error_already_set();
     g_classes.at(static_cast<std::size_t>(c.code)) = cls;

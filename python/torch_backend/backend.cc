@@ -129,12 +129,16 @@ struct NoGil {
 
 TributaryWork::TributaryWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
                              std::chrono::milliseconds default_timeout,
-                             std::weak_ptr<AbortTarget> abort_group)
+                             std::weak_ptr<AbortTarget> abort_group, Staged staged)
     : c10d::Work(rank, type),
       outputs_(std::move(outputs)),
+      staging_(std::move(staged.staging)),
       default_timeout_(default_timeout),
+      // With the tensors' device, the Future is CUDA-aware: marked completed with the side
+      // stream current (complete()), it records an event there that whoever waits on the
+      // Future (DDP's reducer, a comm hook's then()) makes its own stream wait on.
       future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))),
+          c10::ListType::create(c10::TensorType::get()), std::move(staged.devices))),
       abort_group_(std::move(abort_group)) {}
 
 bool TributaryWork::wait(std::chrono::milliseconds timeout) {
@@ -144,7 +148,18 @@ bool TributaryWork::wait(std::chrono::milliseconds timeout) {
   TORCH_CHECK(done, "tributary: ", c10d::opTypeToString(retrieveOpType()), " not done after ",
               bound.count(), " ms (the operation goes on; abort() the group to end it)");
   if (exception_) std::rethrow_exception(exception_);
+  lock.unlock();
+  synchronize();
   return true;
+}
+
+void TributaryWork::synchronize() {
+  if (!staging_) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!completed_ || exception_) return;  // nothing was copied back to wait for
+  }
+  staging_->join();
 }
 
 void TributaryWork::abort() {
@@ -153,7 +168,11 @@ void TributaryWork::abort() {
 
 void TributaryWork::complete(const Status& status) {
   if (status.is_ok()) {
-    future_->markCompleted(c10::IValue(outputs_));
+    if (staging_) {
+      staging_->complete([&] { future_->markCompleted(c10::IValue(outputs_)); });
+    } else {
+      future_->markCompleted(c10::IValue(outputs_));
+    }
     finish();
     return;
   }
@@ -290,34 +309,54 @@ int TributaryBackend::worker_root(std::int64_t torch_root) const {
 }
 
 c10::intrusive_ptr<TributaryWork> TributaryBackend::make_work(c10d::OpType type,
-                                                              std::vector<at::Tensor> outputs) {
+                                                              std::vector<at::Tensor> outputs,
+                                                              Staged staged) {
   return c10::make_intrusive<TributaryWork>(rank_, type, std::move(outputs), setup_.timeout,
-                                            abort_target_);
+                                            abort_target_, std::move(staged));
 }
+
+namespace {
+
+// A collective's result as a torch.distributed group sees it: one with fewer contributors
+// than the group's fixed world is an error.
+Result<agent::Outcome> in_full_world(Result<agent::Outcome> r, int size) {
+  if (!r || r->contributors == size) return r;
+  return error(StatusCode::kPeerLost,
+               "only " + std::to_string(r->contributors) + " of the group's " +
+                   std::to_string(size) +
+                   " members contributed (a member failed and the rest re-ran the collective): "
+                   "torch.distributed groups have a fixed world; train elastically with "
+                   "tributary.torch.ElasticTrainer");
+}
+
+}  // namespace
 
 c10::intrusive_ptr<TributaryWork> TributaryBackend::enqueue(c10d::OpType type,
                                                             std::vector<at::Tensor> outputs,
-                                                            Job job) {
-  auto work = make_work(type, std::move(outputs));
+                                                            Staged staged, Job job) {
+  auto work = make_work(type, std::move(outputs), std::move(staged));
   const int size = size_;
   agent::Worker* w = worker_.get();
+  const Deadline deadline = op_deadline();
   std::lock_guard lock(finish_mu_);
   TORCH_CHECK(!finished_, "tributary: ", c10d::opTypeToString(type),
               " on a process group that was shut down (destroy_process_group)");
   queue_->submit(
-      c10d::opTypeToString(type), [w, job = std::move(job)] { return job(*w); },
-      [work, size](const Result<agent::Outcome>& r) {
-        Status status = r.status();
-        if (r && r->contributors != size) {
-          status = error(StatusCode::kPeerLost,
-                         "only " + std::to_string(r->contributors) + " of the group's " +
-                             std::to_string(size) +
-                             " members contributed (a member failed and the rest re-ran the "
-                             "collective): torch.distributed groups have a fixed world; train "
-                             "elastically with tributary.torch.ElasticTrainer");
-        }
-        work->complete(status);
-      });
+      c10d::opTypeToString(type),
+      [w, size, deadline, staging = work->staging(),
+       job = std::move(job)]() -> Result<agent::Outcome> {
+        if (!staging) return in_full_world(job(*w), size);
+        Result<agent::Outcome> r = error(StatusCode::kInternal, "the collective did not run");
+        const Status s = staging->run(
+            [&] {
+              r = in_full_world(job(*w), size);
+              return r.status();
+            },
+            deadline);
+        if (!s.is_ok()) return s;
+        return r;
+      },
+      [work](const Result<agent::Outcome>& r) { work->complete(r.status()); });
   return work;
 }
 
@@ -381,6 +420,7 @@ PYBIND11_MODULE(_c10d, m) {
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
       py::arg("coordinator"), py::arg("secret"), py::arg("bind_host"), py::arg("host"),
       py::arg("coordinator_host"), py::arg("join_timeout_ms"));
+  m.attr("built_with_cuda") = tributary::python::torch_backend::built_with_cuda();
   m.def("_shutdown_all", &TributaryBackend::shutdown_all,
         py::call_guard<py::gil_scoped_release>(),
         "Shuts down every group of this process still alive (the atexit hook).");

@@ -1,14 +1,14 @@
 // The "tributary" torch.distributed backend: a c10d::Backend (torch 2.x) whose collectives run
 // on a Tributary Worker and whose point-to-point messages run on links of their own.
-// tributary/torch/__init__.py registers it for the "cpu" device with
-// torch.distributed.Backend.register_backend, so a script that calls
+// tributary/torch/__init__.py registers it for the "cpu" device (and "cuda" when torch has CUDA)
+// with torch.distributed.Backend.register_backend, so a script that calls
 // dist.init_process_group("tributary") (under torchrun, or with any init_method) and wraps its
 // model in DistributedDataParallel or FSDP trains over Tributary unchanged.
 //
 // This layer is thin on purpose: it checks torch's tensors, lays them out for the runtime's
 // C++ API (agent/worker.h, python/point_to_point.h) and turns results into Works. It is the
-// only code that includes torch headers, so the backend rebuilds against another torch (or
-// gains a "cuda" registration) without touching the runtime.
+// only code that includes torch headers, so the backend rebuilds against another torch
+// without touching the runtime.
 //
 // Contract:
 //  - One group, one communicator: the default group and every subgroup (new_group,
@@ -29,14 +29,26 @@
 //    collective issued while a recv is pending, waits for nothing else). Work::wait() and the
 //    Work's Future (which DDP's reducer waits on) complete when the operation is done.
 //    Tensors are referenced until then; the caller must not modify them before.
-//  - Tensors: CPU tensors, one per process per call (lists where torch's API has lists),
-//    contiguous (inputs that are not are rejected, never silently copied); all_reduce also
-//    takes sparse COO tensors (as gloo does: the members' indices and values are gathered and
+//  - Tensors: CPU tensors, or CUDA tensors when torch has CUDA, one per process per call
+//    (lists where torch's API has lists), all of one call on one device (a mix of CPU and CUDA
+//    tensors is refused), contiguous (inputs that are not are rejected, never silently
+//    copied); all_reduce also takes sparse COO tensors on the CPU (as gloo does: the members' indices and values are gathered and
 //    summed in rank order, so every member holds the same bits). Reductions take float32/64,
 //    float16, bfloat16, int8, uint8, int32, int64 with SUM, AVG, PRODUCT, MIN, MAX; data
 //    movement (broadcast, gathers, scatter, all-to-all, send / recv) takes any dtype as bytes.
 //    Bad input raises at the call, before anything is queued; disagreement across ranks
 //    (count, dtype) fails the Work on every rank with the Mismatch text.
+//  - CUDA tensors run the same host collective on pinned host twins (torch_staging.h,
+//    device_staging.h), as torch's gloo backend does: at the call a pooled side stream waits
+//    for an event on the caller's current stream and copies the inputs to the twins; the
+//    queue's thread waits for those copies only (never the device or the default stream),
+//    runs the collective, copies the results back on the side stream and records a completion
+//    event; Work::wait() / synchronize() make the caller's current stream wait on it (the host
+//    waits for the collective, not for the copy back), and the Work's Future is CUDA-aware
+//    (it has the tensors' device), so DDP's reducer and comm hooks order their streams after
+//    it. A collective that fails copies nothing back: the device tensors keep their values.
+//    send stages its tensor before it is posted (the caller waits for that copy, bounded by
+//    the group's timeout); recv copies back when the message is in.
 //  - Every wait is bounded: Work::wait() without a timeout waits at most the group's timeout,
 //    and a point-to-point operation not done by then fails. A wait that times out raises and
 //    does not end the operation (the runtime's own deadlines do).
@@ -67,6 +79,7 @@
 #include "python/cluster_setup.h"
 #include "python/point_to_point.h"
 #include "python/torch_backend/rank_map.h"
+#include "python/torch_backend/torch_staging.h"
 
 namespace tributary::python::torch_backend {
 
@@ -84,16 +97,24 @@ struct AbortTarget {
 class TributaryWork final : public c10d::Work {
  public:
   TributaryWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
-                std::chrono::milliseconds default_timeout, std::weak_ptr<AbortTarget> abort_group);
+                std::chrono::milliseconds default_timeout, std::weak_ptr<AbortTarget> abort_group,
+                Staged staged);
+  // Waits (bounded) for the operation on the host, then synchronize().
   bool wait(std::chrono::milliseconds timeout) override;
+  // CUDA tensors: the calling thread's current stream waits for the copies back (a stream
+  // wait, not a host wait). Nothing for CPU tensors or a Work that failed.
+  void synchronize() override;
   void abort() override;
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   // Completes the Work and its Future (the outputs as its value), from the thread that ran it.
   void complete(const Status& status);
+  // The staging the queued job runs through (null for CPU tensors).
+  const std::shared_ptr<DeviceStaging>& staging() const { return staging_; }
 
  private:
   std::vector<at::Tensor> outputs_;
+  std::shared_ptr<DeviceStaging> staging_;
   std::chrono::milliseconds default_timeout_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::weak_ptr<AbortTarget> abort_group_;
@@ -189,11 +210,13 @@ class TributaryBackend final : public c10d::Backend {
   // Lets issued work finish until `deadline`, then stops the queue, the point-to-point
   // engine, leaves, and stops a hosted coordinator. Idempotent.
   void finish(Deadline deadline);
-  // Queues `job`; the Work completes with its Status, or with an error when fewer members
-  // than the group's size contributed.
+  // Queues `job` (on the host tensors of `staged`); the Work completes with its Status, or
+  // with an error when fewer members than the group's size contributed (then, as for any
+  // failure, staged device tensors are not written).
   c10::intrusive_ptr<TributaryWork> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
-                                            Job job);
-  c10::intrusive_ptr<TributaryWork> make_work(c10d::OpType type, std::vector<at::Tensor> outputs);
+                                            Staged staged, Job job);
+  c10::intrusive_ptr<TributaryWork> make_work(c10d::OpType type, std::vector<at::Tensor> outputs,
+                                              Staged staged = {});
   c10::intrusive_ptr<c10d::Work> allreduce_sparse_coo(const at::Tensor& t,
                                                       const c10d::ReduceOp& op);
   PointToPoint& peers(const char* what, int peer);

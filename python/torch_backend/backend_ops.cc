@@ -1,7 +1,8 @@
 // The operations of the "tributary" backend (backend.h): each checks its tensors at the call
-// (bad input raises before anything is queued), lays them out for the Worker (torch's rank
-// order to the coordinator's, lists into flat buffers) and queues one job, or posts its
-// point-to-point message.
+// (bad input raises before anything is queued), stages CUDA tensors into pinned host twins
+// (torch_staging.h: the job below only ever sees host tensors), lays them out for the Worker
+// (torch's rank order to the coordinator's, lists into flat buffers) and queues one job, or
+// posts its point-to-point message.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -15,13 +16,8 @@
 namespace tributary::python::torch_backend {
 namespace {
 
-void check_cpu(const at::Tensor& t, const char* what) {
-  TORCH_CHECK(t.device().is_cpu(), "tributary: ", what, " is a ", t.device(),
-              " tensor; this backend is registered for CPU tensors: move it with .cpu()");
-}
-
-void check_dense_cpu(const at::Tensor& t, const char* what) {
-  check_cpu(t, what);
+// Where a tensor is is checked by TensorStaging, once for all of an operation's tensors.
+void check_dense(const at::Tensor& t, const char* what) {
   TORCH_CHECK(t.layout() == c10::kStrided, "tributary: ", what, " is not a dense tensor",
               t.is_sparse() ? " (sparse tensors: all_reduce only)" : "");
   TORCH_CHECK(t.is_contiguous(), "tributary: ", what, " is not contiguous (sizes ", t.sizes(),
@@ -78,7 +74,7 @@ ReduceOp reduce_op(const c10d::ReduceOp& op) {
 at::Tensor& single(std::vector<at::Tensor>& tensors, const char* what) {
   TORCH_CHECK(tensors.size() == 1, "tributary: ", what, ": one tensor per process, got ",
               tensors.size());
-  check_dense_cpu(tensors[0], what);
+  check_dense(tensors[0], what);
   return tensors[0];
 }
 
@@ -88,7 +84,7 @@ std::vector<at::Tensor> per_rank(const std::vector<at::Tensor>& list, int size,
   TORCH_CHECK(static_cast<int>(list.size()) == size, "tributary: ", what, ": ", list.size(),
               " tensors for a group of ", size);
   for (const at::Tensor& t : list) {
-    check_dense_cpu(t, what);
+    check_dense(t, what);
     TORCH_CHECK(t.scalar_type() == like.scalar_type() && t.numel() == like.numel(),
                 "tributary: ", what, ": every tensor must be ", like.scalar_type(), " with ",
                 like.numel(), " elements, got ", t.scalar_type(), " with ", t.numel());
@@ -217,8 +213,10 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::broadcast(std::vector<at::Tenso
   at::Tensor t = single(tensors, "broadcast tensor");
   const int root = worker_root(opts.rootRank);
   const Elements e = elements(t);
-  return enqueue(c10d::OpType::BROADCAST, {t}, [t, e, root](agent::Worker& w) {
-    return w.broadcast(t.data_ptr(), t.data_ptr(), e.count, e.dtype, root);
+  TensorStaging staging({t}, "broadcast");
+  at::Tensor h = staging.read_write(t);
+  return enqueue(c10d::OpType::BROADCAST, {t}, staging.seal(), [h, e, root](agent::Worker& w) {
+    return w.broadcast(h.data_ptr(), h.data_ptr(), e.count, e.dtype, root);
   });
 }
 
@@ -227,14 +225,17 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::allreduce(std::vector<at::Tenso
   TORCH_CHECK(tensors.size() == 1, "tributary: all_reduce: one tensor per process, got ",
               tensors.size());
   if (tensors[0].layout() == c10::kSparse) {
-    check_cpu(tensors[0], "all_reduce tensor");
+    TORCH_CHECK(tensors[0].device().is_cpu(), "tributary: sparse all_reduce takes CPU tensors, "
+                "got a ", tensors[0].device(), " one");
     return allreduce_sparse_coo(tensors[0], opts.reduceOp);
   }
   at::Tensor t = single(tensors, "all_reduce tensor");
   (void)reduction_elements(t);
   const ReduceOp op = reduce_op(opts.reduceOp);
-  return enqueue(c10d::OpType::ALLREDUCE, {t},
-                 [t, op](agent::Worker& w) { return all_reduce_in_place(w, t, op); });
+  TensorStaging staging({t}, "all_reduce");
+  at::Tensor h = staging.read_write(t);
+  return enqueue(c10d::OpType::ALLREDUCE, {t}, staging.seal(),
+                 [h, op](agent::Worker& w) { return all_reduce_in_place(w, h, op); });
 }
 
 // As gloo does it: every member's (coalesced) indices and values are gathered, padded to the
@@ -247,7 +248,7 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::allreduce_sparse_coo(const at::
   (void)reduction_elements(input);
   at::Tensor t = input;
   const RankMap& ranks = ranks_;
-  return enqueue(c10d::OpType::ALLREDUCE, {t}, [t, op, &ranks](agent::Worker& w) mutable {
+  return enqueue(c10d::OpType::ALLREDUCE, {t}, {}, [t, op, &ranks](agent::Worker& w) mutable {
     const int n = ranks.size();
     at::Tensor mine = t.coalesce();
     at::Tensor indices = mine._indices().contiguous();  // [sparse_dim, nnz], int64
@@ -293,13 +294,15 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   TORCH_CHECK(!tensors.empty(), "tributary: all_reduce_coalesced of no tensors");
   for (const at::Tensor& t : tensors) {
-    check_dense_cpu(t, "all_reduce_coalesced tensor");
+    check_dense(t, "all_reduce_coalesced tensor");
     (void)reduction_elements(t);
   }
   const ReduceOp op = reduce_op(opts.reduceOp);
-  std::vector<at::Tensor> list = tensors;
+  TensorStaging staging(tensors, "all_reduce_coalesced");
+  std::vector<at::Tensor> list = staging.read_write(tensors);
   // One all-reduce per dtype, over the tensors of that dtype end to end.
-  return enqueue(c10d::OpType::ALLREDUCE_COALESCED, list, [list, op](agent::Worker& w) mutable {
+  return enqueue(c10d::OpType::ALLREDUCE_COALESCED, tensors, staging.seal(),
+                 [list, op](agent::Worker& w) mutable {
     std::map<c10::ScalarType, std::vector<at::Tensor>> by_dtype;
     for (const at::Tensor& t : list) by_dtype[t.scalar_type()].push_back(t);
     Result<agent::Outcome> r = error(StatusCode::kInternal, "no tensors");
@@ -325,8 +328,10 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::reduce(std::vector<at::Tensor>&
   const Elements e = reduction_elements(t);
   const ReduceOp op = reduce_op(opts.reduceOp);
   const int root = worker_root(opts.rootRank);
-  return enqueue(c10d::OpType::REDUCE, {t}, [t, e, op, root](agent::Worker& w) {
-    return w.reduce(t.data_ptr(), t.data_ptr(), e.count, e.dtype, op, root);
+  TensorStaging staging({t}, "reduce");
+  at::Tensor h = staging.read_write(t);
+  return enqueue(c10d::OpType::REDUCE, {t}, staging.seal(), [h, e, op, root](agent::Worker& w) {
+    return w.reduce(h.data_ptr(), h.data_ptr(), e.count, e.dtype, op, root);
   });
 }
 
@@ -334,11 +339,17 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions&) {
   at::Tensor in = single(inputs, "all_gather input");
-  std::vector<at::Tensor> out = per_rank(one_list(outputs, "all_gather outputs"), size_, in,
-                                         "all_gather outputs");
+  const std::vector<at::Tensor> outs = per_rank(one_list(outputs, "all_gather outputs"), size_,
+                                                in, "all_gather outputs");
   const Elements e = elements(in);
   const RankMap& ranks = ranks_;
-  return enqueue(c10d::OpType::ALLGATHER, out, [in, out, e, &ranks](agent::Worker& w) mutable {
+  std::vector<at::Tensor> all = outs;
+  all.push_back(in);
+  TensorStaging staging(all, "all_gather");
+  in = staging.read(in);
+  std::vector<at::Tensor> out = staging.write(outs);
+  return enqueue(c10d::OpType::ALLGATHER, outs, staging.seal(),
+                 [in, out, e, &ranks](agent::Worker& w) mutable {
     at::Tensor flat = at::empty({in.numel() * ranks.size()}, in.options());
     auto r = w.all_gather(in.data_ptr(), flat.data_ptr(), e.count, e.dtype);
     if (r) unpack(flat, out, ranks);
@@ -349,17 +360,19 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::allgather(
 c10::intrusive_ptr<c10d::Work> TributaryBackend::_allgather_base(at::Tensor& output,
                                                                  at::Tensor& input,
                                                                  const c10d::AllgatherOptions&) {
-  check_dense_cpu(input, "all_gather input");
-  check_dense_cpu(output, "all_gather output");
+  check_dense(input, "all_gather input");
+  check_dense(output, "all_gather output");
   TORCH_CHECK(
       output.scalar_type() == input.scalar_type() && output.numel() == input.numel() * size_,
       "tributary: all_gather output must hold ", size_, " x ", input.numel(), " ",
       input.scalar_type(), " elements, got ", output.numel(), " ", output.scalar_type());
   const Elements e = elements(input);
   const RankMap& ranks = ranks_;
-  at::Tensor in = input;
-  at::Tensor out = output;
-  return enqueue(c10d::OpType::_ALLGATHER_BASE, {out}, [in, out, e, &ranks](agent::Worker& w) {
+  TensorStaging staging({input, output}, "all_gather_into_tensor");
+  at::Tensor in = staging.read(input);
+  at::Tensor out = staging.write(output);
+  return enqueue(c10d::OpType::_ALLGATHER_BASE, {output}, staging.seal(),
+                 [in, out, e, &ranks](agent::Worker& w) {
     if (ranks.identity()) return w.all_gather(in.data_ptr(), out.data_ptr(), e.count, e.dtype);
     at::Tensor flat = at::empty_like(out);
     auto r = w.all_gather(in.data_ptr(), flat.data_ptr(), e.count, e.dtype);
@@ -376,17 +389,21 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::allgather_coalesced(
               outputs.size(), " output lists for ", inputs.size(), " inputs");
   std::vector<at::Tensor> all_outputs;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    check_dense_cpu(inputs[i], "all_gather_coalesced input");
+    check_dense(inputs[i], "all_gather_coalesced input");
     for (const at::Tensor& o :
          per_rank(outputs[i], size_, inputs[i], "all_gather_coalesced outputs")) {
       all_outputs.push_back(o);
     }
   }
-  std::vector<at::Tensor> in = inputs;
-  std::vector<std::vector<at::Tensor>> out = outputs;
+  std::vector<at::Tensor> all = all_outputs;
+  all.insert(all.end(), inputs.begin(), inputs.end());
+  TensorStaging staging(all, "all_gather_coalesced");
+  std::vector<at::Tensor> in = staging.read(inputs);
+  std::vector<std::vector<at::Tensor>> out;
+  for (const auto& list : outputs) out.push_back(staging.write(list));
   const RankMap& ranks = ranks_;
   // The inputs end to end as bytes, gathered once; member r's block holds its inputs in order.
-  return enqueue(c10d::OpType::ALLGATHER_COALESCED, all_outputs,
+  return enqueue(c10d::OpType::ALLGATHER_COALESCED, all_outputs, staging.seal(),
                  [in, out, &ranks](agent::Worker& w) mutable {
                    at::Tensor mine = flat_bytes(in);
                    const int n = ranks.size();
@@ -410,17 +427,21 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::allgather_into_tensor_coalesced
   TORCH_CHECK(outputs.size() == inputs.size(), "tributary: all_gather_into_tensor_coalesced: ",
               outputs.size(), " outputs for ", inputs.size(), " inputs");
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    check_dense_cpu(inputs[i], "all_gather_into_tensor input");
-    check_dense_cpu(outputs[i], "all_gather_into_tensor output");
+    check_dense(inputs[i], "all_gather_into_tensor input");
+    check_dense(outputs[i], "all_gather_into_tensor output");
     TORCH_CHECK(outputs[i].scalar_type() == inputs[i].scalar_type() &&
                     outputs[i].numel() == inputs[i].numel() * size_,
                 "tributary: all_gather_into_tensor output ", i, " must hold ", size_, " x ",
                 inputs[i].numel(), " ", inputs[i].scalar_type(), " elements");
   }
-  std::vector<at::Tensor> in = inputs;
-  std::vector<at::Tensor> out = outputs;
+  std::vector<at::Tensor> all = outputs;
+  all.insert(all.end(), inputs.begin(), inputs.end());
+  TensorStaging staging(all, "all_gather_into_tensor_coalesced");
+  std::vector<at::Tensor> in = staging.read(inputs);
+  std::vector<at::Tensor> out = staging.write(outputs);
   const RankMap& ranks = ranks_;
-  return enqueue(c10d::OpType::COALESCED, out, [in, out, &ranks](agent::Worker& w) {
+  return enqueue(c10d::OpType::COALESCED, outputs, staging.seal(),
+                 [in, out, &ranks](agent::Worker& w) {
     Result<agent::Outcome> r = error(StatusCode::kInternal, "no tensors");
     for (std::size_t i = 0; i < in.size(); ++i) {
       const Elements e = elements(in[i]);
@@ -442,17 +463,22 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::gather(
   at::Tensor in = single(inputs, "gather input");
   const int root = worker_root(opts.rootRank);
   const bool is_root = opts.rootRank == rank_;
-  std::vector<at::Tensor> out;
+  std::vector<at::Tensor> outs;
   if (is_root) {
-    out = per_rank(one_list(outputs, "gather outputs (on the root)"), size_, in,
-                   "gather outputs (on the root)");
+    outs = per_rank(one_list(outputs, "gather outputs (on the root)"), size_, in,
+                    "gather outputs (on the root)");
   } else {
     TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
                 "tributary: gather outputs are given on the root only");
   }
   const Elements e = elements(in);
   const RankMap& ranks = ranks_;
-  return enqueue(c10d::OpType::GATHER, out,
+  std::vector<at::Tensor> all = outs;
+  all.push_back(in);
+  TensorStaging staging(all, "gather");
+  in = staging.read(in);
+  std::vector<at::Tensor> out = staging.write(outs);
+  return enqueue(c10d::OpType::GATHER, outs, staging.seal(),
                  [in, out, e, root, is_root, &ranks](agent::Worker& w) mutable {
                    if (!is_root) return w.gather(in.data_ptr(), nullptr, e.count, e.dtype, root);
                    at::Tensor flat = at::empty({in.numel() * ranks.size()}, in.options());
@@ -478,7 +504,13 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::scatter(
   }
   const Elements e = elements(out);
   const RankMap& ranks = ranks_;
-  return enqueue(c10d::OpType::SCATTER, {out},
+  std::vector<at::Tensor> all = in;
+  all.push_back(out);
+  TensorStaging staging(all, "scatter");
+  in = staging.read(in);
+  at::Tensor out_device = out;
+  out = staging.write(out);
+  return enqueue(c10d::OpType::SCATTER, {out_device}, staging.seal(),
                  [in, out, e, root, is_root, &ranks](agent::Worker& w) {
                    if (!is_root) return w.scatter(nullptr, out.data_ptr(), e.count, e.dtype, root);
                    at::Tensor flat = pack(in, ranks);
@@ -495,7 +527,14 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::reduce_scatter(
   const Elements e = reduction_elements(out);
   const ReduceOp op = reduce_op(opts.reduceOp);
   const RankMap& ranks = ranks_;
-  return enqueue(c10d::OpType::REDUCE_SCATTER, {out}, [in, out, e, op, &ranks](agent::Worker& w) {
+  std::vector<at::Tensor> all = in;
+  all.push_back(out);
+  TensorStaging staging(all, "reduce_scatter");
+  in = staging.read(in);
+  at::Tensor out_device = out;
+  out = staging.write(out);
+  return enqueue(c10d::OpType::REDUCE_SCATTER, {out_device}, staging.seal(),
+                 [in, out, e, op, &ranks](agent::Worker& w) {
     at::Tensor flat = pack(in, ranks);
     return w.reduce_scatter(flat.data_ptr(), out.data_ptr(), e.count, e.dtype, op);
   });
@@ -503,8 +542,8 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::reduce_scatter(
 
 c10::intrusive_ptr<c10d::Work> TributaryBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  check_dense_cpu(input, "reduce_scatter input");
-  check_dense_cpu(output, "reduce_scatter output");
+  check_dense(input, "reduce_scatter input");
+  check_dense(output, "reduce_scatter output");
   TORCH_CHECK(
       output.scalar_type() == input.scalar_type() && input.numel() == output.numel() * size_,
       "tributary: reduce_scatter input must hold ", size_, " x ", output.numel(), " ",
@@ -512,9 +551,10 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::_reduce_scatter_base(
   const Elements e = reduction_elements(output);
   const ReduceOp op = reduce_op(opts.reduceOp);
   const RankMap& ranks = ranks_;
-  at::Tensor in = input;
-  at::Tensor out = output;
-  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, {out},
+  TensorStaging staging({input, output}, "reduce_scatter_tensor");
+  at::Tensor in = staging.read(input);
+  at::Tensor out = staging.write(output);
+  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, {output}, staging.seal(),
                  [in, out, e, op, &ranks](agent::Worker& w) {
                    at::Tensor send = ranks.identity() ? in : pack(blocks(in, ranks.size()), ranks);
                    return w.reduce_scatter(send.data_ptr(), out.data_ptr(), e.count, e.dtype, op);
@@ -527,8 +567,8 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::reduce_scatter_tensor_coalesced
   TORCH_CHECK(outputs.size() == inputs.size(), "tributary: reduce_scatter_tensor_coalesced: ",
               outputs.size(), " outputs for ", inputs.size(), " inputs");
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    check_dense_cpu(inputs[i], "reduce_scatter_tensor input");
-    check_dense_cpu(outputs[i], "reduce_scatter_tensor output");
+    check_dense(inputs[i], "reduce_scatter_tensor input");
+    check_dense(outputs[i], "reduce_scatter_tensor output");
     TORCH_CHECK(outputs[i].scalar_type() == inputs[i].scalar_type() &&
                     inputs[i].numel() == outputs[i].numel() * size_,
                 "tributary: reduce_scatter_tensor input ", i, " must hold ", size_, " x ",
@@ -536,10 +576,14 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::reduce_scatter_tensor_coalesced
     (void)reduction_elements(outputs[i]);
   }
   const ReduceOp op = reduce_op(opts.reduceOp);
-  std::vector<at::Tensor> in = inputs;
-  std::vector<at::Tensor> out = outputs;
+  std::vector<at::Tensor> all = outputs;
+  all.insert(all.end(), inputs.begin(), inputs.end());
+  TensorStaging staging(all, "reduce_scatter_tensor_coalesced");
+  std::vector<at::Tensor> in = staging.read(inputs);
+  std::vector<at::Tensor> out = staging.write(outputs);
   const RankMap& ranks = ranks_;
-  return enqueue(c10d::OpType::COALESCED, out, [in, out, op, &ranks](agent::Worker& w) {
+  return enqueue(c10d::OpType::COALESCED, outputs, staging.seal(),
+                 [in, out, op, &ranks](agent::Worker& w) {
     Result<agent::Outcome> r = error(StatusCode::kInternal, "no tensors");
     for (std::size_t i = 0; i < in.size(); ++i) {
       const Elements e = reduction_elements(out[i]);
@@ -554,8 +598,8 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::reduce_scatter_tensor_coalesced
 c10::intrusive_ptr<c10d::Work> TributaryBackend::alltoall_base(
     at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
     std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions&) {
-  check_dense_cpu(input, "all_to_all input");
-  check_dense_cpu(output, "all_to_all output");
+  check_dense(input, "all_to_all input");
+  check_dense(output, "all_to_all output");
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "tributary: all_to_all output is ",
               output.scalar_type(), " but its input is ", input.scalar_type());
   const std::vector<std::size_t> in_rows = row_splits(input_split_sizes, input, size_, "input");
@@ -575,10 +619,11 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::alltoall_base(
   std::vector<std::size_t> recv_counts;
   for (std::size_t c : in_rows) send_counts.push_back(c * row);
   for (std::size_t c : out_rows) recv_counts.push_back(c * row);
-  at::Tensor in = input;
-  at::Tensor out = output;
+  TensorStaging staging({input, output}, "all_to_all_single");
+  at::Tensor in = staging.read(input);
+  at::Tensor out = staging.write(output);
   const RankMap& ranks = ranks_;
-  return enqueue(c10d::OpType::ALLTOALL_BASE, {out},
+  return enqueue(c10d::OpType::ALLTOALL_BASE, {output}, staging.seal(),
                  [in, out, send_counts, recv_counts, &ranks](agent::Worker& w) {
                    return all_to_all_bytes(w, in.data_ptr(), send_counts, offsets_of(send_counts),
                                            out.data_ptr(), recv_counts, offsets_of(recv_counts),
@@ -595,18 +640,21 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::alltoall(std::vector<at::Tensor
   std::vector<std::size_t> send_counts;
   std::vector<std::size_t> recv_counts;
   for (int r = 0; r < size_; ++r) {
-    check_dense_cpu(inputs[r], "all_to_all input");
-    check_dense_cpu(outputs[r], "all_to_all output");
+    check_dense(inputs[r], "all_to_all input");
+    check_dense(outputs[r], "all_to_all output");
     TORCH_CHECK(inputs[r].scalar_type() == inputs[0].scalar_type() &&
                     outputs[r].scalar_type() == inputs[0].scalar_type(),
                 "tributary: all_to_all tensors must share one dtype");
     send_counts.push_back(inputs[r].nbytes());
     recv_counts.push_back(outputs[r].nbytes());
   }
-  std::vector<at::Tensor> in = inputs;
-  std::vector<at::Tensor> out = outputs;
+  std::vector<at::Tensor> all = outputs;
+  all.insert(all.end(), inputs.begin(), inputs.end());
+  TensorStaging staging(all, "all_to_all");
+  std::vector<at::Tensor> in = staging.read(inputs);
+  std::vector<at::Tensor> out = staging.write(outputs);
   const RankMap& ranks = ranks_;
-  return enqueue(c10d::OpType::ALLTOALL, out,
+  return enqueue(c10d::OpType::ALLTOALL, outputs, staging.seal(),
                  [in, out, send_counts, recv_counts, &ranks](agent::Worker& w) mutable {
                    at::Tensor send = flat_bytes(in);
                    at::Tensor recv = at::empty(
@@ -623,7 +671,7 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::alltoall(std::vector<at::Tensor
 }
 
 c10::intrusive_ptr<c10d::Work> TributaryBackend::barrier(const c10d::BarrierOptions&) {
-  return enqueue(c10d::OpType::BARRIER, {}, [](agent::Worker& w) { return w.barrier(); });
+  return enqueue(c10d::OpType::BARRIER, {}, {}, [](agent::Worker& w) { return w.barrier(); });
 }
 
 PointToPoint& TributaryBackend::peers(const char* what, int peer) {
@@ -638,24 +686,44 @@ PointToPoint& TributaryBackend::peers(const char* what, int peer) {
 c10::intrusive_ptr<c10d::Work> TributaryBackend::send(std::vector<at::Tensor>& tensors,
                                                       int dst_rank, int tag) {
   at::Tensor t = single(tensors, "send tensor");
+  TensorStaging staging({t}, "send");
+  at::Tensor h = staging.read(t);
+  Staged staged = staging.seal();
+  const Deadline deadline = op_deadline();
+  if (staged.staging) {
+    // The message is posted at once and read from the host twin while it goes: the copy
+    // must be done before (the caller waits for it, and only for it).
+    const Status s = staged.staging->run([] { return Status::ok(); }, deadline);
+    TORCH_CHECK(s.is_ok(), "tributary: send: ", s.to_string());
+  }
   std::lock_guard lock(finish_mu_);
   PointToPoint& p = peers("send to", dst_rank);
-  auto work = make_work(c10d::OpType::SEND, {t});
-  p.send(dst_rank, p2p_tag(tag), p2p_check(t),
-         {static_cast<const std::byte*>(t.data_ptr()), t.nbytes()}, op_deadline(),
-         [work, t](const Status& s) { work->complete(s); });
+  auto work = make_work(c10d::OpType::SEND, {t}, std::move(staged));
+  p.send(dst_rank, p2p_tag(tag), p2p_check(h),
+         {static_cast<const std::byte*>(h.data_ptr()), h.nbytes()}, deadline,
+         [work, h](const Status& s) { work->complete(s); });
   return work;
 }
 
 c10::intrusive_ptr<c10d::Work> TributaryBackend::recv(std::vector<at::Tensor>& tensors,
                                                       int src_rank, int tag) {
   at::Tensor t = single(tensors, "recv tensor");
+  TensorStaging staging({t}, "recv");
+  at::Tensor h = staging.write(t);
+  const Deadline deadline = op_deadline();
   std::lock_guard lock(finish_mu_);
   PointToPoint& p = peers("recv from", src_rank);
-  auto work = make_work(c10d::OpType::RECV, {t});
-  p.recv(src_rank, p2p_tag(tag), p2p_check(t),
-         {static_cast<std::byte*>(t.data_ptr()), t.nbytes()}, op_deadline(),
-         [work, t](const Status& s) { work->complete(s); });
+  auto work = make_work(c10d::OpType::RECV, {t}, staging.seal());
+  p.recv(src_rank, p2p_tag(tag), p2p_check(h),
+         {static_cast<std::byte*>(h.data_ptr()), h.nbytes()}, deadline,
+         [work, h, deadline](const Status& s) {
+           // A CUDA tensor: copied back (on the side stream) only if the message came in.
+           if (const auto& staging = work->staging()) {
+             work->complete(staging->run([&] { return s; }, deadline));
+             return;
+           }
+           work->complete(s);
+         });
   return work;
 }
 

@@ -1,8 +1,10 @@
 """tributary.torch: the "tributary" torch.distributed backend, and elastic data-parallel
 training (tributary.torch.ElasticTrainer).
 
-Importing this module registers the backend for CPU tensors, so that an unchanged DDP or FSDP
-script runs over Tributary with
+Importing this module registers the backend for CPU tensors, and for CUDA tensors when torch
+and this build have CUDA (they are staged through pinned host memory on a side stream, as
+torch's gloo backend does: docs/gpu.md), so that an unchanged DDP or FSDP script runs over
+Tributary with
 
     import tributary.torch
     dist.init_process_group("tributary")      # under torchrun, or any init_method
@@ -27,6 +29,7 @@ import os
 import socket
 from datetime import timedelta
 
+import torch
 import torch.distributed as dist
 
 from tributary.torch import _c10d
@@ -70,12 +73,16 @@ def _create_backend(store, rank, world_size, timeout):
                         join_timeout_ms=int(join_timeout.total_seconds() * 1000))
 
 
+# The devices the backend takes: CUDA when this build stages CUDA tensors (it was built against
+# a torch with CUDA) and the torch running has CUDA; a GPU need not be present to register.
+DEVICES = ["cpu", "cuda"] if _c10d.built_with_cuda and torch.backends.cuda.is_built() else ["cpu"]
+
 if BACKEND not in dist.Backend.backend_list:
-    dist.Backend.register_backend(BACKEND, _create_backend, devices=["cpu"])
+    dist.Backend.register_backend(BACKEND, _create_backend, devices=DEVICES)
     # Groups still alive at exit (destroy_process_group never called, or a subgroup held by a
     # module) leave and stop their threads before the interpreter tears down.
     atexit.register(_c10d._shutdown_all)
 
 from tributary.torch.elastic import ElasticTrainer, StepContext  # noqa: E402
 
-__all__ = ["BACKEND", "ElasticTrainer", "StepContext"]
+__all__ = ["BACKEND", "DEVICES", "ElasticTrainer", "StepContext"]

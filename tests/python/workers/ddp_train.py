@@ -1,6 +1,8 @@
 """DistributedDataParallel training of the example's CNN on the digits with a given
 torch.distributed backend: the same seeds, data and steps whichever the backend.
-argv: backend rank world_size init_file steps out.npz. Saves the final parameters."""
+argv: backend rank world_size init_file steps out.npz [device]. Saves the final parameters.
+device (default cpu): where the model and the batches are (cuda:0 for test_cuda.py, every rank
+on the one GPU)."""
 
 import os
 import sys
@@ -21,13 +23,21 @@ from reference import report  # noqa: E402
 def main():
     backend, rank, world, init_file, steps, out = sys.argv[1:7]
     rank, world, steps = int(rank), int(world), int(steps)
+    device = torch.device(sys.argv[7] if len(sys.argv) > 7 else "cpu")
+    if device.type == "cuda":
+        # Comparable with the same job on the CPU: full float32 (no TF32), deterministic convs.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
     if backend == "tributary":
         import tributary.torch  # noqa: F401  (registers the backend)
     torch.set_num_threads(1)
     dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank,
                             world_size=world)
     train, _ = digits.load()
-    net = models.make("cnn", seed=7)
+    net = models.make("cnn", seed=7).to(device)
+    images, labels = train.images.to(device), train.labels.to(device)
     # Small buckets: several all-reduces per step, as a larger model would have.
     ddp = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=0.05)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
@@ -36,9 +46,9 @@ def main():
     for step in range(steps):
         idx = digits.batch_indices(shard, step // spe, step % spe, 16, 3, rank)
         optimizer.zero_grad()
-        F.cross_entropy(ddp(train.images[idx]), train.labels[idx]).backward()
+        F.cross_entropy(ddp(images[idx]), labels[idx]).backward()
         optimizer.step()
-    numpy.savez(out, *[p.detach().numpy() for p in net.parameters()])
+    numpy.savez(out, *[p.detach().cpu().numpy() for p in net.parameters()])
     dist.destroy_process_group()
     report({"out": out})
 

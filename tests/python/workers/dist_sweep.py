@@ -1,8 +1,9 @@
 """Every torch.distributed collective through the "tributary" backend, every dtype it claims,
 odd sizes, in place and out of place, sync and async, against reference.py.
 
-argv: torch_rank world_size init_file, or "env" alone (torch's env://, as torchrun sets it, and
-no coordinator given: the group starts its own). Averages are exact on odd worlds only (reference.py): even worlds skip
+argv: torch_rank world_size init_file [device], or "env" alone (torch's env://, as torchrun
+sets it, and no coordinator given: the group starts its own). device: where the tensors are
+(default cpu; cuda:0 for the CUDA tests, test_cuda.py). Averages are exact on odd worlds only (reference.py): even worlds skip
 avg. Prints RESULT with one entry per case."""
 
 import sys
@@ -20,9 +21,9 @@ OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "min": dist.Redu
        "max": dist.ReduceOp.MAX, "avg": dist.ReduceOp.AVG}
 
 
-def cases_for(me, n, dtype, count):
-    t = lambda v: torch.from_numpy(v).to(dtype)
-    zeros = lambda k: torch.zeros(k, dtype=dtype)
+def cases_for(me, n, dtype, count, device="cpu"):
+    t = lambda v: torch.from_numpy(v).to(dtype).to(device)
+    zeros = lambda k: torch.zeros(k, dtype=dtype, device=device)
 
     def all_reduce(op, async_op=False):
         def run():
@@ -104,39 +105,42 @@ def cases_for(me, n, dtype, count):
     yield "all_to_all_single", all_to_all_single
 
 
-def moved_as_bytes(me, n):
+def moved_as_bytes(me, n, device="cpu"):
     """Data movement takes dtypes that cannot be reduced (bool, int16, complex) as bytes."""
     results = {}
     for dtype in (torch.bool, torch.int16, torch.complex64):
-        x = (torch.arange(5) + me).to(dtype)
+        x = (torch.arange(5) + me).to(dtype).to(device)
         dist.broadcast(x, src=0)
-        results[f"broadcast/{dtype}"] = "ok" if torch.equal(x, torch.arange(5).to(dtype)) \
+        results[f"broadcast/{dtype}"] = "ok" if torch.equal(x.cpu(), torch.arange(5).to(dtype)) \
             else f"got {x}"
-        out = [torch.zeros(5, dtype=dtype) for _ in range(n)]
-        dist.all_gather(out, (torch.arange(5) + me).to(dtype))
+        out = [torch.zeros(5, dtype=dtype, device=device) for _ in range(n)]
+        dist.all_gather(out, (torch.arange(5) + me).to(dtype).to(device))
+        out = [o.cpu() for o in out]
         want = [(torch.arange(5) + r).to(dtype) for r in range(n)]
         results[f"all_gather/{dtype}"] = "ok" if all(map(torch.equal, out, want)) else f"got {out}"
     return results
 
 
 def main():
+    device = "cpu"
     if sys.argv[1] == "env":
         dist.init_process_group("tributary")
         me, n = dist.get_rank(), dist.get_world_size()
     else:
         me, n, init_file = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+        device = sys.argv[4] if len(sys.argv) > 4 else "cpu"
         dist.init_process_group("tributary", init_method=f"file://{init_file}", rank=me,
                                 world_size=n)
     results = {}
     for dtype in DTYPES:
         for count in SIZES:
-            for name, run in cases_for(me, n, dtype, count):
+            for name, run in cases_for(me, n, dtype, count, device):
                 key = f"{name}/{str(dtype)[6:]}/{count}"
                 try:
                     results[key] = run()
                 except RuntimeError as e:
                     results[key] = f"RuntimeError: {e}"
-    results.update(moved_as_bytes(me, n))
+    results.update(moved_as_bytes(me, n, device))
     dist.barrier()
     results["barrier"] = "ok"
     dist.destroy_process_group()

@@ -55,7 +55,7 @@ def all_to_all_received(rank, count, world):
 def same(got, want):
     """Exact comparison of a result (NumPy array or torch tensor) with an int64 reference."""
     if hasattr(got, "detach"):
-        got = got.detach().double().numpy()
+        got = got.detach().cpu().double().numpy()
     got = numpy.asarray(got, dtype=numpy.float64).reshape(-1)
     want = numpy.asarray(want, dtype=numpy.float64).reshape(-1)
     if got.shape != want.shape:
