@@ -530,27 +530,26 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
     } else if (latest.status().code() == StatusCode::kEvicted) {
       return latest.status();
     }
-    // [leave, joiners waiting, newest epoch seen, state needed, -alpha, -beta], max over
-    // members. The newest epoch, not a "newer view" bit: when the all-reduce fails and
-    // run() re-runs it in the view it moved to, a bit computed before would still ask
-    // every member to move on, to a view nobody has asked for. -alpha, -beta: this
-    // member's refit of the cost model (refit_fields()).
-    std::int64_t flags[6] = {drain_requested.load() ? 1 : 0,
-                             client->joiners_pending() ? 1 : 0,
-                             static_cast<std::int64_t>(newest_epoch.load()),
-                             needs_state ? 1 : 0,
-                             0,
-                             0};
-    refit_fields(&flags[4], &flags[5]);
+    // What this member brings, combined over the members by one max all-reduce of its
+    // encoding (boundary_vote.h says why max is the agreement each field needs).
+    BoundaryVote mine;
+    mine.leave = drain_requested.load();
+    mine.joiners_waiting = client->joiners_pending();
+    mine.newest_epoch = newest_epoch.load();
+    mine.state_needed = needs_state;
+    vote_refit(&mine);
+    BoundaryVote::Encoded votes = mine.encode();
     auto boundary = run(
-        "step_boundary", algorithms::AllReduceAlgorithm::kAuto, sizeof(flags),
-        std::as_writable_bytes(std::span(flags)),
+        "step_boundary", algorithms::AllReduceAlgorithm::kAuto, sizeof(votes),
+        std::as_writable_bytes(std::span(votes)),
         [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
-          return algorithms::all_reduce(l, flags, flags, 6, DType::kInt64, ReduceOp::kMax, o);
+          return algorithms::all_reduce(l, votes.data(), votes.data(), votes.size(), DType::kInt64,
+                                        ReduceOp::kMax, o);
         },
-        /*retry=*/true, std::as_writable_bytes(std::span(flags)));
+        /*retry=*/true, std::as_writable_bytes(std::span(votes)));
     if (!boundary) return boundary.status();
-    if (flags[3]) {
+    const BoundaryVote agreed = BoundaryVote::decode(votes);
+    if (agreed.state_needed) {
       const bool receiving = needs_state;
       Result<StateSync> synced = sync_state();
       if (synced) {
@@ -566,7 +565,7 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
       if (!retryable(s) || deadline.passed()) return s;
       continue;  // a failure during the sync: the next round runs in the new view
     }
-    if (flags[0] || flags[1]) {
+    if (agreed.leave || agreed.joiners_waiting) {
       const bool leaving = drain_requested.load();
       client->request_boundary(view.epoch, leaving);
       if (leaving) {
@@ -584,7 +583,7 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
       out.view_changed = true;
       continue;
     }
-    if (static_cast<membership::Epoch>(flags[2]) > view.epoch) {
+    if (agreed.newest_epoch > view.epoch) {
       TRIB_RETURN_IF_ERROR(transition(0, deadline));
       out.view_changed = true;
       continue;
@@ -592,7 +591,7 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
     // The refit, only from an all-reduce of this view: every member that returns it here
     // holds the same fields and the same model. One returned into a later view (a repair,
     // a commit after a failure) is dropped: that view's members refit from its own links.
-    if (boundary->epoch == view.epoch) adopt_refit(flags[4], flags[5]);
+    if (boundary->epoch == view.epoch) adopt_refit(agreed);
     out.epoch = view.epoch;
     out.world_size = static_cast<int>(view.size());
     return out;

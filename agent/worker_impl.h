@@ -20,6 +20,7 @@
 
 #include "agent/agent_metrics.h"
 #include "agent/attempt_deadline.h"
+#include "agent/boundary_vote.h"
 #include "agent/data_plane.h"
 #include "agent/result_copy.h"
 #include "transport/failover_link.h"
@@ -100,8 +101,10 @@ class Worker::Impl {
   // two fields of the step boundary's all-reduce (its fit of alpha and beta over `refit`,
   // negated, or 0 for none), and what every member of the view does with their max.
   bool refit_enabled() const;
-  void refit_fields(std::int64_t* alpha_field, std::int64_t* beta_field) const;
-  void adopt_refit(std::int64_t alpha_field, std::int64_t beta_field);
+  // This member's refit of the cost model into its boundary vote (none when refits are
+  // off or there is no fit yet), and the members' agreed refit adopted.
+  void vote_refit(BoundaryVote* vote) const;
+  void adopt_refit(const BoundaryVote& agreed);
 
   Result<BoundaryOutcome> step_boundary();
   // The state sync at a boundary: every member takes part; joiners receive.

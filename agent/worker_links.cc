@@ -1,6 +1,6 @@
 // The cost model of a view's links (docs/algorithms.md): measured when the links come up
 // (fit_links: the probe, the ring order over several host labels) and refitted to the
-// all-reduces as they run, agreed at step boundaries (refit_fields / adopt_refit).
+// all-reduces as they run, agreed at step boundaries (vote_refit / adopt_refit, boundary_vote.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -64,22 +64,19 @@ bool Worker::Impl::refit_enabled() const {
          algorithms::ZoneLayout(zone_of_rank, static_cast<int>(view.size())).zones() <= 1;
 }
 
-void Worker::Impl::refit_fields(std::int64_t* alpha_field, std::int64_t* beta_field) const {
-  // Negated, so that the boundary's max is the smallest fit, and 0 (no fit) from any member
-  // means no refit: alpha in ns, beta in fs per byte (CostRefit's floors are 100 of each).
-  *alpha_field = 0;
-  *beta_field = 0;
+void Worker::Impl::vote_refit(BoundaryVote* vote) const {
+  // alpha in ns, beta in fs per byte (CostRefit's floors are 100 of each).
   if (!refit_enabled()) return;
   const auto fit = refit.fit(view_cost_model);
   if (!fit) return;
-  *alpha_field = -std::max<std::int64_t>(1, std::llround(fit->alpha * 1e9));
-  *beta_field = -std::max<std::int64_t>(1, std::llround(fit->beta * 1e15));
+  vote->refit_alpha_ns = std::max<std::int64_t>(1, std::llround(fit->alpha * 1e9));
+  vote->refit_beta_fs = std::max<std::int64_t>(1, std::llround(fit->beta * 1e15));
 }
 
-void Worker::Impl::adopt_refit(std::int64_t alpha_field, std::int64_t beta_field) {
-  if (alpha_field >= 0 || beta_field >= 0) return;  // some member has no fit
-  const double alpha = static_cast<double>(-alpha_field) * 1e-9;
-  const double beta = static_cast<double>(-beta_field) * 1e-15;
+void Worker::Impl::adopt_refit(const BoundaryVote& agreed) {
+  if (!agreed.has_refit()) return;  // some member has no fit
+  const double alpha = static_cast<double>(agreed.refit_alpha_ns) * 1e-9;
+  const double beta = static_cast<double>(agreed.refit_beta_fs) * 1e-15;
   // Within kRefitChange of the model in use: keep it, so that noise does not flip choices.
   constexpr double kRefitChange = 0.25;
   auto moved = [&](double now, double before) {
