@@ -305,11 +305,12 @@ Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
   }
 }
 
-Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgorithm algorithm,
+Result<Outcome> Worker::Impl::run(std::string_view op, AlgorithmChoice choice,
                                   std::size_t bytes, std::span<std::byte> input,
                                   const CollectiveFn& fn, bool retry,
                                   std::span<std::byte> reduced) {
   std::lock_guard call(call_mu);
+  algorithms::AllReduceAlgorithm algorithm = algorithms::AllReduceAlgorithm::kAuto;
   std::vector<std::byte> stash(input.begin(), input.end());
   pending = PendingCall{};
   pending.active = true;
@@ -343,7 +344,7 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
     // An all-reduce's algorithm is chosen for the view this attempt runs in: the cost
     // model's choice depends on the group size, and members that chose for different views
     // (one before a transition, one after) fail each other's checks with kMismatch.
-    if (algorithm != algorithms::AllReduceAlgorithm::kAuto) {
+    if (choice == AlgorithmChoice::kPerAttempt) {
       algorithm = pick(bytes);
       note_algorithm(algorithm, bytes);
     }
@@ -384,15 +385,15 @@ Result<Outcome> Worker::Impl::run(std::string_view op, algorithms::AllReduceAlgo
     status = attempt_status(status, deadline, t1, config.collective_timeout, op, options.seq);
     const double seconds = std::chrono::duration<double>(t1 - t0).count();
     record_attempt(op,
-                   algorithm == algorithms::AllReduceAlgorithm::kAuto ? std::string_view("fixed")
-                                                                      : to_string(algorithm),
+                   choice == AlgorithmChoice::kNone ? std::string_view("fixed")
+                                                    : to_string(algorithm),
                    status, seconds);
     if (status.is_ok()) {
       if (bytes > 65536 && seconds > 0) throughput = 0.8 * throughput + 0.2 * (bytes / seconds);
       if (speculative) result_copy.keep(options.seq, epoch, member_ids(), reduced);
       // The user's all-reduces (those with an algorithm) feed the refit: their data phase,
       // without the commit round, which the model does not price.
-      if (algorithm != algorithms::AllReduceAlgorithm::kAuto && !reduced.empty()) {
+      if (choice == AlgorithmChoice::kPerAttempt && !reduced.empty()) {
         refit.observe({algorithm, n, bytes, std::chrono::duration<double>(t_data - t0).count()});
       }
       ++next_seq;
@@ -452,7 +453,7 @@ void Worker::Impl::attempt_failed(std::string_view op, const std::string& what,
 Result<Worker::Impl::StateSync> Worker::Impl::sync_state() {
   // Source: the lowest rank that has the state (the joiners are those that need it).
   std::int64_t source = needs_state ? std::numeric_limits<std::int32_t>::max() : rank;
-  TRIB_RETURN_IF_ERROR(run("state_source", algorithms::AllReduceAlgorithm::kAuto, 8,
+  TRIB_RETURN_IF_ERROR(run("state_source", AlgorithmChoice::kNone, 8,
                            std::as_writable_bytes(std::span(&source, 1)),
                            [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
                              return algorithms::all_reduce(l, &source, &source, 1, DType::kInt64,
@@ -470,7 +471,7 @@ Result<Worker::Impl::StateSync> Worker::Impl::sync_state() {
   for (auto& [name, bytes] : state) {
     total += bytes.size();
     TRIB_RETURN_IF_ERROR(run(
-                             "state_sync", algorithms::AllReduceAlgorithm::kAuto, bytes.size(), {},
+                             "state_sync", AlgorithmChoice::kNone, bytes.size(), {},
                              [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
                                return algorithms::broadcast(l, bytes.data(), bytes.data(),
                                                             bytes.size(), DType::kUInt8, root, o);
@@ -482,7 +483,7 @@ Result<Worker::Impl::StateSync> Worker::Impl::sync_state() {
   const Sha256Digest mine = sha.finish();
   Sha256Digest theirs = mine;
   TRIB_RETURN_IF_ERROR(run(
-                           "state_hash", algorithms::AllReduceAlgorithm::kAuto, theirs.size(), {},
+                           "state_hash", AlgorithmChoice::kNone, theirs.size(), {},
                            [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
                              return algorithms::broadcast(l, theirs.data(), theirs.data(),
                                                           theirs.size(), DType::kUInt8, root, o);
@@ -540,7 +541,7 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
     vote_refit(&mine);
     BoundaryVote::Encoded votes = mine.encode();
     auto boundary = run(
-        "step_boundary", algorithms::AllReduceAlgorithm::kAuto, sizeof(votes),
+        "step_boundary", AlgorithmChoice::kNone, sizeof(votes),
         std::as_writable_bytes(std::span(votes)),
         [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
           return algorithms::all_reduce(l, votes.data(), votes.data(), votes.size(), DType::kInt64,
@@ -660,7 +661,7 @@ Result<Outcome> Worker::all_reduce_compressed(float* data, std::size_t count, Re
   if (im.wan_plan) wan_attempt.emplace(im.wan_compression_state, tensor_id);
   compression::collectives::CompressionStats stats;
   const std::size_t bytes = count * sizeof(float);
-  auto r = im.run("all_reduce_compressed", algorithms::AllReduceAlgorithm::kAuto, bytes,
+  auto r = im.run("all_reduce_compressed", Impl::AlgorithmChoice::kNone, bytes,
                   std::as_writable_bytes(std::span(data, count)),
                   [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
                     stats = {};

@@ -27,8 +27,8 @@ std::span<std::byte> overwritten(const void* send, std::size_t send_bytes, const
 Result<Outcome> Worker::all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
                                    ReduceOp op) {
   const std::size_t bytes = count * dtype_size(dtype);
-  const algorithms::AllReduceAlgorithm algorithm = impl_->pick(bytes);
-  return impl_->run("all_reduce", algorithm, bytes, overwritten(send, bytes, recv, bytes),
+  return impl_->run("all_reduce", Impl::AlgorithmChoice::kPerAttempt, bytes,
+                    overwritten(send, bytes, recv, bytes),
                     [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
                       // A ring runs in the view's measured order (fit_links()); its result
                       // is the same on every member in any order.
@@ -52,7 +52,7 @@ Result<Outcome> Worker::all_reduce(const void* send, void* recv, std::size_t cou
 Result<Outcome> Worker::reduce_scatter(const void* send, void* recv, std::size_t recv_count,
                                        DType dtype, ReduceOp op) {
   const std::size_t bytes = recv_count * dtype_size(dtype) * static_cast<std::size_t>(size());
-  return impl_->run("reduce_scatter", algorithms::AllReduceAlgorithm::kAuto, bytes,
+  return impl_->run("reduce_scatter", Impl::AlgorithmChoice::kNone, bytes,
                     overwritten(send, bytes, recv, recv_count * dtype_size(dtype)),
                     [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
                       return algorithms::reduce_scatter(link, send, recv, recv_count, dtype, op, o);
@@ -62,7 +62,7 @@ Result<Outcome> Worker::reduce_scatter(const void* send, void* recv, std::size_t
 Result<Outcome> Worker::all_gather(const void* send, void* recv, std::size_t send_count,
                                    DType dtype) {
   const std::size_t bytes = send_count * dtype_size(dtype);
-  return impl_->run("all_gather", algorithms::AllReduceAlgorithm::kAuto,
+  return impl_->run("all_gather", Impl::AlgorithmChoice::kNone,
                     bytes * static_cast<std::size_t>(size()),
                     overwritten(send, bytes, recv, bytes * static_cast<std::size_t>(size())),
                     [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
@@ -73,7 +73,7 @@ Result<Outcome> Worker::all_gather(const void* send, void* recv, std::size_t sen
 Result<Outcome> Worker::broadcast(const void* send, void* recv, std::size_t count, DType dtype,
                                   int root) {
   const std::size_t bytes = count * dtype_size(dtype);
-  return impl_->run("broadcast", algorithms::AllReduceAlgorithm::kAuto, bytes,
+  return impl_->run("broadcast", Impl::AlgorithmChoice::kNone, bytes,
                     overwritten(send, bytes, recv, bytes),
                     [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
                       return algorithms::broadcast(link, send, recv, count, dtype, root, o);
@@ -83,7 +83,7 @@ Result<Outcome> Worker::broadcast(const void* send, void* recv, std::size_t coun
 Result<Outcome> Worker::reduce(const void* send, void* recv, std::size_t count, DType dtype,
                                ReduceOp op, int root) {
   const std::size_t bytes = count * dtype_size(dtype);
-  return impl_->run("reduce", algorithms::AllReduceAlgorithm::kAuto, bytes,
+  return impl_->run("reduce", Impl::AlgorithmChoice::kNone, bytes,
                     overwritten(send, bytes, recv, bytes),
                     [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
                       return algorithms::reduce(link, send, recv, count, dtype, op, root, o);
@@ -93,7 +93,7 @@ Result<Outcome> Worker::reduce(const void* send, void* recv, std::size_t count, 
 Result<Outcome> Worker::gather(const void* send, void* recv, std::size_t send_count, DType dtype,
                                int root) {
   const std::size_t bytes = send_count * dtype_size(dtype);
-  return impl_->run("gather", algorithms::AllReduceAlgorithm::kAuto,
+  return impl_->run("gather", Impl::AlgorithmChoice::kNone,
                     bytes * static_cast<std::size_t>(size()),
                     overwritten(send, bytes, recv, bytes * static_cast<std::size_t>(size())),
                     [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
@@ -104,7 +104,7 @@ Result<Outcome> Worker::gather(const void* send, void* recv, std::size_t send_co
 Result<Outcome> Worker::scatter(const void* send, void* recv, std::size_t recv_count, DType dtype,
                                 int root) {
   const std::size_t bytes = recv_count * dtype_size(dtype) * static_cast<std::size_t>(size());
-  return impl_->run("scatter", algorithms::AllReduceAlgorithm::kAuto, bytes,
+  return impl_->run("scatter", Impl::AlgorithmChoice::kNone, bytes,
                     overwritten(send, bytes, recv, recv_count * dtype_size(dtype)),
                     [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
                       return algorithms::scatter(link, send, recv, recv_count, dtype, root, o);
@@ -114,7 +114,7 @@ Result<Outcome> Worker::scatter(const void* send, void* recv, std::size_t recv_c
 Result<Outcome> Worker::all_to_all(const void* send, void* recv, std::size_t count_per_peer,
                                    DType dtype) {
   const std::size_t bytes = count_per_peer * dtype_size(dtype) * static_cast<std::size_t>(size());
-  return impl_->run("all_to_all", algorithms::AllReduceAlgorithm::kAuto, bytes,
+  return impl_->run("all_to_all", Impl::AlgorithmChoice::kNone, bytes,
                     overwritten(send, bytes, recv, bytes),
                     [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
                       return algorithms::all_to_all(link, send, recv, count_per_peer, dtype, o);
@@ -127,7 +127,7 @@ Result<Outcome> Worker::all_to_all_v(const void* send, std::span<const std::size
                                      std::span<const std::size_t> recv_offsets, DType dtype) {
   std::size_t elements = 0;
   for (std::size_t c : send_counts) elements += c;
-  return impl_->run("all_to_all_v", algorithms::AllReduceAlgorithm::kAuto,
+  return impl_->run("all_to_all_v", Impl::AlgorithmChoice::kNone,
                     elements * dtype_size(dtype), {},
                     [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
                       return algorithms::all_to_all_v(link, send, send_counts, send_offsets, recv,
@@ -136,7 +136,7 @@ Result<Outcome> Worker::all_to_all_v(const void* send, std::span<const std::size
 }
 
 Result<Outcome> Worker::barrier() {
-  return impl_->run("barrier", algorithms::AllReduceAlgorithm::kAuto, 0, {},
+  return impl_->run("barrier", Impl::AlgorithmChoice::kNone, 0, {},
                     [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
                       return algorithms::barrier(link, o);
                     });

@@ -46,17 +46,23 @@ class Worker::Impl {
   using CollectiveFn =
       std::function<Status(algorithms::Link& link, const algorithms::CollectiveOptions& options)>;
 
+  // What run() does about an all-reduce algorithm.
+  enum class AlgorithmChoice : std::uint8_t {
+    kNone,        // the collective resolves its own (or has none): options.algorithm is kAuto
+    kPerAttempt,  // the user's all-reduce: pick() chooses for each attempt's view (members
+                  // that chose for different views would fail each other's checks), the
+                  // choice is logged and labels the metrics, its data phase feeds the refit
+  };
+
   // Runs one collective. `input` is the caller's send buffer when the collective writes
   // over it (in-place): it is stashed and restored before a re-run. `retry` = false makes
   // failures return instead of re-running (the state sync decides for itself).
-  // `algorithm`: kAuto for collectives that resolve their own (or have none); the user's
-  // all-reduce passes pick()'s choice, which every attempt makes again for its view.
   // `reduced`: the collective is an all-reduce and writes its result there (every member's
   // result depends on every member's input, which is what lets a small one return without
   // the commit round: docs/fault-tolerance.md, "Small all-reduces"); empty for the others.
-  Result<Outcome> run(std::string_view op, algorithms::AllReduceAlgorithm algorithm,
-                      std::size_t bytes, std::span<std::byte> input, const CollectiveFn& fn,
-                      bool retry = true, std::span<std::byte> reduced = {});
+  Result<Outcome> run(std::string_view op, AlgorithmChoice choice, std::size_t bytes,
+                      std::span<std::byte> input, const CollectiveFn& fn, bool retry = true,
+                      std::span<std::byte> reduced = {});
 
   // Metrics of one attempt of a collective (and, now and then, of the links).
   void record_attempt(std::string_view op, std::string_view algorithm, const Status& status,
