@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -38,6 +39,9 @@ struct Agent {
   std::string role;     // "", "kill", "stop", "drain", "straggler", "joiner", "late"
   std::unique_ptr<std::ofstream> out_log;  // its stdout, events included
   bool finished = false;                   // exit seen and narrated
+  // When it raised its own fault (@fault): the demo sees the death or the stop only when it
+  // reaps or polls the process, possibly after the cluster has reacted.
+  std::optional<std::int64_t> fault_unix_ms;
 };
 
 std::int64_t unix_ms_now() {
@@ -282,6 +286,7 @@ int run_demo(const DemoSpec& spec) {
     if (events) {
       if (auto ev = parse_event(line)) {
         if (const auto* s = std::get_if<StepEvent>(&*ev)) max_step = std::max(max_step, s->step);
+        if (const auto* f = std::get_if<FaultEvent>(&*ev)) a.fault_unix_ms = f->unix_ms;
         show(narrator.event(a.number, *ev));
         return;
       }
@@ -310,7 +315,7 @@ int run_demo(const DemoSpec& spec) {
     a.finished = true;
     if (a.role == "kill" && code == 128 + SIGKILL) {
       show(narrator.fault(FaultKind::kKill, a.number, a.process.pid(), mono_us_now(),
-                          unix_ms_now()));
+                          a.fault_unix_ms.value_or(unix_ms_now())));
       return;
     }
     if (a.role != "late") show(narrator.exited(a.number, code));
@@ -368,7 +373,7 @@ int run_demo(const DemoSpec& spec) {
         if (!stop_seen) {
           stop_seen = true;
           show(narrator.fault(FaultKind::kStop, a->number, a->process.pid(), mono_us_now(),
-                              unix_ms_now()));
+                              a->fault_unix_ms.value_or(unix_ms_now())));
           continue_at = steady_clock::now() + milliseconds(spec.stop_for_ms);
         } else if (steady_clock::now() >= continue_at) {
           continued = true;

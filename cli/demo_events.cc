@@ -40,6 +40,10 @@ std::string encode_event(const DemoEvent& event) {
                    std::snprintf(buf, sizeof(buf), "@state %ld %llu %d %s", e.step,
                                  static_cast<unsigned long long>(e.bytes), e.source_rank,
                                  e.sha256.empty() ? "-" : e.sha256.c_str());
+                 },
+                 [&](const FaultEvent& e) {
+                   std::snprintf(buf, sizeof(buf), "@fault %s %ld %lld", e.kind.c_str(), e.step,
+                                 static_cast<long long>(e.unix_ms));
                  }},
              event);
   return buf;
@@ -71,6 +75,15 @@ std::optional<DemoEvent> parse_event(const std::string& line) {
     if (!read_all(in, e.step, bytes, e.source_rank, e.sha256)) return std::nullopt;
     e.bytes = bytes;
     if (e.sha256 == "-") e.sha256.clear();
+    return e;
+  }
+  if (kind == "@fault") {
+    FaultEvent e;
+    long long unix_ms = 0;
+    if (!read_all(in, e.kind, e.step, unix_ms) || (e.kind != "kill" && e.kind != "stop")) {
+      return std::nullopt;
+    }
+    e.unix_ms = unix_ms;
     return e;
   }
   return std::nullopt;

@@ -6,6 +6,8 @@
 //   @step STEP DATA_EPOCH VIEW WORLD RANK LOSS MONO_US   every committed step, every worker
 //   @eval STEP ACCURACY                                   rank 0, every --print-every steps
 //   @state STEP BYTES SOURCE_RANK SHA256                  a (re)joiner got the training state
+//   @fault KIND STEP UNIX_MS                              the worker is about to raise its own
+//                                                         fault (KIND: kill, stop)
 //
 // MONO_US is the steady clock (CLOCK_MONOTONIC, shared by every process on the machine) in
 // microseconds: the controller compares workers' step times with its own.
@@ -40,7 +42,16 @@ struct StateEvent {
   std::string sha256;  // hex, what both sides verified
 };
 
-using DemoEvent = std::variant<StepEvent, EvalEvent, StateEvent>;
+// Written just before a worker raises SIGKILL or SIGSTOP on itself (--kill-at, --stop-at):
+// the controller learns of the death or the stop later (when it reaps or polls), after the
+// cluster may already have reacted, so the fault's time is the worker's own.
+struct FaultEvent {
+  std::string kind;  // "kill" or "stop"
+  long step = 0;
+  std::int64_t unix_ms = 0;  // wall clock, as the view changes are stamped
+};
+
+using DemoEvent = std::variant<StepEvent, EvalEvent, StateEvent, FaultEvent>;
 
 std::string encode_event(const DemoEvent& event);  // no trailing newline
 // nullopt for a line that is not an event (a human line) or a malformed one.

@@ -178,6 +178,8 @@ std::vector<std::string> DemoNarrator::event(int worker, const DemoEvent& event)
                                   static_cast<unsigned long long>(r.view), ms_per_step.c_str()));
     return lines;
   }
+  // A worker's own fault time: the controller passes it to fault() (demo.cc).
+  if (std::holds_alternative<FaultEvent>(event)) return lines;
   const auto& st = std::get<StateEvent>(event);
   for (auto& f : faults_) {
     if (f.worker != worker || f.state) continue;

@@ -144,7 +144,14 @@ Result<TrainSummary> run_training(
     static bool injected = false;
     if (!injected && (progress.step == spec.kill_at || progress.step == spec.stop_at)) {
       injected = true;
-      ::raise(progress.step == spec.kill_at ? SIGKILL : SIGSTOP);
+      const bool kill = progress.step == spec.kill_at;
+      if (spec.events) {
+        emit(FaultEvent{kill ? "kill" : "stop", static_cast<long>(progress.step),
+                        std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count()});
+      }
+      ::raise(kill ? SIGKILL : SIGSTOP);
     }
     if (spec.step_delay_ms + spec.slow_ms > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(spec.step_delay_ms + spec.slow_ms));

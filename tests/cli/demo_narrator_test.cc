@@ -86,6 +86,13 @@ TEST(DemoEvents, RoundTripAndRejectHumanOrBrokenLines) {
   EXPECT_FALSE(parse_event("@step 1 0 1 4 0 0.5 100 extra"));  // padded
   EXPECT_FALSE(parse_event("@eval x 0.5"));
   EXPECT_FALSE(parse_event("@unknown 1"));
+  back = parse_event(encode_event(FaultEvent{"kill", 100, 1764281025123}));
+  ASSERT_TRUE(back && std::holds_alternative<FaultEvent>(*back));
+  EXPECT_EQ(std::get<FaultEvent>(*back).kind, "kill");
+  EXPECT_EQ(std::get<FaultEvent>(*back).step, 100);
+  EXPECT_EQ(std::get<FaultEvent>(*back).unix_ms, 1764281025123);
+  EXPECT_FALSE(parse_event("@fault reboot 100 1764281025123"));  // not a fault the demo raises
+  EXPECT_FALSE(parse_event("@fault stop 100"));                  // truncated
 }
 
 TEST(DemoNarrator, MemberNamesGiveThePid) {
