@@ -5,6 +5,9 @@
 
 #include <atomic>
 #include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
 #include <thread>
 
 #include "agent/worker.h"
@@ -44,19 +47,27 @@ WorkerConfig worker_config(const coordinator::Coordinator& coord) {
   return wc;
 }
 
-TEST(CollectiveTimeout, AttemptHeldUpByAPeerTimesOutAndIsReRunInTheNextView) {
-  coordinator::Coordinator coord(coordinator_config(milliseconds(600)),
-                                 Logger("coordinator", [](const LogRecord&) {}));
-  ASSERT_TRUE(coord.start().is_ok());
+// Two Workers against `coord`, each in its own thread, each calling one all-reduce of
+// rank + 1 and then leaving. Rank 1 first runs `hold_up` (given its Worker and rank 0's epoch
+// when it joined, 0 until then) to choose when it calls; rank 0 calls at once, so its attempt
+// is the one held up.
+struct TwoRanks {
+  membership::Epoch first_epoch = 0;  // rank 0's epoch when it joined
+  std::vector<Result<Outcome>> outcomes{2, error(StatusCode::kInternal, "not run")};
+  std::vector<float> results = std::vector<float>(2, 0.0f);
+  std::vector<double> seconds_taken = std::vector<double>(2, 0.0);  // in all_reduce
+  std::string log;  // what the Workers logged (stderr)
+};
 
+TwoRanks run_two_ranks(
+    coordinator::Coordinator& coord,
+    const std::function<void(Worker&, const std::atomic<membership::Epoch>&)>& hold_up) {
+  TwoRanks out;
   testing::internal::CaptureStderr();
   std::atomic<membership::Epoch> first_epoch{0};
-  std::vector<Result<Outcome>> outcomes(2, error(StatusCode::kInternal, "not run"));
-  std::vector<float> results(2, 0.0f);
-  std::vector<double> seconds_taken(2, 0.0);
   std::vector<std::thread> threads;
   for (int t = 0; t < 2; ++t) {
-    threads.emplace_back([&, t] {
+    threads.emplace_back([&] {
       auto started = Worker::start(worker_config(coord));
       if (!started) {
         ADD_FAILURE() << started.status().to_string();
@@ -67,33 +78,46 @@ TEST(CollectiveTimeout, AttemptHeldUpByAPeerTimesOutAndIsReRunInTheNextView) {
       if (rank == 0) {
         first_epoch = w.epoch();
       } else {
-        // Rank 1 holds the collective up: it calls only once it has moved to a view after
-        // the first (between calls, its idle recovery moves it), which rank 0's failure
-        // report is the only thing to cause. Waiting for the coordinator's view alone is
-        // not enough: on a loaded machine rank 1 could still call in the first view and
-        // complete it from what rank 0 sent (AMemberThatReturnedEarly... below).
-        const Deadline limit = Deadline::after(seconds(20));
-        while ((first_epoch.load() == 0 || w.epoch() <= first_epoch.load()) && !limit.passed()) {
-          std::this_thread::sleep_for(milliseconds(5));
-        }
+        hold_up(w, first_epoch);
       }
       float value = static_cast<float>(rank + 1);
       const auto t0 = std::chrono::steady_clock::now();
-      outcomes[rank] = w.all_reduce(&value, &value, 1, DType::kFloat32, ReduceOp::kSum);
-      seconds_taken[rank] =
+      out.outcomes[rank] = w.all_reduce(&value, &value, 1, DType::kFloat32, ReduceOp::kSum);
+      out.seconds_taken[rank] =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      results[rank] = value;
+      out.results[rank] = value;
       EXPECT_TRUE(w.leave().is_ok());
     });
   }
   for (auto& th : threads) th.join();
-  const std::string log = testing::internal::GetCapturedStderr();
+  out.log = testing::internal::GetCapturedStderr();
+  out.first_epoch = first_epoch.load();
+  return out;
+}
+
+TEST(CollectiveTimeout, AttemptHeldUpByAPeerTimesOutAndIsReRunInTheNextView) {
+  coordinator::Coordinator coord(coordinator_config(milliseconds(600)),
+                                 Logger("coordinator", [](const LogRecord&) {}));
+  ASSERT_TRUE(coord.start().is_ok());
+
+  // Rank 1 holds the collective up: it calls only once it has moved to a view after the
+  // first (between calls, its idle recovery moves it), which rank 0's failure report is the
+  // only thing to cause. Waiting for the coordinator's view alone is not enough: on a loaded
+  // machine rank 1 could still call in the first view and complete it from what rank 0 sent
+  // (AMemberThatReturnedEarly... below).
+  const TwoRanks run = run_two_ranks(coord, [](Worker& w, const auto& first_epoch) {
+    const Deadline limit = Deadline::after(seconds(20));
+    while ((first_epoch.load() == 0 || w.epoch() <= first_epoch.load()) && !limit.passed()) {
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+  });
   coord.stop();
+  const auto& [first_epoch, outcomes, results, seconds_taken, log] = run;
 
   ASSERT_TRUE(outcomes[0].is_ok()) << outcomes[0].status().to_string() << "\n" << log;
   ASSERT_TRUE(outcomes[1].is_ok()) << outcomes[1].status().to_string() << "\n" << log;
   EXPECT_EQ(outcomes[0]->attempts, 2) << "the first attempt timed out, the re-run committed";
-  EXPECT_GT(outcomes[0]->epoch, first_epoch.load());
+  EXPECT_GT(outcomes[0]->epoch, first_epoch);
   EXPECT_EQ(outcomes[0]->epoch, outcomes[1]->epoch);
   EXPECT_EQ(outcomes[0]->contributors, 2);
   EXPECT_EQ(results[0], 3.0f);
@@ -124,35 +148,13 @@ TEST(CollectiveTimeout, AMemberThatReturnedEarlyHandsItsResultOverBeforeItLeaves
                                  }));
   ASSERT_TRUE(coord.start().is_ok());
 
-  testing::internal::CaptureStderr();
-  std::atomic<membership::Epoch> first_epoch{0};
-  std::vector<Result<Outcome>> outcomes(2, error(StatusCode::kInternal, "not run"));
-  std::vector<float> results(2, 0.0f);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 2; ++t) {
-    threads.emplace_back([&, t] {
-      auto started = Worker::start(worker_config(coord));
-      if (!started) {
-        ADD_FAILURE() << started.status().to_string();
-        return;
-      }
-      Worker& w = **started;
-      const int rank = w.rank();
-      if (rank == 0) {
-        first_epoch = w.epoch();
-      } else {
-        const Deadline limit = Deadline::after(seconds(20));
-        while (!reported.load() && !limit.passed()) std::this_thread::sleep_for(milliseconds(2));
-      }
-      float value = static_cast<float>(rank + 1);
-      outcomes[rank] = w.all_reduce(&value, &value, 1, DType::kFloat32, ReduceOp::kSum);
-      results[rank] = value;
-      EXPECT_TRUE(w.leave().is_ok());
-    });
-  }
-  for (auto& th : threads) th.join();
-  const std::string log = testing::internal::GetCapturedStderr();
+  // Rank 1 calls once rank 0 has reported its timed-out attempt.
+  const TwoRanks run = run_two_ranks(coord, [&](Worker&, const auto&) {
+    const Deadline limit = Deadline::after(seconds(20));
+    while (!reported.load() && !limit.passed()) std::this_thread::sleep_for(milliseconds(2));
+  });
   coord.stop();
+  const auto& [first_epoch, outcomes, results, seconds_taken, log] = run;
 
   ASSERT_TRUE(outcomes[0].is_ok()) << outcomes[0].status().to_string() << "\n" << log;
   ASSERT_TRUE(outcomes[1].is_ok()) << outcomes[1].status().to_string() << "\n" << log;
@@ -161,13 +163,13 @@ TEST(CollectiveTimeout, AMemberThatReturnedEarlyHandsItsResultOverBeforeItLeaves
   EXPECT_EQ(outcomes[0]->epoch, outcomes[1]->epoch) << log;
   EXPECT_EQ(outcomes[0]->contributors, 2);
   EXPECT_EQ(outcomes[1]->contributors, 2);
-  if (outcomes[1]->epoch == first_epoch.load()) {
+  if (outcomes[1]->epoch == first_epoch) {
     // The path this test is about: rank 1 returned in the first view, rank 0 was repaired.
     EXPECT_NE(log.find("did not let this member leave yet"), std::string::npos) << log;
   }
   std::printf("rank 1 returned in epoch %llu (the first view: %llu)\n",
               static_cast<unsigned long long>(outcomes[1]->epoch),
-              static_cast<unsigned long long>(first_epoch.load()));
+              static_cast<unsigned long long>(first_epoch));
 }
 
 }  // namespace
