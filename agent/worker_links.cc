@@ -24,6 +24,7 @@ Status Worker::Impl::fit_links() {
   const bool shared_memory = data_plane != nullptr && data_plane->group_transport() == "shm";
   const algorithms::CostModel base =
       shared_memory ? configured_cost_model.on_shared_memory() : configured_cost_model;
+  const char* base_name = shared_memory ? "shared-memory default" : "default";
   cost_model = base;
   view_cost_model = cost_model;
   refit.clear();  // new links: what the old ones took says nothing of them
@@ -45,16 +46,14 @@ Status Worker::Impl::fit_links() {
   if (!measured) return measured.status();
   cost_model = base.fitted_to(measured->alpha, measured->beta);
   view_cost_model = cost_model;
-  const bool alpha_fitted = cost_model.alpha() != base.alpha();
-  const bool beta_fitted = cost_model.beta() != base.beta();
+  const char* alpha_from = cost_model.alpha() != base.alpha() ? "measured" : base_name;
+  const char* beta_from = cost_model.beta() != base.beta() ? "measured" : base_name;
   log.logf(LogLevel::kInfo,
            "slowest link of view %llu: %.1f us per message, %.1f MB/s; the cost model uses "
            "%.1f us (%s), %.1f MB/s (%s)",
            static_cast<unsigned long long>(view.epoch), measured->alpha * 1e6,
            measured->beta > 0 ? 1e-6 / measured->beta : 0.0, cost_model.alpha() * 1e6,
-           alpha_fitted ? "measured" : (shared_memory ? "shared-memory default" : "default"),
-           1e-6 / cost_model.beta(),
-           beta_fitted ? "measured" : (shared_memory ? "shared-memory default" : "default"));
+           alpha_from, 1e-6 / cost_model.beta(), beta_from);
   return Status::ok();
 }
 

@@ -65,10 +65,10 @@ class MemoryFabric::Impl {
   bool combining_ = false;  // links answer combines() with this (set before use)
 
   bool is_broken(int a, int b) const { return broken_[static_cast<std::size_t>(a) * size_ + b]; }
+  bool is_silent(int a, int b) const { return silent_[static_cast<std::size_t>(a) * size_ + b]; }
   // With mu_ held.
   void wake(int rank);
   void wake_all();
-  bool is_silent(int a, int b) const { return silent_[static_cast<std::size_t>(a) * size_ + b]; }
 };
 
 class MemoryFabric::Impl::RankLink final : public PollableLink {
