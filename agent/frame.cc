@@ -45,7 +45,8 @@ FrameHeaderBytes encode_frame_header(const FrameHeader& h) {
   put<std::uint32_t>(&b[24], h.slot);
   put<std::uint32_t>(&b[28], h.check);
   put<std::uint64_t>(&b[32], h.length);
-  put<std::uint32_t>(&b[40], h.payload_crc);
+  put<std::uint64_t>(&b[40], h.stamp);
+  put<std::uint32_t>(&b[48], h.payload_crc);
   put<std::uint32_t>(&b[kHeaderCrcOffset], header_crc(b.data()));
   return b;
 }
@@ -73,7 +74,8 @@ Result<FrameHeader> decode_frame_header(std::span<const std::byte, kFrameHeaderB
   h.slot = get<std::uint32_t>(&b[24]);
   h.check = get<std::uint32_t>(&b[28]);
   h.length = get<std::uint64_t>(&b[32]);
-  h.payload_crc = get<std::uint32_t>(&b[40]);
+  h.stamp = get<std::uint64_t>(&b[40]);
+  h.payload_crc = get<std::uint32_t>(&b[48]);
   if (h.length > max_payload) {
     return bad("frame length " + std::to_string(h.length) + " exceeds the limit of " +
                std::to_string(max_payload) + " bytes");

@@ -20,20 +20,20 @@
 
 namespace tributary::agent {
 
-// 2: frames carry CRC-32Cs. The handshake carries the version, so a peer of another
+// 2: frames carry CRC-32Cs. 3: frames carry a stamp (algorithms/pollable_link.h). The handshake carries the version, so a peer of another
 // version is refused at the handshake instead of misreading frames.
-inline constexpr std::uint8_t kWireVersion = 2;
+inline constexpr std::uint8_t kWireVersion = 3;
 
-// ---- Data frames: a 48-byte header followed by `length` payload bytes. ----
+// ---- Data frames: a 56-byte header followed by `length` payload bytes. ----
 //
-// Integrity (core/crc32c.h): the header ends with the CRC-32C of its first 44 bytes,
+// Integrity (core/crc32c.h): the header ends with the CRC-32C of its first 52 bytes,
 // checked before any of its fields is believed (a flipped bit in `length` would otherwise
 // desynchronise the stream); `payload_crc` is the CRC-32C of the payload, checked by the
 // receiver once the last byte is in and before the message is delivered. A mismatch is a
 // kBadFrame naming the peer, never a value handed to the caller.
 
 inline constexpr std::uint32_t kFrameMagic = 0x46425254;  // "TRBF"
-inline constexpr std::size_t kFrameHeaderBytes = 48;
+inline constexpr std::size_t kFrameHeaderBytes = 56;
 
 enum class FrameKind : std::uint8_t {
   kData = 0,   // a message for the recv posted with (seq, slot)
@@ -48,6 +48,7 @@ struct FrameHeader {
   std::uint64_t length = 0;       // payload bytes after the header
   std::uint32_t payload_crc = 0;  // CRC-32C of the payload (0 for an empty one)
   FrameKind kind = FrameKind::kData;
+  std::uint64_t stamp = 0;  // the sender's, for the receive (PollableLink::send_stamped)
 };
 
 using FrameHeaderBytes = std::array<std::byte, kFrameHeaderBytes>;

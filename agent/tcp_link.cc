@@ -50,12 +50,19 @@ TcpLink::~TcpLink() {
 
 algorithms::Link::Handle TcpLink::send(int peer, algorithms::Tag tag,
                                        std::span<const std::byte> data) {
+  return send_stamped(peer, tag, data, 0);
+}
+
+algorithms::Link::Handle TcpLink::send_stamped(int peer, algorithms::Tag tag,
+                                               std::span<const std::byte> data,
+                                               std::uint64_t stamp) {
   check_peer(peer);
   const std::uint32_t i =
       ops_.alloc(true, peer, tag, const_cast<std::byte*>(data.data()), data.size());
   Op& op = ops_[i];
-  op.header = encode_frame_header(
-      FrameHeader{params_.epoch, tag.seq, tag.slot, tag.check, data.size(), crc32c(data)});
+  FrameHeader header{params_.epoch, tag.seq, tag.slot, tag.check, data.size(), crc32c(data)};
+  header.stamp = stamp;
+  op.header = encode_frame_header(header);
   std::lock_guard io(io_mu_);
   if (Peer& p = peers_[peer]; ops_.queue_send(i, p, abort_)) flush(p);
   return ops_.handle_of(i);
@@ -101,6 +108,7 @@ void TcpLink::post_recv(std::uint32_t i) {
     return;
   }
   const bool in_flight = !u->complete;
+  op.stamp = u->stamp;
   Status st = transport::match_status(peer_name(p), op, u->length, u->tag.check);
   const std::uint64_t have = in_flight ? u->length - p.remaining : u->length;
   if (st.is_ok() && have > 0) {
@@ -153,6 +161,8 @@ Status TcpLink::wait(Handle handle, Deadline deadline) {
     progress(spinning ? Duration::zero() : deadline.at - now, deadline);
   }
 }
+
+std::uint64_t TcpLink::stamp(Handle handle) const { return ops_[ops_.index_of(handle)].stamp; }
 
 bool TcpLink::test(Handle handle) { return ops_[ops_.index_of(handle)].done || abort_.raised(); }
 

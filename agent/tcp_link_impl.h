@@ -37,6 +37,11 @@ class TcpLink final : public algorithms::PollableLink {
   int size() const override { return params_.size; }
   Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override;
   Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override;
+  // The stamp rides in the frame header (agent/frame.h).
+  bool carries_stamps() const override { return true; }
+  Handle send_stamped(int peer, algorithms::Tag tag, std::span<const std::byte> data,
+                      std::uint64_t stamp) override;
+  std::uint64_t stamp(Handle handle) const override;
   // The payload is read into the peer's staging buffer (cache-sized), checksummed there
   // and reduced from there into the destination: one pass over the destination instead
   // of a write by the socket read, a read by the checksum and one by the reduction.

@@ -351,6 +351,7 @@ bool TcpLink::begin_payload(Peer& p, const FrameHeader& h) {
       const std::uint32_t i = *posted;
       p.posted.erase(posted);
       Op& op = ops_[i];
+      op.stamp = h.stamp;
       Status st = transport::match_status(peer_name(p), op, h.length, h.check);
       if (st.is_ok()) {
         p.state = RecvState::kDirect;
@@ -365,6 +366,7 @@ bool TcpLink::begin_payload(Peer& p, const FrameHeader& h) {
       transport::EarlyMessage& u = p.unexpected.emplace_back();
       u.tag = tag;
       u.length = h.length;
+      u.stamp = h.stamp;
       u.bytes = pool_.take(h.length);
       p.unexpected_bytes += h.length;
       p.state = RecvState::kUnexpected;

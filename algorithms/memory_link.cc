@@ -18,6 +18,7 @@ namespace {
 struct Message {
   std::vector<std::byte> bytes;
   std::uint32_t check = 0;
+  std::uint64_t stamp = 0;
   TimePoint visible_at{};
 };
 
@@ -79,6 +80,13 @@ class MemoryFabric::Impl::RankLink final : public PollableLink {
   int size() const override { return fabric_->size_; }
 
   Handle send(int peer, Tag tag, std::span<const std::byte> data) override {
+    return send_stamped(peer, tag, data, 0);
+  }
+
+  bool carries_stamps() const override { return true; }
+
+  Handle send_stamped(int peer, Tag tag, std::span<const std::byte> data,
+                      std::uint64_t stamp) override {
     TRIB_CHECK(peer >= 0 && peer < size() && peer != rank_) << "bad peer " << peer;
     const Handle h = next_handle_++;
     std::lock_guard lock(fabric_->mu_);
@@ -91,6 +99,7 @@ class MemoryFabric::Impl::RankLink final : public PollableLink {
       Message m;
       m.bytes.assign(data.begin(), data.end());
       m.check = tag.check;
+      m.stamp = stamp;
       m.visible_at = std::chrono::steady_clock::now() + fabric_->delay_[rank_];
       auto& held = fabric_->held_[static_cast<std::size_t>(rank_) * size() + peer];
       if (held.on) {
@@ -122,10 +131,16 @@ class MemoryFabric::Impl::RankLink final : public PollableLink {
     return h;
   }
 
+  std::uint64_t stamp(Handle h) const override {
+    const auto it = stamps_.find(h);
+    return it == stamps_.end() ? 0 : it->second;
+  }
+
   Status wait(Handle h, Deadline deadline) override {
     if (auto it = sends_.find(h); it != sends_.end()) {
       Status st = std::move(it->second);
       sends_.erase(it);
+      stamps_.erase(h);
       return st;
     }
     auto it = recvs_.find(h);
@@ -136,7 +151,10 @@ class MemoryFabric::Impl::RankLink final : public PollableLink {
     std::unique_lock lock(fabric_->mu_);
     for (;;) {
       TimePoint wake = deadline.at;
-      if (std::optional<Status> st = try_complete(pending, &wake)) return *std::move(st);
+      std::uint64_t ignored = 0;
+      if (std::optional<Status> st = try_complete(pending, &wake, &ignored)) {
+        return *std::move(st);
+      }
       if (deadline.passed()) {
         return error(StatusCode::kTimedOut,
                      "no message from rank " + std::to_string(pending.peer) + " before deadline");
@@ -155,8 +173,10 @@ class MemoryFabric::Impl::RankLink final : public PollableLink {
     TRIB_CHECK(it != recvs_.end()) << "unknown handle " << h;
     std::lock_guard lock(fabric_->mu_);
     TimePoint wake = TimePoint::max();
-    std::optional<Status> st = try_complete(it->second, &wake);
+    std::uint64_t stamp = 0;
+    std::optional<Status> st = try_complete(it->second, &wake, &stamp);
     if (!st) return false;
+    if (stamp != 0) stamps_[h] = stamp;
     // Completed now: the receive becomes a finished send-like entry for wait() to collect.
     recvs_.erase(it);
     sends_.emplace(h, *std::move(st));
@@ -180,9 +200,10 @@ class MemoryFabric::Impl::RankLink final : public PollableLink {
     cv_.notify_all();
   }
 
-  // With fabric_->mu_ held: the receive's outcome if it has one now; otherwise lowers
-  // *wake to when a delayed message becomes visible.
-  std::optional<Status> try_complete(const PendingRecv& pending, TimePoint* wake) {
+  // With fabric_->mu_ held: the receive's outcome if it has one now (and the message's
+  // stamp in *stamp); otherwise lowers *wake to when a delayed message becomes visible.
+  std::optional<Status> try_complete(const PendingRecv& pending, TimePoint* wake,
+                                     std::uint64_t* stamp) {
     if (!aborted_.is_ok()) return aborted_;
     const auto now = std::chrono::steady_clock::now();
     auto box = mailbox_.find({pending.peer, pending.tag});
@@ -210,6 +231,7 @@ class MemoryFabric::Impl::RankLink final : public PollableLink {
       } else if (!m.bytes.empty()) {
         std::memcpy(pending.out.data(), m.bytes.data(), m.bytes.size());
       }
+      *stamp = m.stamp;
       box->second.pop_front();
       if (box->second.empty()) mailbox_.erase(box);
       return st;
@@ -233,6 +255,7 @@ class MemoryFabric::Impl::RankLink final : public PollableLink {
   Handle next_handle_ = 1;
   std::unordered_map<Handle, Status> sends_;
   std::unordered_map<Handle, PendingRecv> recvs_;
+  std::unordered_map<Handle, std::uint64_t> stamps_;  // receives test() finished, nonzero
 };
 
 void MemoryFabric::Impl::wake(int rank) { links_[rank]->cv_.notify_all(); }

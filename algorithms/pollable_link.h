@@ -25,6 +25,17 @@ class PollableLink : public Link {
   // a sleep in drive() wakes on arrival (sockets), and polling would only take the CPU
   // from the processes that have the work.
   virtual bool polls_best() const { return false; }
+
+  // Stamps: a 64-bit value a send carries to the receive that takes it, in the header
+  // the link sends anyway, so that a protocol layered on the link (the failover link's
+  // message numbers) costs no message of its own. Only where carries_stamps().
+  virtual bool carries_stamps() const { return false; }
+  // send() whose message carries `stamp`.
+  virtual Handle send_stamped(int peer, Tag tag, std::span<const std::byte> data,
+                              std::uint64_t stamp);
+  // The stamp of the message that receive `handle` took (0 when sent by plain send()):
+  // valid once test(handle) holds and the receive succeeded, before wait() collects it.
+  virtual std::uint64_t stamp(Handle handle) const;
 };
 
 }  // namespace tributary::algorithms

@@ -42,6 +42,9 @@ struct PendingOp {
   Status status;
   std::unique_ptr<std::byte[]> owned;
   std::optional<algorithms::Combine> combine;  // a receive that combines (recv_combine)
+  // A send's stamp (send_stamped), or the stamp of the message a receive took
+  // (algorithms/pollable_link.h); 0 where none was given.
+  std::uint64_t stamp = 0;
 
   void finish(Status st) {
     done = true;
@@ -54,6 +57,7 @@ struct PendingOp {
 struct EarlyMessage {
   algorithms::Tag tag;
   std::uint64_t length = 0;
+  std::uint64_t stamp = 0;  // its sender's (PendingOp::stamp)
   PayloadPool::Buffer bytes;
   bool complete = false;
   // The shared-memory link's single-copy message: no bytes here, they are read from the
@@ -111,6 +115,7 @@ class OpTable {
     op.size = size;
     op.status = Status();
     op.combine.reset();
+    op.stamp = 0;
     return i;
   }
   std::size_t capacity() const { return ops_.size(); }

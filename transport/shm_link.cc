@@ -52,6 +52,14 @@ ShmLink::~ShmLink() {
 
 algorithms::Link::Handle ShmLink::send(int peer, algorithms::Tag tag,
                                        std::span<const std::byte> data) {
+  return send_stamped(peer, tag, data, 0);
+}
+
+std::uint64_t ShmLink::stamp(Handle handle) const { return ops_[ops_.index_of(handle)].stamp; }
+
+algorithms::Link::Handle ShmLink::send_stamped(int peer, algorithms::Tag tag,
+                                               std::span<const std::byte> data,
+                                               std::uint64_t stamp) {
   TRIB_CHECK(peer >= 0 && peer < params_.size && peer != params_.rank) << "no peer " << peer;
   const std::uint32_t i =
       ops_.alloc(true, peer, tag, const_cast<std::byte*>(data.data()), data.size());
@@ -61,7 +69,7 @@ algorithms::Link::Handle ShmLink::send(int peer, algorithms::Tag tag,
                    data.size() >= params_.single_copy_bytes;
   op.header = RingHeader{tag.seq, tag.slot, tag.check, data.size(),
                          op.single_copy ? RingHeader::kSingleCopy : RingHeader::kData,
-                         RingHeader::kMagic};
+                         RingHeader::kMagic, stamp};
   // The token is the send's own handle: unique while the send is alive, and checked
   // against its generation when the ack comes.
   op.body = SingleCopyBody{reinterpret_cast<std::uintptr_t>(data.data()), ops_.handle_of(i)};
@@ -105,6 +113,7 @@ void ShmLink::post_recv(std::uint32_t i) {
     }
     return;
   }
+  op.stamp = match->stamp;
   if (match->single_copy) {
     const EarlyMessage m = std::move(*match);
     p.arrived.erase(match);

@@ -38,8 +38,9 @@ struct RingHeader {
   std::uint64_t length = 0;
   std::uint32_t kind = kData;
   std::uint32_t magic = kMagic;
+  std::uint64_t stamp = 0;  // the sender's (PollableLink::send_stamped)
 };
-static_assert(sizeof(RingHeader) == 32);
+static_assert(sizeof(RingHeader) == 40);
 
 // Where a single-copy message lies in the sender, and the token its ack names.
 struct SingleCopyBody {
@@ -55,6 +56,11 @@ class ShmLink final : public algorithms::PollableLink {
   ~ShmLink() override;
 
   Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override;
+  // The stamp rides in the ring header.
+  bool carries_stamps() const override { return true; }
+  Handle send_stamped(int peer, algorithms::Tag tag, std::span<const std::byte> data,
+                      std::uint64_t stamp) override;
+  std::uint64_t stamp(Handle handle) const override;
   Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override;
   // Reduces straight out of the peer's ring into the destination: the payload is read
   // once, by the reduction, instead of copied out and read again.
@@ -121,6 +127,7 @@ class ShmLink final : public algorithms::PollableLink {
     SingleCopyBody incoming;  // the descriptor body arriving (state kSingleCopy)
     algorithms::Tag incoming_tag;
     std::uint64_t incoming_length = 0;
+    std::uint64_t incoming_stamp = 0;
   };
 
   // ---- operations (shm_link.cc) ----

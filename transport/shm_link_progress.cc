@@ -138,12 +138,13 @@ void ShmLink::begin_payload(Peer& p) {
     // The descriptor's body follows in the ring.
     p.incoming_tag = algorithms::Tag{h.seq, h.slot, h.check};
     p.incoming_length = h.length;
+    p.incoming_stamp = h.stamp;
     p.state = Inbound::kSingleCopy;
     p.dst = reinterpret_cast<std::byte*>(&p.incoming);
     p.length = p.remaining = sizeof(SingleCopyBody);
     return;
   }
-  start_inbound(p, ops_, pool_, peer_name(p), algorithms::Tag{h.seq, h.slot, h.check}, h.length,
+  start_inbound(p, ops_, pool_, peer_name(p), algorithms::Tag{h.seq, h.slot, h.check}, h.length, h.stamp,
                 h.kind == RingHeader::kNotice);
   if (p.state == Inbound::kDirect && ops_[p.direct_op].combine) {
     p.combining.start(*ops_[p.direct_op].combine, p.dst);
@@ -163,12 +164,14 @@ void ShmLink::end_payload(Peer& p) {
 void ShmLink::take_single_copy(Peer& p) {
   const std::optional<std::uint32_t> posted = ops_.take_posted(p.posted, p.incoming_tag);
   if (posted) {
+    ops_[*posted].stamp = p.incoming_stamp;
     return deliver_single_copy(p, *posted, p.incoming.address, p.incoming.token,
                                p.incoming_length);
   }
   EarlyMessage& m = p.arrived.emplace_back();
   m.tag = p.incoming_tag;
   m.length = p.incoming_length;
+  m.stamp = p.incoming_stamp;
   m.complete = true;
   m.single_copy = true;
   m.remote = p.incoming.address;

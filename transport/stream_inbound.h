@@ -24,11 +24,13 @@ namespace tributary::transport {
 // memory (shm_link.h); the other links never enter it.
 enum class Inbound : std::uint8_t { kHeader, kDirect, kUnexpected, kDiscard, kNotice, kSingleCopy };
 
-// A header has arrived, checked by the link: sets where its `length` payload bytes go.
+// A header has arrived, checked by the link: sets where its `length` payload bytes go;
+// its `stamp` goes with it (PendingOp::stamp, EarlyMessage::stamp).
 // The caller ends the payload at once when `length` is 0.
 template <typename Peer, typename Ops>
 void start_inbound(Peer& p, Ops& ops, PayloadPool& pool, const std::string& peer_name,
-                   const algorithms::Tag& tag, std::uint64_t length, bool notice) {
+                   const algorithms::Tag& tag, std::uint64_t length, std::uint64_t stamp,
+                   bool notice) {
   p.length = p.remaining = length;
   const std::optional<std::uint32_t> posted =
       notice ? std::nullopt : ops.take_posted(p.posted, tag);
@@ -40,10 +42,12 @@ void start_inbound(Peer& p, Ops& ops, PayloadPool& pool, const std::string& peer
     EarlyMessage& a = p.arrived.emplace_back();
     a.tag = tag;
     a.length = length;
+    a.stamp = stamp;
     a.bytes = pool.take(length);
     p.state = Inbound::kUnexpected;
     p.dst = a.bytes.get();
   } else {
+    ops[*posted].stamp = stamp;
     Status st = match_status(peer_name, ops[*posted], length, tag.check);
     p.state = st.is_ok() ? Inbound::kDirect : Inbound::kDiscard;
     p.dst = st.is_ok() ? ops[*posted].data : nullptr;

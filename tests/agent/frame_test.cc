@@ -11,7 +11,9 @@ namespace tributary::agent {
 namespace {
 
 agent::FrameHeader sample_header() {
-  return agent::FrameHeader{7, 0x1122334455667788ull, 9, 0xdeadbeef, 4096, 0x01020304};
+  agent::FrameHeader h{7, 0x1122334455667788ull, 9, 0xdeadbeef, 4096, 0x01020304};
+  h.stamp = 0xa1b2c3d4e5f60718ull;
+  return h;
 }
 
 // Recomputes the header's own CRC after a test changed its bytes, so that the field
@@ -35,6 +37,8 @@ TEST(FrameTest, HeaderRoundTripsLittleEndian) {
   EXPECT_EQ(h->check, 0xdeadbeefu);
   EXPECT_EQ(h->length, 4096u);
   EXPECT_EQ(h->payload_crc, 0x01020304u);
+  EXPECT_EQ(h->stamp, 0xa1b2c3d4e5f60718ull);
+  EXPECT_EQ(b[40], std::byte{0x18});  // the stamp, little-endian after the length
 }
 
 TEST(FrameTest, EveryFlippedHeaderBitIsRefused) {

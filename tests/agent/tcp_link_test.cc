@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "algorithms/collectives.h"
+#include "algorithms/pollable_link.h"
 #include "core/reduce.h"
 #include "tests/agent/tcp_test_util.h"
 #include "tests/algorithms/test_values.h"
@@ -99,6 +100,41 @@ TEST(TcpLinkTest, SameTagMessagesMatchInOrderAndTagsOutOfOrder) {
   EXPECT_EQ(r1, m1);
   EXPECT_EQ(r2, m2);
   EXPECT_EQ(r3, m3);
+}
+
+// A stamp rides in the frame header to the receive that takes the message, whether the
+// receive was waiting (direct) or posted after the message arrived (unexpected).
+TEST(TcpLinkTest, StampsReachTheReceiveThatTakesTheMessage) {
+  LogCapture logs;
+  Cluster c = make_cluster(2, logs);
+  expect_all_ok(connect_all(c, 1));
+  auto* a = dynamic_cast<algorithms::PollableLink*>(c.links[0].get());
+  auto* b = dynamic_cast<algorithms::PollableLink*>(c.links[1].get());
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(a->carries_stamps());
+  const std::string m1 = "early", m2 = "direct", m3 = "plain";
+  std::string early(5, '\0'), direct(6, '\0'), plain(5, '\0');
+  auto hd = b->recv(0, Tag{2, 0, 0}, bytes_of(direct));  // posted before it is sent
+  auto s1 = a->send_stamped(1, Tag{1, 0, 0}, bytes_of(m1), 0xfeedull << 40);
+  auto s2 = a->send_stamped(1, Tag{2, 0, 0}, bytes_of(m2), 7);
+  auto s3 = a->send(1, Tag{3, 0, 0}, bytes_of(m3));
+  for (auto h : {s1, s2, s3}) ASSERT_TRUE(a->wait(h, soon()).is_ok());
+  const Deadline until = soon();
+  while (!b->test(hd) && !until.passed()) b->drive(soon());
+  ASSERT_TRUE(b->test(hd));
+  EXPECT_EQ(b->stamp(hd), 7u);
+  ASSERT_TRUE(b->wait(hd, soon()).is_ok());
+  auto he = b->recv(0, Tag{1, 0, 0}, bytes_of(early));  // arrived before: unexpected
+  auto hp = b->recv(0, Tag{3, 0, 0}, bytes_of(plain));
+  while ((!b->test(he) || !b->test(hp)) && !until.passed()) b->drive(soon());
+  EXPECT_EQ(b->stamp(he), 0xfeedull << 40);
+  EXPECT_EQ(b->stamp(hp), 0u);
+  ASSERT_TRUE(b->wait(he, soon()).is_ok());
+  ASSERT_TRUE(b->wait(hp, soon()).is_ok());
+  EXPECT_EQ(early, "early");
+  EXPECT_EQ(direct, "direct");
+  EXPECT_EQ(plain, "plain");
 }
 
 TEST(TcpLinkTest, LargeSimultaneousSendsDoNotDeadlock) {

@@ -9,6 +9,8 @@
 
 #include "algorithms/collectives.h"
 #include "algorithms/memory_link.h"
+#include "algorithms/pollable_link.h"
+#include "transport/shm_link_impl.h"
 #include "core/reduce.h"
 #include "tests/algorithms/test_values.h"
 #include "tests/support/combining_receives.h"
@@ -143,6 +145,51 @@ TEST(ShmLink, SingleCopySendsBothWaysCompleteBeforeEitherReceiveIsPosted) {
   EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
 }
 
+// A stamp rides in the ring header to the receive that takes the message: through the
+// ring or by single copy, posted before the message or after it arrived.
+TEST(ShmLink, StampsReachTheReceiveThatTakesTheMessage) {
+  ShmGroup g = make_shm_group(2, 4096, 1, Logger("link"), 1024);  // single copy from 1 KiB
+  const auto results = run_ranks(2, [&](int r) -> Status {
+    auto* link = dynamic_cast<algorithms::PollableLink*>(g.links[r].get());
+    if (link == nullptr || !link->carries_stamps()) {
+      return error(StatusCode::kInternal, "the shared-memory link carries no stamps");
+    }
+    const Deadline deadline = Deadline::after(5s);
+    // Ring, single copy, plain send; with their stamps.
+    const std::size_t sizes[] = {100, 8192, 100};
+    const std::uint64_t stamps[] = {11, std::uint64_t{0xabc} << 40, 0};
+    if (r == 0) {
+      std::vector<Bytes> out;
+      std::vector<algorithms::Link::Handle> hs;
+      for (std::uint32_t i = 0; i < 3; ++i) out.push_back(pattern(static_cast<int>(i), sizes[i]));
+      for (std::uint32_t i = 0; i < 2; ++i) hs.push_back(link->send_stamped(1, Tag{1, i, 0}, out[i], stamps[i]));
+      hs.push_back(link->send(1, Tag{1, 2, 0}, out[2]));
+      for (const auto h : hs) TRIB_RETURN_IF_ERROR(link->wait(h, deadline));
+      return Status();
+    }
+    std::vector<Bytes> in;
+    for (std::size_t size : sizes) in.emplace_back(size);
+    // The single-copy one is taken first, so the ring's one before it arrives early.
+    for (std::uint32_t i : {1u, 0u, 2u}) {
+      const auto h = link->recv(0, Tag{1, i, 0}, in[i]);
+      while (!link->test(h)) {
+        if (deadline.passed()) return error(StatusCode::kTimedOut, "message " + std::to_string(i));
+        link->drive(Deadline::after(1ms));
+      }
+      if (link->stamp(h) != stamps[i]) {
+        return error(StatusCode::kInternal, "message " + std::to_string(i) + " has stamp " +
+                                                std::to_string(link->stamp(h)));
+      }
+      TRIB_RETURN_IF_ERROR(link->wait(h, deadline));
+      if (in[i] != pattern(static_cast<int>(i), sizes[i])) {
+        return error(StatusCode::kInternal, "wrong bytes in message " + std::to_string(i));
+      }
+    }
+    return Status();
+  });
+  for (const Status& st : results) EXPECT_TRUE(st.is_ok()) << st.to_string();
+}
+
 // recv_combine reduces out of the ring as the bytes stream through it: a float64 payload
 // much larger than the 4 KiB ring (elements split by the ring's end), in place and not,
 // posted before the message, after it arrived whole, and while another peer's message is
@@ -251,7 +298,7 @@ TEST(ShmLink, APoisonedSegmentFailsThatPeerWithBadFrame) {
   // Garbage where rank 1 reads rank 0's next header, published as if rank 0 wrote it.
   std::memset(seg.base() + 4096, 0xab, 64);
   auto* control = reinterpret_cast<transport::RingControl*>(seg.base() + 128);
-  control->head.store(32);
+  control->head.store(sizeof(transport::RingHeader));
   Bytes buf(8);
   auto r = g.links[1]->recv(0, Tag{1, 0, 0}, buf);
   const Status st = g.links[1]->wait(r, soon());
