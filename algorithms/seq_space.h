@@ -23,6 +23,12 @@ enum class SeqSpace : std::uint8_t {
   kCompressedStage2 = 0xC2,  // compression: stage-2 / PowerSGD's Q all-reduce
   kCompressedPlain = 0xC3,   // compression: the uncompressed float32 fallback
   kFederated = 0xF0,         // a federated round's weighted sum: the round number (< 2^56)
+  // Not a collective's: the failover link's own messages on its paths (transport/
+  // failover_link.h), its payloads after a move (0xFE) and its controls (0xFF). A caller's
+  // seq never has either top byte, so the failover link can send callers' messages on its
+  // paths under their own tags beside them.
+  kFailoverPayload = 0xFE,
+  kFailoverControl = 0xFF,
 };
 
 // A hierarchical all-reduce's cross-zone phase flips the top byte of its collective's seq

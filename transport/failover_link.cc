@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "core/dtype.h"
 #include "transport/failover_link_impl.h"
 
 namespace tributary::transport {
@@ -24,6 +25,7 @@ FailoverLink::FailoverLink(FailoverParams params,
     params_.path_names.push_back("path " + std::to_string(params_.path_names.size()));
   }
   const auto now = params_.clock->now();
+  last_round_ = now;
   std::vector<Pair>(static_cast<std::size_t>(size_)).swap(pairs_);  // Pair does not move
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
@@ -42,6 +44,7 @@ FailoverLink::FailoverLink(FailoverParams params,
     p.probe_out.resize(paths_.size());
     p.progress_at = now;
     p.probed_at = now;
+    p.fast = paths_.front()->carries_stamps();
     for (int k = 0; k < static_cast<int>(paths_.size()); ++k) {
       post_resume_listener(p, k);
       post_probe_listeners(p, k);
@@ -63,7 +66,10 @@ void FailoverLink::check_peer(int peer) const {
 Handle FailoverLink::open_op(bool is_send, int peer, algorithms::Tag tag, std::byte* data,
                              std::size_t size) {
   check_peer(peer);
-  TRIB_CHECK(tag.seq != kControlSeq) << "sequence number reserved for control messages";
+  const auto space = static_cast<std::uint8_t>(tag.seq >> algorithms::kSeqSpaceShift);
+  TRIB_CHECK(space != static_cast<std::uint8_t>(algorithms::SeqSpace::kFailoverPayload) &&
+             space != static_cast<std::uint8_t>(algorithms::SeqSpace::kFailoverControl))
+      << "sequence number " << tag.seq << " is in the failover link's own space";
   const Handle h = next_handle_++;
   CallerOp& op = ops_[h];
   op.is_send = is_send;
@@ -93,9 +99,26 @@ Handle FailoverLink::send(int peer, algorithms::Tag tag, std::span<const std::by
 }
 
 Handle FailoverLink::recv(int peer, algorithms::Tag tag, std::span<std::byte> data) {
+  return receive(peer, tag, data, std::nullopt);
+}
+
+Handle FailoverLink::recv_combine(int peer, algorithms::Tag tag, std::span<std::byte> data,
+                                  const algorithms::Combine& c) {
+  TRIB_CHECK(combines()) << "recv_combine() on a failover link whose first path does not combine";
+  TRIB_CHECK(data.size() % dtype_size(c.dtype) == 0) << "partial element";
+  return receive(peer, tag, data, c);
+}
+
+Handle FailoverLink::receive(int peer, algorithms::Tag tag, std::span<std::byte> data,
+                             const std::optional<algorithms::Combine>& combine) {
   const Handle h = open_op(false, peer, tag, data.data(), data.size());
   Pair& p = pairs_[static_cast<std::size_t>(peer)];
+  ops_.at(h).combine = combine;
   if (ops_.at(h).done) return h;
+  if (p.fast) {
+    post_fast(p, h);
+    return h;
+  }
   p.posted.push_back(h);
   match_posted(p, h);
   return h;
@@ -203,6 +226,11 @@ Status FailoverLink::drain(Deadline deadline) {
   for (;;) {
     if (abort_.raised()) return abort_.status();
     service();
+    // What this side received is acknowledged now, not when a message would carry it:
+    // there may be none.
+    for (Pair& p : pairs_) {
+      if (p.peer >= 0) maybe_ack(p, true);
+    }
     const Pair* pending = nullptr;
     for (const Pair& p : pairs_) {
       if (p.peer < 0 || p.acked >= p.next_index) continue;

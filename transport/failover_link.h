@@ -4,10 +4,15 @@
 // fallback per pair").
 //
 // Guarantees, on top of algorithms/link.h:
-// - Every message of a pair is numbered (per direction). Before each payload the sender
-//   sends, on the same path, a descriptor {index, tag, length, generation}; the receiver matches
-//   payloads to its receives from the descriptors, and acknowledges cumulatively (the
-//   lowest index it has not fully received) whenever that advances.
+// - Every message of a pair is numbered (per direction). Until the pair's first move, on a
+//   first path that carries stamps (PollableLink::send_stamped), a message goes under the
+//   caller's tag with its number in the stamp, the caller's receives are posted on the
+//   path as they are, and acknowledgements (cumulative: the lowest index not fully
+//   received) ride in the stamps going back, with one of their own only after
+//   FailoverParams::ack_every messages or ack_delay. After a move, before each payload the
+//   sender sends, on the same path, a descriptor {index, tag, length, generation}; the
+//   receiver matches payloads to its receives from the descriptors, and acknowledges
+//   whenever that advances.
 // - A sent message is kept until it is acknowledged: while the caller's wait() has not
 //   returned, in the caller's buffer; afterwards, in a private copy taken when wait()
 //   returns. So a path change can always resend.
@@ -27,8 +32,10 @@
 // - Threading: one thread issues operations and drives the paths inside wait(); abort()
 //   from any thread. Path links are owned.
 //
-// Costs: one 40-byte descriptor per message and one 8-byte acknowledgement per advance;
-// one copy of each message whose wait() returns before its acknowledgement arrived.
+// Costs: until a move, 8 bytes of stamp in each message's header and an acknowledgement
+// per 16 messages or 2 ms where nothing goes back; after one, one 40-byte descriptor per
+// message and one 8-byte acknowledgement per advance; always, one copy of each message
+// whose wait() returns before its acknowledgement arrived.
 #pragma once
 
 #include <array>
@@ -78,6 +85,11 @@ struct FailoverParams {
   // the stream links do: a sleep costs every small message a scheduler wake-up, and over
   // shared memory a doorbell through the peer's socket).
   Duration busy_poll = std::chrono::microseconds(50);
+  // Until a pair's first move its acknowledgements ride on the messages going back (the
+  // stamp's top 24 bits); one of its own goes out only when this many messages, or this
+  // long, went unacknowledged (the retained copies and the peer's stall clock need it).
+  Duration ack_delay = std::chrono::milliseconds(2);
+  std::uint64_t ack_every = 16;
   const Clock* clock = &SteadyClock::instance();  // for the stall deadline only
   // A descriptor announcing more is a broken path (kBadFrame), never an allocation; the
   // paths' own frame bound (StreamLinkParams::max_frame_bytes) by default.

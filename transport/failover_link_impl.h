@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "algorithms/seq_space.h"
 #include "transport/failover_link.h"
 #include "transport/link_ops.h"
 #include "transport/payload_pool.h"
@@ -24,6 +25,8 @@ inline constexpr Handle kNoHandle = 0;
 
 // Control messages travel on the paths themselves, under tags no collective uses.
 inline constexpr std::uint64_t kControlSeq = ~std::uint64_t{0};
+static_assert(kControlSeq >> algorithms::kSeqSpaceShift ==
+              static_cast<std::uint8_t>(algorithms::SeqSpace::kFailoverControl));
 enum class Control : std::uint32_t {
   kDescriptor = 1,
   kAck = 2,
@@ -31,9 +34,13 @@ enum class Control : std::uint32_t {
   kProbe = 4,     // "does this path work again?", on a path left by a stall
   kProbeAck = 5,  // the answer, on the same path
 };
-// Payloads travel under a tag of their own, {index, generation}, never the caller's: a
-// payload left on a path by an earlier stint (sent before a move, read after a move back)
-// can then never be taken for a later message with the caller's tag.
+// Until a pair's first move (its fast stint, generation 0 on path 0, where that path
+// carries stamps) a message goes under the caller's own tag with its index as the stamp,
+// and a receive is posted on the path as the caller posted it: no descriptor, no copy.
+// After a move, payloads travel under a tag of their own, {index (in the failover payload
+// seq space), generation}, never the caller's: a payload left on a path by an earlier stint
+// (sent before a move, read after a move back) can then never be taken for a later message
+// with the caller's tag; nor can a caller's message of the fast stint be taken for one.
 inline constexpr std::uint32_t kPayloadCheck = 0x46504c44;  // "FPLD"
 inline constexpr std::size_t kDescriptorBytes = 40;  // index, seq, slot, check, length, generation
 inline constexpr std::size_t kAckBytes = 8;          // lowest index not yet received
@@ -55,14 +62,16 @@ struct Outgoing {
   std::array<std::byte, kDescriptorBytes> descriptor{};
   int path = -1;  // where it was last posted; -1: waits to be (re)sent
   std::uint32_t generation = 0;  // the pair's generation when it was last posted
-  Handle descriptor_h = kNoHandle;
+  Handle descriptor_h = kNoHandle;  // none in the fast stint
   Handle data_h = kNoHandle;
   Handle op = kNoHandle;  // the caller's send, until its wait() returns
 };
 
 // A message from a peer whose descriptor arrived: being received, or received and
-// waiting for its receive to be posted.
+// waiting for its receive to be posted. In the fast stint: a caller's receive posted on
+// the path as it is (`fast`), whose index is known only from its stamp once it is in.
 struct Arrival {
+  bool fast = false;
   std::uint64_t index = 0;
   algorithms::Tag tag;
   std::uint64_t length = 0;
@@ -70,7 +79,9 @@ struct Arrival {
   bool complete = false;
   bool discard = false;        // a resent duplicate of something received already
   Handle target = kNoHandle;   // the caller's receive; kNoHandle: into `buffer`
-  PayloadPool::Buffer buffer;  // empty when the payload goes to `target` directly
+  // Empty when the payload goes to `target` directly; a combining target's payload comes
+  // here first unless the path combines it in place.
+  PayloadPool::Buffer buffer;
 };
 
 // A caller's operation.
@@ -80,6 +91,7 @@ struct CallerOp {
   algorithms::Tag tag;
   std::byte* data = nullptr;
   std::size_t size = 0;
+  std::optional<algorithms::Combine> combine;  // recv_combine
   std::uint64_t order = 0;  // receives: post order
   bool attached = false;    // a receive that an Arrival will fill
   bool done = false;
@@ -96,6 +108,8 @@ struct Discard {
 struct Pair {
   int peer = -1;
   int current = 0;
+  // The fast stint: no move yet and path 0 carries stamps (header comment above).
+  bool fast = false;
   // Moves so far (both sides agree once a move is answered): descriptors, payload tags,
   // resumes and probes carry it, so what an earlier stint left on a path is told apart.
   std::uint32_t generation = 0;
@@ -135,7 +149,9 @@ struct Pair {
   std::array<std::byte, kAckBytes> ack_in{};
   Handle ack_send_h = kNoHandle;
   std::array<std::byte, kAckBytes> ack_out{};
-  std::uint64_t ack_sent = 0;
+  std::uint64_t ack_sent = 0;     // the peer knows of everything below (an ack or a stamp)
+  bool ack_due = false;           // low > ack_sent since ack_due_since
+  TimePoint ack_due_since{};
 };
 
 class FailoverLink final : public algorithms::Link {
@@ -148,6 +164,11 @@ class FailoverLink final : public algorithms::Link {
   int size() const override { return size_; }
   Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override;
   Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override;
+  // As the first path: its receives combine in place in the fast stint; after a move the
+  // payload is received into a buffer and combined from there.
+  bool combines() const override { return paths_.front()->combines(); }
+  Handle recv_combine(int peer, algorithms::Tag tag, std::span<std::byte> data,
+                      const algorithms::Combine& c) override;
   Status wait(Handle handle, Deadline deadline) override;
   void abort(const Status& reason) override;
   Status drain(Deadline deadline);
@@ -159,8 +180,14 @@ class FailoverLink final : public algorithms::Link {
   Handle open_op(bool is_send, int peer, algorithms::Tag tag, std::byte* data, std::size_t size);
   Status give_up(Handle h, CallerOp& op);
   void finish(Handle h, Status st);
+  Handle receive(int peer, algorithms::Tag tag, std::span<std::byte> data,
+                 const std::optional<algorithms::Combine>& combine);
   // A receive just posted: the earliest unclaimed arrival with its tag, if any.
   void match_posted(Pair& p, Handle h);
+  // The fast stint: the caller's receive `h` posted on the path as it is.
+  void post_fast(Pair& p, Handle h);
+  // A fast receive's path operation finished with `st` and `stamp`: it is over.
+  void finish_fast(Pair& p, Arrival& a, const Status& st, std::uint64_t stamp);
 
   // ---- the pair protocol (failover_pair.cc) ----
   // One round: moves bytes on every path without blocking, then looks at every pair.
@@ -170,8 +197,9 @@ class FailoverLink final : public algorithms::Link {
   void service_arrivals(Pair& p);
   void service_sends(Pair& p);
   void check_stall(Pair& p);
-  // A path-level operation finished: collect it (nullopt while in flight).
-  std::optional<Status> collect(int path, Handle& h);
+  // A path-level operation finished: collect it (nullopt while in flight), and the
+  // stamp of what a receive took into *stamp.
+  std::optional<Status> collect(int path, Handle& h, std::uint64_t* stamp = nullptr);
   void cancel(int path, Handle& h);
   void post_controls(Pair& p);
   void post_resume_listener(Pair& p, int path);
@@ -185,13 +213,18 @@ class FailoverLink final : public algorithms::Link {
   void keep_copy(Outgoing& o);
   void on_descriptor(Pair& p);
   void on_arrival(Arrival& a);  // delivers a finished arrival to its receive
+  // The fast stint ends: what its receives took counts, the rest are posted again.
+  void end_fast(Pair& p);
   void drop_acknowledged(Pair& p);
   void on_ack(Pair& p, std::uint64_t low);
   // Finishes the sends of acknowledged messages that no path reads any more; drops them.
   void release_acknowledged(Pair& p);
   void on_resume(Pair& p, int path, std::uint32_t generation, std::uint64_t low);
   void mark_received(Pair& p, std::uint64_t index);
-  void maybe_ack(Pair& p);
+  // `now`: whatever the fast stint's policy, as the end of the link's use wants.
+  void maybe_ack(Pair& p, bool now = false);
+  // An acknowledgement that came in a fast-stint stamp (its low 24 bits).
+  void on_stamped_ack(Pair& p, std::uint64_t low24);
   // Path `path` of `p` failed with `why`: the pair moves to its next path, or fails.
   void fail_path(Pair& p, int path, const Status& why, bool stall);
   void leave_current(Pair& p);
@@ -217,6 +250,7 @@ class FailoverLink final : public algorithms::Link {
   std::uint64_t next_order_ = 0;
   std::chrono::steady_clock::time_point last_full_look_{};
   TimePoint now_{};  // the stall clock at the start of the current service() round
+  TimePoint last_round_{};  // ... and of the one before
   bool full_look_ = true;  // this round looks at every path (once a slice)
   std::uint64_t completions_ = 0;  // path operations collected so far (progress, for wait())
   AbortState abort_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/reduce.h"
 #include "transport/failover_link_impl.h"
 
 namespace tributary::transport {
@@ -26,7 +27,25 @@ std::uint32_t get32(const std::byte* p) {
 algorithms::Tag control_tag(Control c) { return {kControlSeq, static_cast<std::uint32_t>(c), 0}; }
 
 algorithms::Tag payload_tag(std::uint64_t index, std::uint32_t generation) {
-  return {index, generation, kPayloadCheck};
+  return {algorithms::seq_in(algorithms::SeqSpace::kFailoverPayload, index), generation,
+          kPayloadCheck};
+}
+
+// A fast-stint message's stamp: its index + 1 in the low 40 bits (so that 0, a plain
+// send's, is never one), and the low 24 bits of the sender's own `low` above them: the
+// acknowledgement of what came the other way, for free.
+constexpr unsigned kStampIndexBits = 40;
+constexpr std::uint64_t kStampIndexMask = (std::uint64_t{1} << kStampIndexBits) - 1;
+constexpr std::uint64_t kStampAckMask = (std::uint64_t{1} << (64 - kStampIndexBits)) - 1;
+std::uint64_t make_stamp(std::uint64_t index, std::uint64_t low) {
+  TRIB_CHECK(index + 1 <= kStampIndexMask) << "a failover link numbered 2^40 messages";
+  return (index + 1) | ((low & kStampAckMask) << kStampIndexBits);
+}
+std::uint64_t stamp_index1(std::uint64_t stamp) { return stamp & kStampIndexMask; }
+std::uint64_t stamp_ack(std::uint64_t stamp) { return stamp >> kStampIndexBits; }
+
+bool overlaps(const std::byte* a, const std::byte* b, std::size_t n) {
+  return a < b + n && b < a + n;
 }
 
 }  // namespace
@@ -35,10 +54,11 @@ bool FailoverLink::busy(const Pair& p) const {
   return !p.posted.empty() || !p.arrivals.empty() || p.acked < p.next_index;
 }
 
-std::optional<Status> FailoverLink::collect(int path, Handle& h) {
+std::optional<Status> FailoverLink::collect(int path, Handle& h, std::uint64_t* stamp) {
   if (h == kNoHandle) return std::nullopt;
   algorithms::PollableLink& link = *paths_[static_cast<std::size_t>(path)];
   if (!link.test(h)) return std::nullopt;
+  if (stamp != nullptr) *stamp = link.stamp(h);
   Status st = link.wait(h, Deadline{TimePoint::min()});
   h = kNoHandle;
   ++completions_;
@@ -100,22 +120,107 @@ void FailoverLink::post_out(Pair& p, Outgoing& o) {
   // A resend of a message whose send already completed: the caller may take its buffer
   // back any moment, so it goes from a copy.
   if (o.op != kNoHandle && ops_.at(o.op).done) keep_copy(o);
+  algorithms::PollableLink& link = *paths_[static_cast<std::size_t>(p.current)];
+  o.path = p.current;
+  o.generation = p.generation;
+  if (p.fast) {
+    // Under the caller's tag, numbered by the stamp: the receive takes it in place.
+    o.data_h = link.send_stamped(p.peer, o.tag, std::span<const std::byte>(o.data, o.size),
+                                 make_stamp(o.index, p.low));
+    if (p.low > p.ack_sent) p.ack_sent = p.low;
+    p.ack_due = false;
+    return;
+  }
   put64(o.descriptor.data(), o.index);
   put64(o.descriptor.data() + 8, o.tag.seq);
   put32(o.descriptor.data() + 16, o.tag.slot);
   put32(o.descriptor.data() + 20, o.tag.check);
   put64(o.descriptor.data() + 24, o.size);
   put32(o.descriptor.data() + 32, p.generation);
-  algorithms::PollableLink& link = *paths_[static_cast<std::size_t>(p.current)];
   o.descriptor_h = link.send(p.peer, control_tag(Control::kDescriptor), o.descriptor);
   o.data_h = link.send(p.peer, payload_tag(o.index, p.generation),
                        std::span<const std::byte>(o.data, o.size));
-  o.path = p.current;
-  o.generation = p.generation;
+}
+
+void FailoverLink::post_fast(Pair& p, Handle h) {
+  CallerOp& op = ops_.at(h);
+  algorithms::PollableLink& link = *paths_.front();
+  Arrival& a = p.arrivals.emplace_back();
+  a.fast = true;
+  a.target = h;
+  a.length = op.size;
+  op.attached = true;
+  const std::span<std::byte> dst(op.data, op.size);
+  if (!op.combine) {
+    a.under = link.recv(p.peer, op.tag, dst);
+  } else if (!overlaps(op.data, op.combine->operand, op.size)) {
+    // Combined in place as it lands; received again after a move, it is recomputed from
+    // the operand, so a partly combined destination does no harm.
+    a.under = link.recv_combine(p.peer, op.tag, dst, *op.combine);
+  } else {
+    // In place over its own operand, a partly combined destination could not be redone.
+    a.buffer = pool_.take(op.size);
+    a.under = link.recv(p.peer, op.tag, std::span<std::byte>(a.buffer.get(), op.size));
+  }
+}
+
+void FailoverLink::finish_fast(Pair& p, Arrival& a, const Status& st, std::uint64_t stamp) {
+  // A mismatch is the caller's (sizes or checks that disagree): the path read the message
+  // and dropped it, as a plain link does, so it counts as received.
+  if (stamp_index1(stamp) > 0) {
+    mark_received(p, stamp_index1(stamp) - 1);
+    on_stamped_ack(p, stamp_ack(stamp));
+  }
+  p.progress_at = now_;
+  if (st.is_ok()) {
+    on_arrival(a);
+  } else {
+    finish(a.target, st);
+  }
+  pool_.give_back(std::move(a.buffer));
+}
+
+void FailoverLink::end_fast(Pair& p) {
+  // Before the resume says what was received: every fast receive the path finished counts
+  // (the index from its stamp); the others are withdrawn from the path and wait for the
+  // resent messages' descriptors. One withdrawn from a path that may come back leaves a
+  // receive there that reads and drops the message should it still arrive.
+  const int c = p.current;
+  for (auto it = p.arrivals.begin(); it != p.arrivals.end();) {
+    if (!it->fast) {
+      ++it;
+      continue;
+    }
+    std::uint64_t stamp = 0;
+    std::optional<Status> st = collect(c, it->under, &stamp);
+    if (st && (st->is_ok() || st->code() == StatusCode::kMismatch) && stamp_index1(stamp) > 0) {
+      finish_fast(p, *it, *st, stamp);
+    } else {
+      if (it->under != kNoHandle) {
+        cancel(c, it->under);
+        if (p.state[static_cast<std::size_t>(c)] != PathState::kDown) {
+          p.discards.push_back({c, paths_[static_cast<std::size_t>(c)]->recv(
+                                       p.peer, ops_.at(it->target).tag, std::span<std::byte>())});
+        }
+      }
+      ops_.at(it->target).attached = false;
+      p.posted.push_back(it->target);
+      pool_.give_back(std::move(it->buffer));
+    }
+    it = p.arrivals.erase(it);
+  }
+  p.fast = false;
 }
 
 void FailoverLink::service() {
   now_ = params_.clock->now();  // the stall clock, read once a round
+  if (now_ - last_round_ >= params_.stall_deadline / 2) {
+    // Nobody drove this link for that long (the caller computed between collectives):
+    // the silence says nothing about the paths, and acknowledgements that wait for the
+    // next message back (fast stint) are not late. The stall clocks start again.
+    for (Pair& p : pairs_) p.progress_at = now_;
+  }
+  last_round_ = now_;
   // The paths some pair is on, every time; the others (where only a resume can arrive)
   // once a slice, so that polling stays cheap.
   const auto now = std::chrono::steady_clock::now();
@@ -143,6 +248,7 @@ void FailoverLink::service_pair(Pair& p) {
   if (!p.lost.is_ok() || p.current != before) return;
   service_sends(p);
   if (!p.lost.is_ok() || p.current != before) return;
+  maybe_ack(p);  // one that waited for a message back may be due by now
   check_stall(p);
   if (!p.lost.is_ok() || p.current != before) return;
   service_probes(p);
@@ -290,7 +396,9 @@ void FailoverLink::on_descriptor(Pair& p) {
   a.tag = algorithms::Tag{get64(d + 8), get32(d + 16), get32(d + 20)};
   a.length = get64(d + 24);
   const std::uint32_t generation = get32(d + 32);
-  if (a.length > params_.max_message_bytes || a.tag.seq == kControlSeq) {
+  if (a.length > params_.max_message_bytes ||
+      (a.tag.seq >> algorithms::kSeqSpaceShift) >=
+          static_cast<std::uint8_t>(algorithms::SeqSpace::kFailoverPayload)) {
     return fail_path(p, p.current, error(StatusCode::kBadFrame, "a malformed descriptor"), false);
   }
   if (generation != p.generation) {
@@ -321,7 +429,7 @@ void FailoverLink::on_descriptor(Pair& p) {
       } else {
         op.attached = true;
         a.target = h;
-        dst = op.data;
+        if (!op.combine) dst = op.data;  // a combining one is reduced from the buffer
       }
     }
   }
@@ -338,6 +446,26 @@ void FailoverLink::on_descriptor(Pair& p) {
 void FailoverLink::service_arrivals(Pair& p) {
   for (std::size_t i = 0; i < p.arrivals.size();) {
     Arrival& a = p.arrivals[i];
+    if (a.fast) {
+      std::uint64_t stamp = 0;
+      std::optional<Status> st = collect(p.current, a.under, &stamp);
+      if (!st) {
+        ++i;
+        continue;
+      }
+      if (!st->is_ok() && st->code() != StatusCode::kMismatch) {
+        return fail_path(p, p.current, *st, false);  // end_fast posts it again
+      }
+      if (stamp_index1(stamp) == 0) {
+        return fail_path(p, p.current,
+                         error(StatusCode::kBadFrame,
+                               "a message from " + pair_name(p) + " without its number"),
+                         false);
+      }
+      finish_fast(p, a, *st, stamp);
+      p.arrivals.erase(p.arrivals.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
     std::optional<Status> st = a.complete ? std::nullopt : collect(p.current, a.under);
     if (!st) {
       ++i;
@@ -361,7 +489,17 @@ void FailoverLink::service_arrivals(Pair& p) {
 void FailoverLink::on_arrival(Arrival& a) {
   if (a.discard || a.target == kNoHandle) return;
   CallerOp& op = ops_.at(a.target);
-  if (a.buffer.get() != nullptr && a.length > 0) std::memcpy(op.data, a.buffer.get(), a.length);
+  if (a.buffer.get() != nullptr && a.length > 0) {
+    if (op.combine) {
+      const algorithms::Combine& c = *op.combine;
+      const std::size_t count = a.length / dtype_size(c.dtype);
+      const std::byte* in = a.buffer.get();
+      reduce_to(op.data, c.incoming_first ? in : c.operand, c.incoming_first ? c.operand : in,
+                count, c.dtype, c.op);
+    } else {
+      std::memcpy(op.data, a.buffer.get(), a.length);
+    }
+  }
   finish(a.target, Status());
 }
 
@@ -375,12 +513,34 @@ void FailoverLink::mark_received(Pair& p, std::uint64_t index) {
   while (p.above.erase(p.low) > 0) ++p.low;
 }
 
-void FailoverLink::maybe_ack(Pair& p) {
-  if (p.low <= p.ack_sent || p.ack_send_h != kNoHandle || !p.lost.is_ok()) return;
+void FailoverLink::maybe_ack(Pair& p, bool now) {
+  if (p.low <= p.ack_sent || !p.lost.is_ok()) return;
+  if (p.fast && !now) {
+    // The next message back will carry it; an ack of its own only when too much, or for
+    // too long, went unacknowledged (a ring sends nothing back to its left neighbour).
+    if (!p.ack_due) {
+      p.ack_due = true;
+      p.ack_due_since = now_;
+    }
+    if (p.low - p.ack_sent < params_.ack_every && now_ - p.ack_due_since < params_.ack_delay) {
+      return;
+    }
+  }
+  if (p.ack_send_h != kNoHandle) return;
   put64(p.ack_out.data(), p.low);
   p.ack_send_h = paths_[static_cast<std::size_t>(p.current)]->send(
       p.peer, control_tag(Control::kAck), std::span<const std::byte>(p.ack_out));
   p.ack_sent = p.low;
+  p.ack_due = false;
+}
+
+void FailoverLink::on_stamped_ack(Pair& p, std::uint64_t low24) {
+  // The full value is the one nearest above what was acknowledged already; a stamp older
+  // than the last acknowledgement (messages complete out of order) lands beyond what was
+  // ever sent and is ignored.
+  std::uint64_t low = (p.acked & ~kStampAckMask) | low24;
+  if (low < p.acked) low += kStampAckMask + 1;
+  if (low <= p.next_index) on_ack(p, low);
 }
 
 void FailoverLink::on_ack(Pair& p, std::uint64_t low) {
@@ -496,6 +656,7 @@ void FailoverLink::fail_path(Pair& p, int path, const Status& why, bool stall) {
 }
 
 void FailoverLink::leave_current(Pair& p) {
+  if (p.fast) end_fast(p);
   const int c = p.current;
   cancel(c, p.descriptor_h);
   cancel(c, p.ack_h);

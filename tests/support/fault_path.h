@@ -33,6 +33,7 @@ class FaultPath final : public algorithms::PollableLink {
     rng_.seed(seed);
   }
   algorithms::PollableLink& inner() { return inner_; }
+  int sends() const { return sends_; }  // posted on this path so far
 
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
@@ -43,6 +44,19 @@ class FaultPath final : public algorithms::PollableLink {
   }
   Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override {
     return inner_.recv(peer, tag, data);
+  }
+  bool carries_stamps() const override { return inner_.carries_stamps(); }
+  Handle send_stamped(int peer, algorithms::Tag tag, std::span<const std::byte> data,
+                      std::uint64_t stamp) override {
+    perturb();
+    if (++sends_ == fire_at_ && fault_) fault_();
+    return inner_.send_stamped(peer, tag, data, stamp);
+  }
+  std::uint64_t stamp(Handle h) const override { return inner_.stamp(h); }
+  bool combines() const override { return inner_.combines(); }
+  Handle recv_combine(int peer, algorithms::Tag tag, std::span<std::byte> data,
+                      const algorithms::Combine& c) override {
+    return inner_.recv_combine(peer, tag, data, c);
   }
   Status wait(Handle h, Deadline deadline) override { return inner_.wait(h, deadline); }
   void abort(const Status& reason) override { inner_.abort(reason); }

@@ -41,9 +41,16 @@ enum class Fault { kBreak, kSilence };
 // reported moving.
 class TwoPaths {
  public:
-  explicit TwoPaths(int n, int paths = 2) : n_(n) {
-    for (int k = 0; k < paths; ++k) fabrics_.push_back(std::make_unique<MemoryFabric>(n));
+  // `combining`: the paths combine receives (Link::combines), so the collectives use
+  // recv_combine on the failover link.
+  explicit TwoPaths(int n, int paths = 2, bool combining = false) : n_(n) {
+    for (int k = 0; k < paths; ++k) {
+      fabrics_.push_back(std::make_unique<MemoryFabric>(n));
+      fabrics_.back()->set_combining(combining);
+    }
   }
+  // Applied to every link's parameters before it is made.
+  std::function<void(transport::FailoverParams&)> tune;
   MemoryFabric& fabric(int k) { return *fabrics_[static_cast<std::size_t>(k)]; }
   FakeClock& clock() { return clock_; }
 
@@ -67,6 +74,7 @@ class TwoPaths {
       std::lock_guard lock(mu_);
       changes_.push_back({r, c});
     };
+    if (tune) tune(params);
     auto made = transport::make_failover_link(std::move(params), std::move(paths));
     EXPECT_TRUE(made.is_ok());
     return std::move(*made);
@@ -132,8 +140,10 @@ algorithms::CollectiveOptions options_for(AllReduceAlgorithm algorithm) {
 }
 
 // The same algorithm's result with no failover link and no fault: the reference bits.
-std::vector<std::vector<float>> reference(AllReduceAlgorithm algorithm, int n, std::size_t count) {
+std::vector<std::vector<float>> reference(AllReduceAlgorithm algorithm, int n, std::size_t count,
+                                          bool combining = false) {
   MemoryFabric fabric(n);
+  fabric.set_combining(combining);
   std::vector<std::vector<float>> out(static_cast<std::size_t>(n), std::vector<float>(count));
   const auto statuses = testing::run_ranks(n, [&](int r) {
     const std::vector<float> in = random_floats(r, count);
@@ -165,12 +175,14 @@ struct FaultCase {
   int n;
   Fault fault;
   int at_send;  // the victim's send on its preferred path that triggers the fault
+  bool combining = false;  // the paths combine: receives reduce as they land
 };
 
 std::string name_of(const ::testing::TestParamInfo<FaultCase>& info) {
   const FaultCase& c = info.param;
   return std::string(to_string(c.algorithm)) + "_n" + std::to_string(c.n) +
-         (c.fault == Fault::kBreak ? "_break" : "_silence") + "_at" + std::to_string(c.at_send);
+         (c.fault == Fault::kBreak ? "_break" : "_silence") + "_at" + std::to_string(c.at_send) +
+         (c.combining ? "_combining" : "");
 }
 
 class AllReduceFailover : public ::testing::TestWithParam<FaultCase> {};
@@ -178,8 +190,8 @@ class AllReduceFailover : public ::testing::TestWithParam<FaultCase> {};
 TEST_P(AllReduceFailover, SameBitsAsWithoutTheFaultAndThePairMoved) {
   const FaultCase& c = GetParam();
   constexpr std::size_t kCount = 1537;  // odd: uneven blocks
-  const auto expected = reference(c.algorithm, c.n, kCount);
-  TwoPaths paths(c.n);
+  const auto expected = reference(c.algorithm, c.n, kCount, c.combining);
+  TwoPaths paths(c.n, 2, c.combining);
   // Rank 0's preferred path to rank 1 fails when rank 0 posts its at_send-th send there.
   const int a = 0, b = 1;
   std::atomic<bool> fired{false};
@@ -238,13 +250,21 @@ std::vector<FaultCase> fault_cases() {
   for (AllReduceAlgorithm algorithm : algorithms) {
     for (int n : {2, 3, 5}) {
       for (Fault fault : {Fault::kBreak, Fault::kSilence}) {
-        // Counted in path sends (a descriptor, then its message, acknowledgements): the
-        // first (nothing out yet) and one mid-collective (the direct algorithm, which auto
-        // picks for these sizes at n = 2, sends one message per peer: its third send is
-        // an acknowledgement or the next peer's descriptor).
+        // Counted in path sends (until the pair's first move, the caller's messages and an
+        // occasional acknowledgement): the first (nothing out yet) and one mid-collective
+        // (the direct algorithm, which auto picks for these sizes at n = 2, sends one
+        // message per peer, and the barrier after it one more).
         const bool few = algorithm == AllReduceAlgorithm::kDirect ||
                          (algorithm == AllReduceAlgorithm::kAuto && n == 2);
-        for (int at : {1, few ? 3 : 7}) cases.push_back({algorithm, n, fault, at});
+        for (int at : {1, few ? 3 : 7}) {
+          cases.push_back({algorithm, n, fault, at});
+          // The algorithms that reduce as they receive (recv_combine): combined in place by
+          // the path until the move, from a buffer after it.
+          if (algorithm == AllReduceAlgorithm::kRing || algorithm == AllReduceAlgorithm::kTree ||
+              algorithm == AllReduceAlgorithm::kHalvingDoubling) {
+            cases.push_back({algorithm, n, fault, at, true});
+          }
+        }
       }
     }
   }
@@ -268,7 +288,8 @@ TEST(FailoverLink, SameTagOrderSurvivesAMove) {
   constexpr int kMessages = 6;
   const auto statuses = testing::run_ranks(2, [&](int r) -> Status {
     auto link = paths.link(r, std::chrono::milliseconds(200), [&](FaultPath& path, int k) {
-      // Rank 0's 5th path send (the third message's descriptor): the path breaks.
+      // Rank 0's 5th path send (its fifth message: no descriptors before a move): the
+      // path breaks.
       if (r == 0 && k == 0) path.fire_at(5, [&] { paths.fabric(0).fail_link(0, 1); });
     });
     const auto deadline = Deadline::after(std::chrono::seconds(10));
@@ -298,6 +319,65 @@ TEST(FailoverLink, SameTagOrderSurvivesAMove) {
   });
   for (const Status& st : statuses) EXPECT_TRUE(st.is_ok()) << st.to_string();
   EXPECT_TRUE(paths.moved(0, 1));
+}
+
+// Until a pair's first move the failover link adds no message of its own: each of the
+// caller's messages is one path message under the caller's tag (numbered by its stamp), and
+// the acknowledgements ride on the messages going back. Acknowledgements of their own are
+// held off (ack_every, ack_delay) so that any would show in the counts.
+TEST(FailoverLink, BeforeAMoveItSendsOnlyTheCallersMessages) {
+  TwoPaths paths(2);
+  paths.tune = [](transport::FailoverParams& p) {
+    p.ack_every = 1000;
+    p.ack_delay = std::chrono::hours(1);
+  };
+  constexpr int kRounds = 10;
+  std::array<FaultPath*, 2> preferred{}, standby{};
+  std::array<std::unique_ptr<algorithms::Link>, 2> links;
+  for (int r = 0; r < 2; ++r) {
+    links[static_cast<std::size_t>(r)] =
+        paths.link(r, std::chrono::seconds(2), [&](FaultPath& path, int k) {
+          (k == 0 ? preferred : standby)[static_cast<std::size_t>(r)] = &path;
+        });
+  }
+  const auto statuses = testing::run_ranks(2, [&](int r) -> Status {
+    algorithms::Link& link = *links[static_cast<std::size_t>(r)];
+    const int peer = 1 - r;
+    const auto deadline = Deadline::after(std::chrono::seconds(10));
+    for (int i = 0; i < kRounds; ++i) {
+      // Rank 0 asks, rank 1 answers: every message but rank 1's last has one coming back.
+      const std::vector<std::byte> out = message(r * 100 + i, 64 + static_cast<std::size_t>(i));
+      std::vector<std::byte> in(64 + static_cast<std::size_t>(i));
+      const Tag ask{static_cast<std::uint64_t>(i + 1), 0, 5};
+      const Tag answer{static_cast<std::uint64_t>(i + 1), 1, 5};
+      if (r == 0) {
+        const auto s = link.send(peer, ask, out);
+        const auto h = link.recv(peer, answer, in);
+        TRIB_RETURN_IF_ERROR(link.wait(s, deadline));
+        TRIB_RETURN_IF_ERROR(link.wait(h, deadline));
+      } else {
+        TRIB_RETURN_IF_ERROR(link.wait(link.recv(peer, ask, in), deadline));
+        TRIB_RETURN_IF_ERROR(link.wait(link.send(peer, answer, out), deadline));
+      }
+      if (in != message(peer * 100 + i, 64 + static_cast<std::size_t>(i))) {
+        return error(StatusCode::kInternal, "message " + std::to_string(i) + " wrong");
+      }
+    }
+    return Status();
+  });
+  for (const Status& st : statuses) ASSERT_TRUE(st.is_ok()) << st.to_string();
+  EXPECT_EQ(preferred[0]->sends(), kRounds) << "rank 0 sent more than its messages";
+  EXPECT_EQ(preferred[1]->sends(), kRounds) << "rank 1 sent more than its messages";
+  EXPECT_EQ(standby[0]->sends() + standby[1]->sends(), 0);
+  // Rank 0's messages were acknowledged by the answers' stamps alone: settled at once.
+  EXPECT_TRUE(transport::drain(*links[0], Deadline::after(std::chrono::seconds(5))).is_ok());
+  EXPECT_EQ(preferred[1]->sends(), kRounds);
+  // Rank 1's last answer had nothing coming back: settling rank 0 acknowledges it (one
+  // acknowledgement of its own), and then rank 1 settles.
+  EXPECT_TRUE(transport::drain(*links[0], Deadline::after(std::chrono::seconds(5))).is_ok());
+  EXPECT_EQ(preferred[0]->sends(), kRounds + 1);
+  EXPECT_TRUE(transport::drain(*links[1], Deadline::after(std::chrono::seconds(5))).is_ok());
+  EXPECT_TRUE(paths.any_lost() == false);
 }
 
 // Without a fault the failover link is just a link: sizes from empty to many chunks, a
