@@ -74,9 +74,12 @@ struct FailoverParams {
   // How long a message may stay unacknowledged before its path is given up (not for a
   // pair's last path, where the caller's deadline decides).
   Duration stall_deadline = std::chrono::seconds(2);
-  // How long one wait() blocks in one path before it looks at the others; also how often
-  // the paths no pair is on are looked at (for a resume) while waiting.
+  // How long one wait() blocks in one path before it looks at the others.
   Duration slice = std::chrono::milliseconds(1);
+  // How often the paths no pair is on are looked at (for a resume, a probe or its answer)
+  // while waiting: each look at a TCP path is a poll(2), which ranks that outnumber the
+  // cores pay for in context switches. A peer's move is followed within this.
+  Duration standby_look = std::chrono::milliseconds(4);
   // How often a pair on a later path probes each better path it left by a stall; when a
   // probe is answered on it, the pair moves back up (at a message boundary of the
   // resume protocol: the peer resumes at the first message not fully received).

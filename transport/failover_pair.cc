@@ -213,7 +213,9 @@ void FailoverLink::end_fast(Pair& p) {
 }
 
 void FailoverLink::service() {
-  now_ = params_.clock->now();  // the stall clock, read once a round
+  const auto now = std::chrono::steady_clock::now();
+  // The stall clock, read once a round (the same reading when it is the steady clock).
+  now_ = params_.clock == &SteadyClock::instance() ? now : params_.clock->now();
   if (now_ - last_round_ >= params_.stall_deadline / 2) {
     // Nobody drove this link for that long (the caller computed between collectives):
     // the silence says nothing about the paths, and acknowledgements that wait for the
@@ -221,10 +223,9 @@ void FailoverLink::service() {
     for (Pair& p : pairs_) p.progress_at = now_;
   }
   last_round_ = now_;
-  // The paths some pair is on, every time; the others (where only a resume can arrive)
-  // once a slice, so that polling stays cheap.
-  const auto now = std::chrono::steady_clock::now();
-  const bool all = now - last_full_look_ >= params_.slice;
+  // The paths some pair is on, every time; the others (where only a resume or a probe can
+  // arrive) once a standby_look, so that polling stays cheap.
+  const bool all = now - last_full_look_ >= params_.standby_look;
   if (all) last_full_look_ = now;
   full_look_ = all;
   for (std::size_t k = 0; k < paths_.size(); ++k) {
@@ -257,8 +258,8 @@ void FailoverLink::service_pair(Pair& p) {
 }
 
 void FailoverLink::service_probes(Pair& p) {
-  // Probes and their answers are for paths the pair is not on: looked at once a slice,
-  // like those paths themselves, so that the steady state pays nothing for them.
+  // Probes and their answers are for paths the pair is not on: looked at once a
+  // standby_look, like those paths themselves, so that the steady state pays nothing for them.
   if (!full_look_) return;
   for (int k = 0; k < static_cast<int>(paths_.size()); ++k) {
     const auto i = static_cast<std::size_t>(k);
@@ -359,6 +360,8 @@ void FailoverLink::service_controls(Pair& p) {
   }
   for (int k = 0; k < static_cast<int>(paths_.size()); ++k) {
     if (p.state[static_cast<std::size_t>(k)] == PathState::kDown) continue;
+    // The other paths moved bytes only if this round looked at them.
+    if (k != c && !full_look_) continue;
     std::optional<Status> st = collect(k, p.resume_h[static_cast<std::size_t>(k)]);
     if (!st) continue;
     if (!st->is_ok()) {
