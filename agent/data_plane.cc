@@ -125,7 +125,13 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const WorkerConfig& config, 
     ordered.push_back(std::move(tcp));
     d->table_ = std::make_unique<transport::TransportTable>(std::move(ordered), log);
   }
-  if (config.failover) {
+  // auto: a standby only where there is another network to fall back to (a second data
+  // address; RDMA, whose standby is TCP). Over a single network a standby is a second
+  // connection on the same wire, worth its cost only when asked for (--failover).
+  const bool another_network = d->addresses_.size() >= 2 || d->rdma_ != nullptr;
+  d->failover_ = config.failover;
+  if (config.failover == transport::PathChoice::kOn ||
+      (config.failover == transport::PathChoice::kAuto && another_network)) {
     // A standby listener per data address but the first (same hosts, its own port); the
     // first standby also lists the other addresses after its own, as connect-time
     // fallbacks, so that with two addresses it is exactly one standby, over the second
@@ -239,6 +245,15 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::connect(const transport::Gr
       standbys_[k]->cancel_connect(spec.epoch + 1);
     }
     standby_links.push_back(more[k].get());
+  }
+  if (!standby_links.empty() && failover_ == transport::PathChoice::kAuto &&
+      group.transport == "shm") {
+    // One host: no network between the members to fail, and over shared memory the copy
+    // the protocol keeps of each message is most of its cost. The view decided the
+    // transport, so every member of the group leaves it out alike.
+    log_.info("epoch " + std::to_string(spec.epoch) +
+              ": shared memory carries this group: no failover (--failover forces it)");
+    standby_links.clear();
   }
   if (!standby_links.empty()) {
     TRIB_ASSIGN_OR_RETURN(link, with_standby(spec, std::move(link), group.transport,

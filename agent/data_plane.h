@@ -127,6 +127,7 @@ class DataPlane {
   std::vector<std::unique_ptr<TcpEndpoint>> standby_endpoints_;
   std::vector<std::unique_ptr<transport::Transport>> standbys_;
   Duration stall_timeout_{};
+  transport::PathChoice failover_ = transport::PathChoice::kAuto;  // WorkerConfig::failover
   TlsConfig tls_;  // advertised (capabilities()): every member must use the same
   std::vector<std::string> addresses_;
   Logger log_{"link"};

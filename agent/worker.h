@@ -70,8 +70,9 @@ struct WorkerConfig {
   // the only address; their own connections): a pair whose path fails, or makes no
   // progress for `stall_timeout`, moves to the next and resumes the collective where it
   // stood, without a view change (agent/data_plane.h, docs/transports.md "Runtime
-  // fallback").
-  bool failover = false;
+  // fallback"). auto: where there is another network to fall back to (two or more data
+  // addresses, or an RDMA device, whose fallback is TCP), for groups not on shared memory.
+  transport::PathChoice failover = transport::PathChoice::kAuto;
   std::chrono::milliseconds stall_timeout{2000};
   // TLS on data-plane TCP links (agent/tls.h, docs/security.md): off, between zones, or on
   // every pair; certificates or the pre-shared key derived from `secret`. Every member

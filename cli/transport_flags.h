@@ -42,10 +42,18 @@ inline const std::vector<std::string> kTransportFlagNames = {"--transport", "--f
                                                              "--shm-single-copy"};
 
 inline void add_failover_flags(CLI::App& cmd, agent::WorkerConfig& w) {
-  cmd.add_flag("--failover", w.failover,
-               "keep standby TCP paths per peer (a listener per --data-address but the first, "
-               "or one over the only address): a failed or stalled path moves to the next "
-               "mid-collective, without a view change, and back when a stalled one returns");
+  CLI::Option* on = cmd.add_flag_callback(
+      "--failover", [&w] { w.failover = transport::PathChoice::kOn; },
+      "keep standby TCP paths per peer (a listener per --data-address but the first, or one "
+      "over the only address): a failed or stalled path moves to the next mid-collective, "
+      "without a view change, and back when a stalled one returns. Default: on where there "
+      "is another network to fall back to (two or more --data-address, or an RDMA device) "
+      "and the group is not on shared memory");
+  CLI::Option* off = cmd.add_flag_callback(
+      "--no-failover", [&w] { w.failover = transport::PathChoice::kOff; },
+      "no standby paths, even with several --data-address (a path that fails costs the "
+      "group a view change)");
+  on->excludes(off);
   cmd.add_option_function<long>(
          "--stall-timeout-ms",
          [&w](long ms) { w.stall_timeout = std::chrono::milliseconds(ms); },
@@ -55,7 +63,8 @@ inline void add_failover_flags(CLI::App& cmd, agent::WorkerConfig& w) {
 }
 
 // The names the local launchers forward to their agents.
-inline const std::vector<std::string> kFailoverFlagNames = {"--failover", "--stall-timeout-ms"};
+inline const std::vector<std::string> kFailoverFlagNames = {"--failover", "--no-failover",
+                                                            "--stall-timeout-ms"};
 
 inline void add_tls_flags(CLI::App& cmd, agent::WorkerConfig& w) {
   cmd.add_option_function<std::string>(

@@ -55,7 +55,7 @@ Result<std::unique_ptr<PointToPoint>> PointToPoint::connect(agent::WorkerConfig 
                                                    std::to_string(size));
   }
   config.transport = "tcp";
-  config.failover = false;
+  config.failover = transport::PathChoice::kOff;
   config.data_port = 0;
   std::unique_ptr<PointToPoint> p(new PointToPoint(rank, size));
   TRIB_ASSIGN_OR_RETURN(p->plane_, agent::DataPlane::start(config, Logger("p2p")));

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/data_plane.h"
 #include "agent/tcp_endpoint.h"
 #include "algorithms/collectives.h"
 #include "tests/agent/tcp_test_util.h"
@@ -27,6 +28,35 @@ namespace {
 using algorithms::AllReduceAlgorithm;
 
 enum class Preferred { kShm, kTcp };
+
+// Whether a member keeps standby paths (WorkerConfig::failover) without being told: where
+// it has another network to fall back to (here, a second data address), and not with one
+// address, where a standby would be a second connection on the same wire; --failover and
+// --no-failover decide it either way. What it advertises is what its groups will use.
+bool advertises_standby(transport::PathChoice choice, int addresses) {
+  agent::WorkerConfig config;
+  config.bind_host = "127.0.0.1";
+  config.secret = "failover-default-test";
+  config.transport = "tcp";
+  config.failover = choice;
+  for (int i = 0; i < addresses; ++i) config.data_addresses.push_back("127.0.0.1");
+  auto plane = agent::DataPlane::start(config, Logger("test"));
+  EXPECT_TRUE(plane.is_ok()) << plane.status().to_string();
+  if (!plane.is_ok()) return false;
+  for (const std::string& advert : (*plane)->capabilities()) {
+    if (advert.rfind("tcp-standby", 0) == 0) return true;
+  }
+  return false;
+}
+
+TEST(FailoverDefault, OnWithASecondNetworkOffWithOneAndTheFlagsDecideEitherWay) {
+  using transport::PathChoice;
+  EXPECT_FALSE(advertises_standby(PathChoice::kAuto, 1));
+  EXPECT_TRUE(advertises_standby(PathChoice::kAuto, 2));
+  EXPECT_TRUE(advertises_standby(PathChoice::kOn, 1));
+  EXPECT_FALSE(advertises_standby(PathChoice::kOff, 2));
+  EXPECT_EQ(agent::WorkerConfig{}.failover, PathChoice::kAuto);
+}
 
 std::vector<float> random_floats(int rank, std::size_t count) {
   std::mt19937 gen(static_cast<unsigned>(77 + rank));

@@ -2,8 +2,8 @@
 # Runtime fallback between real networks: N agents, each in its own network namespace with
 # two interfaces, one on network A (10.81.0.0/24, the preferred data path) and one on
 # network B (10.82.0.0/24, the standby path and the control plane). The agents train the
-# soak workload (every step's sum checked against a reference) with --failover over TCP,
-# A's address first. Mid-run, agent 1's interface on A goes down: its pairs stall (packets
+# soak workload (every step's sum checked against a reference) over TCP, A's address first,
+# in the default configuration: no --failover flag (two data addresses turn it on). Mid-run, agent 1's interface on A goes down: its pairs stall (packets
 # vanish, nothing fails), move to the standby path within the stall timeout, and resume
 # the step where it stood. Every step stays correct and agreed, no view changes (epoch 1
 # throughout: nobody failed, a link did), the move is logged naming both members and both
@@ -15,7 +15,8 @@
 # counted in tributary_link_recoveries_total), every step still correct, epoch 1 throughout.
 #
 # With `shm`, the agents run over shared memory (--transport auto: one machine, one
-# /dev/shm), their pulse connections over A; the cut kills agent 1's connections on A
+# /dev/shm; --failover, which a shared-memory group runs without by default), their pulse
+# connections over A; the cut kills agent 1's connections on A
 # (`ss -K`: the kernel aborts them and resets the peers' ends), so its shared-memory paths
 # fail with an error and their pairs move to the standby TCP path: "path shm -> tcp-standby".
 #
@@ -111,7 +112,7 @@ for ((i = 0; i < N; i++)); do
   ip netns exec "${P}_h$i" "$BIN" agent --coordinator "$ENDPOINT" --host "h$i" \
     --bind-host 0.0.0.0 --data-address "10.81.0.$((i + 1))" --data-address "10.82.0.$((i + 1))" \
     $([[ $MODE == three ]] && echo --data-address "10.83.0.$((i + 1))") \
-    --transport "$([[ $MODE == shm ]] && echo auto || echo tcp)" --failover --stall-timeout-ms 1000 --metrics 127.0.0.1:9464 \
+    --transport "$([[ $MODE == shm ]] && echo auto || echo tcp)" $([[ $MODE == shm ]] && echo --failover) --stall-timeout-ms 1000 --metrics 127.0.0.1:9464 \
     --workload soak --soak-count "$COUNT" --soak-steps "$STEPS" --soak-delay-ms 20 \
     >"$WORK/agent$i.out" 2>"$WORK/agent$i.err" &
   AGENT[i]=$!
