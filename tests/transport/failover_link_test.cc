@@ -13,6 +13,8 @@
 
 #include <array>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -433,6 +435,112 @@ TEST(FailoverLink, WithoutAFaultItIsAPlainLink) {
 // Two moves in one collective: the preferred path breaks early, the standby goes silent
 // later (its messages kept in copies by then), and the ring still ends with the same bits
 // over the third path.
+enum class Kind { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kReduce, kGather, kScatter,
+                  kAllToAll };
+constexpr Kind kKinds[] = {Kind::kAllReduce, Kind::kReduceScatter, Kind::kAllGather,
+                           Kind::kBroadcast, Kind::kReduce, Kind::kGather, Kind::kScatter,
+                           Kind::kAllToAll};
+const char* kind_name(Kind k) {
+  static const char* const names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
+                                      "reduce", "gather", "scatter", "all_to_all"};
+  return names[static_cast<int>(k)];
+}
+
+// One collective of `kind` on `link` with `count` elements per block, root n - 1; `out`
+// sized for every rank's largest result (n blocks).
+Status run_kind(Kind kind, algorithms::Link& link, int n, std::size_t count,
+                const std::vector<float>& in, std::vector<float>& out) {
+  algorithms::CollectiveOptions o = options_for(AllReduceAlgorithm::kAuto);
+  const int root = n - 1;
+  const DType f32 = DType::kFloat32;
+  switch (kind) {
+    case Kind::kAllReduce:
+      return all_reduce(link, in.data(), out.data(), count, f32, ReduceOp::kSum, o);
+    case Kind::kReduceScatter:
+      return reduce_scatter(link, in.data(), out.data(), count, f32, ReduceOp::kSum, o);
+    case Kind::kAllGather: return all_gather(link, in.data(), out.data(), count, f32, o);
+    case Kind::kBroadcast: return broadcast(link, in.data(), out.data(), count, f32, root, o);
+    case Kind::kReduce:
+      return reduce(link, in.data(), out.data(), count, f32, ReduceOp::kSum, root, o);
+    case Kind::kGather: return gather(link, in.data(), out.data(), count, f32, root, o);
+    case Kind::kScatter: return scatter(link, in.data(), out.data(), count, f32, root, o);
+    case Kind::kAllToAll: return all_to_all(link, in.data(), out.data(), count, f32, o);
+  }
+  return error(StatusCode::kInternal, "unknown kind");
+}
+
+// A path cut (broken or silenced) at a random moment of a random collective of every kind,
+// N = 2..8, a random pair: the same bits as that collective without the fault, no pair
+// lost. Seeded, so a failure names its run; 48 runs (every kind six times) in CI, more with
+// TRIBUTARY_FAILOVER_RUNS and another seed with TRIBUTARY_FAILOVER_SEED (offline soaks).
+TEST(FailoverLink, ACutAtARandomMomentOfEveryCollectiveKind) {
+  constexpr std::size_t kCount = 301;  // per block; odd, many 256-byte chunks
+  const char* seed_env = std::getenv("TRIBUTARY_FAILOVER_SEED");
+  const char* runs_env = std::getenv("TRIBUTARY_FAILOVER_RUNS");
+  std::mt19937 rng(seed_env != nullptr ? static_cast<unsigned>(std::stoul(seed_env)) : 20261127u);
+  const int runs = runs_env != nullptr ? std::stoi(runs_env) : 48;
+  int fired_runs = 0;
+  for (int run = 0; run < runs; ++run) {
+    const Kind kind = kKinds[run % 8];
+    const int n = 2 + static_cast<int>(rng() % 7);
+    const int a = static_cast<int>(rng() % static_cast<unsigned>(n));
+    const int b = (a + 1 + static_cast<int>(rng() % static_cast<unsigned>(n - 1))) % n;
+    const Fault fault = rng() % 2 == 0 ? Fault::kBreak : Fault::kSilence;
+    const int at_send = 1 + static_cast<int>(rng() % 8);
+    const std::string what = std::string(kind_name(kind)) + " n=" + std::to_string(n) +
+                             " cut " + std::to_string(a) + "->" + std::to_string(b) + " at send " +
+                             std::to_string(at_send) +
+                             (fault == Fault::kBreak ? " (break)" : " (silence)") + ", run " +
+                             std::to_string(run);
+    const std::size_t blocks = static_cast<std::size_t>(n) * kCount;
+    auto inputs = [&](int r) { return random_floats(r, blocks); };
+    std::vector<std::vector<float>> expected(static_cast<std::size_t>(n),
+                                             std::vector<float>(blocks));
+    {
+      MemoryFabric fabric(n);
+      const auto st = testing::run_ranks(n, [&](int r) {
+        return run_kind(kind, fabric.link(r), n, kCount, inputs(r),
+                        expected[static_cast<std::size_t>(r)]);
+      });
+      for (const Status& s : st) ASSERT_TRUE(s.is_ok()) << what << ": " << s.to_string();
+    }
+    TwoPaths paths(n);
+    std::atomic<bool> fired{false};
+    std::atomic<int> drained{0};
+    std::vector<std::vector<float>> out(static_cast<std::size_t>(n), std::vector<float>(blocks));
+    const auto statuses = testing::run_ranks(n, [&](int r) {
+      auto link = paths.link(r, std::chrono::milliseconds(200), [&](FaultPath& path, int k) {
+        if (r != a || k != 0) return;
+        path.fire_at(at_send, [&] {
+          fired = true;
+          if (fault == Fault::kBreak) {
+            paths.fabric(0).fail_link(a, b);
+          } else {
+            paths.fabric(0).silence_link(a, b);
+          }
+        });
+      });
+      TRIB_RETURN_IF_ERROR(
+          run_kind(kind, *link, n, kCount, inputs(r), out[static_cast<std::size_t>(r)]));
+      algorithms::CollectiveOptions after = options_for(AllReduceAlgorithm::kAuto);
+      after.seq = 4;
+      TRIB_RETURN_IF_ERROR(barrier(*link, after));
+      return serve_until_all_drained(*link, drained, n);
+    });
+    fired_runs += fired.load() ? 1 : 0;
+    for (int r = 0; r < n; ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      ASSERT_TRUE(statuses[i].is_ok()) << what << ": rank " << r << ": " << statuses[i].to_string();
+      EXPECT_EQ(std::memcmp(out[i].data(), expected[i].data(), blocks * sizeof(float)), 0)
+          << what << ": rank " << r << " differs from the run without the fault";
+    }
+    EXPECT_FALSE(paths.any_lost()) << what;
+  }
+  // A cut past a rank's last send on that path does not fire: most must.
+  EXPECT_GE(fired_runs, runs * 3 / 4) << "too few cuts landed inside a collective";
+  std::printf("%d of %d cuts landed inside a collective\n", fired_runs, runs);
+}
+
 TEST(FailoverLink, TwoMovesInOneCollective) {
   constexpr int kRanks = 3;
   constexpr std::size_t kCount = 4099;
