@@ -11,6 +11,7 @@
 
 #include "agent/tcp_link_impl.h"
 #include "agent/tls_stream.h"
+#include "transport/stream_inbound.h"
 #include "core/crc32c.h"
 
 namespace tributary::agent {
@@ -163,6 +164,11 @@ Status TcpLink::wait(Handle handle, Deadline deadline) {
 }
 
 std::uint64_t TcpLink::stamp(Handle handle) const { return ops_[ops_.index_of(handle)].stamp; }
+
+void TcpLink::report_early(int peer, std::vector<algorithms::EarlyArrival>& out) {
+  check_peer(peer);
+  transport::report_early_messages(peers_[peer].unexpected, out);
+}
 
 bool TcpLink::test(Handle handle) { return ops_[ops_.index_of(handle)].done || abort_.raised(); }
 

@@ -42,6 +42,7 @@ class TcpLink final : public algorithms::PollableLink {
   Handle send_stamped(int peer, algorithms::Tag tag, std::span<const std::byte> data,
                       std::uint64_t stamp) override;
   std::uint64_t stamp(Handle handle) const override;
+  void report_early(int peer, std::vector<algorithms::EarlyArrival>& out) override;
   // The payload is read into the peer's staging buffer (cache-sized), checksummed there
   // and reduced from there into the destination: one pass over the destination instead
   // of a write by the socket read, a read by the checksum and one by the reduction.

@@ -20,6 +20,7 @@ struct Message {
   std::uint32_t check = 0;
   std::uint64_t stamp = 0;
   TimePoint visible_at{};
+  bool reported = false;  // report_early told of it
 };
 
 struct PendingRecv {
@@ -129,6 +130,19 @@ class MemoryFabric::Impl::RankLink final : public PollableLink {
     const Handle h = next_handle_++;
     recvs_.emplace(h, PendingRecv{peer, tag, data, c});
     return h;
+  }
+
+  void report_early(int peer, std::vector<EarlyArrival>& out) override {
+    std::lock_guard lock(fabric_->mu_);
+    const auto now = std::chrono::steady_clock::now();
+    for (auto& [key, box] : mailbox_) {
+      if (key.first != peer) continue;
+      for (Message& m : box) {
+        if (m.reported || m.stamp == 0 || m.visible_at > now) continue;
+        m.reported = true;
+        out.push_back({key.second, m.bytes.size(), m.stamp});
+      }
+    }
   }
 
   std::uint64_t stamp(Handle h) const override {

@@ -11,9 +11,18 @@
 // - Both belong to the thread that issues operations, like send/recv/wait.
 #pragma once
 
+#include <vector>
+
 #include "algorithms/link.h"
 
 namespace tributary::algorithms {
+
+// A message that arrived whole before a receive was posted for it (report_early).
+struct EarlyArrival {
+  Tag tag;
+  std::uint64_t length = 0;
+  std::uint64_t stamp = 0;
+};
 
 class PollableLink : public Link {
  public:
@@ -36,6 +45,15 @@ class PollableLink : public Link {
   // The stamp of the message that receive `handle` took (0 when sent by plain send()):
   // valid once test(handle) holds and the receive succeeded, before wait() collects it.
   virtual std::uint64_t stamp(Handle handle) const;
+  // Appends to `out` the stamped messages from `peer` that arrived whole before a receive
+  // was posted for them, each once. They stay for the receive that will take them, also
+  // after the connection to the peer fails (as every message that arrived whole does), so
+  // a layered protocol may count them as received. Links that keep no such messages, or
+  // cannot say, append nothing.
+  virtual void report_early(int peer, std::vector<EarlyArrival>& out) {
+    (void)peer;
+    (void)out;
+  }
 };
 
 }  // namespace tributary::algorithms

@@ -60,6 +60,7 @@ struct EarlyMessage {
   std::uint64_t stamp = 0;  // its sender's (PendingOp::stamp)
   PayloadPool::Buffer bytes;
   bool complete = false;
+  bool reported = false;  // PollableLink::report_early told of it
   // The shared-memory link's single-copy message: no bytes here, they are read from the
   // sender's memory at `remote` when the receive is posted, then `token` acknowledged; or,
   // when the receiver would otherwise sleep first, into `bytes` (single_copy cleared).

@@ -57,6 +57,11 @@ algorithms::Link::Handle ShmLink::send(int peer, algorithms::Tag tag,
 
 std::uint64_t ShmLink::stamp(Handle handle) const { return ops_[ops_.index_of(handle)].stamp; }
 
+void ShmLink::report_early(int peer, std::vector<algorithms::EarlyArrival>& out) {
+  TRIB_CHECK(peer >= 0 && peer < params_.size && peer != params_.rank) << "bad peer " << peer;
+  report_early_messages(peers_[peer].arrived, out);
+}
+
 algorithms::Link::Handle ShmLink::send_stamped(int peer, algorithms::Tag tag,
                                                std::span<const std::byte> data,
                                                std::uint64_t stamp) {

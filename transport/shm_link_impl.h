@@ -61,6 +61,7 @@ class ShmLink final : public algorithms::PollableLink {
   Handle send_stamped(int peer, algorithms::Tag tag, std::span<const std::byte> data,
                       std::uint64_t stamp) override;
   std::uint64_t stamp(Handle handle) const override;
+  void report_early(int peer, std::vector<algorithms::EarlyArrival>& out) override;
   Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override;
   // Reduces straight out of the peer's ring into the destination: the payload is read
   // once, by the reduction, instead of copied out and read again.

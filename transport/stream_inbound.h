@@ -8,12 +8,14 @@
 
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "algorithms/link.h"
+#include "algorithms/pollable_link.h"
 #include "core/status.h"
 #include "transport/link_ops.h"
 #include "transport/payload_pool.h"
@@ -67,6 +69,17 @@ bool finish_inbound(Peer& p, Ops& ops) {
     case Inbound::kUnexpected: p.arrived.back().complete = true; return false;
     case Inbound::kNotice: return true;
     default: return false;
+  }
+}
+
+// PollableLink::report_early over a peer's early messages: the whole, stamped ones not yet
+// reported (a single-copy one is not whole until read: its sender's send is not over).
+inline void report_early_messages(std::deque<EarlyMessage>& early,
+                                  std::vector<algorithms::EarlyArrival>& out) {
+  for (EarlyMessage& m : early) {
+    if (!m.complete || m.single_copy || m.reported || m.stamp == 0) continue;
+    m.reported = true;
+    out.push_back({m.tag, m.length, m.stamp});
   }
 }
 

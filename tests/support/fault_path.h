@@ -53,6 +53,9 @@ class FaultPath final : public algorithms::PollableLink {
     return inner_.send_stamped(peer, tag, data, stamp);
   }
   std::uint64_t stamp(Handle h) const override { return inner_.stamp(h); }
+  void report_early(int peer, std::vector<algorithms::EarlyArrival>& out) override {
+    inner_.report_early(peer, out);
+  }
   bool combines() const override { return inner_.combines(); }
   Handle recv_combine(int peer, algorithms::Tag tag, std::span<std::byte> data,
                       const algorithms::Combine& c) override {
