@@ -46,6 +46,10 @@ inline constexpr std::size_t kDescriptorBytes = 40;  // index, seq, slot, check,
 inline constexpr std::size_t kAckBytes = 8;          // lowest index not yet received
 inline constexpr std::size_t kResumeBytes = 16;      // path, generation, lowest index not received
 inline constexpr std::size_t kProbeBytes = 8;        // generation
+// Fast stint: a message this large is acknowledged as soon as it is in (or has arrived
+// before its receive), and its send completes only with that acknowledgement: the
+// caller's buffer is what a resend would read until then, so nothing is copied.
+inline constexpr std::size_t kAckedSendBytes = 64 * 1024;
 
 // A path as one pair sees it. A stalled path was left because nothing moved on it; it is
 // probed, and the pair moves back up to it when a probe is answered. A down path failed
@@ -96,6 +100,15 @@ struct CallerOp {
   bool attached = false;    // a receive that an Arrival will fill
   bool done = false;
   Status status;
+};
+
+// Fast stint: a message that arrived whole on the pair's path before its receive was
+// posted (PollableLink::report_early), counted as received and acknowledged; it waits in
+// the path for that receive, or is read back from it if the pair moves first.
+struct EarlyNote {
+  std::uint64_t index = 0;
+  algorithms::Tag tag;
+  std::uint64_t length = 0;
 };
 
 // A receive posted only to read and drop a payload of an earlier stint on a path.
@@ -151,7 +164,10 @@ struct Pair {
   std::array<std::byte, kAckBytes> ack_out{};
   std::uint64_t ack_sent = 0;     // the peer knows of everything below (an ack or a stamp)
   bool ack_due = false;           // low > ack_sent since ack_due_since
+  bool ack_urgent = false;        // wanted at once while the last one was still going out
   TimePoint ack_due_since{};
+  std::deque<EarlyNote> notes;    // fast stint, index order
+  Status read_back;               // a note that could not be read back at the move
 };
 
 class FailoverLink final : public algorithms::Link {
@@ -213,8 +229,11 @@ class FailoverLink final : public algorithms::Link {
   void keep_copy(Outgoing& o);
   void on_descriptor(Pair& p);
   void on_arrival(Arrival& a);  // delivers a finished arrival to its receive
-  // The fast stint ends: what its receives took counts, the rest are posted again.
+  // The fast stint ends: what its receives took counts, the rest are posted again, and
+  // what arrived early is read back from the path into arrivals.
   void end_fast(Pair& p);
+  // Fast stint: counts and acknowledges what arrived before its receive was posted.
+  void collect_early(Pair& p);
   void drop_acknowledged(Pair& p);
   void on_ack(Pair& p, std::uint64_t low);
   // Finishes the sends of acknowledged messages that no path reads any more; drops them.
@@ -254,6 +273,7 @@ class FailoverLink final : public algorithms::Link {
   bool full_look_ = true;  // this round looks at every path (once a slice)
   std::uint64_t completions_ = 0;  // path operations collected so far (progress, for wait())
   AbortState abort_;
+  std::vector<algorithms::EarlyArrival> early_;  // collect_early's scratch
 };
 
 }  // namespace tributary::transport

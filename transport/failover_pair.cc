@@ -129,6 +129,7 @@ void FailoverLink::post_out(Pair& p, Outgoing& o) {
                                  make_stamp(o.index, p.low));
     if (p.low > p.ack_sent) p.ack_sent = p.low;
     p.ack_due = false;
+    p.ack_urgent = false;
     return;
   }
   put64(o.descriptor.data(), o.index);
@@ -168,8 +169,13 @@ void FailoverLink::finish_fast(Pair& p, Arrival& a, const Status& st, std::uint6
   // A mismatch is the caller's (sizes or checks that disagree): the path read the message
   // and dropped it, as a plain link does, so it counts as received.
   if (stamp_index1(stamp) > 0) {
-    mark_received(p, stamp_index1(stamp) - 1);
+    const std::uint64_t index = stamp_index1(stamp) - 1;
+    mark_received(p, index);
     on_stamped_ack(p, stamp_ack(stamp));
+    if (!p.notes.empty()) {
+      // It had arrived before this receive: no longer waiting in the path.
+      std::erase_if(p.notes, [&](const EarlyNote& n) { return n.index == index; });
+    }
   }
   p.progress_at = now_;
   if (st.is_ok()) {
@@ -209,7 +215,55 @@ void FailoverLink::end_fast(Pair& p) {
     }
     it = p.arrivals.erase(it);
   }
+  // What arrived early was acknowledged, so it will not be resent: read it back from the
+  // path (it is whole there: the receive completes at once) into arrivals that the
+  // descriptor protocol matches with the receives, in index order before any resend.
+  for (const EarlyNote& n : p.notes) {
+    Arrival a;
+    a.index = n.index;
+    a.tag = n.tag;
+    a.length = n.length;
+    a.complete = true;
+    a.buffer = pool_.take(static_cast<std::size_t>(n.length));
+    Handle h = paths_[static_cast<std::size_t>(c)]->recv(
+        p.peer, n.tag, std::span<std::byte>(a.buffer.get(), static_cast<std::size_t>(n.length)));
+    std::optional<Status> st = collect(c, h);
+    if (!st || !st->is_ok()) {
+      if (!st) cancel(c, h);
+      p.read_back = error(StatusCode::kPeerLost,
+                          "message " + std::to_string(n.index) + " from " + pair_name(p) +
+                              ", acknowledged, could not be read back from path " +
+                              params_.path_names[static_cast<std::size_t>(c)] +
+                              (st ? ": " + st->to_string() : ""));
+      pool_.give_back(std::move(a.buffer));
+      continue;
+    }
+    p.arrivals.push_back(std::move(a));
+  }
+  p.notes.clear();
   p.fast = false;
+  // The receives posted again take what was read back, in the order they were posted.
+  std::sort(p.posted.begin(), p.posted.end(),
+            [&](Handle x, Handle y) { return ops_.at(x).order < ops_.at(y).order; });
+  const std::vector<Handle> waiting = p.posted;
+  for (Handle h : waiting) match_posted(p, h);
+}
+
+void FailoverLink::collect_early(Pair& p) {
+  early_.clear();
+  paths_[static_cast<std::size_t>(p.current)]->report_early(p.peer, early_);
+  bool large = false;
+  for (const algorithms::EarlyArrival& e : early_) {
+    if (stamp_index1(e.stamp) == 0) continue;  // not the failover link's
+    const std::uint64_t index = stamp_index1(e.stamp) - 1;
+    if (index < p.low || p.above.count(index) > 0) continue;
+    mark_received(p, index);
+    on_stamped_ack(p, stamp_ack(e.stamp));
+    p.notes.push_back({index, e.tag, e.length});
+    p.progress_at = now_;
+    large = large || e.length >= kAckedSendBytes;
+  }
+  if (large) maybe_ack(p, true);  // its sender's wait() waits for it
 }
 
 void FailoverLink::service() {
@@ -245,11 +299,14 @@ void FailoverLink::service_pair(Pair& p) {
   const int before = p.current;
   service_controls(p);
   if (!p.lost.is_ok() || p.current != before) return;
+  if (p.fast) collect_early(p);
   service_arrivals(p);
   if (!p.lost.is_ok() || p.current != before) return;
   service_sends(p);
   if (!p.lost.is_ok() || p.current != before) return;
-  maybe_ack(p);  // one that waited for a message back may be due by now
+  // One that waited for a message back may be due by now; one wanted at once may have
+  // waited for the last to go out.
+  maybe_ack(p, p.ack_urgent);
   check_stall(p);
   if (!p.lost.is_ok() || p.current != before) return;
   service_probes(p);
@@ -465,8 +522,10 @@ void FailoverLink::service_arrivals(Pair& p) {
                                "a message from " + pair_name(p) + " without its number"),
                          false);
       }
+      const bool large = a.length >= kAckedSendBytes;
       finish_fast(p, a, *st, stamp);
       p.arrivals.erase(p.arrivals.begin() + static_cast<std::ptrdiff_t>(i));
+      if (large) maybe_ack(p, true);  // its sender's wait() waits for it
       continue;
     }
     std::optional<Status> st = a.complete ? std::nullopt : collect(p.current, a.under);
@@ -529,7 +588,13 @@ void FailoverLink::maybe_ack(Pair& p, bool now) {
       return;
     }
   }
-  if (p.ack_send_h != kNoHandle) return;
+  if (p.ack_send_h != kNoHandle) {
+    // The last one is still going out: a sender may be waiting for this one (a large
+    // message's send completes with it), so it goes as soon as the last is out.
+    if (now) p.ack_urgent = true;
+    return;
+  }
+  p.ack_urgent = false;
   put64(p.ack_out.data(), p.low);
   p.ack_send_h = paths_[static_cast<std::size_t>(p.current)]->send(
       p.peer, control_tag(Control::kAck), std::span<const std::byte>(p.ack_out));
@@ -583,7 +648,10 @@ void FailoverLink::service_sends(Pair& p) {
     std::optional<Status> st = collect(c, o.data_h);
     if (!st) continue;
     if (!st->is_ok()) return fail_path(p, c, *st, false);
-    if (o.op != kNoHandle && !ops_.at(o.op).done) finish(o.op, Status());
+    // A large one of the fast stint finishes with its acknowledgement (release_acknowledged):
+    // until then the caller's buffer is the copy a resend would read.
+    const bool awaits_ack = p.fast && o.size >= kAckedSendBytes && o.index >= p.acked;
+    if (o.op != kNoHandle && !ops_.at(o.op).done && !awaits_ack) finish(o.op, Status());
   }
   drop_acknowledged(p);
 }
@@ -699,6 +767,7 @@ void FailoverLink::move_to(Pair& p, int path, std::uint32_t generation, const st
   // move down to a stalled path, every better one having failed, is no recovery).
   const bool recovered = recovery || (by_peer && path < from);
   leave_current(p);
+  if (!p.read_back.is_ok()) return lose_pair(p, p.read_back);
   p.current = path;
   p.generation = generation;
   p.state[static_cast<std::size_t>(path)] = PathState::kUp;
