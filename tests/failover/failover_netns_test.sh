@@ -20,6 +20,10 @@
 # (`ss -K`: the kernel aborts them and resets the peers' ends), so its shared-memory paths
 # fail with an error and their pairs move to the standby TCP path: "path shm -> tcp-standby".
 #
+# With `flap`, network A goes down and comes back under agent 1 three times while it
+# trains: each time its pairs move down to B within the stall timeout and back up to A once
+# probes are answered, every step correct, epoch 1 throughout.
+#
 # With `three`, there is a network C (10.83.0.0/24) too, which carries the control plane,
 # and every agent gives three data addresses: each pair has three paths [A, B, C]. A goes
 # down under agent 1, then, once its pairs moved to B, B goes down too: they move on to C
@@ -29,7 +33,7 @@
 # failing while a peer dies still ends in the member-failure protocol (its pairs lose both
 # paths at once), and the survivors train on in a new view, every step correct and agreed.
 #
-#   failover_netns_test.sh TRIBUTARY_BIN [N [kill|return|shm|three]]   # STEPS, COUNT (floats per all-reduce)
+#   failover_netns_test.sh TRIBUTARY_BIN [N [kill|return|flap|shm|three]]   # STEPS, COUNT (floats per all-reduce)
 #                                                     # from the environment
 #
 # Needs root and network namespaces; otherwise exits 77 (skipped) saying why.
@@ -101,7 +105,7 @@ done
 [[ -s $WORK/endpoint ]] || fail "the coordinator did not bind"
 ENDPOINT=$(cat "$WORK/endpoint")
 
-STEPS=${STEPS:-$([[ $MODE == return || $MODE == three ]] && echo 400 || echo 120)}
+STEPS=${STEPS:-$(case $MODE in return | three) echo 400 ;; flap) echo 900 ;; *) echo 120 ;; esac)}
 PRIMARY=tcp
 if [[ $MODE == shm ]]; then
   PRIMARY=shm
@@ -190,6 +194,38 @@ if [[ $MODE == return ]]; then
     sleep 0.1
   done
 fi
+if [[ $MODE == flap ]]; then
+  # Down (already), up, down, up, down, up: each time wait for agent 1 to move (a new move
+  # line, whichever of its pairs logs it first).
+  FLAPS=3
+  moves() { grep -c "to rank .*: path $1" "$WORK/agent1.err" || true; }
+  down_seen=0
+  up_seen=0
+  for ((k = 1; k <= FLAPS; k++)); do
+    for ((t = 0; t < 600; t++)); do
+      [[ $(moves "tcp -> tcp-standby") -gt $down_seen ]] && break
+      kill -0 "${AGENT[1]}" 2>/dev/null || fail "agent 1 ended before move $k to the standby path"
+      sleep 0.05
+    done
+    [[ $(moves "tcp -> tcp-standby") -gt $down_seen ]] || fail "agent 1 did not move down a ${k}th time"
+    sleep 0.3  # its other pairs follow
+    down_seen=$(moves "tcp -> tcp-standby")
+    ip -n "${P}_h1" link set ethA up
+    echo "flap $k: network A back up under agent 1 at step $(grep -c '^soak step' "$WORK/agent1.out")"
+    for ((t = 0; t < 600; t++)); do
+      [[ $(moves "tcp-standby -> tcp ") -gt $up_seen ]] && break
+      kill -0 "${AGENT[1]}" 2>/dev/null || fail "agent 1 ended before move $k back up to network A"
+      sleep 0.05
+    done
+    [[ $(moves "tcp-standby -> tcp ") -gt $up_seen ]] || fail "agent 1 did not move back up a ${k}th time"
+    sleep 0.6  # its other pairs follow (probes every 250 ms)
+    up_seen=$(moves "tcp-standby -> tcp ")
+    [[ $k -lt $FLAPS ]] || break
+    ip -n "${P}_h1" link set ethA down
+    echo "flap $k: network A down again under agent 1 at step $(grep -c '^soak step' "$WORK/agent1.out")"
+  done
+  echo "agent 1 logged $(moves "tcp -> tcp-standby") moves down and $(moves "tcp-standby -> tcp ") back up"
+fi
 for ((i = 0; i < LAST; i++)); do
   wait "${AGENT[i]}" || fail "agent $i exited with $?"
 done
@@ -253,6 +289,7 @@ if command -v curl >/dev/null; then
 fi
 case $MODE in
   return) what="network A cut under agent 1 mid-run and brought back" ;;
+  flap) what="network A down and up under agent 1 three times mid-run, moved down and back up each time" ;;
   shm) what="agent 1's shared-memory paths failed mid-run (pulse connections killed)" ;;
   three) what="networks A then B cut under agent 1 mid-run, its pairs on C" ;;
   *) what="network A cut under agent 1 mid-run" ;;
