@@ -57,6 +57,7 @@ void bind_config(py::module_& m) {
       .def_readwrite("data_port", &agent::WorkerConfig::data_port)
       .def_readwrite("advertise_host", &agent::WorkerConfig::advertise_host)
       .def_readwrite("transport", &agent::WorkerConfig::transport)
+      .def_readwrite("data_addresses", &agent::WorkerConfig::data_addresses)
       .def_readwrite("chunk_bytes", &agent::WorkerConfig::chunk_bytes)
       .def_readwrite("metrics_bind", &agent::WorkerConfig::metrics_bind)
       .def_readwrite("deadline_slack", &agent::WorkerConfig::deadline_slack)
@@ -96,6 +97,21 @@ void bind_config(py::module_& m) {
   cls.def_property(
       "tls_ca", [](const agent::WorkerConfig& c) { return c.tls.ca_file; },
       [](agent::WorkerConfig& c, const std::string& f) { c.tls.ca_file = f; });
+  // Standby paths (docs/transports.md, "Runtime fallback in the agent"): "auto" (where there
+  // is a second data address or an RDMA device, and the group is not on shared memory),
+  // "on" or "off".
+  cls.def_property(
+      "failover",
+      [](const agent::WorkerConfig& c) { return std::string(transport::to_string(c.failover)); },
+      [](agent::WorkerConfig& c, const std::string& name) {
+        auto choice = transport::parse_path_choice(name);
+        if (!choice) {
+          throw_status(error(StatusCode::kInvalidArgument,
+                             "failover must be auto, on or off, not \"" + name + "\""));
+        }
+        c.failover = *choice;
+      });
+  milliseconds_property(cls, "stall_timeout_ms", &agent::WorkerConfig::stall_timeout);
   milliseconds_property(cls, "join_timeout_ms", &agent::WorkerConfig::join_timeout);
   milliseconds_property(cls, "collective_timeout_ms", &agent::WorkerConfig::collective_timeout);
   milliseconds_property(cls, "deadline_floor_ms", &agent::WorkerConfig::deadline_floor);

@@ -61,7 +61,8 @@ def _config(coordinator, secret, options):
     if not config.secret:
         raise invalid("no cluster secret: set TRIBUTARY_SECRET")
     seconds = {"join_timeout": "join_timeout_ms", "collective_timeout": "collective_timeout_ms",
-               "recovery_timeout": "recovery_timeout_ms", "deadline_floor": "deadline_floor_ms"}
+               "recovery_timeout": "recovery_timeout_ms", "deadline_floor": "deadline_floor_ms",
+               "stall_timeout": "stall_timeout_ms"}
     for key, value in options.items():
         if value is None:
             continue
@@ -81,8 +82,10 @@ class Worker:
     "topk:density=0.01", ...; every member the same), join_timeout, collective_timeout,
     recovery_timeout, deadline_floor (seconds), min_world_size, host, zone, bind_host,
     advertise_host, data_port, metrics_bind ("127.0.0.1:0"), algorithm, chunk_bytes,
-    codec_seed, agreement, speculative_max_bytes. wait_timeout bounds every wait on a
-    collective (seconds).
+    codec_seed, agreement, speculative_max_bytes, transport, data_addresses (a list,
+    most preferred first), failover ("auto": standby paths where there are two or more
+    data addresses and the group is not on shared memory; "on", "off"), stall_timeout
+    (seconds). wait_timeout bounds every wait on a collective (seconds).
     """
 
     def __init__(self, coordinator=None, *, secret=None, wait_timeout=DEFAULT_WAIT_S,

@@ -36,3 +36,17 @@ def test_a_bad_mode_is_refused_at_once():
         config.tls = "sometimes"
     config.tls = "cross-zone"
     assert config.tls == "cross-zone"
+
+
+def test_failover_is_auto_by_default_and_a_bad_choice_is_refused():
+    # On by default where there is another network (docs/transports.md); on/off force it.
+    config = tributary._tributary.WorkerConfig()
+    assert config.failover == "auto"
+    with pytest.raises(tributary.InvalidArgument, match="auto, on or off"):
+        config.failover = "sometimes"
+    config.failover = "off"
+    assert config.failover == "off"
+    config.data_addresses = ["10.0.0.1", "10.1.0.1"]
+    assert config.data_addresses == ["10.0.0.1", "10.1.0.1"]
+    config.stall_timeout_ms = 1500
+    assert config.stall_timeout_ms == 1500
