@@ -164,9 +164,11 @@ double CostModel::predict(AllReduceAlgorithm algorithm, int world_size, std::siz
       // once more by the link: charged as that many more bytes moved.
       double copied = 0;
       const double ahead = static_cast<double>(kRecvDepth) * c;
+      double part = s;  // s / 2^i, halved exactly (no pow(): the choice runs every call)
       for (int i = 1; i <= log_p; ++i) {
-        m += 2 * p * msgs(s / std::pow(2.0, i));
-        copied += 2 * p * std::max(0.0, s / std::pow(2.0, i) - ahead);
+        part /= 2;
+        m += 2 * p * msgs(part);
+        copied += 2 * p * std::max(0.0, part - ahead);
       }
       const double extra = n - p;
       return std::max(t, work(m + 2 * extra * msgs(s), moved + copied, reduced));
@@ -215,7 +217,11 @@ double CostModel::critical_path(AllReduceAlgorithm algorithm, int world_size,
       const int log_p = floor_log2(world_size);
       const double p = static_cast<double>(1 << log_p);
       double t = 0;
-      for (int i = 1; i <= log_p; ++i) t += 2 * msgs(s / std::pow(2.0, i)) * alpha_;
+      double part = s;
+      for (int i = 1; i <= log_p; ++i) {
+        part /= 2;
+        t += 2 * msgs(part) * alpha_;
+      }
       // Each step reduces before the next can send: the reduction is not hidden.
       t += 2 * (p - 1) / p * s * beta_ + (p - 1) / p * s * gamma_;
       if (world_size != (1 << log_p)) t += 2 * msgs(s) * alpha_ + 2 * s * beta_ + s * gamma_;
