@@ -1,6 +1,7 @@
-// The FailoverLink behind make_failover_link (failover_link.h): its records and the two
-// halves, the Link operations (failover_link.cc) and the pair protocol that numbers,
-// acknowledges, and moves a pair between paths (failover_pair.cc). Internal to transport/.
+// The FailoverLink behind make_failover_link (failover_link.h): its records and its
+// parts, the Link operations (failover_link.cc), the pair protocol that numbers,
+// acknowledges, and moves a pair between paths (failover_pair.cc), and that protocol's
+// fast stint before a pair's first move (failover_fast.cc). Internal to transport/.
 #pragma once
 
 #include <array>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "algorithms/seq_space.h"
+#include "core/check.h"
 #include "transport/failover_link.h"
 #include "transport/link_ops.h"
 #include "transport/payload_pool.h"
@@ -55,6 +57,19 @@ inline constexpr std::size_t kAckedSendBytes = 64 * 1024;
 // probed, and the pair moves back up to it when a probe is answered. A down path failed
 // with an error (a reset, a close, a corrupt frame): its connection is gone for this link.
 enum class PathState { kUp, kStalled, kDown };
+
+// A fast-stint message's stamp: its index + 1 in the low 40 bits (so that 0, a plain
+// send's, is never one), and the low 24 bits of the sender's own `low` above them: the
+// acknowledgement of what came the other way, for free.
+inline constexpr unsigned kStampIndexBits = 40;
+inline constexpr std::uint64_t kStampIndexMask = (std::uint64_t{1} << kStampIndexBits) - 1;
+inline constexpr std::uint64_t kStampAckMask = (std::uint64_t{1} << (64 - kStampIndexBits)) - 1;
+inline std::uint64_t make_stamp(std::uint64_t index, std::uint64_t low) {
+  TRIB_CHECK(index + 1 <= kStampIndexMask) << "a failover link numbered 2^40 messages";
+  return (index + 1) | ((low & kStampAckMask) << kStampIndexBits);
+}
+inline std::uint64_t stamp_index1(std::uint64_t stamp) { return stamp & kStampIndexMask; }
+inline std::uint64_t stamp_ack(std::uint64_t stamp) { return stamp >> kStampIndexBits; }
 
 // A message of this rank to a peer, from send() until the peer acknowledges it.
 struct Outgoing {
@@ -200,10 +215,19 @@ class FailoverLink final : public algorithms::Link {
                  const std::optional<algorithms::Combine>& combine);
   // A receive just posted: the earliest unclaimed arrival with its tag, if any.
   void match_posted(Pair& p, Handle h);
-  // The fast stint: the caller's receive `h` posted on the path as it is.
+
+  // ---- the fast stint (failover_fast.cc) ----
+  // The caller's receive `h` posted on the path as it is.
   void post_fast(Pair& p, Handle h);
   // A fast receive's path operation finished with `st` and `stamp`: it is over.
   void finish_fast(Pair& p, Arrival& a, const Status& st, std::uint64_t stamp);
+  // Counts and acknowledges what arrived before its receive was posted.
+  void collect_early(Pair& p);
+  // An acknowledgement that came in a stamp (its low 24 bits).
+  void on_stamped_ack(Pair& p, std::uint64_t low24);
+  // The fast stint ends: what its receives took counts, the rest are posted again, and
+  // what arrived early is read back from the path into arrivals.
+  void end_fast(Pair& p);
 
   // ---- the pair protocol (failover_pair.cc) ----
   // One round: moves bytes on every path without blocking, then looks at every pair.
@@ -229,11 +253,6 @@ class FailoverLink final : public algorithms::Link {
   void keep_copy(Outgoing& o);
   void on_descriptor(Pair& p);
   void on_arrival(Arrival& a);  // delivers a finished arrival to its receive
-  // The fast stint ends: what its receives took counts, the rest are posted again, and
-  // what arrived early is read back from the path into arrivals.
-  void end_fast(Pair& p);
-  // Fast stint: counts and acknowledges what arrived before its receive was posted.
-  void collect_early(Pair& p);
   void drop_acknowledged(Pair& p);
   void on_ack(Pair& p, std::uint64_t low);
   // Finishes the sends of acknowledged messages that no path reads any more; drops them.
@@ -242,8 +261,6 @@ class FailoverLink final : public algorithms::Link {
   void mark_received(Pair& p, std::uint64_t index);
   // `now`: whatever the fast stint's policy, as the end of the link's use wants.
   void maybe_ack(Pair& p, bool now = false);
-  // An acknowledgement that came in a fast-stint stamp (its low 24 bits).
-  void on_stamped_ack(Pair& p, std::uint64_t low24);
   // Path `path` of `p` failed with `why`: the pair moves to its next path, or fails.
   void fail_path(Pair& p, int path, const Status& why, bool stall);
   void leave_current(Pair& p);
