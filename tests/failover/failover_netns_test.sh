@@ -199,27 +199,25 @@ if [[ $MODE == flap ]]; then
   # line, whichever of its pairs logs it first).
   FLAPS=3
   moves() { grep -c "to rank .*: path $1" "$WORK/agent1.err" || true; }
+  # Until agent 1 logs more than $2 moves matching $1, then a pause of $3 s for its other
+  # pairs to follow; prints the new count.
+  next_move() {
+    for ((t = 0; t < 600; t++)); do
+      [[ $(moves "$1") -gt $2 ]] && break
+      kill -0 "${AGENT[1]}" 2>/dev/null || fail "agent 1 ended before move $k ($1)"
+      sleep 0.05
+    done
+    [[ $(moves "$1") -gt $2 ]] || fail "agent 1 did not move ($1) a ${k}th time"
+    sleep "$3"
+    moves "$1"
+  }
   down_seen=0
   up_seen=0
   for ((k = 1; k <= FLAPS; k++)); do
-    for ((t = 0; t < 600; t++)); do
-      [[ $(moves "tcp -> tcp-standby") -gt $down_seen ]] && break
-      kill -0 "${AGENT[1]}" 2>/dev/null || fail "agent 1 ended before move $k to the standby path"
-      sleep 0.05
-    done
-    [[ $(moves "tcp -> tcp-standby") -gt $down_seen ]] || fail "agent 1 did not move down a ${k}th time"
-    sleep 0.3  # its other pairs follow
-    down_seen=$(moves "tcp -> tcp-standby")
+    down_seen=$(next_move "tcp -> tcp-standby" "$down_seen" 0.3)
     ip -n "${P}_h1" link set ethA up
     echo "flap $k: network A back up under agent 1 at step $(grep -c '^soak step' "$WORK/agent1.out")"
-    for ((t = 0; t < 600; t++)); do
-      [[ $(moves "tcp-standby -> tcp ") -gt $up_seen ]] && break
-      kill -0 "${AGENT[1]}" 2>/dev/null || fail "agent 1 ended before move $k back up to network A"
-      sleep 0.05
-    done
-    [[ $(moves "tcp-standby -> tcp ") -gt $up_seen ]] || fail "agent 1 did not move back up a ${k}th time"
-    sleep 0.6  # its other pairs follow (probes every 250 ms)
-    up_seen=$(moves "tcp-standby -> tcp ")
+    up_seen=$(next_move "tcp-standby -> tcp " "$up_seen" 0.6)  # probes every 250 ms
     [[ $k -lt $FLAPS ]] || break
     ip -n "${P}_h1" link set ethA down
     echo "flap $k: network A down again under agent 1 at step $(grep -c '^soak step' "$WORK/agent1.out")"
