@@ -132,6 +132,10 @@ void TcpEndpoint::Impl::begin(const std::shared_ptr<Group>& g) {
   for (auto it = parked_.begin(); it != parked_.end();) {
     const auto [epoch, from] = it->first;
     if (epoch > g->epoch) break;
+    if (epoch == g->epoch && from >= 0 && from < g->size && !g->wanted[from]) {
+      ++it;  // a reconnect of other pairs: this one waits for its own call
+      continue;
+    }
     std::shared_ptr<Incoming> in = std::move(it->second);
     it = parked_.erase(it);
     if (epoch < g->epoch) {
@@ -149,16 +153,23 @@ void TcpEndpoint::Impl::begin(const std::shared_ptr<Group>& g) {
   g->deadline_timer->async_wait([this, g](std::error_code ec) {
     if (!ec) on_deadline(g);
   });
-  for (int peer = g->rank + 1; peer < g->size; ++peer) dial(g, peer);
+  for (int peer = g->rank + 1; peer < g->size; ++peer) {
+    if (g->wanted[peer]) dial(g, peer);
+  }
   maybe_complete(g);
 }
 
 void TcpEndpoint::Impl::on_deadline(const std::shared_ptr<Group>& g) {
+  if (g->partial) {
+    for (int r = 0; r < g->size; ++r) {
+      if (g->wanted[r] && g->slots[r].sock) return finish(g, Status());
+    }
+  }
   std::string missing;
   bool auth = false;
   for (int r = 0; r < g->size; ++r) {
     const Slot& s = g->slots[r];
-    if (r == g->rank || s.sock) continue;
+    if (r == g->rank || !g->wanted[r] || s.sock) continue;
     if (!missing.empty()) missing += "; ";
     missing += "rank " + std::to_string(r) + " at " + joined(g->addresses[r]);
     missing += r < g->rank ? " never connected to us" : " not connected";
@@ -176,7 +187,7 @@ void TcpEndpoint::Impl::on_deadline(const std::shared_ptr<Group>& g) {
 
 void TcpEndpoint::Impl::maybe_complete(const std::shared_ptr<Group>& g) {
   for (int r = 0; r < g->size; ++r) {
-    if (r != g->rank && !g->slots[r].sock) return;
+    if (g->wanted[r] && !g->slots[r].sock) return;
   }
   finish(g, Status());
 }
@@ -248,12 +259,21 @@ void TcpEndpoint::Impl::finish(const std::shared_ptr<Group>& g, Status st) {
 
 Result<std::vector<PeerSocket>> TcpEndpoint::Impl::connect_sockets(
     std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
-    Deadline deadline, std::vector<bool> tls) {
+    Deadline deadline, std::vector<bool> tls, const std::vector<int>& peers, bool partial) {
   const int size = static_cast<int>(addresses.size());
   if (size < 1 || rank < 0 || rank >= size) {
     return error(StatusCode::kInvalidArgument,
                  "rank " + std::to_string(rank) + " in a group of " + std::to_string(size));
   }
+  std::vector<bool> wanted(static_cast<std::size_t>(size), peers.empty());
+  for (int peer : peers) {
+    if (peer < 0 || peer >= size || peer == rank) {
+      return error(StatusCode::kInvalidArgument, "peer " + std::to_string(peer) +
+                                                     " in a group of " + std::to_string(size));
+    }
+    wanted[static_cast<std::size_t>(peer)] = true;
+  }
+  wanted[static_cast<std::size_t>(rank)] = false;
   TRIB_CHECK(!in_connect_.exchange(true)) << "concurrent connect_group calls on one endpoint";
   struct Reset {
     std::atomic<bool>* flag;
@@ -270,11 +290,14 @@ Result<std::vector<PeerSocket>> TcpEndpoint::Impl::connect_sockets(
   g->slots.resize(static_cast<std::size_t>(size));
   g->dial.resize(static_cast<std::size_t>(size));
   g->deadline = deadline;
+  g->wanted = std::move(wanted);
+  g->partial = partial;
   {
     // Resolve up front so a typo fails at once instead of at the deadline.
     asio::io_context resolve_io;
     tcp::resolver resolver(resolve_io);
     for (int peer = rank + 1; peer < size; ++peer) {
+      if (!g->wanted[peer]) continue;
       if (addresses[peer].empty()) {
         return error(StatusCode::kInvalidArgument, "no address for rank " + std::to_string(peer));
       }
@@ -316,14 +339,14 @@ std::vector<bool> TcpEndpoint::Impl::tls_pairs(int rank, int size,
 }
 
 Status TcpEndpoint::Impl::establish_tls(std::uint64_t epoch, std::vector<PeerSocket>& sockets,
-                                        Deadline deadline) {
+                                        Deadline deadline, bool group) {
   std::vector<TlsHandshake> handshakes;
   for (const PeerSocket& s : sockets) {
     if (s.tls) {
       handshakes.push_back({s.tls.get(), s.fd, "rank " + std::to_string(s.rank) + " at " + s.address, Status()});
     }
   }
-  tls_peers_.store(handshakes.size());
+  if (group) tls_peers_.store(handshakes.size());
   if (handshakes.empty()) return Status();
   // The handshake's own bound applies on top of the group's: a peer that stops answering
   // mid-handshake is one that will not answer.
@@ -343,6 +366,31 @@ Status TcpEndpoint::Impl::establish_tls(std::uint64_t epoch, std::vector<PeerSoc
                      handshakes.front().stream->description() + " with " + peers);
   }
   return st;
+}
+
+Status TcpEndpoint::Impl::prepare(std::uint64_t epoch, std::vector<PeerSocket>& sockets,
+                                  Deadline deadline, bool group) {
+  for (const PeerSocket& s : sockets) {
+    const int flags = ::fcntl(s.fd, F_GETFL);
+    if (flags < 0 || ::fcntl(s.fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+      const int err = errno;
+      for (PeerSocket& p : sockets) {
+        p.tls.reset();
+        ::close(p.fd);
+      }
+      return error(StatusCode::kInternal, "cannot make the socket of rank " +
+                                              std::to_string(s.rank) +
+                                              " non-blocking: " + std::strerror(err));
+    }
+  }
+  if (Status tls = establish_tls(epoch, sockets, deadline, group); !tls.is_ok()) {
+    for (PeerSocket& p : sockets) {
+      p.tls.reset();
+      ::close(p.fd);
+    }
+    return tls;
+  }
+  return Status();
 }
 
 Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::Impl::make_link(
@@ -366,23 +414,7 @@ Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::Impl::make_link(
     stats_rank_ = rank;
     stats_epoch_ = epoch;
   }
-  for (const PeerSocket& s : sockets) {
-    const int flags = ::fcntl(s.fd, F_GETFL);
-    if (flags < 0 || ::fcntl(s.fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-      const int err = errno;
-      for (const PeerSocket& p : sockets) ::close(p.fd);
-      return error(StatusCode::kInternal, "cannot make the socket of rank " +
-                                              std::to_string(s.rank) +
-                                              " non-blocking: " + std::strerror(err));
-    }
-  }
-  if (Status tls = establish_tls(epoch, sockets, deadline); !tls.is_ok()) {
-    for (PeerSocket& p : sockets) {
-      p.tls.reset();
-      ::close(p.fd);
-    }
-    return tls;
-  }
+  TRIB_RETURN_IF_ERROR(prepare(epoch, sockets, deadline, true));
   TcpLinkParams params;
   params.epoch = epoch;
   params.rank = rank;
@@ -442,6 +474,18 @@ Result<std::vector<PeerSocket>> TcpEndpoint::connect_sockets(
     std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
     Deadline deadline) {
   return impl_->connect_sockets(epoch, rank, addresses, deadline);
+}
+
+Result<std::vector<PeerSocket>> TcpEndpoint::reconnect(
+    std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
+    const std::vector<int>& peers, Deadline deadline, const std::vector<std::string>& zones) {
+  if (peers.empty()) return error(StatusCode::kInvalidArgument, "a reconnect of no peer");
+  const int size = static_cast<int>(addresses.size());
+  TRIB_ASSIGN_OR_RETURN(std::vector<PeerSocket> sockets,
+                        impl_->connect_sockets(epoch, rank, addresses, deadline,
+                                               impl_->tls_pairs(rank, size, zones), peers, true));
+  TRIB_RETURN_IF_ERROR(impl_->prepare(epoch, sockets, deadline, false));
+  return sockets;
 }
 
 void TcpEndpoint::cancel_connect(std::uint64_t newer_epoch) { impl_->cancel_connect(newer_epoch); }

@@ -132,6 +132,18 @@ class TcpEndpoint {
       std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
       Deadline deadline);
 
+  // For a path that reconnects (transport/failover_link.h, FailoverParams::on_down): new
+  // connections to `peers` of epoch `epoch`'s group (built here), whose connections
+  // failed; both ends call it, the lower rank dials, with the handshake and TLS of
+  // connect_group (a connection from a peer of the current epoch that arrives before
+  // this call waits parked for it). Returns the sockets of the peers that connected by
+  // the deadline (at least one; non-blocking, ready for a TcpLink: replace_peer_socket),
+  // or connect_group's errors: kTimedOut (none connected), kStaleEpoch (a newer epoch was
+  // built here), kAborted (cancel_connect). Not beside a connect_group of this endpoint.
+  Result<std::vector<PeerSocket>> reconnect(
+      std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
+      const std::vector<int>& peers, Deadline deadline, const std::vector<std::string>& zones = {});
+
   // From any thread: a connect_group in progress for an epoch older than `newer_epoch`
   // returns kAborted promptly (a newer view superseded it). No effect otherwise.
   void cancel_connect(std::uint64_t newer_epoch);

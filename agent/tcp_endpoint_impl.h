@@ -73,6 +73,11 @@ class TcpEndpoint::Impl {
     std::vector<std::vector<std::string>> addresses;  // by rank, in order of preference
     std::vector<bool> tls;                            // by rank: this pair runs TLS
     Deadline deadline;
+    // By rank: the peers this call connects (every one for a group; the failed pairs for
+    // a reconnect). Connections from the others for this epoch stay parked.
+    std::vector<bool> wanted;
+    // A reconnect: at the deadline, what connected is the result (at least one peer).
+    bool partial = false;
     std::vector<std::vector<tcp::endpoint>> dial;  // by rank; meaningful for ranks above ours
     std::vector<Slot> slots;
     std::vector<std::shared_ptr<tcp::socket>> dialing;
@@ -93,12 +98,18 @@ class TcpEndpoint::Impl {
   Status start();
   std::uint16_t port() const { return port_; }
   std::string address() const { return address_; }
-  // `tls`: by rank, the pairs that run TLS (empty: none).
+  // `tls`: by rank, the pairs that run TLS (empty: none). `peers`: the ranks to connect
+  // (empty: every one), and then, with `partial`, those that connected by the deadline.
   Result<std::vector<PeerSocket>> connect_sockets(
       std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
-      Deadline deadline, std::vector<bool> tls = {});
+      Deadline deadline, std::vector<bool> tls = {}, const std::vector<int>& peers = {},
+      bool partial = false);
   // By rank, which pairs run TLS under config_.tls with these zone labels.
   std::vector<bool> tls_pairs(int rank, int size, const std::vector<std::string>& zones) const;
+  // Non-blocking, and TLS established where the socket carries a stream; closes them all
+  // on failure. `group`: these are a whole group's (its TLS peers are counted).
+  Status prepare(std::uint64_t epoch, std::vector<PeerSocket>& sockets, Deadline deadline,
+                 bool group);
   Result<std::unique_ptr<algorithms::Link>> make_link(std::uint64_t epoch, int rank,
                                                       std::vector<PeerSocket> sockets,
                                                       Deadline deadline, bool combine);
@@ -109,7 +120,8 @@ class TcpEndpoint::Impl {
   void configure(tcp::socket& s);
   // The TLS handshakes of the sockets that carry a stream, at once, by `deadline`; failures
   // are logged and counted.
-  Status establish_tls(std::uint64_t epoch, std::vector<PeerSocket>& sockets, Deadline deadline);
+  Status establish_tls(std::uint64_t epoch, std::vector<PeerSocket>& sockets, Deadline deadline,
+                       bool group);
 
   // ---- accepting side (tcp_handshake.cc, I/O thread) ----
   void accept_next();

@@ -231,7 +231,12 @@ void TcpEndpoint::Impl::on_response(const std::shared_ptr<Incoming>& in) {
   in->timer.cancel();
   std::erase(handshaking_, in);
   handshakes_accepted_.fetch_add(1);
-  if (group_ && group_->epoch == in->hello.epoch) return claim(group_, in);
+  if (group_ && group_->epoch == in->hello.epoch) {
+    const int from = static_cast<int>(in->hello.from_rank);
+    // A reconnect of other pairs is under way: this one is parked for its own.
+    const bool other = from >= 0 && from < group_->size && !group_->wanted[from];
+    if (!other) return claim(group_, in);
+  }
   if (in->hello.epoch < floor_epoch_) {
     return refuse(in, "stale",
                   claim_text(in) + ": epoch moved on to " + std::to_string(floor_epoch_),

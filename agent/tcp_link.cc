@@ -193,6 +193,55 @@ Status TcpLink::time_out(std::uint32_t i) {
                        peer_name(p));
 }
 
+void TcpLink::replace_peer(PeerSocket socket) {
+  std::lock_guard io(io_mu_);
+  Peer& p = peers_[socket.rank];
+  if (p.fd >= 0) {
+    fail_peer(p, error(StatusCode::kPeerLost, "the connection to " + peer_name(p) + " was replaced"),
+              false);
+  }
+  for (transport::EarlyMessage& m : p.unexpected) pool_.give_back(std::move(m.bytes));
+  p.unexpected.clear();
+  p.unexpected_bytes = 0;
+  p.stalled = false;
+  p.state = RecvState::kHeader;
+  p.dst = nullptr;
+  p.length = 0;
+  p.remaining = 0;
+  p.stage_begin = 0;
+  p.stage_end = 0;
+  p.notice.clear();
+  p.logged_stale = false;
+  p.head_sent = 0;
+  p.tls_write_pending = false;
+  p.fd = socket.fd;
+  p.address = std::move(socket.address);
+  if (!p.staging) p.staging.reset(new std::byte[kStagingBytes]);
+  p.tls = std::move(socket.tls);
+  if (p.tls) {
+    if (!p.tls_scratch) p.tls_scratch.reset(new std::byte[kTlsCoalesceBytes]);
+    any_tls_ = true;
+  }
+  p.failed = Status();
+  params_.log.info("epoch " + std::to_string(params_.epoch) + ": a new connection to " +
+                   peer_name(p) + " carries the pair");
+}
+
+Status replace_peer_socket(algorithms::Link& link, PeerSocket socket) {
+  auto* tcp = dynamic_cast<TcpLink*>(&link);
+  if (tcp == nullptr || socket.rank < 0 || socket.rank >= tcp->size() ||
+      socket.rank == tcp->rank() || socket.fd < 0) {
+    socket.tls.reset();
+    if (socket.fd >= 0) ::close(socket.fd);
+    return error(StatusCode::kInvalidArgument,
+                 tcp == nullptr ? "a new connection for a link that is not TCP"
+                                : "a new connection for rank " + std::to_string(socket.rank) +
+                                      ", not a peer of this link");
+  }
+  tcp->replace_peer(std::move(socket));
+  return Status();
+}
+
 Result<std::unique_ptr<algorithms::Link>> make_tcp_link(TcpLinkParams params,
                                                         std::vector<PeerSocket> peers) {
   return transport::make_stream_link<TcpLink>(Status(), std::move(params), std::move(peers));

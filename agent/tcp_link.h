@@ -85,6 +85,14 @@ struct TcpLinkParams : transport::StreamLinkParams {
   std::shared_ptr<LinkCounters> counters;  // required
 };
 
+// For a path that reconnects (TcpEndpoint::reconnect): `socket` (non-blocking, its
+// handshake done, of the link's epoch) carries the pair with socket.rank from now on. The
+// old connection, if still open, is closed first (what is pending on it fails with
+// kPeerLost); what arrived on it and was not taken is dropped: the bytes of the new
+// connection start a fresh stream. The link's owner thread only. kInvalidArgument, with
+// the socket closed, when `link` is not a TCP link or the rank is not a peer of it.
+Status replace_peer_socket(algorithms::Link& link, PeerSocket socket);
+
 // Takes ownership of the sockets (closed on failure too). kInternal when the OS refuses
 // the link an eventfd.
 Result<std::unique_ptr<algorithms::Link>> make_tcp_link(TcpLinkParams params,

@@ -54,6 +54,9 @@ class TcpLink final : public algorithms::PollableLink {
   bool test(Handle handle) override;
   void drive(Deadline until) override;
 
+  // A new connection to socket.rank in place of its old one (replace_peer_socket).
+  void replace_peer(PeerSocket socket);
+
   // Per-peer read buffer: small frames arrive here with their headers.
   static constexpr std::size_t kStagingBytes = 64 * 1024;
   // A frame at most this large (header included) leaves through TLS as one record.

@@ -4,7 +4,11 @@
 #include <numeric>
 #include <thread>
 
+#include <fcntl.h>
+#include <sys/socket.h>
+
 #include "algorithms/collectives.h"
+#include "algorithms/memory_link.h"
 #include "algorithms/pollable_link.h"
 #include "core/reduce.h"
 #include "tests/agent/tcp_test_util.h"
@@ -496,6 +500,70 @@ TEST(TcpLinkTest, NewEpochGetsNewLinksWhileOldOnesStayUsable) {
   expect_all_ok(run_ranks(3, [&](int r) { return exchange(*c.links[r], 777, 1); }));
   expect_all_ok(run_ranks(3, [&](int r) { return exchange(*old[r], 777, 1); }));
   EXPECT_EQ(c.endpoints[0]->stats().epoch, 2u);
+}
+
+// A pair whose connection failed gets a new one at the same epoch (TcpEndpoint::reconnect,
+// both ends, the lower rank dialling) and the link carries the pair over it again
+// (replace_peer_socket); the other pairs never noticed.
+TEST(TcpLinkTest, AFailedPairReconnectsAtTheSameEpochAndCarriesMessagesAgain) {
+  LogCapture logs;
+  Cluster c = make_cluster(3, logs);
+  expect_all_ok(connect_all(c, 1));
+  const int fd = socket_to_port(port_of(c.addresses[1]));  // rank 0's side of pair 0-1
+  ASSERT_GE(fd, 0);
+  ::shutdown(fd, SHUT_RDWR);
+  std::vector<std::byte> x(100), y(100);
+  EXPECT_EQ(c.links[0]->wait(c.links[0]->recv(1, Tag{1, 0, 0}, y), soon()).code(),
+            StatusCode::kPeerLost);
+  EXPECT_EQ(c.links[1]->wait(c.links[1]->recv(0, Tag{1, 0, 0}, y), soon()).code(),
+            StatusCode::kPeerLost);
+  std::vector<std::vector<std::string>> addresses;
+  for (const std::string& a : c.addresses) addresses.push_back({a});
+  std::vector<std::vector<agent::PeerSocket>> got(2);
+  expect_all_ok(run_ranks(2, [&](int r) -> Status {
+    TRIB_ASSIGN_OR_RETURN(got[r], c.endpoints[r]->reconnect(1, r, addresses, {1 - r}, soon()));
+    return Status();
+  }));
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(got[r].size(), 1u);
+    EXPECT_EQ(got[r][0].rank, 1 - r);
+    ASSERT_TRUE(agent::replace_peer_socket(*c.links[r], std::move(got[r][0])).is_ok());
+  }
+  expect_all_ok(run_ranks(3, [&](int r) { return exchange(*c.links[r], 100000, 2); }));
+  EXPECT_TRUE(logs.contains("a new connection to rank 1")) << logs.dump();
+  // Not for a link that is not TCP, nor for its own rank: refused, the socket closed.
+  algorithms::MemoryFabric fabric(2);
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  EXPECT_EQ(agent::replace_peer_socket(fabric.link(0), {1, fds[0], "x", nullptr}).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(agent::replace_peer_socket(*c.links[0], {0, fds[1], "x", nullptr}).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(::fcntl(fds[0], F_GETFD), -1);
+  EXPECT_EQ(::fcntl(fds[1], F_GETFD), -1);
+}
+
+// A reconnect names the epoch it belongs to: one older than what the endpoint has built
+// since is stale, and a peer that never calls leaves it to time out naming that peer, with
+// nothing else of the endpoint disturbed.
+TEST(TcpLinkTest, AReconnectOfAnOlderEpochIsStaleAndOneNobodyAnswersTimesOut) {
+  LogCapture logs;
+  Cluster c = make_cluster(2, logs);
+  expect_all_ok(connect_all(c, 1));
+  std::vector<std::vector<std::string>> addresses{{c.addresses[0]}, {c.addresses[1]}};
+  auto alone = c.endpoints[0]->reconnect(1, 0, addresses, {1}, Deadline::after(200ms));
+  EXPECT_EQ(alone.status().code(), StatusCode::kTimedOut) << alone.status().to_string();
+  EXPECT_NE(alone.status().message().find("rank 1"), std::string::npos);
+  auto waiting = c.endpoints[1]->reconnect(1, 1, addresses, {0}, Deadline::after(200ms));
+  EXPECT_EQ(waiting.status().code(), StatusCode::kTimedOut) << waiting.status().to_string();
+  EXPECT_EQ(c.endpoints[0]->reconnect(1, 0, addresses, {}, soon()).status().code(),
+            StatusCode::kInvalidArgument);
+  c.links.clear();
+  c.links.resize(2);
+  expect_all_ok(connect_all(c, 2));
+  EXPECT_EQ(c.endpoints[0]->reconnect(1, 0, addresses, {1}, soon()).status().code(),
+            StatusCode::kStaleEpoch);
+  expect_all_ok(run_ranks(2, [&](int r) { return exchange(*c.links[r], 1000, 3); }));
 }
 
 // recv_combine reduces out of the 64 KiB staging buffer: float64 payloads several times

@@ -3,7 +3,10 @@
 // the wire protocol by hand so tests can misbehave on purpose.
 #pragma once
 
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <asio.hpp>
 #include <memory>
@@ -74,6 +77,32 @@ inline Cluster make_cluster(int n, LogCapture& logs,
   }
   c.links.resize(static_cast<std::size_t>(n));
   return c;
+}
+
+// The socket of this process whose remote end is local port `port` (the dialing side of a
+// connection to that listener), or -1: a test shuts it down to fail that one pair.
+inline int socket_to_port(std::uint16_t port) {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  int found = -1;
+  while (dirent* e = ::readdir(dir)) {
+    const int fd = std::atoi(e->d_name);
+    if (fd <= 2) continue;
+    sockaddr_storage peer{};
+    socklen_t len = sizeof(peer);
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) continue;
+    if (peer.ss_family == AF_INET &&
+        ntohs(reinterpret_cast<sockaddr_in*>(&peer)->sin_port) == port) {
+      found = fd;
+      break;
+    }
+  }
+  ::closedir(dir);
+  return found;
+}
+
+inline std::uint16_t port_of(const std::string& address) {
+  return static_cast<std::uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
 }
 
 // Every rank calls connect_group concurrently; returns each rank's status.
