@@ -84,6 +84,7 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const WorkerConfig& config, 
     TRIB_ASSIGN_OR_RETURN(std::string full, complete_address(a, port));
     d->addresses_.push_back(std::move(full));
   }
+  d->redialer_ = std::make_unique<PathRedialer>(log.child("redial"));
   auto tcp = std::make_unique<TcpTransport>(*d->endpoint_, d->addresses_, "tcp",
                                             config.fused_receive);
   std::vector<std::unique_ptr<transport::Transport>> ordered;
@@ -122,6 +123,7 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const WorkerConfig& config, 
     d->table_ = std::make_unique<transport::TransportTable>(std::move(ordered), log);
     d->tcp_only_channels_ = std::move(tcp);
   } else {
+    d->tcp_ = tcp.get();
     ordered.push_back(std::move(tcp));
     d->table_ = std::make_unique<transport::TransportTable>(std::move(ordered), log);
   }
@@ -160,6 +162,7 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const WorkerConfig& config, 
 }
 
 DataPlane::~DataPlane() {
+  redialer_.reset();  // its attempts use the endpoints
   table_.reset();  // its transports use the endpoint
   tcp_only_channels_.reset();
   standbys_.clear();
@@ -193,6 +196,7 @@ std::vector<std::string> DataPlane::capabilities() const {
 }
 
 void DataPlane::cancel_connect(std::uint64_t newer_epoch) {
+  // Also ends a reconnect of an older epoch's path in progress on these endpoints.
   table_->cancel_connect(newer_epoch);
   for (const auto& standby : standbys_) standby->cancel_connect(newer_epoch);
 }
@@ -201,6 +205,8 @@ std::uint16_t DataPlane::port() const { return endpoint_->port(); }
 
 Result<std::unique_ptr<algorithms::Link>> DataPlane::connect(const transport::GroupSpec& spec,
                                                              Deadline deadline) {
+  // The last group's reconnects end here: an endpoint connects one group at a time.
+  redialer_->stop();
   // The standbys every member advertises, in order (the view decides it, so every member
   // counts the same: a standby missing from one member ends the list for the group).
   std::size_t standbys = spec.size() > 1 ? standbys_.size() : 0;
@@ -333,6 +339,21 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::with_standby(
   params.on_change = [this, e = spec.epoch](const transport::PathChange& c) {
     on_path_change(e, c);
   };
+  // The TCP paths whose connections fail are re-dialled in the background (not shared
+  // memory or RDMA, nor a standby that never connected: no connection to replace).
+  std::vector<PathRedialer::Path> redial(paths.size());
+  if (primary_name == "tcp" && tcp_ != nullptr) {
+    redial[0] = {&tcp_->endpoint(), tcp_->paths(spec)};
+  }
+  for (std::size_t k = 0; k < standbys.size(); ++k) {
+    if (standbys[k]) redial[k + 1] = {standby_endpoints_[k].get(), standbys_[k]->paths(spec)};
+  }
+  std::vector<std::string> zones;
+  for (const auto& m : spec.members) zones.push_back(m.zone);
+  auto inbox = std::make_shared<transport::ReconnectInbox>();
+  redialer_->start(spec.epoch, spec.rank, std::move(redial), std::move(zones), inbox);
+  params.reconnects = inbox;
+  params.on_down = [this, e = spec.epoch](int path, int peer) { redialer_->want(e, path, peer); };
   TRIB_ASSIGN_OR_RETURN(auto link, transport::make_failover_link(std::move(params), std::move(paths)));
   *failover = true;
   return link;

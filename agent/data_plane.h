@@ -22,7 +22,9 @@
 // "tcp-standby-2:<address>", ...) gets it as path k + 1 of a transport/failover_link.h
 // link: a pair whose path fails, or stays without acknowledgement for `stall_timeout`,
 // moves to its next path and resumes at the first message its peer had not received,
-// with no view change, and moves back up when a stalled path answers again. A group with
+// with no view change, and moves back up when a stalled path answers again; a TCP path
+// whose connection failed with an error is re-dialled in the background
+// (agent/path_redialer.h) and the pair moves back up to it once it answers. A group with
 // a member that advertises no standby runs on the table's transport alone (logged); a
 // standby that does not connect within a stall timeout of the table's stays in the list as
 // an absent path (transport/absent_path.h): the view alone decides the protocol, so the
@@ -37,7 +39,9 @@
 #include <string>
 #include <vector>
 
+#include "agent/path_redialer.h"
 #include "agent/tcp_endpoint.h"
+#include "agent/tcp_transport.h"
 #include "agent/worker.h"
 #include "transport/transport_table.h"
 
@@ -125,7 +129,10 @@ class DataPlane {
   // the first (one over the only address when there is one), in path order (empty
   // without). Standby k is advertised and logged as standby_name(k).
   std::vector<std::unique_ptr<TcpEndpoint>> standby_endpoints_;
-  std::vector<std::unique_ptr<transport::Transport>> standbys_;
+  std::vector<std::unique_ptr<TcpTransport>> standbys_;
+  TcpTransport* tcp_ = nullptr;  // the table's TCP entry (owned by table_); nullptr when not in it
+  // Re-dials the current group's TCP paths whose connections failed (path_redialer.h).
+  std::unique_ptr<PathRedialer> redialer_;
   Duration stall_timeout_{};
   transport::PathChoice failover_ = transport::PathChoice::kAuto;  // WorkerConfig::failover
   TlsConfig tls_;  // advertised (capabilities()): every member must use the same

@@ -43,9 +43,11 @@ class TcpTransport final : public transport::Transport, public transport::Channe
   static std::vector<std::string> addresses_of(const transport::MemberAdvert& member);
   // The same for this transport's name (a standby listener has no fallback address).
   std::vector<std::string> advertised_by(const transport::MemberAdvert& member) const;
+  // What connect_group dials: every rank's addresses on this transport, by rank.
+  std::vector<std::vector<std::string>> paths(const transport::GroupSpec& spec) const;
+  TcpEndpoint& endpoint() const { return endpoint_; }
 
  private:
-  std::vector<std::vector<std::string>> paths(const transport::GroupSpec& spec) const;
 
   TcpEndpoint& endpoint_;
   std::vector<std::string> addresses_;

@@ -54,6 +54,10 @@ class PollableLink : public Link {
     (void)peer;
     (void)out;
   }
+  // The link whose connections carry the bytes: itself, or, for a link that forwards to
+  // another (a test's fault injector), that one's. A reconnect puts its new connection
+  // there (transport/failover_link.h, Reconnection).
+  virtual PollableLink& carrier() { return *this; }
 };
 
 }  // namespace tributary::algorithms

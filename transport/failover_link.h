@@ -28,6 +28,9 @@
 //   same bytes, same order per tag, no view change.
 // - A side that did not notice the failure follows as soon as the other's resume arrives
 //   (every path of every pair has a resume receive posted).
+// - A path whose connection failed with an error is down until a new connection is put
+//   in (FailoverParams::on_down and reconnects): it is then probed, and the pair moves back
+//   up to it when a probe is answered, as after a stall.
 // - Only when every path of a pair has failed does the pair fail, as a plain link's pair
 //   fails today: its operations end with the last path's error, naming the peer.
 // - The resume travels over the new path's own link, which is authenticated like the first
@@ -48,6 +51,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -68,6 +72,32 @@ struct PathChange {
   bool by_peer = false;  // the peer's resume arrived first
   // Back up to a path left earlier by a stall (`to` < `from`): a probe on it was answered.
   bool recovered = false;
+};
+
+// A new connection for a path whose connection failed (FailoverParams::on_down), from
+// whoever re-dialled it.
+struct Reconnection {
+  int path = -1;
+  int peer = -1;
+  // Puts the connection into the path's link (e.g. agent::replace_peer_socket). The link
+  // runs it once, on its own thread, when the pair still wants it (the path still down,
+  // the pair not lost, the link not aborted); otherwise it is destroyed unrun, and must
+  // then let go of what it holds.
+  std::function<Status(algorithms::PollableLink&)> install;
+};
+
+// Where reconnections reach a link: any thread posts, the link's thread takes them at
+// its next round (a relaxed look at a flag while there are none).
+class ReconnectInbox {
+ public:
+  void post(Reconnection r);
+  std::vector<Reconnection> take();
+  bool pending() const { return pending_.load(std::memory_order_acquire); }
+
+ private:
+  std::mutex mu_;
+  std::vector<Reconnection> items_;
+  std::atomic<bool> pending_{false};
 };
 
 struct FailoverParams {
@@ -103,6 +133,15 @@ struct FailoverParams {
   // paths' own frame bound (StreamLinkParams::max_frame_bytes) by default.
   std::uint64_t max_message_bytes = std::uint64_t{1} << 30;
   std::function<void(const PathChange&)> on_change;  // after the log line; may be empty
+  // Reconnecting: called on the link's thread when a path's connection to `peer` fails
+  // with an error (a reset, a close, a corrupt frame: not a stall, and not when the link
+  // itself is aborted). Whoever made the paths may re-dial it in the background and post
+  // the new connection to `reconnects`; the link then puts it in (the path is stalled
+  // again: probed, and moved back up to when a probe is answered, which takes both ends'
+  // new connection) or, if it is a standby, up again. Empty: a failed path stays down
+  // for the link's life.
+  std::function<void(int path, int peer)> on_down;
+  std::shared_ptr<ReconnectInbox> reconnects;
   Logger log{"link"};
 };
 

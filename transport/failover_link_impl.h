@@ -232,6 +232,8 @@ class FailoverLink final : public algorithms::Link {
   // ---- the pair protocol (failover_pair.cc) ----
   // One round: moves bytes on every path without blocking, then looks at every pair.
   void service();
+  // Puts in the new connections of failed paths that arrived (FailoverParams::on_down).
+  void take_reconnections();
   void service_pair(Pair& p);
   void service_controls(Pair& p);
   void service_arrivals(Pair& p);

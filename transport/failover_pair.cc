@@ -2,6 +2,7 @@
 // resumes, and moving a pair from one path to the next.
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "core/reduce.h"
 #include "transport/failover_link_impl.h"
@@ -126,6 +127,46 @@ void FailoverLink::post_out(Pair& p, Outgoing& o) {
                        std::span<const std::byte>(o.data, o.size));
 }
 
+void ReconnectInbox::post(Reconnection r) {
+  std::lock_guard lock(mu_);
+  items_.push_back(std::move(r));
+  pending_.store(true, std::memory_order_release);
+}
+
+std::vector<Reconnection> ReconnectInbox::take() {
+  std::lock_guard lock(mu_);
+  pending_.store(false, std::memory_order_relaxed);
+  return std::exchange(items_, {});
+}
+
+void FailoverLink::take_reconnections() {
+  for (Reconnection& r : params_.reconnects->take()) {
+    if (r.path < 0 || r.path >= static_cast<int>(paths_.size()) || r.peer < 0 ||
+        r.peer >= size_ || r.peer == rank_ || abort_.raised()) {
+      continue;
+    }
+    Pair& p = pairs_[static_cast<std::size_t>(r.peer)];
+    auto& state = p.state[static_cast<std::size_t>(r.path)];
+    if (!p.lost.is_ok() || state != PathState::kDown || !r.install) continue;
+    const std::string& name = params_.path_names[static_cast<std::size_t>(r.path)];
+    if (Status st = r.install(*paths_[static_cast<std::size_t>(r.path)]); !st.is_ok()) {
+      params_.log.warn("epoch " + std::to_string(params_.epoch) + ": " + name_of(rank_) + " to " +
+                       pair_name(p) + ": the new connection of path " + name +
+                       " could not be put in (the path stays down): " + st.to_string());
+      continue;
+    }
+    // Below the pair's path: it has to prove itself (a probe answered, which takes the
+    // peer's new connection too) before the pair moves back up to it.
+    state = r.path < p.current ? PathState::kStalled : PathState::kUp;
+    post_resume_listener(p, r.path);
+    post_probe_listeners(p, r.path);
+    p.probed_at = now_ - params_.probe_interval;
+    params_.log.info("epoch " + std::to_string(params_.epoch) + ": " + name_of(rank_) + " to " +
+                     pair_name(p) + ": path " + name + " reconnected" +
+                     (r.path < p.current ? "; probing it" : ""));
+  }
+}
+
 void FailoverLink::service() {
   const auto now = std::chrono::steady_clock::now();
   // The stall clock, read once a round (the same reading when it is the steady clock).
@@ -137,6 +178,7 @@ void FailoverLink::service() {
     for (Pair& p : pairs_) p.progress_at = now_;
   }
   last_round_ = now_;
+  if (params_.reconnects && params_.reconnects->pending()) take_reconnections();
   // The paths some pair is on, every time; the others (where only a resume or a probe can
   // arrive) once a standby_look, so that polling stays cheap.
   const bool all = now - last_full_look_ >= params_.standby_look;
@@ -548,9 +590,10 @@ void FailoverLink::fail_path(Pair& p, int path, const Status& why, bool stall) {
   auto& state = p.state[static_cast<std::size_t>(path)];
   if (state == PathState::kDown) return;
   if (path != p.current || !stall) {
-    // Its connection failed: gone for this link.
+    // Its connection failed: gone until a new one is put in (on_down).
     state = PathState::kDown;
     cancel_listeners(p, path);
+    if (params_.on_down && !abort_.raised()) params_.on_down(path, p.peer);
   } else {
     // Nothing moved on it: it may come back. Its listeners stay, for the peer's probes
     // and resumes.

@@ -13,7 +13,10 @@
 #include <thread>
 #include <vector>
 
+#include <sys/socket.h>
+
 #include "agent/data_plane.h"
+#include "agent/path_redialer.h"
 #include "agent/tcp_endpoint.h"
 #include "algorithms/collectives.h"
 #include "tests/agent/tcp_test_util.h"
@@ -232,6 +235,140 @@ TEST(FailoverOverTransportsClose, WhatWasSentBeforeTheCloseIsDelivered) {
                             << st.to_string();
     EXPECT_EQ(got, sent);
   }
+}
+
+// Reconnect: the connection of one pair's preferred TCP path is shut down mid-collective
+// (both ends see it close: an error, not a stall). The pair moves to its standby, both
+// ends re-dial the preferred path in the background (agent/path_redialer.h, the lower rank
+// dialling with the cluster's handshake), the link puts the new connection in, probes it,
+// and the pair moves back up, with no view change and the same bits in every round.
+TEST(FailoverReconnect, AClosedPathIsRedialledAndThePairMovesBackUp) {
+  constexpr int kRanks = 3;
+  constexpr std::size_t kCount = (64 << 10) / sizeof(float) + 3;
+  testing::LogCapture logs;
+  std::vector<std::vector<float>> expected(kRanks, std::vector<float>(kCount));
+  {
+    auto plain = tcp_group(kRanks, logs);
+    const auto statuses = testing::run_ranks(kRanks, [&](int r) {
+      const auto in = random_floats(r, kCount);
+      return all_reduce(*plain[static_cast<std::size_t>(r)], in.data(),
+                        expected[static_cast<std::size_t>(r)].data(), kCount, DType::kFloat32,
+                        ReduceOp::kSum, options_for(AllReduceAlgorithm::kRing, 1));
+    });
+    for (const Status& st : statuses) ASSERT_TRUE(st.is_ok()) << st.to_string();
+  }
+  testing::Cluster first = testing::make_cluster(kRanks, logs);
+  testing::Cluster second = testing::make_cluster(kRanks, logs);
+  for (const Status& st : testing::connect_all(first, 1)) ASSERT_TRUE(st.is_ok()) << st.to_string();
+  for (const Status& st : testing::connect_all(second, 1)) ASSERT_TRUE(st.is_ok()) << st.to_string();
+  std::vector<std::vector<std::string>> first_addresses, second_addresses;
+  for (int r = 0; r < kRanks; ++r) {
+    first_addresses.push_back({first.addresses[static_cast<std::size_t>(r)]});
+    second_addresses.push_back({second.addresses[static_cast<std::size_t>(r)]});
+  }
+  // Rank 0's side of its preferred connection to rank 1 (it dialled rank 1's listener).
+  const int cut_fd = testing::socket_to_port(testing::port_of(first.addresses[1]));
+  ASSERT_GE(cut_fd, 0);
+
+  std::mutex mu;
+  std::vector<std::pair<int, transport::PathChange>> changes;
+  auto moved = [&](int r, int peer, int from, int to) {
+    std::lock_guard lock(mu);
+    return std::any_of(changes.begin(), changes.end(), [&](const auto& c) {
+      return c.first == r && c.second.peer == peer && c.second.from == from && c.second.to == to;
+    });
+  };
+  std::vector<std::unique_ptr<agent::PathRedialer>> redialers;
+  for (int r = 0; r < kRanks; ++r) {
+    redialers.push_back(std::make_unique<agent::PathRedialer>(logs.logger("[redial] ")));
+  }
+  std::atomic<bool> fired{false};
+  std::atomic<int> drained{0};
+  std::atomic<bool> ending{false};
+  int rounds = 0;
+  std::vector<int> bad_rounds(kRanks, 0);
+  const auto statuses = testing::run_ranks(kRanks, [&](int r) -> Status {
+    const auto i = static_cast<std::size_t>(r);
+    auto inbox = std::make_shared<transport::ReconnectInbox>();
+    redialers[i]->start(1, r,
+                        {{first.endpoints[i].get(), first_addresses},
+                         {second.endpoints[i].get(), second_addresses}},
+                        {}, inbox);
+    std::vector<std::unique_ptr<algorithms::PollableLink>> paths;
+    TRIB_ASSIGN_OR_RETURN(auto a, transport::as_path(std::move(first.links[i])));
+    TRIB_ASSIGN_OR_RETURN(auto b, transport::as_path(std::move(second.links[i])));
+    auto cut = std::make_unique<testing::FaultPath>(std::move(a));
+    if (r == 0) {
+      cut->fire_at(40, [&fired, cut_fd] {  // mid-collective: the 40th send on it
+        fired = true;
+        ::shutdown(cut_fd, SHUT_RDWR);
+      });
+    }
+    paths.push_back(std::move(cut));
+    paths.push_back(std::move(b));
+    transport::FailoverParams params;
+    params.epoch = 1;
+    params.path_names = {"tcp:first", "tcp:second"};
+    params.probe_interval = std::chrono::milliseconds(20);
+    params.on_change = [&, r](const transport::PathChange& c) {
+      std::lock_guard lock(mu);
+      // Not the closes of the end, when the first rank done lets its link go.
+      if (!ending) changes.push_back({r, c});
+    };
+    params.log = logs.logger("[link " + std::to_string(r) + "] ");
+    params.reconnects = inbox;
+    params.on_down = [&, r](int path, int peer) {
+      redialers[static_cast<std::size_t>(r)]->want(1, path, peer);
+    };
+    TRIB_ASSIGN_OR_RETURN(auto link, transport::make_failover_link(params, std::move(paths)));
+    const auto in = random_floats(r, kCount);
+    std::vector<float> out(kCount);
+    const auto give_up = Deadline::after(std::chrono::seconds(30));
+    for (std::uint64_t round = 0;; ++round) {
+      TRIB_RETURN_IF_ERROR(all_reduce(*link, in.data(), out.data(), kCount, DType::kFloat32,
+                                      ReduceOp::kSum,
+                                      options_for(AllReduceAlgorithm::kRing, 10 + 2 * round)));
+      if (std::memcmp(out.data(), expected[i].data(), kCount * sizeof(float)) != 0) {
+        ++bad_rounds[i];
+      }
+      // Rank 0 says when to stop: once both ends of the cut pair are back up.
+      std::uint8_t go_on = r == 0 && !(moved(0, 1, 1, 0) && moved(1, 0, 1, 0)) &&
+                           !give_up.passed();
+      std::uint8_t decided = 0;
+      TRIB_RETURN_IF_ERROR(broadcast(*link, &go_on, &decided, 1, DType::kUInt8, 0,
+                                     options_for(AllReduceAlgorithm::kRing, 11 + 2 * round)));
+      if (decided == 0) {
+        if (r == 0) rounds = static_cast<int>(round + 1);
+        ending = true;
+        break;
+      }
+    }
+    // Every link stays up until all have drained: a link that goes away closes its paths.
+    TRIB_RETURN_IF_ERROR(transport::drain(*link, Deadline::after(std::chrono::seconds(10))));
+    ++drained;
+    const auto wait_for_all = Deadline::after(std::chrono::seconds(10));
+    while (drained.load() < kRanks && !wait_for_all.passed()) {
+      std::this_thread::yield();
+      TRIB_RETURN_IF_ERROR(transport::drain(*link, Deadline::after(std::chrono::milliseconds(1))));
+    }
+    return Status();
+  });
+  ASSERT_TRUE(fired.load()) << "the cut never happened";
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(statuses[static_cast<std::size_t>(r)].is_ok())
+        << "rank " << r << ": " << statuses[static_cast<std::size_t>(r)].to_string() << "\n"
+        << logs.dump();
+    EXPECT_EQ(bad_rounds[static_cast<std::size_t>(r)], 0) << "rank " << r;
+  }
+  EXPECT_TRUE(moved(0, 1, 0, 1) && moved(1, 0, 0, 1)) << logs.dump();
+  EXPECT_TRUE(moved(0, 1, 1, 0) && moved(1, 0, 1, 0)) << "never back up\n" << logs.dump();
+  EXPECT_EQ(redialers[0]->reconnects(), 1u);
+  EXPECT_EQ(redialers[1]->reconnects(), 1u);
+  EXPECT_EQ(redialers[2]->reconnects(), 0u);
+  // The other pairs never moved.
+  EXPECT_FALSE(moved(0, 2, 0, 1) || moved(2, 0, 0, 1) || moved(1, 2, 0, 1) || moved(2, 1, 0, 1));
+  EXPECT_TRUE(logs.contains("reconnected")) << logs.dump();
+  std::printf("back up after %d rounds\n", rounds);
 }
 
 }  // namespace

@@ -29,11 +29,16 @@
 # down under agent 1, then, once its pairs moved to B, B goes down too: they move on to C
 # ("path tcp-standby -> tcp-standby-2"), every step correct, epoch 1 throughout.
 #
+# With `reset`, agent 1's connections on A are killed (`ss -K`: an error at both ends, not a
+# stall) while A itself stays up: its pairs move to B at once, both ends of each re-dial A
+# in the background (the same handshake), put the new connection in, probe it and move
+# back up ("tcp-standby -> tcp"), every step correct, epoch 1 throughout.
+#
 # With `kill`, the last agent is also killed (kill -9) at the moment A goes down: a path
 # failing while a peer dies still ends in the member-failure protocol (its pairs lose both
 # paths at once), and the survivors train on in a new view, every step correct and agreed.
 #
-#   failover_netns_test.sh TRIBUTARY_BIN [N [kill|return|flap|shm|three]]   # STEPS, COUNT (floats per all-reduce)
+#   failover_netns_test.sh TRIBUTARY_BIN [N [kill|return|flap|shm|three|reset]]   # STEPS, COUNT (floats per all-reduce)
 #                                                     # from the environment
 #
 # Needs root and network namespaces; otherwise exits 77 (skipped) saying why.
@@ -105,7 +110,7 @@ done
 [[ -s $WORK/endpoint ]] || fail "the coordinator did not bind"
 ENDPOINT=$(cat "$WORK/endpoint")
 
-STEPS=${STEPS:-$(case $MODE in return | three) echo 400 ;; flap) echo 900 ;; *) echo 120 ;; esac)}
+STEPS=${STEPS:-$(case $MODE in return | three | reset) echo 400 ;; flap) echo 900 ;; *) echo 120 ;; esac)}
 PRIMARY=tcp
 if [[ $MODE == shm ]]; then
   PRIMARY=shm
@@ -134,13 +139,13 @@ for ((t = 0; t < 1200; t++)); do
   sleep 0.05
 done
 [[ $done_all == 1 ]] || fail "the agents did not reach step $CUT_AT"
-if [[ $MODE == shm ]]; then
+if [[ $MODE == shm || $MODE == reset ]]; then
   ip netns exec "${P}_h1" ss -K dst 10.81.0.0/24 >/dev/null
 else
   ip -n "${P}_h1" link set ethA down
 fi
 CUT=$(date +%s.%N)
-echo "$([[ $MODE == shm ]] && echo "agent 1's connections on A killed" || echo "network A down under agent 1") at step $(grep -c '^soak step' "$WORK/agent1.out")"
+echo "$([[ $MODE == shm || $MODE == reset ]] && echo "agent 1's connections on A killed" || echo "network A down under agent 1") at step $(grep -c '^soak step' "$WORK/agent1.out")"
 LAST=$N
 if [[ $MODE == kill ]]; then
   kill -9 "${AGENT[N - 1]}"
@@ -151,7 +156,8 @@ fi
 
 # Agent 1's metrics while it trains on (they sync every 64 collectives).
 SCRAPED=$WORK/agent1.metrics
-if [[ $MODE != kill ]] && command -v curl >/dev/null; then
+# (Not with `reset`: its pairs are back on A before a scrape could show them on B.)
+if [[ $MODE != kill && $MODE != reset ]] && command -v curl >/dev/null; then
   while kill -0 "${AGENT[1]}" 2>/dev/null; do
     ip netns exec "${P}_h1" curl -s --max-time 1 http://127.0.0.1:9464/metrics >"$SCRAPED.new" || true
     if grep -q "^tributary_link_fallbacks_total{.*from=\"$PRIMARY\".*to=\"tcp-standby\"" "$SCRAPED.new"; then
@@ -279,7 +285,17 @@ if [[ $MODE == return ]]; then
     grep -E '^tributary_link_recoveries_total' "$RECOVERED"
   fi
 fi
-if command -v curl >/dev/null; then
+if [[ $MODE == reset ]]; then
+  grep -q "rank .* to rank .*: path tcp -> tcp-standby (error" "$WORK/agent1.err" ||
+    fail "agent 1 logged no move to the standby path for the error"
+  grep -q "rank .* to rank .*: path tcp reconnected" "$WORK/agent1.err" ||
+    fail "agent 1 never put a new connection on A in"
+  grep -qE "rank .* to rank .*: path tcp-standby -> tcp \((recovered|peer moved)" "$WORK/agent1.err" ||
+    fail "agent 1 never moved back up to A after the reconnect"
+  grep -h "path tcp reconnected\|path tcp-standby -> tcp " "$WORK/agent1.err" | head -4
+  back=$(grep -h "path tcp-standby -> tcp " "$WORK/agent1.err" | awk '{print $1}' | sort | tail -1)
+  echo "last pair back on A $(awk -v a="$CUT" -v b="$(date -d "$back" +%s.%N)" 'BEGIN {printf "%.0f", (b - a) * 1000}') ms after the cut"
+elif command -v curl >/dev/null; then
   [[ -s $SCRAPED ]] || fail "agent 1's /metrics never counted a move to tcp-standby"
   grep -q '^tributary_peer_transport{.*transport="tcp-standby".*} 1' "$SCRAPED" ||
     fail "agent 1's /metrics shows no peer on tcp-standby: $(grep peer_transport "$SCRAPED")"
@@ -290,6 +306,7 @@ case $MODE in
   flap) what="network A down and up under agent 1 three times mid-run, moved down and back up each time" ;;
   shm) what="agent 1's shared-memory paths failed mid-run (pulse connections killed)" ;;
   three) what="networks A then B cut under agent 1 mid-run, its pairs on C" ;;
+  reset) what="agent 1's connections on A reset mid-run, re-dialled, its pairs back on A" ;;
   *) what="network A cut under agent 1 mid-run" ;;
 esac
 echo "PASSED: $N agents, $what: $STEPS correct, agreed steps in epoch 1"

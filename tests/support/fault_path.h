@@ -56,6 +56,7 @@ class FaultPath final : public algorithms::PollableLink {
   void report_early(int peer, std::vector<algorithms::EarlyArrival>& out) override {
     inner_.report_early(peer, out);
   }
+  algorithms::PollableLink& carrier() override { return inner_.carrier(); }
   bool combines() const override { return inner_.combines(); }
   Handle recv_combine(int peer, algorithms::Tag tag, std::span<std::byte> data,
                       const algorithms::Combine& c) override {
