@@ -288,6 +288,8 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::connect(const transport::Gr
   group_addresses_.clear();
   for (const auto& m : spec.members) group_addresses_.push_back(m.data_address);
   group_path_.assign(static_cast<std::size_t>(spec.size()), 0);
+  group_moves_.assign(static_cast<std::size_t>(spec.size()), 0);
+  group_last_move_.assign(static_cast<std::size_t>(spec.size()), std::string());
   group_standbys_ = failover ? standbys : 0;
   return link;
 }
@@ -373,6 +375,10 @@ void DataPlane::on_path_change(std::uint64_t epoch, const transport::PathChange&
       current && c.peer >= 0 && c.peer < static_cast<int>(group_addresses_.size())
           ? group_addresses_[static_cast<std::size_t>(c.peer)]
           : "rank " + std::to_string(c.peer);
+  if (current && c.peer >= 0 && c.peer < static_cast<int>(group_moves_.size())) {
+    ++group_moves_[static_cast<std::size_t>(c.peer)];
+    group_last_move_[static_cast<std::size_t>(c.peer)] = from + " -> " + to + " (" + cause + ")";
+  }
   path_change_total_.fetch_add(1);
   for (PathChangeCount& k : path_changes_) {
     if (k.peer == peer && k.from == from && k.to == to && k.cause == cause) {
@@ -424,6 +430,33 @@ std::vector<PeerPath> DataPlane::paths() const {
       out.push_back({p.rank, member(p.rank), p.address, standby_name(k), p.bytes_sent,
                      p.bytes_received, on(p.rank, static_cast<int>(k) + 1)});
     }
+  }
+  return out;
+}
+
+std::vector<PairReport> DataPlane::pair_report() const {
+  const std::vector<PeerPath> paths = this->paths();
+  std::lock_guard lock(mu_);
+  std::vector<PairReport> out;
+  for (std::size_t r = 0; r < group_members_.size(); ++r) {
+    const int rank = static_cast<int>(r);
+    bool any = false;
+    PairReport p{rank, group_members_[r], "none", "", {}, 0, {}};
+    for (const PeerPath& path : paths) {
+      if (path.rank != rank) continue;
+      any = true;
+      p.paths.push_back(path.transport);
+      if (path.in_use) {
+        p.transport = path.transport;
+        p.address = path.address;
+      }
+    }
+    if (!any) continue;  // this member, or a peer with no path
+    if (r < group_moves_.size()) {
+      p.moves = group_moves_[r];
+      p.last_move = group_last_move_[r];
+    }
+    out.push_back(std::move(p));
   }
   return out;
 }

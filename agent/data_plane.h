@@ -64,6 +64,17 @@ struct PeerPath {
   bool in_use = true;  // the path that carries the pair now (one of two with failover)
 };
 
+// One peer of the current group as `tributary status` shows it (source "agent").
+struct PairReport {
+  int rank = -1;
+  std::uint64_t member = 0;
+  std::string transport;  // the path the pair is on ("none": every path failed)
+  std::string address;    // that path's address of the peer
+  std::vector<std::string> paths;  // the pair's paths, most preferred first
+  std::uint32_t moves = 0;         // in this group
+  std::string last_move;           // "tcp -> tcp-standby (error)"; "" for none
+};
+
 // Moves of pairs between paths over the process's lifetime (monotonic), by peer and kind.
 struct PathChangeCount {
   std::string peer;   // the peer's data address (HOST:PORT) in the view
@@ -102,6 +113,8 @@ class DataPlane {
   // The table's transport that carries the current group ("shm", "rdma", "tcp"; "" before
   // the first group): the same on every member, as the group's spec decides it.
   std::string group_transport() const;
+  // The current group's peers, one entry per peer (empty before the first group).
+  std::vector<PairReport> pair_report() const;
   FrameRefusals refusals() const;
   std::vector<PathChangeCount> path_changes() const;
   // How many path changes so far (cheap: for deciding when to sync the metrics).
@@ -145,6 +158,8 @@ class DataPlane {
   std::vector<std::string> group_addresses_;  // by rank: the view's data_address
   // by rank: 0 the table's transport, k the standby k - 1, -1 none
   std::vector<int> group_path_;
+  std::vector<std::uint32_t> group_moves_;       // by rank, this group's
+  std::vector<std::string> group_last_move_;     // by rank: "from -> to (cause)"
   std::size_t group_standbys_ = 0;  // standby paths in the current group
   std::vector<PathChangeCount> path_changes_;
   std::atomic<std::uint64_t> path_change_total_{0};

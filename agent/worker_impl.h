@@ -67,6 +67,9 @@ class Worker::Impl {
   // Metrics of one attempt of a collective (and, now and then, of the links).
   void record_attempt(std::string_view op, std::string_view algorithm, const Status& status,
                       double seconds);
+  // Tells the coordinator the paths of the current links (`tributary status`): after each
+  // connect, and when a pair moved. The worker's thread.
+  void report_links();
   // An attempt of `op` (`what`: "seq 7", "round 3") in view `epoch` failed with `status`:
   // drops the epoch's links, reports the failure unless a newer view overtook it, logs.
   void attempt_failed(std::string_view op, const std::string& what, membership::Epoch epoch,
@@ -317,6 +320,7 @@ class Worker::Impl {
   double throughput = 100e6;         // bytes/s, EWMA over successful collectives
   int collectives_since_sync = 0;
   std::uint64_t path_changes_synced = 0;  // DataPlane::path_change_total() at the last sync
+  std::uint64_t path_changes_reported = 0;  // ... at the last report_links()
 
   // Federated rounds: residuals of late updates by tensor id (LatePolicy::kFoldIntoResidual),
   // and whether this step ran a round (its step timing is then not reported: the straggler

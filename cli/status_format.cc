@@ -160,7 +160,21 @@ std::string links_text(const ClusterStatus& s) {
     for (const auto& l : m.links) {
       line += ' ';
       line += std::to_string(l.peer) + " " + label(l.transport) + " " + label(l.address) + " (" +
-              label(l.source) + ")";
+              label(l.source);
+      if (l.paths.size() > 1) {
+        // The pair's path list, and how it moved in this view.
+        line += "; paths ";
+        for (const auto& p : l.paths) {
+          line += label(p);
+          if (&p != &l.paths.back()) line += '>';
+        }
+      }
+      if (l.moves > 0) {
+        line += "; ";
+        line += std::to_string(l.moves) + (l.moves == 1 ? " move, last " : " moves, last ");
+        line += label(l.last_move);
+      }
+      line += ')';
       if (&l != &m.links.back()) line += ',';
     }
     out += line + "\n";
@@ -207,7 +221,10 @@ std::string member_json(const MemberStatus& m) {
     return json_object({{"peer", std::to_string(l.peer)},
                         {"transport", json_string(l.transport)},
                         {"address", json_string(l.address)},
-                        {"source", json_string(l.source)}});
+                        {"source", json_string(l.source)},
+                        {"paths", json_array(l.paths, [](const std::string& p) { return json_string(p); })},
+                        {"moves", std::to_string(l.moves)},
+                        {"last_move", json_string(l.last_move)}});
   });
   return json_object({{"id", std::to_string(m.id)},
                       {"name", json_string(m.name)},

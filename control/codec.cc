@@ -1,5 +1,7 @@
 #include "control/codec.h"
 
+#include "control/status_codec.h"
+
 #include <google/protobuf/stubs/logging.h>
 
 #include <algorithm>
@@ -215,6 +217,18 @@ Status validate_body(const Envelope& env) {
     case E::kBoundaryRequest:
       if (env.boundary_request().epoch() == 0) return bad("epoch is 0");
       return Status::ok();
+    case E::kHeartbeat: {
+      if (!env.heartbeat().has_links()) return Status::ok();
+      const auto& links = env.heartbeat().links().links();
+      // A member reports its links as `tributary status` shows them: every peer up to
+      // kMaxFullLinkMembers, its ring neighbours beyond.
+      if (static_cast<std::size_t>(links.size()) >= membership::kMaxFullLinkMembers)
+        return bad(std::to_string(links.size()) + " links");
+      for (const auto& l : links) {
+        if (Result<membership::LinkPath> ok = link_from_proto(l); !ok) return bad(ok.status().message());
+      }
+      return Status::ok();
+    }
     case E::kEvicted:
     case E::kJoinRejected:
     case E::kStatusDenied: {

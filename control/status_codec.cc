@@ -59,13 +59,7 @@ void member_to_proto(const membership::MemberStatus& m, MemberStatus* p) {
   p->set_collective_seconds(m.collective_seconds);
   p->set_straggler_score(m.straggler_score);
   p->set_straggling_steps(m.straggling_steps);
-  for (const auto& l : m.links) {
-    auto* pl = p->add_links();
-    pl->set_peer(l.peer);
-    pl->set_transport(l.transport);
-    pl->set_address(l.address);
-    pl->set_source(l.source);
-  }
+  for (const auto& l : m.links) link_to_proto(l, p->add_links());
 }
 
 membership::MemberStatus member_from_proto(const MemberStatus& p, Checker& check) {
@@ -96,11 +90,48 @@ membership::MemberStatus member_from_proto(const MemberStatus& p, Checker& check
                              p.straggling_steps(),
                              {}};
   for (const auto& l : p.links()) {
-    for (const auto* s : {&l.transport(), &l.address(), &l.source()}) check.label("link", *s);
-    m.links.push_back({l.peer(), l.transport(), l.address(), l.source()});
+    Result<membership::LinkPath> link = link_from_proto(l);
+    if (!link) {
+      check.fail(link.status().message());
+      break;
+    }
+    m.links.push_back(std::move(*link));
   }
   return m;
 }
+
+}  // namespace
+
+void link_to_proto(const membership::LinkPath& l, LinkPath* out) {
+  out->set_peer(l.peer);
+  out->set_transport(l.transport);
+  out->set_address(l.address);
+  out->set_source(l.source);
+  for (const std::string& p : l.paths) out->add_paths(p);
+  out->set_moves(l.moves);
+  out->set_last_move(l.last_move);
+}
+
+Result<membership::LinkPath> link_from_proto(const LinkPath& l) {
+  Checker check;
+  for (const auto* s : {&l.transport(), &l.address(), &l.source(), &l.last_move()}) {
+    check.label("link", *s);
+  }
+  check.count("paths of a link", l.paths_size(), membership::kMaxLinkPaths);
+  for (const std::string& p : l.paths()) {
+    if (p.size() > membership::kMaxPathNameBytes)
+      check.fail("link path is " + std::to_string(p.size()) + " bytes");
+  }
+  if (l.last_move().size() > membership::kMaxLastMoveBytes)
+    check.fail("last move is " + std::to_string(l.last_move().size()) + " bytes");
+  if (!check.status().is_ok()) return check.status();
+  return membership::LinkPath{l.peer(),     l.transport(),
+                              l.address(),  l.source(),
+                              {l.paths().begin(), l.paths().end()},
+                              l.moves(),    l.last_move()};
+}
+
+namespace {
 
 void refs_to_proto(const std::vector<membership::MemberRef>& refs,
                    google::protobuf::RepeatedPtrField<MemberRef>* out) {

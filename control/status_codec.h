@@ -24,12 +24,17 @@ namespace tributary::control {
 // The largest StatusReply a client accepts. The coordinator's report stays below it by
 // construction (membership/cluster_status.h bounds every list, control/codec.h every
 // label); tests/control/status_codec_test.cc checks the worst case.
-inline constexpr std::size_t kMaxStatusReplyBytes = 4u << 20;
+// (8 MiB: the worst case, with every link reporting a full path list, is 4.3 MiB.)
+inline constexpr std::size_t kMaxStatusReplyBytes = 8u << 20;
 
 Mac status_request_mac(std::string_view secret, const Nonce& server_nonce,
                        const Nonce& client_nonce);
 Mac status_reply_mac(std::string_view secret, const Nonce& server_nonce, const Nonce& client_nonce,
                      std::string_view report_bytes);
+
+void link_to_proto(const membership::LinkPath& link, LinkPath* out);
+// kBadFrame for a link that breaks the bounds (label lengths, more than kMaxLinkPaths paths).
+Result<membership::LinkPath> link_from_proto(const LinkPath& link);
 
 void status_to_proto(const membership::ClusterStatus& status, StatusReport* out);
 // kBadFrame naming the field for a report that breaks the bounds of cluster_status.h

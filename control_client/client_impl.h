@@ -135,6 +135,13 @@ struct CoordinatorClient::Impl {
   std::optional<Resume> resume;
   // A ViewDelta could not be applied: the next heartbeat asks for the whole view.
   bool want_view = false;
+  // The member's links (report_links; under mu): sent when changed, and every
+  // kLinksResendEvery heartbeats after, for a coordinator that restarted.
+  static constexpr int kLinksResendEvery = 20;
+  membership::Epoch links_epoch = 0;
+  std::vector<membership::LinkPath> links;
+  bool links_changed = false;
+  int heartbeats_since_links = 0;
   // Replicated coordinators (failover.cc): every endpoint given, and the one we left
   // because it fell silent, and when (a standby still names it as leader until its lease
   // expires; but it may only have been slow: it is trusted again after a while).

@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "control_client/client_impl.h"
+#include "control/status_codec.h"
 
 namespace tributary::control_client {
 
@@ -189,6 +190,15 @@ void CoordinatorClient::Impl::send_heartbeat(TimePoint now, bool alone) {
       hb->set_epoch(view.epoch);
       hb->set_step(step.load());
       hb->set_want_view(want_view);
+      ++heartbeats_since_links;
+      if (links_epoch == view.epoch && links_epoch != 0 &&
+          (links_changed || heartbeats_since_links >= kLinksResendEvery)) {
+        auto* report = hb->mutable_links();
+        report->set_epoch(links_epoch);
+        for (const membership::LinkPath& l : links) control::link_to_proto(l, report->add_links());
+        links_changed = false;
+        heartbeats_since_links = 0;
+      }
     }
     // Ready is repeated until its Go arrives: a lost one (a coordinator restart, a full
     // pipe) must not stall the view change.

@@ -38,6 +38,7 @@
 
 #include "core/clock.h"
 #include "core/status.h"
+#include "membership/cluster_status.h"
 #include "membership/commit_rule.h"
 #include "membership/federated_rounds.h"
 #include "membership/view.h"
@@ -87,6 +88,13 @@ class ControlPlane {
   virtual void set_step(std::uint64_t step) = 0;
   // Compute seconds of this member in `step` (the straggler policy's input).
   virtual void report_step(std::uint64_t step, double compute_seconds) = 0;
+  // The paths this member's links take in `epoch` (membership/cluster_status.h), for
+  // `tributary status`: sent with the next heartbeat when they changed, and now and then
+  // again (a coordinator that restarted has none). Never blocks. Dropped by default.
+  virtual void report_links(membership::Epoch epoch, std::vector<membership::LinkPath> links) {
+    (void)epoch;
+    (void)links;
+  }
   // The coordinator has joiners waiting for a step boundary.
   virtual bool joiners_pending() const = 0;
   // The coordinator acknowledged a heartbeat of this member within the last 1.5 heartbeat

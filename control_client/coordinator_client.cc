@@ -164,6 +164,14 @@ void CoordinatorClient::report_failure(Epoch epoch, MemberId suspect, const std:
   impl_->post(std::move(env));
 }
 
+void CoordinatorClient::report_links(membership::Epoch epoch,
+                                     std::vector<membership::LinkPath> links) {
+  std::lock_guard lock(impl_->mu);
+  impl_->links_epoch = epoch;
+  impl_->links = std::move(links);
+  impl_->links_changed = true;
+}
+
 void CoordinatorClient::report_step(std::uint64_t step, double compute_seconds) {
   if (!(compute_seconds >= 0.0)) compute_seconds = 0.0;
   compute_seconds = std::min(compute_seconds, control::kMaxComputeSeconds);

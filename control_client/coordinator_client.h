@@ -88,6 +88,9 @@ class CoordinatorClient final : public ControlPlane {
                       const std::string& detail) override;
   // Non-blocking: per-step compute time of this member (straggler policy input).
   void report_step(std::uint64_t step, double compute_seconds) override;
+  // Non-blocking: rides the next heartbeat (and every 20th after it) while `epoch` is the
+  // view's.
+  void report_links(membership::Epoch epoch, std::vector<membership::LinkPath> links) override;
   // True when the coordinator announced (in heartbeat acks) joiners waiting for a step boundary.
   bool joiners_pending() const override;
   bool heard_recently() const override;

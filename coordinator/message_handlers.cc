@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "control/status_codec.h"
 #include "coordinator/service.h"
 #include "core/check.h"
 
@@ -99,6 +100,15 @@ void Coordinator::Service::on_heartbeat(const Peer& peer, const control::Heartbe
   }
   if (!sender(peer, hb.member_id(), "heartbeat")) return;
   if (peer.fd >= 0) member_on_fd_[peer.fd] = *id;
+  if (hb.has_links()) {
+    // Bounds were checked by the codec; a report that is not this member's to give (a
+    // link to a peer outside its view) is simply never shown (status_report.cc).
+    std::vector<membership::LinkPath> links;
+    for (const auto& l : hb.links().links()) {
+      if (auto link = control::link_from_proto(l)) links.push_back(std::move(*link));
+    }
+    status_.links_reported(*id, hb.links().epoch(), std::move(links));
+  }
   const auto decision =
       membership_->heartbeat(*id, hb.epoch(), hb.step(), clock_.now(), hb.want_view());
   if (!decision.refused.empty()) {

@@ -131,10 +131,27 @@ const std::deque<StatusTracker::StepSample>* StatusTracker::samples(MemberId id)
   return it == samples_.end() ? nullptr : &it->second;
 }
 
+void StatusTracker::links_reported(MemberId id, membership::Epoch epoch,
+                                   std::vector<membership::LinkPath> links) {
+  ReportedLinks& r = links_[id];
+  if (epoch < r.epoch) return;  // a late heartbeat of an earlier view
+  r.epoch = epoch;
+  r.links = std::move(links);
+  for (auto& l : r.links) l.source = "agent";
+}
+
+const StatusTracker::ReportedLinks* StatusTracker::links(MemberId id) const {
+  auto it = links_.find(id);
+  return it == links_.end() ? nullptr : &it->second;
+}
+
 std::optional<ViewChange> StatusTracker::record(const membership::Decisions& decisions,
                                                 const membership::Membership& membership,
                                                 std::int64_t unix_ms) {
-  for (const auto& r : decisions.removed) samples_.erase(r.id);
+  for (const auto& r : decisions.removed) {
+    samples_.erase(r.id);
+    links_.erase(r.id);
+  }
   if (!decisions.new_view) return std::nullopt;
   const membership::View& view = *decisions.new_view;
   ViewChange change;
@@ -235,8 +252,22 @@ ClusterStatus build_status(const membership::Membership& membership, const Statu
     m.rank = vm.rank;
     if (auto it = latest.find(vm.id); it != latest.end() && median > 0)
       m.straggler_score = it->second / median;
+    // What the member reported for this view; inferred from the view until it has.
+    const StatusTracker::ReportedLinks* reported = tracker.links(vm.id);
+    if (reported != nullptr && reported->epoch != view.epoch) reported = nullptr;
     for (std::uint32_t r : link_peers(vm.rank, view.size())) {
-      m.links.push_back({view.members[r].id, "tcp", view.members[r].data_address, "view"});
+      const MemberId peer = view.members[r].id;
+      const membership::LinkPath* own = nullptr;
+      if (reported != nullptr) {
+        for (const auto& l : reported->links) {
+          if (l.peer == peer) own = &l;
+        }
+      }
+      if (own != nullptr) {
+        m.links.push_back(*own);
+      } else {
+        m.links.push_back({peer, "tcp", view.members[r].data_address, "view", {}, 0, {}});
+      }
     }
     add(std::move(m));
   }

@@ -1,7 +1,8 @@
 // The coordinator's answer to `tributary status`, as pure code: what the membership
 // forgets but an operator asks for (each member's recent step reports, the recent view
 // changes with their causes) is kept by a StatusTracker, and build_status() turns the
-// membership, the tracker and the coordinator's own facts into a ClusterStatus
+// membership, the tracker (with the links members report) and the coordinator's own facts
+// into a ClusterStatus
 // (membership/cluster_status.h). No sockets, no clock: time comes in as arguments, so
 // tests drive it by hand.
 //
@@ -43,17 +44,27 @@ class StatusTracker {
   std::optional<membership::ViewChange> record(const membership::Decisions& decisions,
                                                const membership::Membership& membership,
                                                std::int64_t unix_ms);
+  // A LinkReport from member `id`: the paths of its links in `epoch` (the latest wins).
+  void links_reported(membership::MemberId id, membership::Epoch epoch,
+                      std::vector<membership::LinkPath> links);
   // The recent views an earlier coordinator process journaled (oldest first).
   void restore(const std::vector<membership::JournalEntry>& views);
 
   const std::deque<membership::ViewChange>& history() const { return history_; }
   // nullptr for a member with no step report.
   const std::deque<StepSample>* samples(membership::MemberId id) const;
+  struct ReportedLinks {
+    membership::Epoch epoch = 0;
+    std::vector<membership::LinkPath> links;
+  };
+  // nullptr for a member that reported no links.
+  const ReportedLinks* links(membership::MemberId id) const;
 
  private:
   void remember(membership::ViewChange change);
 
   std::map<membership::MemberId, std::deque<StepSample>> samples_;
+  std::map<membership::MemberId, ReportedLinks> links_;
   std::deque<membership::ViewChange> history_;
   std::map<membership::MemberId, std::string> last_view_;  // id -> name, of the last view
 };

@@ -24,15 +24,21 @@ inline constexpr std::size_t kMaxChangeMembers = 16;
 inline constexpr std::size_t kMaxFullLinkMembers = 32;
 inline constexpr std::size_t kMaxStatusLinks = 2 * kMaxStatusMembers;
 
-// How a member reaches one peer. Today every link is TCP to the peer's data address, and
-// the coordinator infers it from the view (source "view"). Once agents report the
-// transport each link actually took (shared memory, RDMA, CUDA IPC, a fallback to TCP),
-// those entries come with source "agent".
+// How a member reaches one peer: as the member reported it (source "agent": the path its
+// pair is on, shared memory, RDMA, TCP or a standby, with the pair's path list and its
+// moves), or, until it has reported for the current epoch, inferred by the coordinator
+// from the view (source "view": TCP to the peer's data address).
+inline constexpr std::size_t kMaxLinkPaths = 8;
+inline constexpr std::size_t kMaxPathNameBytes = 32;   // "tcp-standby-2"
+inline constexpr std::size_t kMaxLastMoveBytes = 96;   // "tcp-standby -> tcp (recovered)"
 struct LinkPath {
   MemberId peer = 0;
-  std::string transport;  // "tcp"; later "shm", "rdma", "cuda_ipc"
+  std::string transport;  // the path in use: "tcp", "shm", "rdma", "tcp-standby", ...
   std::string address;    // where the link goes: "host:port" for TCP
   std::string source;     // "view" (inferred by the coordinator) or "agent" (reported)
+  std::vector<std::string> paths;  // the pair's paths, most preferred first (at most 8)
+  std::uint32_t moves = 0;         // moves between them in the current epoch
+  std::string last_move;           // the last one, "from -> to (cause)"; "" for none
 
   friend bool operator==(const LinkPath&, const LinkPath&) = default;
 };

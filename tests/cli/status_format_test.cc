@@ -33,7 +33,8 @@ TEST(StatusFormat, TableGolden) {
       "\n"
       "links (every peer; source view: inferred from the view, agent: reported):\n"
       "  1 w1 -> 2 tcp 127.0.0.1:40002 (view)\n"
-      "  2 w2 -> 1 shm /dev/shm/trib-1 (agent)\n"
+      "  2 w2 -> 1 tcp-standby 10.82.0.1:40001 (agent; paths tcp>tcp-standby; 1 move, last tcp -> "
+      "tcp-standby (stall))\n"
       "\n"
       "joiners waiting:\n"
       "  ID  NAME  HOST  ZONE  STATE    HEARTBEAT  DATA\n"
@@ -93,8 +94,12 @@ TEST(StatusFormat, JsonParsesBackWithMembersAndJoinersApart) {
   EXPECT_EQ(w2.at("heartbeat_age_ms").number_value(), 450);
   const auto& link = w2.at("links").list_value().values(0).struct_value().fields();
   EXPECT_EQ(link.at("peer").number_value(), 1);
-  EXPECT_EQ(link.at("transport").string_value(), "shm");
+  EXPECT_EQ(link.at("transport").string_value(), "tcp-standby");
   EXPECT_EQ(link.at("source").string_value(), "agent");
+  ASSERT_EQ(link.at("paths").list_value().values_size(), 2);
+  EXPECT_EQ(link.at("paths").list_value().values(1).string_value(), "tcp-standby");
+  EXPECT_EQ(link.at("moves").number_value(), 1);
+  EXPECT_EQ(link.at("last_move").string_value(), "tcp -> tcp-standby (stall)");
   EXPECT_NEAR(members[0].struct_value().fields().at("step_seconds").number_value(), 0.0489, 1e-12);
   const auto& joiners = f.at("joiners").list_value().values();
   ASSERT_EQ(joiners.size(), 1);

@@ -1,6 +1,7 @@
 // Decoder bounds: garbage, unknown messages and inconsistent views are kBadFrame, never
 // a crash or an out-of-bounds read. Join handshake MACs bind every input.
 #include "control/codec.h"
+#include "membership/cluster_status.h"
 
 #include <gtest/gtest.h>
 
@@ -274,6 +275,46 @@ TEST(ControlCodec, FaultToleranceMessagesAreBoundsChecked) {
   EXPECT_EQ(decode(resume).status().code(), StatusCode::kBadFrame) << "no labels";
   resume.mutable_resume_request()->mutable_join()->set_name("n");
   EXPECT_TRUE(decode(resume).is_ok());
+}
+
+// A heartbeat's link report (`tributary status`, source "agent") is bounded like the
+// status report's links: at most kMaxFullLinkMembers - 1 links, kMaxLinkPaths path names
+// of kMaxPathNameBytes each, labels within kMaxLabelBytes.
+TEST(ControlCodec, AHeartbeatsLinkReportIsBoundsChecked) {
+  auto decode = [](const control::Envelope& e) { return decode_envelope(encode_envelope(e)); };
+  control::Envelope hb;
+  hb.mutable_heartbeat()->set_member_id(1);
+  hb.mutable_heartbeat()->set_epoch(2);
+  EXPECT_TRUE(decode(hb).is_ok()) << "no report";
+  auto* report = hb.mutable_heartbeat()->mutable_links();
+  report->set_epoch(2);
+  auto* l = report->add_links();
+  l->set_peer(2);
+  l->set_transport("tcp-standby");
+  l->set_address("10.82.0.2:4000");
+  l->add_paths("tcp");
+  l->add_paths("tcp-standby");
+  l->set_moves(1);
+  l->set_last_move("tcp -> tcp-standby (error)");
+  auto decoded = decode(hb);
+  ASSERT_TRUE(decoded.is_ok()) << decoded.status().to_string();
+  EXPECT_EQ(decoded->heartbeat().links().links(0).paths(1), "tcp-standby");
+  auto refused = [&](const std::string& what) {
+    auto r = decode(hb);
+    EXPECT_EQ(r.status().code(), StatusCode::kBadFrame) << what;
+  };
+  for (std::size_t k = 2; k <= membership::kMaxLinkPaths; ++k) l->add_paths("tcp");
+  refused("too many paths");
+  l->clear_paths();
+  l->add_paths(std::string(membership::kMaxPathNameBytes + 1, 'p'));
+  refused("a long path name");
+  l->clear_paths();
+  l->set_address(std::string(kMaxLabelBytes + 1, 'a'));
+  refused("a long address");
+  l->set_address("10.82.0.2:4000");
+  EXPECT_TRUE(decode(hb).is_ok());
+  for (std::size_t k = 1; k < membership::kMaxFullLinkMembers; ++k) *report->add_links() = *l;
+  refused("too many links");
 }
 
 // A standby's NotLeader names the leader's endpoint: bounded like a label.

@@ -63,6 +63,19 @@ TEST(StatusCodec, RejectsReportsBeyondTheBounds) {
       "too many links of one member", "links of member");
   rejects(
       [](StatusReport& p) {
+        auto* l = p.mutable_members(0)->mutable_links(0);
+        for (std::size_t i = 0; i <= membership::kMaxLinkPaths; ++i) l->add_paths("tcp");
+      },
+      "a link with too many paths", "paths of a link");
+  rejects([](StatusReport& p) { p.mutable_members(0)->mutable_links(0)->add_paths(std::string(33, 'x')); },
+          "a long path name", "link path");
+  rejects(
+      [](StatusReport& p) {
+        p.mutable_members(0)->mutable_links(0)->set_last_move(std::string(97, 'x'));
+      },
+      "a long last move", "last move");
+  rejects(
+      [](StatusReport& p) {
         // Members within their bound, each within its own, links in all beyond theirs.
         p.clear_members();
         for (std::size_t i = 0; i < membership::kMaxStatusMembers; ++i) {
@@ -97,7 +110,11 @@ TEST(StatusCodec, TheWorstCaseReportFitsTheReplyBound) {
   m.name = m.host = m.zone = m.data_address = m.state = big;
   m.id = m.step = m.known_epoch = std::numeric_limits<std::uint64_t>::max();
   m.links.assign(membership::kMaxStatusLinks / membership::kMaxStatusMembers,
-                 {std::numeric_limits<std::uint64_t>::max(), big, big, big});
+                 {std::numeric_limits<std::uint64_t>::max(), big, big, big,
+                  std::vector<std::string>(membership::kMaxLinkPaths,
+                                           std::string(membership::kMaxPathNameBytes, 'p')),
+                  std::numeric_limits<std::uint32_t>::max(),
+                  std::string(membership::kMaxLastMoveBytes, 'l')});
   s.members.assign(membership::kMaxStatusMembers, m);
   membership::ViewChange c = s.history[0];
   c.cause = big;

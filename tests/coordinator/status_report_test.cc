@@ -172,6 +172,56 @@ TEST(StatusReport, TheInitialViewIsChangingUntilEveryoneIsReadyThenSteady) {
   }
 }
 
+// What a member reports of its links (heartbeats: LinkReport) replaces what the view
+// implies, for the view it was reported in; an earlier view's report, or a peer outside
+// the view, is never shown; a removed member's report is forgotten.
+TEST(StatusReport, ReportedLinksReplaceTheInferredOnesForTheirView) {
+  Cluster c(3);
+  const MemberId a = c.join("a");
+  const MemberId b = c.join("b");
+  const MemberId d = c.join("c");
+  c.ready_all();
+  const membership::Epoch epoch = c.membership().epoch();
+  c.tracker.links_reported(
+      a, epoch,
+      {{b, "tcp-standby", "10.82.0.2:5000", "whatever", {"tcp", "tcp-standby"}, 1,
+        "tcp -> tcp-standby (error)"},
+       {999, "tcp", "10.0.0.9:1", "agent", {}, 0, ""}});
+  ClusterStatus s = c.status();
+  const MemberStatus* ma = find(s, a);
+  ASSERT_NE(ma, nullptr);
+  ASSERT_EQ(ma->links.size(), 2u);
+  for (const auto& l : ma->links) {
+    if (l.peer == b) {
+      EXPECT_EQ(l.transport, "tcp-standby");
+      EXPECT_EQ(l.source, "agent");  // whatever the member called it
+      EXPECT_EQ(l.paths, (std::vector<std::string>{"tcp", "tcp-standby"}));
+      EXPECT_EQ(l.moves, 1u);
+      EXPECT_EQ(l.last_move, "tcp -> tcp-standby (error)");
+    } else {
+      EXPECT_EQ(l.peer, d);  // not 999: not in the view
+      EXPECT_EQ(l.source, "view");
+    }
+  }
+  // A late report of an earlier view changes nothing.
+  c.tracker.links_reported(a, epoch - 1, {});
+  EXPECT_EQ(find(c.status(), a)->links, ma->links);
+  // A new view (c fell silent and was removed): inferred again until the member reports
+  // for it; the removed member's report is forgotten.
+  c.tracker.links_reported(d, epoch, {});
+  c.clock.advance(milliseconds(1500));
+  c.heartbeat(a, 1);
+  c.heartbeat(b, 1);
+  c.record(c.membership().tick(c.clock.now()));
+  s = c.status();
+  ASSERT_GT(c.membership().epoch(), epoch);
+  ma = find(s, a);
+  ASSERT_NE(ma, nullptr);
+  for (const auto& l : ma->links) EXPECT_EQ(l.source, "view");
+  ASSERT_NE(c.tracker.links(a), nullptr);
+  EXPECT_EQ(c.tracker.links(d), nullptr);
+}
+
 TEST(StatusReport, TimingsAndStragglerScoreComeFromTheRecentStepReports) {
   Cluster c(3);
   const MemberId a = c.join("a"), b = c.join("b"), slow = c.join("slow");

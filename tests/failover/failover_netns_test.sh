@@ -32,7 +32,8 @@
 # With `reset`, agent 1's connections on A are killed (`ss -K`: an error at both ends, not a
 # stall) while A itself stays up: its pairs move to B at once, both ends of each re-dial A
 # in the background (the same handshake), put the new connection in, probe it and move
-# back up ("tcp-standby -> tcp"), every step correct, epoch 1 throughout.
+# back up ("tcp-standby -> tcp"), every step correct, epoch 1 throughout; `tributary status`
+# shows each pair's path, path list and moves as the agents report them.
 #
 # With `kill`, the last agent is also killed (kill -9) at the moment A goes down: a path
 # failing while a peer dies still ends in the member-failure protocol (its pairs lose both
@@ -200,6 +201,20 @@ if [[ $MODE == return ]]; then
     sleep 0.1
   done
 fi
+if [[ $MODE == reset ]]; then
+  # `tributary status` shows what the agents report of their pairs: the path each is on,
+  # its path list, and its moves (down to B and back up to A) with the last one's cause.
+  STATUS=$WORK/status.txt
+  for ((t = 0; t < 100; t++)); do
+    ip netns exec "$SW" "$BIN" status --coordinator "$ENDPOINT" >"$STATUS.new" 2>&1 || true
+    if grep -q "tcp 10.81.0.*(agent; paths tcp>tcp-standby; [0-9]* moves, last tcp-standby -> tcp (" "$STATUS.new"; then
+      mv "$STATUS.new" "$STATUS"
+      break
+    fi
+    kill -0 "${AGENT[1]}" 2>/dev/null || break
+    sleep 0.1
+  done
+fi
 if [[ $MODE == flap ]]; then
   # Down (already), up, down, up, down, up: each time wait for agent 1 to move (a new move
   # line, whichever of its pairs logs it first).
@@ -294,6 +309,8 @@ if [[ $MODE == reset ]]; then
     fail "agent 1 never moved back up to A after the reconnect"
   grep -h "path tcp reconnected\|path tcp-standby -> tcp " "$WORK/agent1.err" | head -4
   back=$(grep -h "path tcp-standby -> tcp " "$WORK/agent1.err" | awk '{print $1}' | sort | tail -1)
+  [[ -s $STATUS ]] || fail "tributary status never showed a pair back on A after its moves: $(cat "$STATUS.new")"
+  sed -n '/^links/,/^$/p' "$STATUS"
   echo "last pair back on A $(awk -v a="$CUT" -v b="$(date -d "$back" +%s.%N)" 'BEGIN {printf "%.0f", (b - a) * 1000}') ms after the cut"
 elif command -v curl >/dev/null; then
   [[ -s $SCRAPED ]] || fail "agent 1's /metrics never counted a move to tcp-standby"

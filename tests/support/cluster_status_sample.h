@@ -51,7 +51,8 @@ inline membership::ClusterStatus sample_cluster_status() {
   membership::MemberStatus b = sample_member(2, "w2", "suspect", true, 1);
   b.heartbeat_age_ms = 450;
   b.straggling_steps = 1;
-  b.links = {{1, "shm", "/dev/shm/trib-1", "agent"}};
+  b.links = {{1, "tcp-standby", "10.82.0.1:40001", "agent", {"tcp", "tcp-standby"}, 1,
+              "tcp -> tcp-standby (stall)"}};
   s.members = {a, b, sample_member(5, "w5", "pending", false, 0)};
   s.members_omitted = 2;
   s.links_scope = "all_peers";
