@@ -31,6 +31,8 @@ class AgentMetrics::Impl {
   prometheus::Counter* tls_failures = nullptr;
   FrameRefusals seen_refusals;
   prometheus::Family<prometheus::Counter>* path_changes = nullptr;
+  prometheus::Counter* reconnects = nullptr;
+  std::uint64_t seen_reconnects = 0;
   prometheus::Family<prometheus::Counter>* path_recoveries = nullptr;
   std::map<std::tuple<std::string, std::string, std::string, std::string>, std::uint64_t>
       seen_changes;
@@ -115,6 +117,14 @@ Result<std::unique_ptr<AgentMetrics>> AgentMetrics::serve(const std::string& bin
            .Help("Times the link to a peer moved back up to a better data path that had "
                  "stalled and answers again (--failover), by peer and path names")
            .Register(r);
+  impl->reconnects = &prometheus::BuildCounter()
+                         .Name("tributary_link_reconnects_total")
+                         .Help("New connections made for data paths whose connection failed "
+                               "with an error (re-dialled in the background, same handshake), "
+                               "handed to the link, which moves the pair back up once a probe "
+                               "is answered on it")
+                         .Register(r)
+                         .Add({});
   impl->federated_rounds =
       &prometheus::BuildCounter()
            .Name("tributary_federated_rounds_total")
@@ -171,7 +181,12 @@ void AgentMetrics::record_result_repair(std::string_view outcome) {
 }
 
 void AgentMetrics::sync_links(const std::vector<PeerPath>& paths, const FrameRefusals& refusals,
-                              const std::vector<PathChangeCount>& path_changes) {
+                              const std::vector<PathChangeCount>& path_changes,
+                              std::uint64_t reconnects) {
+  if (reconnects > impl_->seen_reconnects) {
+    impl_->reconnects->Increment(static_cast<double>(reconnects - impl_->seen_reconnects));
+    impl_->seen_reconnects = reconnects;
+  }
   for (const PathChangeCount& c : path_changes) {
     std::uint64_t& seen = impl_->seen_changes[{c.peer, c.from, c.to, c.cause}];
     if (c.count > seen && c.cause == "recovered") {

@@ -9,6 +9,8 @@
 //   tributary_transport_bytes_sent_total{transport}, _received_total{transport}   by transport
 //   tributary_peer_transport{peer,member,transport}      1 for the path carrying each peer
 //   tributary_link_fallbacks_total{peer,from,to,cause}   links moved between paths (--failover)
+//   tributary_link_recoveries_total{peer,from,to}        ... back up to a better path
+//   tributary_link_reconnects_total                      failed paths re-dialled (path_redialer.h)
 //   tributary_membership_size, tributary_epoch           from the coordinator client
 // Updated only from the collective thread (or the idle recovery, while no call runs); the server's thread (core/metrics_server.h, which
 // slow or many scrapers cannot block) only reads.
@@ -49,8 +51,10 @@ class AgentMetrics {
   // Folds the current group's cumulative per-peer byte counts and the data plane's
   // lifetime refusals into the counters, and points each peer's path gauge at the
   // transport carrying it.
+  // `reconnects`: DataPlane::reconnects(), monotonic.
   void sync_links(const std::vector<PeerPath>& paths, const FrameRefusals& refusals,
-                  const std::vector<PathChangeCount>& path_changes = {});
+                  const std::vector<PathChangeCount>& path_changes = {},
+                  std::uint64_t reconnects = 0);
 
   class Impl;
 

@@ -117,6 +117,8 @@ class DataPlane {
   std::vector<PairReport> pair_report() const;
   FrameRefusals refusals() const;
   std::vector<PathChangeCount> path_changes() const;
+  // New connections made for failed paths so far (PathRedialer::reconnects()).
+  std::uint64_t reconnects() const { return redialer_->reconnects(); }
   // How many path changes so far (cheap: for deciding when to sync the metrics).
   std::uint64_t path_change_total() const { return path_change_total_.load(); }
 

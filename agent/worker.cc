@@ -461,7 +461,8 @@ void Worker::Impl::record_attempt(std::string_view op, std::string_view algorith
   const std::uint64_t path_changes = data_plane->path_change_total();
   if (++collectives_since_sync >= 64 || !status.is_ok() || path_changes != path_changes_synced) {
     path_changes_synced = path_changes;
-    metrics->sync_links(data_plane->paths(), data_plane->refusals(), data_plane->path_changes());
+    metrics->sync_links(data_plane->paths(), data_plane->refusals(), data_plane->path_changes(),
+                        data_plane->reconnects());
     collectives_since_sync = 0;
   }
 }

@@ -214,6 +214,12 @@ if [[ $MODE == reset ]]; then
     kill -0 "${AGENT[1]}" 2>/dev/null || break
     sleep 0.1
   done
+  # Agent 1's /metrics (synced at each move) count its new connections.
+  while command -v curl >/dev/null && kill -0 "${AGENT[1]}" 2>/dev/null; do
+    ip netns exec "${P}_h1" curl -s --max-time 1 http://127.0.0.1:9464/metrics >"$WORK/agent1.reconnects" || true
+    grep -qE '^tributary_link_reconnects_total [1-9]' "$WORK/agent1.reconnects" && break
+    sleep 0.1
+  done
 fi
 if [[ $MODE == flap ]]; then
   # Down (already), up, down, up, down, up: each time wait for agent 1 to move (a new move
@@ -311,6 +317,11 @@ if [[ $MODE == reset ]]; then
   back=$(grep -h "path tcp-standby -> tcp " "$WORK/agent1.err" | awk '{print $1}' | sort | tail -1)
   [[ -s $STATUS ]] || fail "tributary status never showed a pair back on A after its moves: $(cat "$STATUS.new")"
   sed -n '/^links/,/^$/p' "$STATUS"
+  if command -v curl >/dev/null; then
+    grep -qE '^tributary_link_reconnects_total [1-9]' "$WORK/agent1.reconnects" ||
+      fail "agent 1's /metrics never counted a reconnect: $(cat "$WORK/agent1.reconnects")"
+    grep -E '^tributary_link_(reconnects|recoveries)_total' "$WORK/agent1.reconnects"
+  fi
   echo "last pair back on A $(awk -v a="$CUT" -v b="$(date -d "$back" +%s.%N)" 'BEGIN {printf "%.0f", (b - a) * 1000}') ms after the cut"
 elif command -v curl >/dev/null; then
   [[ -s $SCRAPED ]] || fail "agent 1's /metrics never counted a move to tcp-standby"
