@@ -242,7 +242,15 @@ TEST(FailoverOverTransportsClose, WhatWasSentBeforeTheCloseIsDelivered) {
 // ends re-dial the preferred path in the background (agent/path_redialer.h, the lower rank
 // dialling with the cluster's handshake), the link puts the new connection in, probes it,
 // and the pair moves back up, with no view change and the same bits in every round.
-TEST(FailoverReconnect, AClosedPathIsRedialledAndThePairMovesBackUp) {
+//
+// StandbyFirst: the pair's standby connection is shut down first, while the pair is on its
+// preferred path: the standby is re-dialled and is up again (no move), so that when the
+// preferred connection is shut down later the pair has somewhere to go (without the
+// standby's reconnect it would lose its last path and fail), and comes back up from there.
+class FailoverReconnect : public ::testing::TestWithParam<bool> {};
+
+TEST_P(FailoverReconnect, AClosedPathIsRedialledAndThePairMovesBackUp) {
+  const bool standby_first = GetParam();
   constexpr int kRanks = 3;
   constexpr std::size_t kCount = (64 << 10) / sizeof(float) + 3;
   testing::LogCapture logs;
@@ -269,6 +277,8 @@ TEST(FailoverReconnect, AClosedPathIsRedialledAndThePairMovesBackUp) {
   // Rank 0's side of its preferred connection to rank 1 (it dialled rank 1's listener).
   const int cut_fd = testing::socket_to_port(testing::port_of(first.addresses[1]));
   ASSERT_GE(cut_fd, 0);
+  const int standby_fd = testing::socket_to_port(testing::port_of(second.addresses[1]));
+  ASSERT_GE(standby_fd, 0);
 
   std::mutex mu;
   std::vector<std::pair<int, transport::PathChange>> changes;
@@ -277,6 +287,12 @@ TEST(FailoverReconnect, AClosedPathIsRedialledAndThePairMovesBackUp) {
     return std::any_of(changes.begin(), changes.end(), [&](const auto& c) {
       return c.first == r && c.second.peer == peer && c.second.from == from && c.second.to == to;
     });
+  };
+  auto moves_of = [&](int r, int peer) {
+    std::lock_guard lock(mu);
+    return static_cast<int>(std::count_if(changes.begin(), changes.end(), [&](const auto& c) {
+      return c.first == r && c.second.peer == peer;
+    }));
   };
   std::vector<std::unique_ptr<agent::PathRedialer>> redialers;
   for (int r = 0; r < kRanks; ++r) {
@@ -298,7 +314,7 @@ TEST(FailoverReconnect, AClosedPathIsRedialledAndThePairMovesBackUp) {
     TRIB_ASSIGN_OR_RETURN(auto a, transport::as_path(std::move(first.links[i])));
     TRIB_ASSIGN_OR_RETURN(auto b, transport::as_path(std::move(second.links[i])));
     auto cut = std::make_unique<testing::FaultPath>(std::move(a));
-    if (r == 0) {
+    if (r == 0 && !standby_first) {
       cut->fire_at(40, [&fired, cut_fd] {  // mid-collective: the 40th send on it
         fired = true;
         ::shutdown(cut_fd, SHUT_RDWR);
@@ -324,7 +340,20 @@ TEST(FailoverReconnect, AClosedPathIsRedialledAndThePairMovesBackUp) {
     const auto in = random_floats(r, kCount);
     std::vector<float> out(kCount);
     const auto give_up = Deadline::after(std::chrono::seconds(30));
+    bool standby_cut = false;
     for (std::uint64_t round = 0;; ++round) {
+      if (r == 0 && standby_first) {
+        // Between rounds: the standby first; the preferred path once both ends of the
+        // pair have put a new standby connection in.
+        if (round == 2) {
+          ::shutdown(standby_fd, SHUT_RDWR);
+          standby_cut = true;
+        } else if (standby_cut && !fired && redialers[0]->reconnects() == 1 &&
+                   redialers[1]->reconnects() == 1) {
+          fired = true;
+          ::shutdown(cut_fd, SHUT_RDWR);
+        }
+      }
       TRIB_RETURN_IF_ERROR(all_reduce(*link, in.data(), out.data(), kCount, DType::kFloat32,
                                       ReduceOp::kSum,
                                       options_for(AllReduceAlgorithm::kRing, 10 + 2 * round)));
@@ -362,14 +391,23 @@ TEST(FailoverReconnect, AClosedPathIsRedialledAndThePairMovesBackUp) {
   }
   EXPECT_TRUE(moved(0, 1, 0, 1) && moved(1, 0, 0, 1)) << logs.dump();
   EXPECT_TRUE(moved(0, 1, 1, 0) && moved(1, 0, 1, 0)) << "never back up\n" << logs.dump();
-  EXPECT_EQ(redialers[0]->reconnects(), 1u);
-  EXPECT_EQ(redialers[1]->reconnects(), 1u);
+  const std::uint64_t made = standby_first ? 2 : 1;  // the standby's, then the preferred's
+  EXPECT_EQ(redialers[0]->reconnects(), made);
+  EXPECT_EQ(redialers[1]->reconnects(), made);
   EXPECT_EQ(redialers[2]->reconnects(), 0u);
+  // Neither end left its path for the standby's failure: one move down, one back up.
+  EXPECT_EQ(moves_of(0, 1), 2);
+  EXPECT_EQ(moves_of(1, 0), 2);
   // The other pairs never moved.
   EXPECT_FALSE(moved(0, 2, 0, 1) || moved(2, 0, 0, 1) || moved(1, 2, 0, 1) || moved(2, 1, 0, 1));
   EXPECT_TRUE(logs.contains("reconnected")) << logs.dump();
   std::printf("back up after %d rounds\n", rounds);
 }
+
+INSTANTIATE_TEST_SUITE_P(Paths, FailoverReconnect, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "StandbyFirst" : "Preferred";
+                         });
 
 }  // namespace
 }  // namespace tributary

@@ -186,12 +186,16 @@ TEST_F(StatusTest, EveryClusterStateFromFormingToACoordinatorRestart) {
   ASSERT_EQ(list(s, "joiners").size(), 2) << printable(s) << dump();
   EXPECT_EQ(num(s, "epoch"), 0);
 
-  // Steady: three members in view, with step timings and a link to each peer.
+  // Steady: three members in view, with step timings and a link to each peer as the agents
+  // report it (they send their links with a heartbeat once connected).
   Process* c = start_agent();
   s = poll_json(endpoint, [&](const Struct& r) {
     if (str(r, "phase") != "steady" || list(r, "members").size() != 3) return false;
     for (const auto& m : list(r, "members")) {
       if (num(m.struct_value(), "timed_steps") < 2) return false;
+      for (const auto& l : list(m.struct_value(), "links")) {
+        if (str(l.struct_value(), "source") != "agent") return false;
+      }
     }
     return true;
   });
@@ -214,10 +218,16 @@ TEST_F(StatusTest, EveryClusterStateFromFormingToACoordinatorRestart) {
     EXPECT_LT(num(m, "heartbeat_age_ms"), 3000) << printable(m);
     ASSERT_EQ(list(m, "links").size(), 2) << printable(m);
     for (const auto& l : list(m, "links")) {
+      // One host, the default transport: shared memory, a single path per pair (no
+      // failover: one data address), no move.
       const Struct& link = l.struct_value();
-      EXPECT_EQ(str(link, "transport"), "tcp");
-      EXPECT_EQ(str(link, "source"), "view");
-      EXPECT_EQ(str(link, "address"), address_of[num(link, "peer")]) << printable(link);
+      EXPECT_EQ(str(link, "transport"), "shm") << printable(link);
+      EXPECT_EQ(str(link, "source"), "agent") << printable(link);
+      EXPECT_NE(address_of.count(num(link, "peer")), 0u) << printable(link);
+      EXPECT_FALSE(str(link, "address").empty()) << printable(link);
+      ASSERT_EQ(list(link, "paths").size(), 1) << printable(link);
+      EXPECT_EQ(list(link, "paths")[0].string_value(), "shm") << printable(link);
+      EXPECT_EQ(num(link, "moves"), 0) << printable(link);
     }
   }
   ASSERT_NE(change(s, "initial"), nullptr) << printable(s);
