@@ -86,6 +86,9 @@ void FailoverLink::end_fast(Pair& p) {
     }
     it = p.arrivals.erase(it);
   }
+  // What arrived whole since the last look counts too (the path keeps it after a failure,
+  // and the resume will say it was received): no acknowledgement of its own, the resume is one.
+  collect_early(p, /*acknowledge=*/false);
   // What arrived early was acknowledged, so it will not be resent: read it back from the
   // path (it is whole there: the receive completes at once) into arrivals that the
   // descriptor protocol matches with the receives, in index order before any resend.
@@ -120,7 +123,7 @@ void FailoverLink::end_fast(Pair& p) {
   for (Handle h : waiting) match_posted(p, h);
 }
 
-void FailoverLink::collect_early(Pair& p) {
+void FailoverLink::collect_early(Pair& p, bool acknowledge) {
   early_.clear();
   paths_[static_cast<std::size_t>(p.current)]->report_early(p.peer, early_);
   bool large = false;
@@ -134,7 +137,7 @@ void FailoverLink::collect_early(Pair& p) {
     p.progress_at = now_;
     large = large || e.length >= kAckedSendBytes;
   }
-  if (large) maybe_ack(p, true);  // its sender's wait() waits for it
+  if (large && acknowledge) maybe_ack(p, true);  // its sender's wait() waits for it
 }
 
 void FailoverLink::on_stamped_ack(Pair& p, std::uint64_t low24) {

@@ -79,7 +79,10 @@ Handle FailoverLink::open_op(bool is_send, int peer, algorithms::Tag tag, std::b
   op.size = size;
   op.order = next_order_++;
   const Pair& p = pairs_[static_cast<std::size_t>(peer)];
-  if (abort_.raised() || !p.lost.is_ok()) finish(h, abort_.raised() ? abort_.status() : p.lost);
+  // A receive on a lost pair may still take what arrived whole before (receive()).
+  if (abort_.raised() || (!p.lost.is_ok() && is_send)) {
+    finish(h, abort_.raised() ? abort_.status() : p.lost);
+  }
   return h;
 }
 
@@ -115,6 +118,17 @@ Handle FailoverLink::receive(int peer, algorithms::Tag tag, std::span<std::byte>
   Pair& p = pairs_[static_cast<std::size_t>(peer)];
   ops_.at(h).combine = combine;
   if (ops_.at(h).done) return h;
+  if (!p.lost.is_ok()) {
+    // Every path failed, but what arrived whole before is delivered, as a plain link
+    // delivers what arrived before its connection closed (lose_pair keeps it).
+    p.posted.push_back(h);
+    match_posted(p, h);
+    if (!ops_.at(h).done) {
+      std::erase(p.posted, h);
+      finish(h, p.lost);
+    }
+    return h;
+  }
   if (p.fast) {
     post_fast(p, h);
     return h;

@@ -31,7 +31,8 @@
 // - A path whose connection failed with an error is down until a new connection is put
 //   in (FailoverParams::on_down and reconnects): it is then probed, and the pair moves back
 //   up to it when a probe is answered, as after a stall.
-// - Only when every path of a pair has failed does the pair fail, as a plain link's pair
+// - Only when every path of a pair has failed does the pair fail (what arrived whole
+//   before is still delivered, to a receive posted before or after), as a plain link's pair
 //   fails today: its operations end with the last path's error, naming the peer.
 // - The resume travels over the new path's own link, which is authenticated like the first
 //   (the same handshake, the same epoch): nothing here weakens the paths' checks.

@@ -221,8 +221,9 @@ class FailoverLink final : public algorithms::Link {
   void post_fast(Pair& p, Handle h);
   // A fast receive's path operation finished with `st` and `stamp`: it is over.
   void finish_fast(Pair& p, Arrival& a, const Status& st, std::uint64_t stamp);
-  // Counts and acknowledges what arrived before its receive was posted.
-  void collect_early(Pair& p);
+  // Counts and acknowledges what arrived before its receive was posted (`acknowledge`:
+  // a large one's acknowledgement goes out at once; not while the pair leaves its path).
+  void collect_early(Pair& p, bool acknowledge = true);
   // An acknowledgement that came in a stamp (its low 24 bits).
   void on_stamped_ack(Pair& p, std::uint64_t low24);
   // The fast stint ends: what its receives took counts, the rest are posted again, and

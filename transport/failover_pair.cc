@@ -704,12 +704,26 @@ void FailoverLink::lose_pair(Pair& p, const Status& last) {
   }
   for (int k = 0; k < static_cast<int>(paths_.size()); ++k) cancel_listeners(p, k);
   if (p.resume_send_h != kNoHandle) cancel(p.resume_send_path, p.resume_send_h);
-  for (Handle h : p.posted) finish(h, p.lost);
-  p.posted.clear();
-  for (Arrival& a : p.arrivals) {
-    if (a.target != kNoHandle) finish(a.target, p.lost);
+  // A receive posted now, or later, still takes a message that arrived whole (a peer that
+  // returned and closed every path had sent it): only the others fail.
+  const std::vector<Handle> waiting = std::exchange(p.posted, {});
+  for (auto it = p.arrivals.begin(); it != p.arrivals.end();) {
+    if (it->complete && it->target == kNoHandle && !it->discard) {
+      ++it;
+      continue;
+    }
+    if (it->target != kNoHandle) finish(it->target, p.lost);
+    pool_.give_back(std::move(it->buffer));
+    it = p.arrivals.erase(it);
   }
-  p.arrivals.clear();
+  for (Handle h : waiting) {
+    p.posted.push_back(h);
+    match_posted(p, h);
+    if (!ops_.at(h).done) {
+      std::erase(p.posted, h);
+      finish(h, p.lost);
+    }
+  }
   for (Outgoing& o : p.out) {
     if (o.op != kNoHandle && !ops_.at(o.op).done) finish(o.op, p.lost);
   }

@@ -869,6 +869,43 @@ TEST(FailoverLink, DeadPeerFailsThePairOnce) {
   EXPECT_EQ(statuses[0].code(), StatusCode::kPeerLost) << statuses[0].to_string();
 }
 
+// A peer that sent its last message and closed every path (a member that returned from
+// a collective and dropped its links for the next view) leaves that message deliverable,
+// as a plain link delivers what arrived before a close: a receive posted after the pair
+// was lost still takes it; only one for a message that never came fails.
+TEST(FailoverLink, WhatArrivedBeforeEveryPathClosedIsStillDelivered) {
+  TwoPaths paths(2);
+  std::atomic<bool> sent{false};
+  std::vector<std::byte> got(64), none(64);
+  const auto statuses = testing::run_ranks(2, [&](int r) -> Status {
+    auto link = paths.link(r, std::chrono::milliseconds(200));
+    const auto deadline = Deadline::after(std::chrono::seconds(10));
+    if (r == 1) {
+      std::vector<std::byte> message(64, std::byte{42});
+      TRIB_RETURN_IF_ERROR(link->wait(link->send(0, Tag{1, 0, 0}, message), deadline));
+      // Both connections close (what was sent stays readable, as with TCP's FIN).
+      paths.fabric(0).fail_link(0, 1);
+      paths.fabric(1).fail_link(0, 1);
+      sent = true;
+      return Status();
+    }
+    while (!sent) std::this_thread::yield();
+    // The failure is seen while this receive waits; the message is already whole.
+    const Status other = link->wait(link->recv(1, Tag{2, 0, 0}, none), deadline);
+    if (other.code() != StatusCode::kPeerLost) {
+      return error(StatusCode::kInternal, "the other receive: " + other.to_string());
+    }
+    TRIB_RETURN_IF_ERROR(link->wait(link->recv(1, Tag{1, 0, 0}, got), deadline));
+    const Status later = link->wait(link->recv(1, Tag{3, 0, 0}, none), deadline);
+    if (later.code() != StatusCode::kPeerLost) {
+      return error(StatusCode::kInternal, "a later receive: " + later.to_string());
+    }
+    return Status();
+  });
+  for (const Status& st : statuses) EXPECT_TRUE(st.is_ok()) << st.to_string();
+  EXPECT_EQ(got, std::vector<std::byte>(64, std::byte{42}));
+}
+
 // The last path going silent is not a path failure: the caller's deadline decides
 // (kTimedOut, then today's member-failure protocol), and nothing hangs.
 TEST(FailoverLink, SilentLastPathEndsAtTheCallersDeadline) {
