@@ -610,11 +610,17 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
         if (!s.is_ok()) return s;
         return out;
       }
+      // Every member is at this boundary and closes its links for the next view: first
+      // the peers acknowledge what this member sent them (a failover link keeps it until
+      // then), so that none that is slower to finish the vote finds every path closed
+      // before it read its last message. A plain link settles at once.
+      settle_link(config.stall_timeout);
       TRIB_RETURN_IF_ERROR(transition(0, deadline));
       out.view_changed = true;
       continue;
     }
     if (agreed.newest_epoch > view.epoch) {
+      settle_link(config.stall_timeout);
       TRIB_RETURN_IF_ERROR(transition(0, deadline));
       out.view_changed = true;
       continue;
