@@ -15,8 +15,16 @@
 //   hangs            intervals of more than 30 s without a committed step
 //   throughput       committed steps / s over the phase
 //
+// With --link-cuts (root: ss -K), the agents run over TCP with two data addresses on
+// loopback (127.0.0.1, then 127.0.0.2 for the standby path: failover on by default), and
+// the churn phase also cuts links, as often as it injects the other faults together: every
+// connection of a random agent's first data address is aborted (ss -K), so its pairs fail
+// over to the standby and re-dial. Any view that removes a member that was neither killed
+// nor frozen, or rebuilds the links, is counted as caused by a link.
+//
 // Usage: churn_bench --tributary PATH [--duration-s 180] [--seed S] [--delay-ms 20]
 //                    [--count 1048576] [--out FILE] [--phases free,churn,every10]
+//                    [--link-cuts] [--log-dir DIR (every process's lines, one file each)]
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -69,8 +77,10 @@ struct Child {
   bool stopped = false;
   bool killed = false;
   std::uint64_t member = 0;  // current member id (agents)
+  int data_port = 0;         // its first data address's port (its table listener), once logged
   std::vector<std::uint64_t> members;
   std::vector<std::string> last_lines;  // the latest few, for notes on a bad exit
+  std::unique_ptr<std::ofstream> log;   // --log-dir: every line it printed
 
   ~Child() {
     if (pid > 0 && !exited) {
@@ -229,6 +239,14 @@ class Phase {
                                      "--soak-steps",       "-1",
                                      "--soak-duration-ms", "100000000",
                                      "--soak-delay-ms",    std::to_string(o_.delay_ms)};
+    if (o_.link_cuts) {
+      // Two networks on loopback (127.0.0.1 first, 127.0.0.2 the standby's), TCP: failover
+      // on by default, and a cut (ss -K) of the first one fails the pairs with an error.
+      for (const char* a : {"--bind-host", "0.0.0.0", "--data-address", "127.0.0.1",
+                            "--data-address", "127.0.0.2", "--transport", "tcp"}) {
+        argv.push_back(a);
+      }
+    }
     auto c = spawn("agent" + std::to_string(r_.agents_started++), argv);
     if (!c) return nullptr;
     agents_.push_back(Agent{std::move(c), false, {}});
@@ -253,6 +271,8 @@ class Phase {
     } else {
       if (n > 3) kinds.insert(kinds.end(), {"kill", "stop"});
       if (n < 8) kinds.push_back("join");
+      // Link cuts as often as the other faults together.
+      if (o_.link_cuts) kinds.insert(kinds.end(), kinds.size(), "cut");
     }
     std::vector<Agent*> candidates;
     for (Agent* a : live) {
@@ -260,6 +280,10 @@ class Phase {
     }
     std::string kind = kinds[std::uniform_int_distribution<std::size_t>(0, kinds.size() - 1)(rng_)];
     if (kind != "join" && candidates.empty()) kind = "join";
+    if (kind == "cut") {
+      std::erase_if(candidates, [](const Agent* a) { return a->child->data_port == 0; });
+      if (candidates.empty()) kind = "join";
+    }
     Fault f;
     f.kind = kind;
     f.at = now;
@@ -271,7 +295,15 @@ class Phase {
           candidates[std::uniform_int_distribution<std::size_t>(0, candidates.size() - 1)(rng_)];
       f.who = v->child->name;
       f.member = v->child->member;
-      if (kind == "kill") {
+      if (kind == "cut") {
+        // Every connection of its first data address (the pairs' preferred path), both
+        // ends: the kernel aborts them (an error, not a stall). Its standbys stay.
+        const std::string port = std::to_string(v->child->data_port);
+        const std::string cmd =
+            "ss -K '( sport = :" + port + " or dport = :" + port + " )' >/dev/null 2>&1";
+        if (std::system(cmd.c_str()) != 0) r_.notes.push_back("`" + cmd + "` failed");
+        ++r_.cuts;
+      } else if (kind == "kill") {
         v->child->signal(SIGKILL);
         v->child->killed = true;
       } else {
@@ -319,6 +351,13 @@ class Phase {
       while ((nl = c->pending.find('\n')) != std::string::npos) {
         const std::string line = c->pending.substr(0, nl);
         c->pending.erase(0, nl + 1);
+        if (!o_.log_dir.empty()) {
+          if (!c->log) {
+            c->log = std::make_unique<std::ofstream>(o_.log_dir + "/" + r_.name + "-" + c->name +
+                                                     ".log");
+          }
+          *c->log << line << "\n";
+        }
         if (line.rfind("soak step", 0) != 0) {
           c->last_lines.push_back(line);
           if (c->last_lines.size() > 12) c->last_lines.erase(c->last_lines.begin());
@@ -343,6 +382,25 @@ class Phase {
     std::string tok;
     while (ring >> tok) ids.insert(std::stoull(tok.substr(0, tok.find('@'))));
     current_world_ = static_cast<int>(ids.size());
+    // A view that removed a member nobody killed or froze (or that rebuilt the links) is a
+    // view a link caused: with failover there should be none.
+    if (!views_.empty() && !shutting_down_) {
+      for (std::uint64_t id : views_.back().second) {
+        if (ids.count(id)) continue;
+        const bool victim = std::any_of(r_.faults.begin(), r_.faults.end(), [&](const Fault& f) {
+          return (f.kind == "kill" || f.kind == "stop") && f.member == id;
+        });
+        if (!victim) {
+          ++r_.link_views;
+          r_.notes.push_back("view " + m[1].str() + " (" + m[2].str() + ") removed member " +
+                             std::to_string(id) + ", neither killed nor frozen");
+        }
+      }
+    }
+    if (m[2].str() == "link_rebuild") {
+      ++r_.link_views;
+      r_.notes.push_back("view " + m[1].str() + " rebuilt the links");
+    }
     views_.emplace_back(now, ids);
     for (Fault& f : r_.faults) {
       if (f.detect || now < f.at) continue;
@@ -358,7 +416,12 @@ class Phase {
     static const std::regex step_re(
         R"(^soak step (\d+) view (\d+) contributors ([0-9,]+) attempts (\d+) sha256 ([0-9a-f]{64}) (ok|WRONG)$)");
     static const std::regex member_re(R"(^soak member (\d+)$)");
+    static const std::regex data_re(R"(member \d+ rank \d+ data [^ ]+:(\d+) metrics)");
     std::smatch m;
+    if (std::regex_search(line, m, data_re)) {
+      c.data_port = std::stoi(m[1]);
+      return;
+    }
     if (std::regex_match(line, m, member_re)) {
       c.member = std::stoull(m[1]);
       c.members.push_back(c.member);
@@ -428,6 +491,7 @@ class Phase {
   }
 
   void shutdown() {
+    shutting_down_ = true;  // the drains that follow change views on purpose
     for (auto& a : agents_) {
       a.child->signal(SIGCONT);
       a.child->signal(SIGTERM);
@@ -467,6 +531,7 @@ class Phase {
   std::vector<std::pair<TimePoint, std::set<std::uint64_t>>> views_;
   TimePoint start_, last_progress_, next_fault_;
   bool in_hang_ = false;
+  bool shutting_down_ = false;
   int current_world_ = 0;
 };
 
@@ -525,6 +590,10 @@ int main(int argc, char** argv) {
       o.start_world = std::stoi(next());
     else if (a == "--out")
       o.out = next();
+    else if (a == "--link-cuts")
+      o.link_cuts = true;
+    else if (a == "--log-dir")
+      o.log_dir = next();
     else if (a == "--phases") {
       o.phases.clear();
       std::istringstream in(next());
@@ -534,7 +603,8 @@ int main(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: churn_bench --tributary PATH [--duration-s 180] [--seed S] [--delay-ms 20] "
-          "[--count 1048576] [--world 5] [--out FILE] [--phases free,churn,every10]\n");
+          "[--count 1048576] [--world 5] [--out FILE] [--phases free,churn,every10] "
+          "[--link-cuts] [--log-dir DIR]\n");
       return 2;
     }
   }

@@ -68,6 +68,17 @@ std::string churn_report(const Options& o, const std::vector<PhaseResult>& resul
     }
     md << "\n";
   }
+  if (o.link_cuts) {
+    for (const auto& r : results) {
+      std::snprintf(line, sizeof(line),
+                    "- %s: %d link cuts (ss -K of an agent's first data address); views caused "
+                    "by a link (a member removed that was neither killed nor frozen, or the "
+                    "links rebuilt): %d\n",
+                    r.name.c_str(), r.cuts, r.link_views);
+      md << line;
+    }
+    md << "\n";
+  }
   md << "Times in seconds, min / median / p99 (n = faults measured of faults injected).\n\n";
   md << "| phase | fault | n | time-to-detect | time-to-recover |\n|---|---|---|---|---|\n";
   std::map<std::string, std::vector<double>> all_recover;
@@ -110,6 +121,12 @@ std::string churn_report(const Options& o, const std::vector<PhaseResult>& resul
   md << "- zero disagreements: " << disagreements << (disagreements == 0 ? " (met)" : " (NOT met)")
      << "\n";
   md << "- zero hangs: " << hangs << (hangs == 0 ? " (met)" : " (NOT met)") << "\n";
+  if (o.link_cuts) {
+    long link_views = 0;
+    for (const auto& r : results) link_views += r.link_views;
+    md << "- zero views caused by a link: " << link_views
+       << (link_views == 0 ? " (met)" : " (NOT met)") << "\n";
+  }
   for (const auto& r : results) {
     if (r.name != "every10" || free_rate <= 0) continue;
     const double pct = 100.0 * (r.committed / std::max(1e-9, r.seconds)) / free_rate;

@@ -14,7 +14,7 @@
 namespace tributary::bench {
 
 struct Fault {
-  std::string kind;  // kill, stop, join
+  std::string kind;  // kill, stop, join, cut (--link-cuts)
   std::chrono::steady_clock::time_point at;
   std::uint64_t member = 0;  // the victim (kill/stop); the joiner, once known
   std::string who;           // the process: the victim, or the joiner (its name)
@@ -37,6 +37,8 @@ struct PhaseResult {
   std::vector<Fault> faults;
   int agents_started = 0;
   int unclean_exits = 0;
+  int cuts = 0;        // --link-cuts: links cut
+  int link_views = 0;  // views that removed a member neither killed nor frozen, or rebuilt links
   std::vector<std::string> notes;
 };
 
@@ -49,6 +51,8 @@ struct Options {
   int start_world = 5;
   std::string out;
   std::set<std::string> phases = {"free", "churn", "every10"};
+  bool link_cuts = false;
+  std::string log_dir;  // every process's lines, one file each; empty: none kept
 };
 
 // The Markdown report of a run.
