@@ -113,13 +113,14 @@ void PathRedialer::run() {
     const std::vector<int> peers(wanted_[path].peers.begin(), wanted_[path].peers.end());
     const Path target = paths_[static_cast<std::size_t>(path)];
     const std::uint64_t epoch = epoch_;
+    const int rank = rank_;
     const std::vector<std::string> zones = zones_;
     const std::shared_ptr<transport::ReconnectInbox> inbox = inbox_;
     busy_ = true;
     attempt_endpoint_ = target.endpoint;
     attempt_epoch_ = epoch;
     lock.unlock();
-    auto got = target.endpoint->reconnect(epoch, rank_, target.addresses, peers,
+    auto got = target.endpoint->reconnect(epoch, rank, target.addresses, peers,
                                           Deadline::after(params_.attempt), zones);
     lock.lock();
     busy_ = false;

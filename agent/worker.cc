@@ -436,7 +436,7 @@ void Worker::Impl::report_links() {
   std::vector<PairReport> pairs = data_plane->pair_report();
   // As `tributary status` shows them: every peer in a small view, the ring neighbours in a
   // large one (coordinator/status_report.cc).
-  const int n = static_cast<int>(pairs.size()) + 1;
+  const int n = static_cast<int>(view.size());
   std::vector<membership::LinkPath> links;
   for (PairReport& p : pairs) {
     const bool shown = n <= static_cast<int>(membership::kMaxFullLinkMembers) ||
