@@ -403,7 +403,7 @@ class Phase {
     }
     views_.emplace_back(now, ids);
     for (Fault& f : r_.faults) {
-      if (f.detect || now < f.at) continue;
+      if (f.kind == "cut" || f.detect || now < f.at) continue;
       if (f.kind == "join") {
         if (f.member != 0 && ids.count(f.member)) f.detect = seconds_between(f.at, now);
       } else if (!ids.count(f.member)) {
@@ -463,7 +463,7 @@ class Phase {
       s = comma + 1;
     }
     for (Fault& f : r_.faults) {
-      if (f.recover || now < f.at) continue;
+      if (f.kind == "cut" || f.recover || now < f.at) continue;
       if (f.kind == "join") {
         if (f.who == c.name) f.recover = seconds_between(f.at, now);
       } else if (f.who != c.name && !ids.count(f.member)) {

@@ -148,6 +148,7 @@ std::string churn_report(const Options& o, const std::vector<PhaseResult>& resul
   md << "| phase | fault | time-to-detect (s) | time-to-recover (s) |\n|---|---|---|---|\n";
   for (const auto& r : results) {
     for (const auto& f : r.faults) {
+      if (f.kind == "cut") continue;  // counted above; a link cut changes no view
       md << "| " << r.name << " | " << fault_label(f.kind) << " | " << seconds_or_dash(f.detect)
          << " | " << seconds_or_dash(f.recover) << " |\n";
     }
