@@ -105,6 +105,36 @@ inline std::uint16_t port_of(const std::string& address) {
   return static_cast<std::uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
 }
 
+// Pair 0-1 of `c` (built at `epoch`) loses its connection (rank 0's side shut down: both
+// ends see it close, as a receive on each shows), and both ranks reconnect it
+// (TcpEndpoint::reconnect): the new sockets, by rank, for the caller to check and put in.
+inline std::vector<agent::PeerSocket> cut_and_reconnect_pair01(Cluster& c, std::uint64_t epoch) {
+  const int fd = socket_to_port(port_of(c.addresses[1]));  // rank 0 dialled rank 1
+  EXPECT_GE(fd, 0);
+  ::shutdown(fd, SHUT_RDWR);
+  std::vector<std::byte> buf(10);
+  for (int r = 0; r < 2; ++r) {
+    const Status st = c.links[r]->wait(c.links[r]->recv(1 - r, algorithms::Tag{77, 0, 0}, buf),
+                                       Deadline::after(std::chrono::seconds(10)));
+    EXPECT_EQ(st.code(), StatusCode::kPeerLost) << "rank " << r << ": " << st.to_string();
+  }
+  std::vector<std::vector<std::string>> addresses;
+  for (const std::string& a : c.addresses) addresses.push_back({a});
+  std::vector<agent::PeerSocket> out(2);
+  const auto statuses = run_ranks(2, [&](int r) -> Status {
+    TRIB_ASSIGN_OR_RETURN(auto got, c.endpoints[r]->reconnect(epoch, r, addresses, {1 - r},
+                                                              Deadline::after(std::chrono::seconds(10))));
+    if (got.size() != 1 || got[0].rank != 1 - r) {
+      return error(StatusCode::kInternal, "rank " + std::to_string(r) + " reconnected " +
+                                              std::to_string(got.size()) + " sockets");
+    }
+    out[r] = std::move(got[0]);
+    return Status();
+  });
+  for (const Status& st : statuses) EXPECT_TRUE(st.is_ok()) << st.to_string();
+  return out;
+}
+
 // Every rank calls connect_group concurrently; returns each rank's status.
 inline std::vector<Status> connect_all(Cluster& c, std::uint64_t epoch,
                                        Duration timeout = std::chrono::seconds(10)) {

@@ -140,23 +140,12 @@ TEST(Tls, AReconnectedPairRunsTlsAgain) {
   expect_all_ok(connect_all(plain, 1));
   Cluster tls = tls_cluster(logs, std::vector<TlsConfig>(3, TlsConfig{TlsMode::kAll, "", "", ""}));
   expect_all_ok(connect_zoned(tls, 1, {}));
-  const int fd = socket_to_port(port_of(tls.addresses[1]));  // rank 0's side of pair 0-1
-  ASSERT_GE(fd, 0);
-  ::shutdown(fd, SHUT_RDWR);
-  std::vector<std::byte> buf(10);
-  EXPECT_FALSE(tls.links[0]->wait(tls.links[0]->recv(1, {9, 0, 0}, buf), soon()).is_ok());
-  EXPECT_FALSE(tls.links[1]->wait(tls.links[1]->recv(0, {9, 0, 0}, buf), soon()).is_ok());
-  std::vector<std::vector<std::string>> addresses;
-  for (const std::string& a : tls.addresses) addresses.push_back({a});
-  std::vector<std::vector<agent::PeerSocket>> got(2);
-  expect_all_ok(run_ranks(2, [&](int r) -> Status {
-    TRIB_ASSIGN_OR_RETURN(got[r], tls.endpoints[r]->reconnect(1, r, addresses, {1 - r}, soon()));
-    return Status();
-  }));
+  std::vector<agent::PeerSocket> got = cut_and_reconnect_pair01(tls, 1);
+  ASSERT_EQ(got.size(), 2u);
   for (int r = 0; r < 2; ++r) {
-    ASSERT_EQ(got[r].size(), 1u);
-    EXPECT_NE(got[r][0].tls, nullptr) << "rank " << r << ": the new connection is not encrypted";
-    ASSERT_TRUE(agent::replace_peer_socket(*tls.links[r], std::move(got[r][0])).is_ok());
+    ASSERT_GE(got[r].fd, 0);
+    EXPECT_NE(got[r].tls, nullptr) << "rank " << r << ": the new connection is not encrypted";
+    ASSERT_TRUE(agent::replace_peer_socket(*tls.links[r], std::move(got[r])).is_ok());
   }
   expect_same_sums(plain, tls);
 }
