@@ -222,6 +222,17 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::connect(const transport::Gr
     log_.warn("epoch " + std::to_string(spec.epoch) +
               ": a member advertises no standby path: this group runs without failover");
   }
+  // One host: no network between the members to fail, and over shared memory the copy
+  // the protocol keeps of each message is most of its cost. The view decides the
+  // transport (from the adverts alone), so every member of the group leaves the standbys
+  // out alike, before connecting any.
+  if (standbys > 0 && failover_ == transport::PathChoice::kAuto) {
+    if (auto carrier = table_->group_transport(spec); carrier && (*carrier)->name() == "shm") {
+      log_.info("epoch " + std::to_string(spec.epoch) +
+                ": shared memory carries this group: no failover (--failover forces it)");
+      standbys = 0;
+    }
+  }
   // Every path connects at once: the standbys' handshakes overlap the table's.
   std::vector<std::future<Result<std::unique_ptr<algorithms::Link>>>> more;
   for (std::size_t k = 0; k < standbys; ++k) {
@@ -251,15 +262,6 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::connect(const transport::Gr
       standbys_[k]->cancel_connect(spec.epoch + 1);
     }
     standby_links.push_back(more[k].get());
-  }
-  if (!standby_links.empty() && failover_ == transport::PathChoice::kAuto &&
-      group.transport == "shm") {
-    // One host: no network between the members to fail, and over shared memory the copy
-    // the protocol keeps of each message is most of its cost. The view decided the
-    // transport, so every member of the group leaves it out alike.
-    log_.info("epoch " + std::to_string(spec.epoch) +
-              ": shared memory carries this group: no failover (--failover forces it)");
-    standby_links.clear();
   }
   if (!standby_links.empty()) {
     TRIB_ASSIGN_OR_RETURN(link, with_standby(spec, std::move(link), group.transport,
