@@ -121,12 +121,7 @@ Handle FailoverLink::receive(int peer, algorithms::Tag tag, std::span<std::byte>
   if (!p.lost.is_ok()) {
     // Every path failed, but what arrived whole before is delivered, as a plain link
     // delivers what arrived before its connection closed (lose_pair keeps it).
-    p.posted.push_back(h);
-    match_posted(p, h);
-    if (!ops_.at(h).done) {
-      std::erase(p.posted, h);
-      finish(h, p.lost);
-    }
+    match_or_fail(p, h);
     return h;
   }
   if (p.fast) {
@@ -161,6 +156,14 @@ void FailoverLink::match_posted(Pair& p, Handle h) {
     pool_.give_back(std::move(it->buffer));
     p.arrivals.erase(it);
   }
+}
+
+void FailoverLink::match_or_fail(Pair& p, Handle h) {
+  p.posted.push_back(h);
+  match_posted(p, h);
+  if (ops_.at(h).done) return;
+  std::erase(p.posted, h);
+  finish(h, p.lost);
 }
 
 void FailoverLink::finish(Handle h, Status st) {

@@ -1,7 +1,8 @@
 // The FailoverLink behind make_failover_link (failover_link.h): its records and its
 // parts, the Link operations (failover_link.cc), the pair protocol that numbers,
-// acknowledges, and moves a pair between paths (failover_pair.cc), and that protocol's
-// fast stint before a pair's first move (failover_fast.cc). Internal to transport/.
+// acknowledges, and moves a pair between paths (failover_pair.cc), that protocol's
+// fast stint before a pair's first move (failover_fast.cc), and the new connections of
+// failed paths (failover_reconnect.cc). Internal to transport/.
 #pragma once
 
 #include <array>
@@ -215,6 +216,8 @@ class FailoverLink final : public algorithms::Link {
                  const std::optional<algorithms::Combine>& combine);
   // A receive just posted: the earliest unclaimed arrival with its tag, if any.
   void match_posted(Pair& p, Handle h);
+  // A receive on a lost pair: what arrived whole before the loss, or the loss.
+  void match_or_fail(Pair& p, Handle h);
 
   // ---- the fast stint (failover_fast.cc) ----
   // The caller's receive `h` posted on the path as it is.
@@ -233,7 +236,8 @@ class FailoverLink final : public algorithms::Link {
   // ---- the pair protocol (failover_pair.cc) ----
   // One round: moves bytes on every path without blocking, then looks at every pair.
   void service();
-  // Puts in the new connections of failed paths that arrived (FailoverParams::on_down).
+  // Puts in the new connections of failed paths that arrived (FailoverParams::on_down;
+  // failover_reconnect.cc).
   void take_reconnections();
   void service_pair(Pair& p);
   void service_controls(Pair& p);

@@ -127,46 +127,6 @@ void FailoverLink::post_out(Pair& p, Outgoing& o) {
                        std::span<const std::byte>(o.data, o.size));
 }
 
-void ReconnectInbox::post(Reconnection r) {
-  std::lock_guard lock(mu_);
-  items_.push_back(std::move(r));
-  pending_.store(true, std::memory_order_release);
-}
-
-std::vector<Reconnection> ReconnectInbox::take() {
-  std::lock_guard lock(mu_);
-  pending_.store(false, std::memory_order_relaxed);
-  return std::exchange(items_, {});
-}
-
-void FailoverLink::take_reconnections() {
-  for (Reconnection& r : params_.reconnects->take()) {
-    if (r.path < 0 || r.path >= static_cast<int>(paths_.size()) || r.peer < 0 ||
-        r.peer >= size_ || r.peer == rank_ || abort_.raised()) {
-      continue;
-    }
-    Pair& p = pairs_[static_cast<std::size_t>(r.peer)];
-    auto& state = p.state[static_cast<std::size_t>(r.path)];
-    if (!p.lost.is_ok() || state != PathState::kDown || !r.install) continue;
-    const std::string& name = params_.path_names[static_cast<std::size_t>(r.path)];
-    if (Status st = r.install(*paths_[static_cast<std::size_t>(r.path)]); !st.is_ok()) {
-      params_.log.warn("epoch " + std::to_string(params_.epoch) + ": " + name_of(rank_) + " to " +
-                       pair_name(p) + ": the new connection of path " + name +
-                       " could not be put in (the path stays down): " + st.to_string());
-      continue;
-    }
-    // Below the pair's path: it has to prove itself (a probe answered, which takes the
-    // peer's new connection too) before the pair moves back up to it.
-    state = r.path < p.current ? PathState::kStalled : PathState::kUp;
-    post_resume_listener(p, r.path);
-    post_probe_listeners(p, r.path);
-    p.probed_at = now_ - params_.probe_interval;
-    params_.log.info("epoch " + std::to_string(params_.epoch) + ": " + name_of(rank_) + " to " +
-                     pair_name(p) + ": path " + name + " reconnected" +
-                     (r.path < p.current ? "; probing it" : ""));
-  }
-}
-
 void FailoverLink::service() {
   const auto now = std::chrono::steady_clock::now();
   // The stall clock, read once a round (the same reading when it is the steady clock).
@@ -716,14 +676,7 @@ void FailoverLink::lose_pair(Pair& p, const Status& last) {
     pool_.give_back(std::move(it->buffer));
     it = p.arrivals.erase(it);
   }
-  for (Handle h : waiting) {
-    p.posted.push_back(h);
-    match_posted(p, h);
-    if (!ops_.at(h).done) {
-      std::erase(p.posted, h);
-      finish(h, p.lost);
-    }
-  }
+  for (Handle h : waiting) match_or_fail(p, h);
   for (Outgoing& o : p.out) {
     if (o.op != kNoHandle && !ops_.at(o.op).done) finish(o.op, p.lost);
   }
