@@ -1,6 +1,7 @@
 // The cost model of a view's links (docs/algorithms.md): measured when the links come up
 // (fit_links: the probe, the ring order over several host labels) and refitted to the
-// all-reduces as they run, agreed at step boundaries (vote_refit / adopt_refit, boundary_vote.h).
+// all-reduces as they run, agreed at step boundaries (vote_refit / adopt_refit, boundary_vote.h);
+// and what the coordinator is told of their paths (report_links, `tributary status`).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -179,6 +180,33 @@ Result<std::vector<double>> Worker::Impl::pair_matrix() {
   for (const auto& m : view.members) pairs.ids.at(m.rank) = m.id;
   pairs.matrix = *matrix;
   return matrix;
+}
+
+void Worker::Impl::report_links() {
+  if (!data_plane || !client) return;
+  path_changes_reported = data_plane->path_change_total();
+  std::uint64_t epoch = 0;
+  {
+    std::lock_guard lock(link_mu);
+    epoch = link_epoch;
+  }
+  std::vector<PairReport> pairs = data_plane->pair_report();
+  // As `tributary status` shows them: every peer in a small view, the ring neighbours in a
+  // large one (coordinator/status_report.cc).
+  const int n = static_cast<int>(view.size());
+  std::vector<membership::LinkPath> links;
+  for (PairReport& p : pairs) {
+    const bool shown = n <= static_cast<int>(membership::kMaxFullLinkMembers) ||
+                       p.rank == (rank + 1) % n || p.rank == (rank + n - 1) % n;
+    if (!shown) continue;
+    // Within the bounds the coordinator checks (our own names: never near them).
+    if (p.paths.size() > membership::kMaxLinkPaths) p.paths.resize(membership::kMaxLinkPaths);
+    for (std::string& name : p.paths) name.resize(std::min(name.size(), membership::kMaxPathNameBytes));
+    p.last_move.resize(std::min(p.last_move.size(), membership::kMaxLastMoveBytes));
+    links.push_back({p.member, std::move(p.transport), std::move(p.address), "agent",
+                     std::move(p.paths), p.moves, std::move(p.last_move)});
+  }
+  client->report_links(epoch, std::move(links));
 }
 
 }  // namespace tributary::agent
