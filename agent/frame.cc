@@ -46,7 +46,6 @@ FrameHeaderBytes encode_frame_header(const FrameHeader& h) {
   put<std::uint32_t>(&b[28], h.check);
   put<std::uint64_t>(&b[32], h.length);
   put<std::uint64_t>(&b[40], h.stamp);
-  put<std::uint32_t>(&b[48], h.payload_crc);
   put<std::uint32_t>(&b[kHeaderCrcOffset], header_crc(b.data()));
   return b;
 }
@@ -66,7 +65,9 @@ Result<FrameHeader> decode_frame_header(std::span<const std::byte, kFrameHeaderB
   if (kind > static_cast<std::uint8_t>(FrameKind::kAbort)) {
     return bad("unknown frame kind " + std::to_string(kind));
   }
-  if (!all_zero(&b[6], &b[8])) return bad("nonzero reserved frame bits");
+  if (!all_zero(&b[6], &b[8]) || !all_zero(&b[48], &b[kHeaderCrcOffset])) {
+    return bad("nonzero reserved frame bits");
+  }
   FrameHeader h;
   h.kind = static_cast<FrameKind>(kind);
   h.epoch = get<std::uint64_t>(&b[8]);
@@ -75,7 +76,6 @@ Result<FrameHeader> decode_frame_header(std::span<const std::byte, kFrameHeaderB
   h.check = get<std::uint32_t>(&b[28]);
   h.length = get<std::uint64_t>(&b[32]);
   h.stamp = get<std::uint64_t>(&b[40]);
-  h.payload_crc = get<std::uint32_t>(&b[48]);
   if (h.length > max_payload) {
     return bad("frame length " + std::to_string(h.length) + " exceeds the limit of " +
                std::to_string(max_payload) + " bytes");
@@ -87,21 +87,32 @@ Result<FrameHeader> decode_frame_header(std::span<const std::byte, kFrameHeaderB
   return h;
 }
 
+FrameTrailerBytes encode_frame_trailer(std::uint32_t payload_crc) {
+  FrameTrailerBytes b{};
+  put<std::uint32_t>(b.data(), payload_crc);
+  return b;
+}
+
+std::uint32_t decode_frame_trailer(std::span<const std::byte, kFrameTrailerBytes> b) {
+  return get<std::uint32_t>(b.data());
+}
+
 std::vector<std::byte> encode_abort_frame(std::uint64_t epoch, const AbortNotice& notice) {
   const std::size_t len = std::min(notice.message.size(), kMaxAbortMessageBytes);
   FrameHeader h;
   h.epoch = epoch;
   h.kind = FrameKind::kAbort;
   h.length = kAbortFixedBytes + len;
-  std::vector<std::byte> out(kFrameHeaderBytes + kAbortFixedBytes + len, std::byte{0});
+  std::vector<std::byte> out(kFrameHeaderBytes + frame_body_bytes(h.length), std::byte{0});
   std::byte* p = out.data() + kFrameHeaderBytes;
   p[0] = static_cast<std::byte>(notice.code);
   put<std::uint32_t>(p + 4, notice.origin);
   put<std::uint32_t>(p + 8, static_cast<std::uint32_t>(len));
   if (len > 0) std::memcpy(p + kAbortFixedBytes, notice.message.data(), len);
-  h.payload_crc = crc32c({p, h.length});
   const FrameHeaderBytes hb = encode_frame_header(h);
   std::memcpy(out.data(), hb.data(), hb.size());
+  const FrameTrailerBytes tb = encode_frame_trailer(crc32c({p, h.length}));
+  std::memcpy(p + h.length, tb.data(), tb.size());
   return out;
 }
 

@@ -20,20 +20,30 @@
 
 namespace tributary::agent {
 
-// 2: frames carry CRC-32Cs. 3: frames carry a stamp (algorithms/pollable_link.h). The handshake carries the version, so a peer of another
-// version is refused at the handshake instead of misreading frames.
-inline constexpr std::uint8_t kWireVersion = 3;
+// 2: frames carry CRC-32Cs. 3: frames carry a stamp (algorithms/pollable_link.h). 4: the
+// payload's CRC-32C follows the payload (a trailer) instead of riding in the header. The
+// handshake carries the version, so a peer of another version is refused at the handshake
+// instead of misreading frames.
+inline constexpr std::uint8_t kWireVersion = 4;
 
-// ---- Data frames: a 56-byte header followed by `length` payload bytes. ----
+// ---- Data frames: a 56-byte header, `length` payload bytes, and, when length > 0, a
+// 4-byte trailer: the CRC-32C of the payload. ----
 //
 // Integrity (core/crc32c.h): the header ends with the CRC-32C of its first 52 bytes,
 // checked before any of its fields is believed (a flipped bit in `length` would otherwise
-// desynchronise the stream); `payload_crc` is the CRC-32C of the payload, checked by the
-// receiver once the last byte is in and before the message is delivered. A mismatch is a
-// kBadFrame naming the peer, never a value handed to the caller.
+// desynchronise the stream); the trailer is checked by the receiver once it is in and
+// before the message is delivered. A mismatch is a kBadFrame naming the peer, never a
+// value handed to the caller. The payload's checksum comes after it so that a sender can
+// compute it as the bytes go out, while they are in cache, instead of reading the whole
+// buffer once more before its first byte may leave.
 
 inline constexpr std::uint32_t kFrameMagic = 0x46425254;  // "TRBF"
 inline constexpr std::size_t kFrameHeaderBytes = 56;
+inline constexpr std::size_t kFrameTrailerBytes = 4;
+// What follows a header whose length is `length`: the payload and its trailer.
+inline constexpr std::uint64_t frame_body_bytes(std::uint64_t length) {
+  return length == 0 ? 0 : length + kFrameTrailerBytes;
+}
 
 enum class FrameKind : std::uint8_t {
   kData = 0,   // a message for the recv posted with (seq, slot)
@@ -45,21 +55,26 @@ struct FrameHeader {
   std::uint64_t seq = 0;
   std::uint32_t slot = 0;
   std::uint32_t check = 0;
-  std::uint64_t length = 0;       // payload bytes after the header
-  std::uint32_t payload_crc = 0;  // CRC-32C of the payload (0 for an empty one)
+  std::uint64_t length = 0;  // payload bytes after the header (the trailer not counted)
   FrameKind kind = FrameKind::kData;
   std::uint64_t stamp = 0;  // the sender's, for the receive (PollableLink::send_stamped)
 };
 
 using FrameHeaderBytes = std::array<std::byte, kFrameHeaderBytes>;
 
-// Fills in the header's own CRC; `header.payload_crc` is the caller's to compute.
+using FrameTrailerBytes = std::array<std::byte, kFrameTrailerBytes>;
+
+// Fills in the header's own CRC.
 FrameHeaderBytes encode_frame_header(const FrameHeader& header);
 // Rejects a wrong magic or version, a header CRC that does not match, an unknown kind,
 // nonzero reserved bits, or length > max_payload (an abort frame's length is bounded by
-// kMaxAbortPayloadBytes too). The payload CRC is left to whoever reads the payload.
+// kMaxAbortPayloadBytes too). The trailer is left to whoever reads the payload.
 Result<FrameHeader> decode_frame_header(std::span<const std::byte, kFrameHeaderBytes> bytes,
                                         std::uint64_t max_payload);
+
+// The trailer of a payload whose CRC-32C is `payload_crc`, and back.
+FrameTrailerBytes encode_frame_trailer(std::uint32_t payload_crc);
+std::uint32_t decode_frame_trailer(std::span<const std::byte, kFrameTrailerBytes> bytes);
 
 // ---- Abort notices: why a rank gave up on its link, sent best effort to every peer just
 // before it closes the sockets, so they fail with the same code and reason instead of a
@@ -76,7 +91,7 @@ struct AbortNotice {
   std::string message;  // at most kMaxAbortMessageBytes; longer ones are cut when encoded
 };
 
-// Header and payload of one abort frame (payload CRC included), ready to write.
+// Header, payload and trailer of one abort frame, ready to write.
 std::vector<std::byte> encode_abort_frame(std::uint64_t epoch, const AbortNotice& notice);
 // The payload only (the header has been decoded already). kBadFrame on a wrong length,
 // code kOk or unknown, nonzero reserved bytes.

@@ -61,9 +61,15 @@ algorithms::Link::Handle TcpLink::send_stamped(int peer, algorithms::Tag tag,
   const std::uint32_t i =
       ops_.alloc(true, peer, tag, const_cast<std::byte*>(data.data()), data.size());
   Op& op = ops_[i];
-  FrameHeader header{params_.epoch, tag.seq, tag.slot, tag.check, data.size(), crc32c(data)};
+  FrameHeader header{params_.epoch, tag.seq, tag.slot, tag.check, data.size()};
   header.stamp = stamp;
   op.header = encode_frame_header(header);
+  op.crc = 0;
+  // A small payload (up to 64 KiB) is checksummed now, so that its frame leaves in one
+  // write; a larger one as it goes out (account_sent), so that its first bytes need not
+  // wait for a pass over all of it.
+  op.trailer_ready = data.size() <= kStagingBytes;
+  if (op.trailer_ready) op.trailer = encode_frame_trailer(crc32c(data));
   std::lock_guard io(io_mu_);
   if (Peer& p = peers_[peer]; ops_.queue_send(i, p, abort_)) flush(p);
   return ops_.handle_of(i);
@@ -208,6 +214,7 @@ void TcpLink::replace_peer(PeerSocket socket) {
   p.dst = nullptr;
   p.length = 0;
   p.remaining = 0;
+  p.trailer_left = 0;
   p.stage_begin = 0;
   p.stage_end = 0;
   p.notice.clear();

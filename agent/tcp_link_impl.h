@@ -67,6 +67,11 @@ class TcpLink final : public algorithms::PollableLink {
 
   struct Op : transport::PendingOp {
     FrameHeaderBytes header{};
+    // The payload's CRC-32C: a small payload's computed at send(), a large one's as its
+    // bytes go out (crc so far), known once the last of them is written.
+    FrameTrailerBytes trailer{};
+    std::uint32_t crc = 0;
+    bool trailer_ready = false;
   };
 
   struct Peer {
@@ -91,6 +96,9 @@ class TcpLink final : public algorithms::PollableLink {
     std::byte* dst = nullptr;     // payload destination (nullptr: discard)
     std::uint64_t length = 0;     // current payload length
     std::uint64_t remaining = 0;  // of the current payload
+    // The current payload's trailer (frame.h): bytes of it still to come, and those in.
+    std::size_t trailer_left = 0;
+    FrameTrailerBytes trailer{};
     std::uint32_t direct_op = 0;
     transport::CombineCursor combining;  // state kDirect into a combining receive
     std::unique_ptr<std::byte[]> staging;
@@ -150,12 +158,22 @@ class TcpLink final : public algorithms::PollableLink {
   void flush_tls(Peer& p);
   // The bytes of the head frame from offset `sent` that one TLS write offers.
   std::span<const std::byte> tls_segment(Peer& p, std::size_t sent);
-  // Counts `n` bytes of the queue as sent, finishing the frames they complete.
+  // Counts `n` bytes of the queue as sent, finishing the frames they complete (and the
+  // CRC-32C of a large payload, over the bytes just written while they are in cache).
   void account_sent(Peer& p, std::size_t n);
+  // The iovecs of `op`'s frame from byte `skip` on, appended at iov[cnt] (room for 3).
+  // False when the trailer is not known yet: nothing after the payload may go in this write.
+  static bool frame_iov(Op& op, std::size_t skip, iovec* iov, int& cnt);
+  static std::size_t frame_bytes(const Op& op) {
+    return kFrameHeaderBytes + frame_body_bytes(op.size);
+  }
+  // Finishes `op`'s CRC over its payload from byte `from` on.
+  static void finish_crc(Op& op, std::size_t from);
   // Parses headers and moves payload bytes out of the staging buffer.
   void consume_staging(Peer& p);
   // False when the frame has to wait (the unexpected bound): it stays unread.
   bool begin_payload(Peer& p, const FrameHeader& h);
+  // The frame's payload and trailer are in: deliver it (or fail it on a CRC mismatch).
   void end_payload(Peer& p);
   // The payload that just ended fails its CRC: fail its operation and the peer.
   void fail_corrupt(Peer& p, RecvState state);

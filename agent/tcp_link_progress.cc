@@ -83,15 +83,8 @@ void TcpLink::flush(Peer& p) {
     iovec iov[kMaxIov];
     int cnt = 0;
     std::size_t skip = p.head_sent;
-    for (auto it = p.sendq.begin(); it != p.sendq.end() && cnt + 2 <= kMaxIov; ++it) {
-      Op& op = ops_[*it];
-      if (skip < kFrameHeaderBytes) {
-        iov[cnt++] = iovec{op.header.data() + skip, kFrameHeaderBytes - skip};
-        skip = 0;
-      } else {
-        skip -= kFrameHeaderBytes;
-      }
-      if (op.size > skip) iov[cnt++] = iovec{op.data + skip, op.size - skip};
+    for (auto it = p.sendq.begin(); it != p.sendq.end() && cnt + 3 <= kMaxIov; ++it) {
+      if (!frame_iov(ops_[*it], skip, iov, cnt)) break;
       skip = 0;
     }
     msghdr msg{};
@@ -117,7 +110,19 @@ void TcpLink::account_sent(Peer& p, std::size_t n) {
   while (left > 0) {
     const std::uint32_t i = p.sendq.front();
     Op& op = ops_[i];
-    const std::size_t rest = kFrameHeaderBytes + op.size - p.head_sent;
+    const std::size_t rest = frame_bytes(op) - p.head_sent;
+    if (!op.trailer_ready) {
+      // The payload bytes among those just written: checksummed while they are in cache.
+      const std::size_t from = std::max(p.head_sent, kFrameHeaderBytes) - kFrameHeaderBytes;
+      const std::size_t to =
+          std::min(p.head_sent + std::min(left, rest), kFrameHeaderBytes + op.size) -
+          kFrameHeaderBytes;
+      if (to > from) op.crc = crc32c({op.data + from, to - from}, op.crc);
+      if (to == op.size) {
+        op.trailer = encode_frame_trailer(op.crc);
+        op.trailer_ready = true;
+      }
+    }
     if (left < rest) {
       p.head_sent += left;
       break;
@@ -134,19 +139,51 @@ void TcpLink::account_sent(Peer& p, std::size_t n) {
   }
 }
 
+bool TcpLink::frame_iov(Op& op, std::size_t skip, iovec* iov, int& cnt) {
+  if (skip < kFrameHeaderBytes) {
+    iov[cnt++] = iovec{op.header.data() + skip, kFrameHeaderBytes - skip};
+    skip = 0;
+  } else {
+    skip -= kFrameHeaderBytes;
+  }
+  if (op.size == 0) return true;
+  if (skip < op.size) {
+    iov[cnt++] = iovec{op.data + skip, op.size - skip};
+    skip = 0;
+  } else {
+    skip -= op.size;
+  }
+  if (!op.trailer_ready) return false;
+  iov[cnt++] = iovec{op.trailer.data() + skip, kFrameTrailerBytes - skip};
+  return true;
+}
+
+void TcpLink::finish_crc(Op& op, std::size_t from) {
+  if (op.trailer_ready) return;
+  if (from < op.size) op.crc = crc32c({op.data + from, op.size - from}, op.crc);
+  op.trailer = encode_frame_trailer(op.crc);
+  op.trailer_ready = true;
+}
+
 std::span<const std::byte> TcpLink::tls_segment(Peer& p, std::size_t sent) {
-  const Op& op = ops_[p.sendq.front()];
-  const std::size_t frame = kFrameHeaderBytes + op.size;
-  if (frame <= kTlsCoalesceBytes) {
+  Op& op = ops_[p.sendq.front()];
+  const std::size_t frame = frame_bytes(op);
+  if (frame <= kTlsCoalesceBytes && op.trailer_ready) {
     // Rebuilt on every attempt from the same bytes, so a retry offers what it offered.
     std::byte* scratch = p.tls_scratch.get();
     std::memcpy(scratch, op.header.data(), kFrameHeaderBytes);
-    if (op.size > 0) std::memcpy(scratch + kFrameHeaderBytes, op.data, op.size);
+    if (op.size > 0) {
+      std::memcpy(scratch + kFrameHeaderBytes, op.data, op.size);
+      std::memcpy(scratch + kFrameHeaderBytes + op.size, op.trailer.data(), kFrameTrailerBytes);
+    }
     return {scratch + sent, frame - sent};
   }
   if (sent < kFrameHeaderBytes) return {op.header.data() + sent, kFrameHeaderBytes - sent};
   const std::size_t off = sent - kFrameHeaderBytes;
-  return {op.data + off, op.size - off};
+  if (off < op.size) return {op.data + off, op.size - off};
+  // The payload is out, so account_sent has finished its CRC.
+  TRIB_CHECK(op.trailer_ready) << "trailer of a frame not yet known";
+  return {op.trailer.data() + (off - op.size), kFrameTrailerBytes - (off - op.size)};
 }
 
 void TcpLink::flush_tls(Peer& p) {
@@ -233,10 +270,11 @@ void TcpLink::pump_read(Peer& p) {
       // from there); any other goes straight to its destination.
       if (p.dst != nullptr && !combining(p)) {
         direct = static_cast<std::size_t>(p.remaining);
-        iov[cnt++] = iovec{p.dst + (p.length - p.remaining), direct};
-        // Behind a large payload take only the next header, so the payload after it
-        // can go straight to its destination too instead of through staging.
-        if (p.length >= kDirectReadBytes) overflow = kFrameHeaderBytes;
+        if (direct > 0) iov[cnt++] = iovec{p.dst + (p.length - p.remaining), direct};
+        // Behind a large payload take only its trailer and the next header, so the
+        // payload after it can go straight to its destination too instead of through
+        // staging.
+        if (p.length >= kDirectReadBytes) overflow = p.trailer_left + kFrameHeaderBytes;
       }
       iov[cnt++] = iovec{p.staging.get(), overflow};
     }
@@ -268,8 +306,7 @@ void TcpLink::pump_read(Peer& p) {
       const std::size_t to_dst = std::min(got, direct);
       if (to_dst > 0) p.crc = crc32c({p.dst + (p.length - p.remaining), to_dst}, p.crc);
       p.remaining -= to_dst;
-      p.stage_end = got - to_dst;
-      if (p.remaining == 0) end_payload(p);
+      p.stage_end = got - to_dst;  // the trailer and what follows: consume_staging's
     }
     if (drained) {
       consume_staging(p);
@@ -301,6 +338,17 @@ void TcpLink::consume_staging(Peer& p) {
       }
       continue;
     }
+    if (p.remaining == 0) {
+      // The payload is in: its trailer.
+      const std::size_t n = std::min(avail, p.trailer_left);
+      std::memcpy(p.trailer.data() + (kFrameTrailerBytes - p.trailer_left),
+                  p.staging.get() + p.stage_begin, n);
+      p.stage_begin += n;
+      p.trailer_left -= n;
+      if (p.trailer_left > 0) return;
+      end_payload(p);
+      continue;
+    }
     if (avail == 0) return;
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(avail, p.remaining));
     if (p.dst != nullptr) {
@@ -314,7 +362,6 @@ void TcpLink::consume_staging(Peer& p) {
     }
     p.stage_begin += n;
     p.remaining -= n;
-    if (p.remaining == 0) end_payload(p);
   }
 }
 
@@ -332,6 +379,7 @@ bool TcpLink::begin_payload(Peer& p, const FrameHeader& h) {
   p.frame = h;
   p.crc = 0;
   p.length = p.remaining = h.length;
+  p.trailer_left = frame_body_bytes(h.length) - h.length;
   p.dst = nullptr;
   if (h.epoch != params_.epoch) {
     params_.counters->frames_dropped_stale_epoch.fetch_add(1, std::memory_order_relaxed);
@@ -373,7 +421,7 @@ bool TcpLink::begin_payload(Peer& p, const FrameHeader& h) {
       p.dst = u.bytes.get();
     }
   }
-  if (p.remaining == 0) end_payload(p);
+  if (h.length == 0) end_payload(p);
   return true;
 }
 
@@ -382,7 +430,9 @@ void TcpLink::end_payload(Peer& p) {
   p.state = RecvState::kHeader;
   p.dst = nullptr;
   if (state == RecvState::kDiscard) return;
-  if (p.crc != p.frame.payload_crc) return fail_corrupt(p, state);
+  if (p.frame.length > 0 && p.crc != decode_frame_trailer(p.trailer)) {
+    return fail_corrupt(p, state);
+  }
   if (state == RecvState::kDirect) {
     ops_[p.direct_op].finish(Status());
   } else if (state == RecvState::kUnexpected) {
@@ -411,7 +461,7 @@ void TcpLink::fail_corrupt(Peer& p, RecvState state) {
             "frame from " + peer_name(p) + " to rank " + std::to_string(params_.rank) + " (seq " +
                 std::to_string(p.frame.seq) + " slot " + std::to_string(p.frame.slot) + ", " +
                 std::to_string(p.frame.length) + " bytes) fails its CRC-32C check (computed " +
-                std::to_string(p.crc) + ", sent " + std::to_string(p.frame.payload_crc) +
+                std::to_string(p.crc) + ", sent " + std::to_string(decode_frame_trailer(p.trailer)) +
                 "): corrupted in transit, not delivered");
   if (state == RecvState::kDirect) ops_[p.direct_op].finish(st);
   if (state == RecvState::kUnexpected) {
@@ -453,9 +503,11 @@ void TcpLink::notify_peers(const Status& reason) {
 }
 
 bool TcpLink::finish_head_frame(Peer& p) {
+  Op& head = ops_[p.sendq.front()];
+  finish_crc(head, std::max(p.head_sent, kFrameHeaderBytes) - kFrameHeaderBytes);
   if (p.tls) {
-    const Op& op = ops_[p.sendq.front()];
-    const std::size_t frame = kFrameHeaderBytes + op.size;
+    const Op& op = head;
+    const std::size_t frame = frame_bytes(op);
     for (std::size_t sent = p.head_sent; sent < frame;) {
       const std::span<const std::byte> seg = tls_segment(p, sent);
       std::size_t put = 0;
@@ -464,17 +516,9 @@ bool TcpLink::finish_head_frame(Peer& p) {
     }
     return true;
   }
-  const Op& op = ops_[p.sendq.front()];
-  iovec iov[2];
+  iovec iov[3];
   int cnt = 0;
-  std::size_t skip = p.head_sent;
-  if (skip < kFrameHeaderBytes) {
-    iov[cnt++] = iovec{const_cast<std::byte*>(op.header.data()) + skip, kFrameHeaderBytes - skip};
-    skip = 0;
-  } else {
-    skip -= kFrameHeaderBytes;
-  }
-  if (op.size > skip) iov[cnt++] = iovec{op.data + skip, op.size - skip};
+  frame_iov(head, p.head_sent, iov, cnt);
   std::size_t want = 0;
   for (int k = 0; k < cnt; ++k) want += iov[k].iov_len;
   msghdr msg{};

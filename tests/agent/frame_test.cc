@@ -11,7 +11,7 @@ namespace tributary::agent {
 namespace {
 
 agent::FrameHeader sample_header() {
-  agent::FrameHeader h{7, 0x1122334455667788ull, 9, 0xdeadbeef, 4096, 0x01020304};
+  agent::FrameHeader h{7, 0x1122334455667788ull, 9, 0xdeadbeef, 4096};
   h.stamp = 0xa1b2c3d4e5f60718ull;
   return h;
 }
@@ -36,9 +36,24 @@ TEST(FrameTest, HeaderRoundTripsLittleEndian) {
   EXPECT_EQ(h->slot, 9u);
   EXPECT_EQ(h->check, 0xdeadbeefu);
   EXPECT_EQ(h->length, 4096u);
-  EXPECT_EQ(h->payload_crc, 0x01020304u);
   EXPECT_EQ(h->stamp, 0xa1b2c3d4e5f60718ull);
   EXPECT_EQ(b[40], std::byte{0x18});  // the stamp, little-endian after the length
+}
+
+TEST(FrameTest, ThePayloadCrcIsATrailerAndItsHeaderBytesAreReserved) {
+  EXPECT_EQ(frame_body_bytes(0), 0u);  // an empty payload has no trailer
+  EXPECT_EQ(frame_body_bytes(4096), 4096u + kFrameTrailerBytes);
+  const FrameTrailerBytes t = encode_frame_trailer(0x01020304u);
+  EXPECT_EQ(t[0], std::byte{0x04});  // little-endian
+  EXPECT_EQ(decode_frame_trailer(t), 0x01020304u);
+  // Where version 3 carried the payload's CRC, the header now has reserved bytes.
+  agent::FrameHeaderBytes b = encode_frame_header(sample_header());
+  for (std::size_t i = 48; i < 52; ++i) EXPECT_EQ(b[i], std::byte{0}) << i;
+  b[49] = std::byte{1};
+  reseal(b);
+  Result<agent::FrameHeader> d = decode_frame_header(b, ~0ull);
+  ASSERT_FALSE(d.is_ok());
+  EXPECT_NE(d.status().message().find("reserved"), std::string::npos) << d.status().to_string();
 }
 
 TEST(FrameTest, EveryFlippedHeaderBitIsRefused) {
@@ -115,9 +130,9 @@ TEST(FrameTest, AbortFrameRoundTrips) {
   ASSERT_TRUE(h.is_ok()) << h.status().to_string();
   EXPECT_EQ(h->kind, agent::FrameKind::kAbort);
   EXPECT_EQ(h->epoch, 5u);
-  ASSERT_EQ(h->length, frame.size() - kFrameHeaderBytes);
+  ASSERT_EQ(frame_body_bytes(h->length), frame.size() - kFrameHeaderBytes);
   Result<agent::AbortNotice> d =
-      decode_abort_payload(std::span<const std::byte>(frame).subspan(kFrameHeaderBytes));
+      decode_abort_payload(std::span<const std::byte>(frame).subspan(kFrameHeaderBytes, h->length));
   ASSERT_TRUE(d.is_ok()) << d.status().to_string();
   EXPECT_EQ(d->code, StatusCode::kMismatch);
   EXPECT_EQ(d->origin, 3u);
@@ -127,9 +142,9 @@ TEST(FrameTest, AbortFrameRoundTrips) {
 TEST(FrameTest, AbortMessagesAreCutAndLengthsBounded) {
   const agent::AbortNotice n{StatusCode::kTimedOut, 0, std::string(5000, 'x')};
   const std::vector<std::byte> frame = encode_abort_frame(1, n);
-  EXPECT_EQ(frame.size(), kFrameHeaderBytes + kMaxAbortPayloadBytes);
-  Result<agent::AbortNotice> d =
-      decode_abort_payload(std::span<const std::byte>(frame).subspan(kFrameHeaderBytes));
+  EXPECT_EQ(frame.size(), kFrameHeaderBytes + kMaxAbortPayloadBytes + kFrameTrailerBytes);
+  Result<agent::AbortNotice> d = decode_abort_payload(
+      std::span<const std::byte>(frame).subspan(kFrameHeaderBytes, kMaxAbortPayloadBytes));
   ASSERT_TRUE(d.is_ok());
   EXPECT_EQ(d->message.size(), kMaxAbortMessageBytes);
   // A header announcing a longer (or too short) abort payload is refused up front.
@@ -147,19 +162,23 @@ TEST(FrameTest, AbortMessagesAreCutAndLengthsBounded) {
   Result<agent::FrameHeader> d2 = decode_frame_header(b, ~0ull);
   ASSERT_FALSE(d2.is_ok());
   EXPECT_NE(d2.status().message().find("unknown frame kind"), std::string::npos);
-  // The payload's CRC is in the header.
+  // The payload's CRC is its trailer.
   const std::vector<std::byte> frame2 =
       encode_abort_frame(5, agent::AbortNotice{StatusCode::kPeerLost, 1, "gone"});
   Result<agent::FrameHeader> h2 = decode_frame_header(
       std::span<const std::byte, kFrameHeaderBytes>(frame2.data(), kFrameHeaderBytes), ~0ull);
   ASSERT_TRUE(h2.is_ok());
-  EXPECT_EQ(h2->payload_crc, crc32c(std::span<const std::byte>(frame2).subspan(kFrameHeaderBytes)));
+  ASSERT_EQ(frame2.size(), kFrameHeaderBytes + h2->length + kFrameTrailerBytes);
+  EXPECT_EQ(decode_frame_trailer(std::span<const std::byte, kFrameTrailerBytes>(
+                frame2.data() + kFrameHeaderBytes + h2->length, kFrameTrailerBytes)),
+            crc32c(std::span<const std::byte>(frame2).subspan(kFrameHeaderBytes, h2->length)));
 }
 
 TEST(FrameTest, AbortPayloadRejectsBadCodesAndLengths) {
   const std::vector<std::byte> frame =
       encode_abort_frame(1, agent::AbortNotice{StatusCode::kMismatch, 1, "why"});
-  const std::vector<std::byte> good(frame.begin() + kFrameHeaderBytes, frame.end());
+  const std::vector<std::byte> good(frame.begin() + kFrameHeaderBytes,
+                                    frame.end() - kFrameTrailerBytes);
   for (std::uint8_t code : {std::uint8_t{0}, std::uint8_t{200}}) {
     std::vector<std::byte> b = good;
     b[0] = static_cast<std::byte>(code);
@@ -182,7 +201,8 @@ TEST(FrameTest, FuzzAbortPayloadsNeverCrash) {
   std::mt19937_64 rng(99);
   const std::vector<std::byte> frame =
       encode_abort_frame(1, agent::AbortNotice{StatusCode::kPeerLost, 2, "connection reset"});
-  const std::vector<std::byte> good(frame.begin() + kFrameHeaderBytes, frame.end());
+  const std::vector<std::byte> good(frame.begin() + kFrameHeaderBytes,
+                                    frame.end() - kFrameTrailerBytes);
   for (int iter = 0; iter < 100000; ++iter) {
     std::vector<std::byte> b = good;
     if (rng() % 4 == 0) b.resize(rng() % (kMaxAbortPayloadBytes + 64));

@@ -88,6 +88,63 @@ TEST(TcpLinkIntegrity, ACorruptedUnexpectedMessageFailsThePeerInsteadOfWaitingFo
   EXPECT_EQ(g.c.endpoints[0]->stats().crc_failures, 1u);
 }
 
+// A large payload's CRC-32C is computed as its bytes go out (frame.h: a trailer), in as
+// many pieces as the socket takes; a small one's before the frame leaves. Either way the
+// trailer that follows the payload is its checksum.
+TEST(TcpLinkIntegrity, TheTrailerIsThePayloadsCrcWhateverPiecesItWentOutIn) {
+  RawGroup g;
+  build_raw_group(g, 2, 1);
+  algorithms::Link& l1 = *g.c.links[1];
+  std::string big(24 << 20, '\0');
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 131) >> 7);
+  const std::string small(1000, 's');
+  const std::string empty;
+  auto s1 = l1.send(0, algorithms::Tag{1, 0, 0}, bytes_of(big));
+  auto s2 = l1.send(0, algorithms::Tag{2, 0, 0}, bytes_of(small));
+  auto s3 = l1.send(0, algorithms::Tag{3, 0, 0}, bytes_of(empty));
+  // The sends complete while this thread reads (24 MiB is more than the socket buffers).
+  std::thread reader([&] {
+    for (const std::string* want : {static_cast<const std::string*>(&big), &small, &empty}) {
+      Result<RawPeer::ReadFrame> f = g.raw[1]->read_frame();
+      ASSERT_TRUE(f.is_ok()) << f.status().to_string();
+      EXPECT_EQ(f->header.length, want->size());
+      EXPECT_TRUE(f->payload == *want) << "payload of " << want->size() << " bytes differs";
+    }
+  });
+  EXPECT_TRUE(l1.wait(s1, soon()).is_ok());
+  EXPECT_TRUE(l1.wait(s2, soon()).is_ok());
+  EXPECT_TRUE(l1.wait(s3, soon()).is_ok());
+  reader.join();
+}
+
+// A send whose waiter gave up while its frame was half out is finished from a private
+// copy (link.h); the part of its checksum not yet computed is computed over that copy, so
+// the frame still checks.
+TEST(TcpLinkIntegrity, AHalfSentFrameFinishedFromACopyStillChecks) {
+  RawGroup g;
+  build_raw_group(g, 2, 1);
+  algorithms::Link& l1 = *g.c.links[1];
+  std::string big(32 << 20, '\0');
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7 + (i >> 12));
+  const std::string want = big;
+  auto s1 = l1.send(0, algorithms::Tag{1, 0, 0}, bytes_of(big));
+  // Nobody reads yet: the socket buffers fill and the wait gives up mid-frame.
+  EXPECT_EQ(l1.wait(s1, Deadline::after(milliseconds(100))).code(), StatusCode::kTimedOut);
+  std::fill(big.begin(), big.end(), 'x');  // the caller's buffer is theirs again
+  const std::string next = "after";
+  auto s2 = l1.send(0, algorithms::Tag{2, 0, 0}, bytes_of(next));
+  std::thread reader([&] {
+    Result<RawPeer::ReadFrame> f = g.raw[1]->read_frame();
+    ASSERT_TRUE(f.is_ok()) << f.status().to_string();
+    EXPECT_TRUE(f->payload == want) << "the abandoned frame's payload differs";
+    Result<RawPeer::ReadFrame> f2 = g.raw[1]->read_frame();
+    ASSERT_TRUE(f2.is_ok()) << f2.status().to_string();
+    EXPECT_EQ(f2->payload, next);
+  });
+  EXPECT_TRUE(l1.wait(s2, soon()).is_ok());
+  reader.join();
+}
+
 TEST(TcpLinkIntegrity, AFlippedBitInAHeaderIsCaughtBeforeItsLengthIsBelieved) {
   RawGroup g;
   build_raw_group(g, 2, 1);
@@ -122,11 +179,11 @@ TEST(TcpLinkIntegrity, UnsolicitedMessagesAreBoundedAndDeliveredWhenAskedFor) {
     // Up to 1 GiB of 1 MiB frames, seq 1, 2, ...: each frame's bytes are its seq.
     for (std::uint64_t seq = 1; written < (1ull << 30); ++seq) {
       const std::string payload(kFrame, static_cast<char>(seq));
-      FrameHeader h{1, seq, 0, 0, kFrame};
-      h.payload_crc = crc32c(bytes_of(payload));
-      const agent::FrameHeaderBytes hb = agent::encode_frame_header(h);
+      const agent::FrameHeaderBytes hb = agent::encode_frame_header(FrameHeader{1, seq, 0, 0, kFrame});
+      const agent::FrameTrailerBytes tb = agent::encode_frame_trailer(crc32c(bytes_of(payload)));
       std::string frame(reinterpret_cast<const char*>(hb.data()), hb.size());
       frame += payload;
+      frame.append(reinterpret_cast<const char*>(tb.data()), tb.size());
       std::size_t off = 0;
       while (off < frame.size()) {
         const ssize_t n = ::send(fd, frame.data() + off, frame.size() - off, MSG_NOSIGNAL);
@@ -169,7 +226,7 @@ TEST(TcpLinkIntegrity, AFlippedBitOnTheWireFailsTheAllReduceInsteadOfChangingIts
   Cluster c = make_cluster(kRanks, logs);
   const std::vector<std::string> real = c.addresses;
   // Rank 0 dials rank 1 through the proxy; byte 1,000 of the first frame's payload (after
-  // the connector's two 64-byte handshake messages and the 48-byte header) is flipped.
+  // the connector's two 64-byte handshake messages and the 56-byte header) is flipped.
   hostile::TcpProxy proxy(c.endpoints[1]->port());
   proxy.corrupt_at(2 * agent::kHandshakeBytes + agent::kFrameHeaderBytes + 1000);
   c.addresses[1] = "127.0.0.1:" + std::to_string(proxy.port());

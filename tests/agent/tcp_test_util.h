@@ -194,14 +194,43 @@ class RawPeer {
     asio::write(sock_, asio::buffer(bytes.data(), bytes.size()), ec);
   }
 
-  // With the payload's CRC-32C filled in; `corrupt_at`: then flips a bit of that payload
+  // With the payload's CRC-32C trailer; `corrupt_at`: then flips a bit of that payload
   // byte on the way out, as a faulty network would.
-  void write_frame(agent::FrameHeader h, std::string payload,
+  void write_frame(const agent::FrameHeader& h, std::string payload,
                    std::optional<std::size_t> corrupt_at = std::nullopt) {
-    h.payload_crc = crc32c(std::as_bytes(std::span(payload.data(), payload.size())));
+    const agent::FrameTrailerBytes trailer =
+        agent::encode_frame_trailer(crc32c(std::as_bytes(std::span(payload.data(), payload.size()))));
     if (corrupt_at) payload[*corrupt_at] = static_cast<char>(payload[*corrupt_at] ^ 0x10);
     write(agent::encode_frame_header(h));
     write(payload);
+    if (!payload.empty()) write(trailer);
+  }
+
+  // Reads one data frame the link sent: its header, payload and trailer, the trailer
+  // checked against the payload (kBadFrame when it differs).
+  struct ReadFrame {
+    agent::FrameHeader header;
+    std::string payload;
+  };
+  Result<ReadFrame> read_frame(std::uint64_t max_payload = 1ull << 30) {
+    agent::FrameHeaderBytes hb{};
+    std::error_code ec;
+    asio::read(sock_, asio::buffer(hb), ec);
+    if (ec) return error(StatusCode::kPeerLost, ec.message());
+    TRIB_ASSIGN_OR_RETURN(agent::FrameHeader h, agent::decode_frame_header(hb, max_payload));
+    ReadFrame f{h, std::string(h.length, '\0')};
+    asio::read(sock_, asio::buffer(f.payload.data(), f.payload.size()), ec);
+    if (ec) return error(StatusCode::kPeerLost, ec.message());
+    if (h.length == 0) return f;
+    agent::FrameTrailerBytes tb{};
+    asio::read(sock_, asio::buffer(tb), ec);
+    if (ec) return error(StatusCode::kPeerLost, ec.message());
+    const std::uint32_t crc = crc32c(std::as_bytes(std::span(f.payload.data(), f.payload.size())));
+    if (agent::decode_frame_trailer(tb) != crc) {
+      return error(StatusCode::kBadFrame, "trailer " + std::to_string(agent::decode_frame_trailer(tb)) +
+                                              ", payload's CRC-32C " + std::to_string(crc));
+    }
+    return f;
   }
 
   // Blocks until the other side closes (true) or sends something (false).

@@ -1,4 +1,4 @@
-// Data-plane frames (agent/frame.h): any 48 bytes decode to a validated header or
+// Data-plane frames (agent/frame.h): any 56 bytes decode to a validated header or
 // kBadFrame; a header that decodes re-encodes to the same bytes; abort payloads likewise.
 // The byte after the header picks the length limit and, in its low bit, whether the
 // header's CRC is recomputed first (else almost no mutation would pass the CRC, and the
@@ -34,9 +34,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (notice) {
     TRIB_CHECK(notice->code != StatusCode::kOk) << "abort notice with code ok";
     const auto frame = encode_abort_frame(1, *notice);
-    TRIB_CHECK(frame.size() == kFrameHeaderBytes + size) << "abort notice does not round-trip";
+    TRIB_CHECK(frame.size() == kFrameHeaderBytes + frame_body_bytes(size))
+        << "abort notice does not round-trip";
     TRIB_CHECK(std::memcmp(frame.data() + kFrameHeaderBytes, bytes, size) == 0)
         << "abort notice does not round-trip";
+    TRIB_CHECK(decode_frame_trailer(std::span<const std::byte, kFrameTrailerBytes>(
+                   frame.data() + kFrameHeaderBytes + size, kFrameTrailerBytes)) ==
+               crc32c({bytes, size}))
+        << "abort frame's trailer is not its payload's CRC-32C";
   }
   return 0;
 }

@@ -41,7 +41,7 @@ void frames(const fs::path& root) {
   const auto abort = agent::encode_abort_frame(3, {StatusCode::kPeerLost, 1, "rank 1 lost"});
   write(root / "frame", "abort_payload",
         std::string_view(reinterpret_cast<const char*>(abort.data()) + agent::kFrameHeaderBytes,
-                         abort.size() - agent::kFrameHeaderBytes));
+                         abort.size() - agent::kFrameHeaderBytes - agent::kFrameTrailerBytes));
 }
 
 void data_handshakes(const fs::path& root) {
