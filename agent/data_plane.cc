@@ -258,10 +258,18 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::connect(const transport::Gr
                      std::chrono::duration_cast<std::chrono::nanoseconds>(stall_timeout_);
   std::vector<Result<std::unique_ptr<algorithms::Link>>> standby_links;
   for (std::size_t k = 0; k < more.size(); ++k) {
-    if (more[k].wait_until(grace) != std::future_status::ready) {
-      standbys_[k]->cancel_connect(spec.epoch + 1);
-    }
+    // Given up for now, not for the epoch: its pairs are re-dialled one by one (with_standby).
+    const bool late = more[k].wait_until(grace) != std::future_status::ready;
+    if (late) standbys_[k]->endpoint().cancel_group(spec.epoch);
     standby_links.push_back(more[k].get());
+    if (late && !standby_links.back()) {
+      standby_links.back() = error(
+          StatusCode::kTimedOut,
+          "not up " +
+              std::to_string(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(stall_timeout_).count()) +
+              " ms (the stall timeout) after the " + group.transport + " path");
+    }
   }
   if (!standby_links.empty()) {
     TRIB_ASSIGN_OR_RETURN(link, with_standby(spec, std::move(link), group.transport,
@@ -312,6 +320,7 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::with_standby(
     return primary;
   }
   std::vector<std::unique_ptr<algorithms::PollableLink>> paths;
+  std::vector<bool> absent(standbys.size(), false);  // no link at all: nothing to re-dial into
   TRIB_ASSIGN_OR_RETURN(auto first, transport::as_path(std::move(primary)));
   paths.push_back(std::move(first));
   for (std::size_t k = 0; k < standbys.size(); ++k) {
@@ -322,12 +331,24 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::with_standby(
       continue;
     }
     // Every member of this group runs the failover protocol with the same paths (the view
-    // says all advertise this standby); where it did not connect, the pairs simply have no
-    // such path. Leaving it out here, while a peer whose standby connected keeps it, would
-    // leave that pair numbering its paths two ways.
-    log_.warn(epoch + "the standby path " + standby_name(k) + " did not connect (" +
-              standby.status().to_string() + "): this epoch's pairs have no such path on this member");
-    paths.push_back(transport::make_absent_path(spec.rank, spec.size(), standby.status()));
+    // says all advertise this standby); leaving one out here, while a peer whose standby
+    // connected keeps it, would leave that pair numbering its paths two ways. Where it did
+    // not connect the path is there without connections: each pair finds it down and
+    // re-dials it in the background like a connection that failed (the redialer below).
+    const Status why = error(standby.status().code(), "the standby path " + standby_name(k) +
+                                                          " did not connect at the view's start (" +
+                                                          standby.status().message() + ")");
+    auto unconnected = standbys_[k]->unconnected_group(spec, why);
+    if (unconnected) {
+      log_.warn(epoch + why.message() + "; its pairs are re-dialled in the background");
+      TRIB_ASSIGN_OR_RETURN(auto next, transport::as_path(std::move(*unconnected)));
+      paths.push_back(std::move(next));
+      continue;
+    }
+    log_.warn(epoch + why.message() + "; this epoch's pairs have no such path on this member (" +
+              unconnected.status().to_string() + ")");
+    paths.push_back(transport::make_absent_path(spec.rank, spec.size(), why));
+    absent[k] = true;
   }
   transport::FailoverParams params;
   params.epoch = spec.epoch;
@@ -343,14 +364,14 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::with_standby(
   params.on_change = [this, e = spec.epoch](const transport::PathChange& c) {
     on_path_change(e, c);
   };
-  // The TCP paths whose connections fail are re-dialled in the background (not shared
-  // memory or RDMA, nor a standby that never connected: no connection to replace).
+  // The TCP paths whose connections fail, or never came up, are re-dialled in the
+  // background (not shared memory or RDMA).
   std::vector<PathRedialer::Path> redial(paths.size());
   if (primary_name == "tcp" && tcp_ != nullptr) {
     redial[0] = {&tcp_->endpoint(), tcp_->paths(spec)};
   }
   for (std::size_t k = 0; k < standbys.size(); ++k) {
-    if (standbys[k]) redial[k + 1] = {standby_endpoints_[k].get(), standbys_[k]->paths(spec)};
+    if (!absent[k]) redial[k + 1] = {standby_endpoints_[k].get(), standbys_[k]->paths(spec)};
   }
   std::vector<std::string> zones;
   for (const auto& m : spec.members) zones.push_back(m.zone);

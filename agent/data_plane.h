@@ -27,8 +27,8 @@
 // (agent/path_redialer.h) and the pair moves back up to it once it answers. A group with
 // a member that advertises no standby runs on the table's transport alone (logged); a
 // standby that does not connect within a stall timeout of the table's stays in the list as
-// an absent path (transport/absent_path.h): the view alone decides the protocol, so the
-// two ends of a pair always agree. Caveat: acknowledgements are the peer link's, so a peer that
+// a link without connections, whose pairs are re-dialled in the background like failed
+// ones: the view alone decides the protocol, so the two ends of a pair always agree. Caveat: acknowledgements are the peer link's, so a peer that
 // stays out of the collective longer than `stall_timeout` (a slow step) also moves the
 // pair; keep `stall_timeout` above the longest step.
 #pragma once

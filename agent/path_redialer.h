@@ -43,7 +43,7 @@ struct RedialParams {
 class PathRedialer {
  public:
   // One path of the group: the endpoint that carries it and every rank's addresses on it,
-  // or no endpoint (shared memory, RDMA, a standby that never connected): not re-dialled.
+  // or no endpoint (shared memory, RDMA): not re-dialled.
   struct Path {
     TcpEndpoint* endpoint = nullptr;
     std::vector<std::vector<std::string>> addresses;  // by rank

@@ -122,6 +122,10 @@ void TcpEndpoint::Impl::begin(const std::shared_ptr<Group>& g) {
                   error(StatusCode::kAborted, "connecting view " + std::to_string(g->epoch) +
                                                   " superseded by view " + std::to_string(newer)));
   }
+  if (!g->partial && cancel_epoch_.load() == g->epoch) {
+    return finish(g, error(StatusCode::kAborted, "connecting epoch " + std::to_string(g->epoch) +
+                                                     " given up"));
+  }
   if (g->epoch < floor_epoch_) {
     return finish(g, error(StatusCode::kStaleEpoch,
                            "epoch " + std::to_string(g->epoch) + " is older than epoch " +
@@ -205,6 +209,18 @@ void TcpEndpoint::Impl::cancel_connect(std::uint64_t newer) {
     if (const std::shared_ptr<Group> g = group_; g && g->epoch < newer) {
       finish(g, error(StatusCode::kAborted, "connecting view " + std::to_string(g->epoch) +
                                                 " superseded by view " + std::to_string(newer)));
+    }
+  });
+}
+
+// Ends the connect_group (not a reconnect) of exactly `epoch`, in progress or still to
+// begin, with kAborted; reconnects of that epoch are still answered.
+void TcpEndpoint::Impl::cancel_group(std::uint64_t epoch) {
+  cancel_epoch_.store(epoch);
+  asio::post(io_, [this, epoch] {
+    if (const std::shared_ptr<Group> g = group_; g && !g->partial && g->epoch == epoch) {
+      finish(g, error(StatusCode::kAborted, "connecting epoch " + std::to_string(epoch) +
+                                                " given up"));
     }
   });
 }
@@ -394,10 +410,10 @@ Status TcpEndpoint::Impl::prepare(std::uint64_t epoch, std::vector<PeerSocket>& 
 }
 
 Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::Impl::make_link(
-    std::uint64_t epoch, int rank, std::vector<PeerSocket> sockets, Deadline deadline,
-    bool combine) {
-  const int size = static_cast<int>(sockets.size()) + 1;
-  std::vector<std::string> addresses(static_cast<std::size_t>(size));
+    std::uint64_t epoch, int rank, int size, std::vector<PeerSocket> sockets, Deadline deadline,
+    bool combine, Status unconnected, const std::vector<std::string>& names) {
+  std::vector<std::string> addresses(names);
+  addresses.resize(static_cast<std::size_t>(size));
   for (const PeerSocket& s : sockets) addresses[s.rank] = s.address;
   auto counters = std::make_shared<LinkCounters>(size);
   {
@@ -425,6 +441,7 @@ Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::Impl::make_link(
   params.combine = combine;
   params.log = config_.log;
   params.counters = std::move(counters);
+  params.unconnected = std::move(unconnected);
   return make_tcp_link(std::move(params), std::move(sockets));
 }
 
@@ -458,7 +475,19 @@ Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::connect_group(
   TRIB_ASSIGN_OR_RETURN(
       std::vector<PeerSocket> sockets,
       impl_->connect_sockets(epoch, rank, addresses, deadline, impl_->tls_pairs(rank, size, zones)));
-  return impl_->make_link(epoch, rank, std::move(sockets), deadline, combine);
+  return impl_->make_link(epoch, rank, size, std::move(sockets), deadline, combine);
+}
+
+Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::unconnected_link(
+    std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
+    Status why, bool combine) {
+  const int size = static_cast<int>(addresses.size());
+  if (rank < 0 || rank >= size) return error(StatusCode::kInvalidArgument, "bad rank");
+  if (why.is_ok()) why = error(StatusCode::kPeerLost, "not connected");
+  std::vector<std::string> names;
+  for (const auto& a : addresses) names.push_back(a.empty() ? std::string() : a.front());
+  return impl_->make_link(epoch, rank, size, {}, Deadline::after(std::chrono::seconds(1)), combine,
+                          std::move(why), names);
 }
 
 Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::connect_group(
@@ -489,6 +518,8 @@ Result<std::vector<PeerSocket>> TcpEndpoint::reconnect(
 }
 
 void TcpEndpoint::cancel_connect(std::uint64_t newer_epoch) { impl_->cancel_connect(newer_epoch); }
+
+void TcpEndpoint::cancel_group(std::uint64_t epoch) { impl_->cancel_group(epoch); }
 
 TcpEndpointStats TcpEndpoint::stats() const { return impl_->stats(); }
 

@@ -147,6 +147,17 @@ class TcpEndpoint {
   // From any thread: a connect_group in progress for an epoch older than `newer_epoch`
   // returns kAborted promptly (a newer view superseded it). No effect otherwise.
   void cancel_connect(std::uint64_t newer_epoch);
+  // From any thread: the connect_group of exactly `epoch` (in progress, or when it
+  // begins) returns kAborted, while reconnects of that epoch are still made: a standby
+  // group given up at the view's start, whose pairs are then re-dialled one by one.
+  void cancel_group(std::uint64_t epoch);
+
+  // A link of epoch `epoch`'s group (`addresses` by rank, as connect_group's) with no
+  // connection yet: every peer's operations fail at once with `why` until reconnect() and
+  // replace_peer_socket put one in. For a standby path that did not connect.
+  Result<std::unique_ptr<algorithms::Link>> unconnected_link(
+      std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
+      Status why, bool combine = true);
 
   TcpEndpointStats stats() const;
 

@@ -110,10 +110,15 @@ class TcpEndpoint::Impl {
   // on failure. `group`: these are a whole group's (its TLS peers are counted).
   Status prepare(std::uint64_t epoch, std::vector<PeerSocket>& sockets, Deadline deadline,
                  bool group);
-  Result<std::unique_ptr<algorithms::Link>> make_link(std::uint64_t epoch, int rank,
+  // `size` ranks; a rank with no socket in `sockets` is unconnected (TcpLinkParams), its
+  // name taken from `names` (by rank, may be empty).
+  Result<std::unique_ptr<algorithms::Link>> make_link(std::uint64_t epoch, int rank, int size,
                                                       std::vector<PeerSocket> sockets,
-                                                      Deadline deadline, bool combine);
+                                                      Deadline deadline, bool combine,
+                                                      Status unconnected = Status(),
+                                                      const std::vector<std::string>& names = {});
   void cancel_connect(std::uint64_t newer);
+  void cancel_group(std::uint64_t epoch);
   TcpEndpointStats stats() const;
 
  private:
@@ -184,6 +189,7 @@ class TcpEndpoint::Impl {
   std::uint64_t floor_epoch_ = 0;
   std::shared_ptr<Group> group_;
   std::atomic<std::uint64_t> cancel_below_{0};          // connect_group of older epochs: kAborted
+  std::atomic<std::uint64_t> cancel_epoch_{~std::uint64_t{0}};  // connect_group of this epoch: kAborted
   std::vector<std::shared_ptr<Incoming>> handshaking_;  // oldest first
   asio::steady_timer accept_timer_{io_};
   Duration accept_backoff_{};

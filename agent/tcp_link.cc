@@ -38,8 +38,10 @@ TcpLink::TcpLink(TcpLinkParams params, std::vector<PeerSocket> sockets, int wake
       any_tls_ = true;
     }
   }
-  for (const Peer& p : peers_) {
-    TRIB_CHECK(p.rank == params_.rank || p.fd >= 0) << "no socket for rank " << p.rank;
+  for (Peer& p : peers_) {
+    if (p.rank == params_.rank || p.fd >= 0) continue;
+    TRIB_CHECK(!params_.unconnected.is_ok()) << "no socket for rank " << p.rank;
+    p.failed = params_.unconnected;
   }
 }
 

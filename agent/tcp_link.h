@@ -83,6 +83,10 @@ struct TcpLinkParams : transport::StreamLinkParams {
   // waits for its deadline.
   std::uint64_t max_unexpected_bytes = 256ull << 20;
   std::shared_ptr<LinkCounters> counters;  // required
+  // An error: the peers without a socket are not connected yet (a standby path that did
+  // not connect, re-dialled in the background): their operations fail with it at once
+  // until replace_peer_socket puts a connection in. OK: every peer has a socket.
+  Status unconnected;
 };
 
 // For a path that reconnects (TcpEndpoint::reconnect): `socket` (non-blocking, its

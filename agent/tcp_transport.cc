@@ -49,16 +49,26 @@ std::vector<std::vector<std::string>> TcpTransport::paths(const transport::Group
   return out;
 }
 
+bool TcpTransport::combines(const transport::GroupSpec& spec) const {
+  return transport::choose_receive_paths(combine_, transport::PathChoice::kOff,
+                                         transport::ranks_on_this_host(spec),
+                                         transport::usable_cores())
+      .combine;
+}
+
 Result<std::unique_ptr<algorithms::Link>> TcpTransport::connect_group(
     const transport::GroupSpec& spec, Deadline deadline) {
   std::vector<std::string> zones;
   zones.reserve(spec.members.size());
   for (const transport::MemberAdvert& m : spec.members) zones.push_back(m.zone);
-  const bool combine = transport::choose_receive_paths(combine_, transport::PathChoice::kOff,
-                                                       transport::ranks_on_this_host(spec),
-                                                       transport::usable_cores())
-                           .combine;
-  return endpoint_.connect_group(spec.epoch, spec.rank, paths(spec), deadline, zones, combine);
+  return endpoint_.connect_group(spec.epoch, spec.rank, paths(spec), deadline, zones,
+                                 combines(spec));
+}
+
+Result<std::unique_ptr<algorithms::Link>> TcpTransport::unconnected_group(
+    const transport::GroupSpec& spec, Status why) {
+  return endpoint_.unconnected_link(spec.epoch, spec.rank, paths(spec), std::move(why),
+                                    combines(spec));
 }
 
 void TcpTransport::cancel_connect(std::uint64_t newer_epoch) {

@@ -35,6 +35,10 @@ class TcpTransport final : public transport::Transport, public transport::Channe
   Result<std::unique_ptr<algorithms::Link>> connect_group(const transport::GroupSpec& spec,
                                                           Deadline deadline) override;
   void cancel_connect(std::uint64_t newer_epoch) override;
+  // This group's link with no connection yet (TcpEndpoint::unconnected_link), every pair
+  // failing with `why` until re-dialled: a standby path that did not connect.
+  Result<std::unique_ptr<algorithms::Link>> unconnected_group(const transport::GroupSpec& spec,
+                                                              Status why);
   Result<std::vector<transport::PeerChannel>> connect_channels(const transport::GroupSpec& spec,
                                                                Deadline deadline) override;
 
@@ -48,6 +52,8 @@ class TcpTransport final : public transport::Transport, public transport::Channe
   TcpEndpoint& endpoint() const { return endpoint_; }
 
  private:
+  // Whether this group's links combine receives (transport/receive_paths.h).
+  bool combines(const transport::GroupSpec& spec) const;
 
   TcpEndpoint& endpoint_;
   std::vector<std::string> addresses_;

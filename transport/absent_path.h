@@ -3,7 +3,9 @@
 // failover protocol on every member even where that standby did not connect, with this
 // in its place: whether a member speaks the protocol (descriptors, acknowledgements) on
 // its preferred path then depends only on the view, never on which connections happened
-// to succeed, so two ends of a pair always agree (transport/failover_link.h).
+// to succeed, so two ends of a pair always agree (transport/failover_link.h). The agent
+// puts a TCP link without connections there instead, whose pairs are re-dialled
+// (agent/data_plane.h); this is the path where even that cannot be had.
 #pragma once
 
 #include <memory>

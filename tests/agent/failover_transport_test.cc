@@ -404,6 +404,134 @@ TEST_P(FailoverReconnect, AClosedPathIsRedialledAndThePairMovesBackUp) {
   std::printf("back up after %d rounds\n", rounds);
 }
 
+// A standby that did not connect at the view's start (here: never dialled at all) is a
+// link without connections (TcpEndpoint::unconnected_link): every pair finds it down at
+// once, re-dials it in the background, and, once both ends put the new connection in,
+// can move to it: a cut of the preferred path then costs no failure.
+TEST(FailoverReconnect, AStandbyThatNeverConnectedIsDialledLaterAndCarriesThePairs) {
+  constexpr int kRanks = 3;
+  constexpr std::size_t kCount = (64 << 10) / sizeof(float) + 3;
+  testing::LogCapture logs;
+  std::vector<std::vector<float>> expected(kRanks, std::vector<float>(kCount));
+  {
+    auto plain = tcp_group(kRanks, logs);
+    const auto statuses = testing::run_ranks(kRanks, [&](int r) {
+      const auto in = random_floats(r, kCount);
+      return all_reduce(*plain[static_cast<std::size_t>(r)], in.data(),
+                        expected[static_cast<std::size_t>(r)].data(), kCount, DType::kFloat32,
+                        ReduceOp::kSum, options_for(AllReduceAlgorithm::kRing, 1));
+    });
+    for (const Status& st : statuses) ASSERT_TRUE(st.is_ok()) << st.to_string();
+  }
+  testing::Cluster first = testing::make_cluster(kRanks, logs);
+  testing::Cluster second = testing::make_cluster(kRanks, logs);  // listening, never connected
+  for (const Status& st : testing::connect_all(first, 1)) ASSERT_TRUE(st.is_ok()) << st.to_string();
+  std::vector<std::vector<std::string>> first_addresses, second_addresses;
+  for (int r = 0; r < kRanks; ++r) {
+    first_addresses.push_back({first.addresses[static_cast<std::size_t>(r)]});
+    second_addresses.push_back({second.addresses[static_cast<std::size_t>(r)]});
+  }
+  const int cut_fd = testing::socket_to_port(testing::port_of(first.addresses[1]));
+  ASSERT_GE(cut_fd, 0);
+
+  std::mutex mu;
+  std::vector<std::pair<int, transport::PathChange>> changes;
+  auto moved = [&](int r, int peer, int from, int to) {
+    std::lock_guard lock(mu);
+    return std::any_of(changes.begin(), changes.end(), [&](const auto& c) {
+      return c.first == r && c.second.peer == peer && c.second.from == from && c.second.to == to;
+    });
+  };
+  std::vector<std::unique_ptr<agent::PathRedialer>> redialers;
+  for (int r = 0; r < kRanks; ++r) {
+    redialers.push_back(std::make_unique<agent::PathRedialer>(logs.logger("[redial] ")));
+  }
+  std::atomic<bool> fired{false};
+  std::atomic<int> drained{0};
+  std::atomic<bool> ending{false};
+  std::vector<int> bad_rounds(kRanks, 0);
+  const auto statuses = testing::run_ranks(kRanks, [&](int r) -> Status {
+    const auto i = static_cast<std::size_t>(r);
+    auto inbox = std::make_shared<transport::ReconnectInbox>();
+    redialers[i]->start(1, r,
+                        {{first.endpoints[i].get(), first_addresses},
+                         {second.endpoints[i].get(), second_addresses}},
+                        {}, inbox);
+    TRIB_ASSIGN_OR_RETURN(
+        auto unconnected,
+        second.endpoints[i]->unconnected_link(
+            1, r, second_addresses, error(StatusCode::kTimedOut, "the standby did not connect")));
+    std::vector<std::unique_ptr<algorithms::PollableLink>> paths;
+    TRIB_ASSIGN_OR_RETURN(auto a, transport::as_path(std::move(first.links[i])));
+    TRIB_ASSIGN_OR_RETURN(auto b, transport::as_path(std::move(unconnected)));
+    paths.push_back(std::move(a));
+    paths.push_back(std::move(b));
+    transport::FailoverParams params;
+    params.epoch = 1;
+    params.path_names = {"tcp:first", "tcp:second"};
+    params.on_change = [&, r](const transport::PathChange& c) {
+      std::lock_guard lock(mu);
+      if (!ending) changes.push_back({r, c});
+    };
+    params.log = logs.logger("[link " + std::to_string(r) + "] ");
+    params.reconnects = inbox;
+    params.on_down = [&, r](int path, int peer) {
+      redialers[static_cast<std::size_t>(r)]->want(1, path, peer);
+    };
+    TRIB_ASSIGN_OR_RETURN(auto link, transport::make_failover_link(params, std::move(paths)));
+    const auto in = random_floats(r, kCount);
+    std::vector<float> out(kCount);
+    const auto give_up = Deadline::after(std::chrono::seconds(30));
+    for (std::uint64_t round = 0;; ++round) {
+      // Once every pair's standby is connected at both ends, the preferred path of 0-1 goes.
+      if (r == 0 && !fired && redialers[0]->reconnects() == 2 &&
+          redialers[1]->reconnects() == 2 && redialers[2]->reconnects() == 2) {
+        fired = true;
+        ::shutdown(cut_fd, SHUT_RDWR);
+      }
+      TRIB_RETURN_IF_ERROR(all_reduce(*link, in.data(), out.data(), kCount, DType::kFloat32,
+                                      ReduceOp::kSum,
+                                      options_for(AllReduceAlgorithm::kRing, 10 + 2 * round)));
+      if (std::memcmp(out.data(), expected[i].data(), kCount * sizeof(float)) != 0) {
+        ++bad_rounds[i];
+      }
+      std::uint8_t go_on = r == 0 && !(moved(0, 1, 0, 1) && moved(1, 0, 0, 1)) &&
+                           !give_up.passed();
+      std::uint8_t decided = 0;
+      TRIB_RETURN_IF_ERROR(broadcast(*link, &go_on, &decided, 1, DType::kUInt8, 0,
+                                     options_for(AllReduceAlgorithm::kRing, 11 + 2 * round)));
+      if (decided == 0) {
+        ending = true;
+        break;
+      }
+    }
+    TRIB_RETURN_IF_ERROR(transport::drain(*link, Deadline::after(std::chrono::seconds(10))));
+    ++drained;
+    const auto wait_for_all = Deadline::after(std::chrono::seconds(10));
+    while (drained.load() < kRanks && !wait_for_all.passed()) {
+      std::this_thread::yield();
+      TRIB_RETURN_IF_ERROR(transport::drain(*link, Deadline::after(std::chrono::milliseconds(1))));
+    }
+    return Status();
+  });
+  ASSERT_TRUE(fired.load()) << "the standby never connected at every end\n" << logs.dump();
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(statuses[static_cast<std::size_t>(r)].is_ok())
+        << "rank " << r << ": " << statuses[static_cast<std::size_t>(r)].to_string() << "\n"
+        << logs.dump();
+    EXPECT_EQ(bad_rounds[static_cast<std::size_t>(r)], 0) << "rank " << r;
+  }
+  // Every rank's two standby connections; 0 and 1 may have re-dialled their cut preferred
+  // connection too by the end.
+  EXPECT_EQ(redialers[2]->reconnects(), 2u);
+  for (int r : {0, 1}) {
+    EXPECT_GE(redialers[static_cast<std::size_t>(r)]->reconnects(), 2u) << "rank " << r;
+    EXPECT_LE(redialers[static_cast<std::size_t>(r)]->reconnects(), 3u) << "rank " << r;
+  }
+  EXPECT_TRUE(moved(0, 1, 0, 1) && moved(1, 0, 0, 1)) << logs.dump();
+  EXPECT_TRUE(logs.contains("path tcp:second reconnected")) << logs.dump();
+}
+
 INSTANTIATE_TEST_SUITE_P(Paths, FailoverReconnect, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "StandbyFirst" : "Preferred";

@@ -39,7 +39,16 @@
 # failing while a peer dies still ends in the member-failure protocol (its pairs lose both
 # paths at once), and the survivors train on in a new view, every step correct and agreed.
 #
-#   failover_netns_test.sh TRIBUTARY_BIN [N [kill|return|flap|shm|three|reset]]   # STEPS, COUNT (floats per all-reduce)
+# With `late`, networks A, B and C as with `three`, but agent 1's port on B's switch is down
+# when the agents start (packets to and from it vanish, so every dial over B waits out its
+# 1 s attempt): the group's standby path (B first, then C as its fallback address) does not
+# connect within the stall timeout (500 ms here) of the view's start (logged), each pair
+# re-dials it in the background and puts the new connection in ("path tcp-standby
+# reconnected"); then B's port comes up and A goes down under agent 1: its pairs move to the
+# standby path ("tcp -> tcp-standby", not on to tcp-standby-2), every step correct, epoch 1
+# throughout.
+#
+#   failover_netns_test.sh TRIBUTARY_BIN [N [kill|return|flap|shm|three|reset|late]]   # STEPS, COUNT (floats per all-reduce)
 #                                                     # from the environment
 #
 # Needs root and network namespaces; otherwise exits 77 (skipped) saying why.
@@ -59,7 +68,7 @@ CREATED=()
 cleanup() {
   for pid in "${PIDS[@]:-}"; do [[ -n $pid ]] && kill -9 "$pid" 2>/dev/null || true; done
   for ns in "${CREATED[@]:-}"; do [[ -n $ns ]] && ip netns del "$ns" 2>/dev/null || true; done
-  rm -rf "$WORK"
+  [[ -n ${KEEP:-} ]] || rm -rf "$WORK"
 }
 trap cleanup EXIT INT TERM
 fail() {
@@ -70,9 +79,10 @@ fail() {
 
 # The switch namespace: a bridge per network; the coordinator lives here, on the last.
 NETS="A B"
-[[ $MODE == three ]] && NETS="A B C"
-CTL=$([[ $MODE == three ]] && echo 83 || echo 82)
-CTL_NET=$([[ $MODE == three ]] && echo C || echo B)
+THREE=$([[ $MODE == three || $MODE == late ]] && echo 1 || echo 0)
+[[ $THREE == 1 ]] && NETS="A B C"
+CTL=$([[ $THREE == 1 ]] && echo 83 || echo 82)
+CTL_NET=$([[ $THREE == 1 ]] && echo C || echo B)
 octet_of() { case $1 in A) echo 81 ;; B) echo 82 ;; C) echo 83 ;; esac; }
 ip netns add "$SW"
 CREATED+=("$SW")
@@ -111,18 +121,25 @@ done
 [[ -s $WORK/endpoint ]] || fail "the coordinator did not bind"
 ENDPOINT=$(cat "$WORK/endpoint")
 
-STEPS=${STEPS:-$(case $MODE in return | three | reset) echo 400 ;; flap) echo 900 ;; *) echo 120 ;; esac)}
+if [[ $MODE == late ]]; then
+  ip -n "$SW" link set "${P}B1s" down
+  echo "agent 1's port on network B down before the agents start"
+fi
+STEPS=${STEPS:-$(case $MODE in return | three | reset | late) echo 400 ;; flap) echo 900 ;; *) echo 120 ;; esac)}
 PRIMARY=tcp
 if [[ $MODE == shm ]]; then
   PRIMARY=shm
 fi
 COUNT=${COUNT:-65536}
+# With `late`, below the 1 s a dial waits for an address that does not answer, so the
+# standby over B cannot connect (through C, its fallback) before it is given up.
+STALL_MS=$([[ $MODE == late ]] && echo 500 || echo 1000)
 declare -a AGENT
 for ((i = 0; i < N; i++)); do
   ip netns exec "${P}_h$i" "$BIN" agent --coordinator "$ENDPOINT" --host "h$i" \
     --bind-host 0.0.0.0 --data-address "10.81.0.$((i + 1))" --data-address "10.82.0.$((i + 1))" \
-    $([[ $MODE == three ]] && echo --data-address "10.83.0.$((i + 1))") \
-    --transport "$([[ $MODE == shm ]] && echo auto || echo tcp)" $([[ $MODE == shm ]] && echo --failover) --stall-timeout-ms 1000 --metrics 127.0.0.1:9464 \
+    $([[ $THREE == 1 ]] && echo --data-address "10.83.0.$((i + 1))") \
+    --transport "$([[ $MODE == shm ]] && echo auto || echo tcp)" $([[ $MODE == shm ]] && echo --failover) --stall-timeout-ms "$STALL_MS" --metrics 127.0.0.1:9464 \
     --workload soak --soak-count "$COUNT" --soak-steps "$STEPS" --soak-delay-ms 20 \
     >"$WORK/agent$i.out" 2>"$WORK/agent$i.err" &
   AGENT[i]=$!
@@ -140,6 +157,21 @@ for ((t = 0; t < 1200; t++)); do
   sleep 0.05
 done
 [[ $done_all == 1 ]] || fail "the agents did not reach step $CUT_AT"
+if [[ $MODE == late ]]; then
+  grep -q "the standby path tcp-standby did not connect at the view's start" "$WORK/agent1.err" ||
+    fail "agent 1 did not log its standby over B missing at the start"
+  ip -n "$SW" link set "${P}B1s" up
+  echo "agent 1's port on network B up at step $(grep -c '^soak step' "$WORK/agent1.out")"
+  # Every pair of agent 1 re-dials B and puts the new connection in.
+  for ((t = 0; t < 400; t++)); do
+    [[ $(grep -c "to rank .*: path tcp-standby reconnected" "$WORK/agent1.err" || true) -ge $((N - 1)) ]] && break
+    kill -0 "${AGENT[1]}" 2>/dev/null || fail "agent 1 ended before its standby over B came up"
+    sleep 0.05
+  done
+  [[ $(grep -c "to rank .*: path tcp-standby reconnected" "$WORK/agent1.err" || true) -ge $((N - 1)) ]] ||
+    fail "agent 1's pairs did not all reconnect over B: $(grep -c 'path tcp-standby reconnected' "$WORK/agent1.err" || true) of $((N - 1))"
+  echo "agent 1's pairs reconnected over B at step $(grep -c '^soak step' "$WORK/agent1.out")"
+fi
 if [[ $MODE == shm || $MODE == reset ]]; then
   ip netns exec "${P}_h1" ss -K dst 10.81.0.0/24 >/dev/null
 else
@@ -286,11 +318,18 @@ grep -h "path $PRIMARY -> tcp-standby" "$WORK"/agent*.err | head -4
 # From the cut to agent 1's first move (its log's clock is this machine's).
 first=$(grep -h "path $PRIMARY -> tcp-standby" "$WORK/agent1.err" | awk '{print $1}' | sort | head -1)
 moved=$(date -d "$first" +%s.%N)
-echo "first move $(awk -v a="$CUT" -v b="$moved" 'BEGIN {printf "%.0f", (b - a) * 1000}') ms after the cut (stall timeout 1000 ms)"
+echo "first move $(awk -v a="$CUT" -v b="$moved" 'BEGIN {printf "%.0f", (b - a) * 1000}') ms after the cut (stall timeout $STALL_MS ms)"
 if [[ $MODE == three ]]; then
   grep -q "rank .* to rank .*: path tcp-standby -> tcp-standby-2" "$WORK/agent1.err" ||
     fail "agent 1 never moved on to network C after B went down too"
   grep -h "path tcp-standby -> tcp-standby-2" "$WORK"/agent*.err | head -4
+fi
+if [[ $MODE == late ]]; then
+  grep -q "rank .* to rank .*: path tcp -> tcp-standby (" "$WORK/agent1.err" ||
+    fail "agent 1's pairs did not move to tcp-standby, the standby that connected late"
+  grep -q "path tcp -> tcp-standby-2" "$WORK/agent1.err" &&
+    fail "agent 1 skipped B for C: $(grep -m1 'path tcp -> tcp-standby-2' "$WORK/agent1.err")"
+  grep -h "path tcp-standby reconnected" "$WORK/agent1.err" | head -2
 fi
 if [[ $MODE == return ]]; then
   grep -q "rank .* to rank .*: path tcp-standby -> tcp (recovered" "$WORK/agent1.err" ||
@@ -335,6 +374,7 @@ case $MODE in
   shm) what="agent 1's shared-memory paths failed mid-run (pulse connections killed)" ;;
   three) what="networks A then B cut under agent 1 mid-run, its pairs on C" ;;
   reset) what="agent 1's connections on A reset mid-run, re-dialled, its pairs back on A" ;;
+  late) what="the standby path absent at the view's start, re-dialled, then A cut under agent 1: pairs on the standby" ;;
   *) what="network A cut under agent 1 mid-run" ;;
 esac
 echo "PASSED: $N agents, $what: $STEPS correct, agreed steps in epoch 1"
