@@ -252,10 +252,14 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::connect(const transport::Gr
   transport::ConnectedGroup group = std::move(*connected);
   std::unique_ptr<algorithms::Link> link = std::move(group.link);
   bool failover = false;
-  // The table's path is up; a standby that is not by a stall timeout later (its address
-  // unreachable, a firewall) would only hold the group back: it goes without.
-  const auto grace = std::chrono::steady_clock::now() +
-                     std::chrono::duration_cast<std::chrono::nanoseconds>(stall_timeout_);
+  // The table's path is up; a standby that is not by half a stall timeout later (its
+  // address unreachable, a firewall, its network down for now) would only hold the group
+  // back: it goes without, and is re-dialled. Half: peers whose links are up already run
+  // the first collective, and a member held here for a whole stall timeout would move
+  // their pairs to the standby for nothing.
+  const auto grace_for =
+      std::chrono::duration_cast<std::chrono::milliseconds>(stall_timeout_) / 2;
+  const auto grace = std::chrono::steady_clock::now() + grace_for;
   std::vector<Result<std::unique_ptr<algorithms::Link>>> standby_links;
   for (std::size_t k = 0; k < more.size(); ++k) {
     // Given up for now, not for the epoch: its pairs are re-dialled one by one (with_standby).
@@ -265,10 +269,8 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::connect(const transport::Gr
     if (late && !standby_links.back()) {
       standby_links.back() = error(
           StatusCode::kTimedOut,
-          "not up " +
-              std::to_string(
-                  std::chrono::duration_cast<std::chrono::milliseconds>(stall_timeout_).count()) +
-              " ms (the stall timeout) after the " + group.transport + " path");
+          "not up " + std::to_string(grace_for.count()) + " ms (half the stall timeout) after the " +
+              group.transport + " path");
     }
   }
   if (!standby_links.empty()) {

@@ -26,7 +26,7 @@
 // whose connection failed with an error is re-dialled in the background
 // (agent/path_redialer.h) and the pair moves back up to it once it answers. A group with
 // a member that advertises no standby runs on the table's transport alone (logged); a
-// standby that does not connect within a stall timeout of the table's stays in the list as
+// standby that does not connect within half a stall timeout of the table's stays in the list as
 // a link without connections, whose pairs are re-dialled in the background like failed
 // ones: the view alone decides the protocol, so the two ends of a pair always agree. Caveat: acknowledgements are the peer link's, so a peer that
 // stays out of the collective longer than `stall_timeout` (a slow step) also moves the
