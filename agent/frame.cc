@@ -6,21 +6,10 @@
 #include <vector>
 
 #include "core/crc32c.h"
+#include "core/little_endian.h"
 
 namespace tributary::agent {
 namespace {
-
-template <typename T>
-void put(std::byte* p, T v) {
-  for (std::size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
-}
-
-template <typename T>
-T get(const std::byte* p) {
-  T v = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(static_cast<T>(p[i]) << (8 * i));
-  return v;
-}
 
 bool all_zero(const std::byte* begin, const std::byte* end) {
   return std::all_of(begin, end, [](std::byte b) { return b == std::byte{0}; });
@@ -37,26 +26,26 @@ std::uint32_t header_crc(const std::byte* b) { return crc32c({b, kHeaderCrcOffse
 
 FrameHeaderBytes encode_frame_header(const FrameHeader& h) {
   FrameHeaderBytes b{};
-  put<std::uint32_t>(&b[0], kFrameMagic);
+  le::store<std::uint32_t>(&b[0], kFrameMagic);
   b[4] = static_cast<std::byte>(kWireVersion);
   b[5] = static_cast<std::byte>(h.kind);
-  put<std::uint64_t>(&b[8], h.epoch);
-  put<std::uint64_t>(&b[16], h.seq);
-  put<std::uint32_t>(&b[24], h.slot);
-  put<std::uint32_t>(&b[28], h.check);
-  put<std::uint64_t>(&b[32], h.length);
-  put<std::uint64_t>(&b[40], h.stamp);
-  put<std::uint32_t>(&b[kHeaderCrcOffset], header_crc(b.data()));
+  le::store<std::uint64_t>(&b[8], h.epoch);
+  le::store<std::uint64_t>(&b[16], h.seq);
+  le::store<std::uint32_t>(&b[24], h.slot);
+  le::store<std::uint32_t>(&b[28], h.check);
+  le::store<std::uint64_t>(&b[32], h.length);
+  le::store<std::uint64_t>(&b[40], h.stamp);
+  le::store<std::uint32_t>(&b[kHeaderCrcOffset], header_crc(b.data()));
   return b;
 }
 
 Result<FrameHeader> decode_frame_header(std::span<const std::byte, kFrameHeaderBytes> b,
                                         std::uint64_t max_payload) {
-  const auto magic = get<std::uint32_t>(&b[0]);
+  const auto magic = le::load<std::uint32_t>(&b[0]);
   if (magic != kFrameMagic) return bad("bad frame magic " + std::to_string(magic));
   const auto version = static_cast<std::uint8_t>(b[4]);
   if (version != kWireVersion) return bad("unsupported frame version " + std::to_string(version));
-  const auto stored_crc = get<std::uint32_t>(&b[kHeaderCrcOffset]);
+  const auto stored_crc = le::load<std::uint32_t>(&b[kHeaderCrcOffset]);
   if (const std::uint32_t crc = header_crc(b.data()); crc != stored_crc) {
     return bad("frame header fails its CRC-32C check (computed " + std::to_string(crc) + ", sent " +
                std::to_string(stored_crc) + "): corrupted in transit");
@@ -70,12 +59,12 @@ Result<FrameHeader> decode_frame_header(std::span<const std::byte, kFrameHeaderB
   }
   FrameHeader h;
   h.kind = static_cast<FrameKind>(kind);
-  h.epoch = get<std::uint64_t>(&b[8]);
-  h.seq = get<std::uint64_t>(&b[16]);
-  h.slot = get<std::uint32_t>(&b[24]);
-  h.check = get<std::uint32_t>(&b[28]);
-  h.length = get<std::uint64_t>(&b[32]);
-  h.stamp = get<std::uint64_t>(&b[40]);
+  h.epoch = le::load<std::uint64_t>(&b[8]);
+  h.seq = le::load<std::uint64_t>(&b[16]);
+  h.slot = le::load<std::uint32_t>(&b[24]);
+  h.check = le::load<std::uint32_t>(&b[28]);
+  h.length = le::load<std::uint64_t>(&b[32]);
+  h.stamp = le::load<std::uint64_t>(&b[40]);
   if (h.length > max_payload) {
     return bad("frame length " + std::to_string(h.length) + " exceeds the limit of " +
                std::to_string(max_payload) + " bytes");
@@ -89,12 +78,12 @@ Result<FrameHeader> decode_frame_header(std::span<const std::byte, kFrameHeaderB
 
 FrameTrailerBytes encode_frame_trailer(std::uint32_t payload_crc) {
   FrameTrailerBytes b{};
-  put<std::uint32_t>(b.data(), payload_crc);
+  le::store<std::uint32_t>(b.data(), payload_crc);
   return b;
 }
 
 std::uint32_t decode_frame_trailer(std::span<const std::byte, kFrameTrailerBytes> b) {
-  return get<std::uint32_t>(b.data());
+  return le::load<std::uint32_t>(b.data());
 }
 
 std::vector<std::byte> encode_abort_frame(std::uint64_t epoch, const AbortNotice& notice) {
@@ -106,8 +95,8 @@ std::vector<std::byte> encode_abort_frame(std::uint64_t epoch, const AbortNotice
   std::vector<std::byte> out(kFrameHeaderBytes + frame_body_bytes(h.length), std::byte{0});
   std::byte* p = out.data() + kFrameHeaderBytes;
   p[0] = static_cast<std::byte>(notice.code);
-  put<std::uint32_t>(p + 4, notice.origin);
-  put<std::uint32_t>(p + 8, static_cast<std::uint32_t>(len));
+  le::store<std::uint32_t>(p + 4, notice.origin);
+  le::store<std::uint32_t>(p + 8, static_cast<std::uint32_t>(len));
   if (len > 0) std::memcpy(p + kAbortFixedBytes, notice.message.data(), len);
   const FrameHeaderBytes hb = encode_frame_header(h);
   std::memcpy(out.data(), hb.data(), hb.size());
@@ -126,30 +115,30 @@ Result<AbortNotice> decode_abort_payload(std::span<const std::byte> b) {
     return bad("abort notice with status code " + std::to_string(code));
   }
   if (!all_zero(&b[1], &b[4])) return bad("nonzero reserved abort notice bits");
-  const auto len = get<std::uint32_t>(&b[8]);
+  const auto len = le::load<std::uint32_t>(&b[8]);
   if (len != b.size() - kAbortFixedBytes) {
     return bad("abort notice message of " + std::to_string(len) + " bytes in a payload of " +
                std::to_string(b.size()));
   }
   AbortNotice n;
   n.code = static_cast<StatusCode>(code);
-  n.origin = get<std::uint32_t>(&b[4]);
+  n.origin = le::load<std::uint32_t>(&b[4]);
   n.message.assign(reinterpret_cast<const char*>(b.data() + kAbortFixedBytes), len);
   return n;
 }
 
 HandshakeBytes encode_handshake(const HandshakeMessage& m) {
   HandshakeBytes b{};
-  put<std::uint32_t>(&b[0], kHandshakeMagic);
+  le::store<std::uint32_t>(&b[0], kHandshakeMagic);
   b[4] = static_cast<std::byte>(m.version);
   b[5] = static_cast<std::byte>(m.type);
   std::byte* body = &b[8];
   switch (m.type) {
     case HandshakeType::kHello:
-      put<std::uint64_t>(body, m.epoch);
-      put<std::uint32_t>(body + 8, m.from_rank);
-      put<std::uint32_t>(body + 12, m.to_rank);
-      put<std::uint32_t>(body + 16, m.group_size);
+      le::store<std::uint64_t>(body, m.epoch);
+      le::store<std::uint32_t>(body + 8, m.from_rank);
+      le::store<std::uint32_t>(body + 12, m.to_rank);
+      le::store<std::uint32_t>(body + 16, m.group_size);
       body[20] = static_cast<std::byte>((m.tls ? 1 : 0) | (m.tls_certificates ? 2 : 0));
       std::memcpy(body + 24, m.nonce.data(), m.nonce.size());
       break;
@@ -158,14 +147,14 @@ HandshakeBytes encode_handshake(const HandshakeMessage& m) {
     case HandshakeType::kAccept: std::memcpy(body, m.mac.data(), m.mac.size()); break;
     case HandshakeType::kReject:
       body[0] = static_cast<std::byte>(m.reason);
-      put<std::uint64_t>(body + 8, m.epoch);
+      le::store<std::uint64_t>(body + 8, m.epoch);
       break;
   }
   return b;
 }
 
 Result<HandshakeMessage> decode_handshake(std::span<const std::byte, kHandshakeBytes> b) {
-  const auto magic = get<std::uint32_t>(&b[0]);
+  const auto magic = le::load<std::uint32_t>(&b[0]);
   if (magic != kHandshakeMagic) return bad("not a tributary handshake (bad magic)");
   HandshakeMessage m;
   m.version = static_cast<std::uint8_t>(b[4]);
@@ -182,10 +171,10 @@ Result<HandshakeMessage> decode_handshake(std::span<const std::byte, kHandshakeB
   const std::byte* used = body;
   switch (m.type) {
     case HandshakeType::kHello:
-      m.epoch = get<std::uint64_t>(body);
-      m.from_rank = get<std::uint32_t>(body + 8);
-      m.to_rank = get<std::uint32_t>(body + 12);
-      m.group_size = get<std::uint32_t>(body + 16);
+      m.epoch = le::load<std::uint64_t>(body);
+      m.from_rank = le::load<std::uint32_t>(body + 8);
+      m.to_rank = le::load<std::uint32_t>(body + 12);
+      m.group_size = le::load<std::uint32_t>(body + 16);
       if ((static_cast<std::uint8_t>(body[20]) & ~3u) != 0 || !all_zero(body + 21, body + 24)) {
         return bad("nonzero reserved handshake bits");
       }
@@ -215,7 +204,7 @@ Result<HandshakeMessage> decode_handshake(std::span<const std::byte, kHandshakeB
       if (reason < 1 || reason > 7) return bad("unknown reject reason " + std::to_string(reason));
       m.reason = static_cast<RejectReason>(reason);
       if (!all_zero(body + 1, body + 8)) return bad("nonzero reserved handshake bits");
-      m.epoch = get<std::uint64_t>(body + 8);
+      m.epoch = le::load<std::uint64_t>(body + 8);
       used = body + 16;
       break;
     }

@@ -3,24 +3,21 @@
 #include <cstring>
 #include <string>
 
+#include "core/little_endian.h"
+
 namespace tributary::agent {
 namespace {
-void put_u64(std::vector<std::byte>& out, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<std::byte>(v >> (8 * i)));
-}
 std::uint64_t get_u64(std::span<const std::byte> in, std::size_t at) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= std::uint64_t{std::to_integer<std::uint8_t>(in[at + i])} << (8 * i);
-  return v;
+  return le::load<std::uint64_t>(in.subspan(at, 8).data());
 }
 }  // namespace
 
 std::vector<std::byte> encode_result_copy(const ResultCopy& copy) {
   std::vector<std::byte> out;
   out.reserve(16 + 8 * copy.contributors.size() + copy.bytes.size());
-  put_u64(out, copy.epoch);
-  put_u64(out, copy.contributors.size());
-  for (std::uint64_t id : copy.contributors) put_u64(out, id);
+  le::append<std::uint64_t>(out, copy.epoch);
+  le::append<std::uint64_t>(out, copy.contributors.size());
+  for (std::uint64_t id : copy.contributors) le::append<std::uint64_t>(out, id);
   out.insert(out.end(), copy.bytes.begin(), copy.bytes.end());
   return out;
 }

@@ -12,9 +12,11 @@
 
 #include "compression/codec.h"
 #include "compression/codec_registry.h"
+#include "core/little_endian.h"
 #include "core/status.h"
 
-// Loads and stores below are memcpy of host integers: the wire is little-endian.
+// Header fields go through core/little_endian.h; the value arrays (floats, packed codes)
+// are copied as they lie in memory, so the wire being little-endian needs such a host.
 static_assert(std::endian::native == std::endian::little, "codecs assume a little-endian host");
 
 // ThreadSanitizer cannot run ifunc resolvers (core/reduce.cc): baseline clone alone.
@@ -38,17 +40,9 @@ static_assert(std::endian::native == std::endian::little, "codecs assume a littl
 
 namespace tributary::compression::wire {
 
-inline std::uint32_t load_u32(const std::byte* p) {
-  std::uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-inline void store_u32(std::byte* p, std::uint32_t v) { std::memcpy(p, &v, 4); }
-inline float load_f32(const std::byte* p) {
-  float v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
+inline std::uint32_t load_u32(const std::byte* p) { return le::load<std::uint32_t>(p); }
+inline void store_u32(std::byte* p, std::uint32_t v) { le::store(p, v); }
+inline float load_f32(const std::byte* p) { return std::bit_cast<float>(load_u32(p)); }
 
 void write_header(std::byte* out, const PayloadHeader& h);
 

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/little_endian.h"
 #include "membership/journal.pb.h"
 
 namespace tributary::membership {
@@ -15,15 +16,6 @@ namespace {
 
 constexpr std::size_t kHeaderBytes = 8;
 
-void put_u32(std::string& out, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-std::uint32_t get_u32(const char* p) {
-  std::uint32_t v = 0;
-  for (int i = 0; i < 4; ++i)
-    v |= static_cast<std::uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
 std::uint32_t crc(std::string_view bytes) {
   return static_cast<std::uint32_t>(::crc32(::crc32(0L, Z_NULL, 0),
                                             reinterpret_cast<const Bytef*>(bytes.data()),
@@ -78,8 +70,8 @@ std::string encode_journal_entry(const JournalEntry& entry) {
   const std::string payload = record.SerializeAsString();
   std::string out;
   out.reserve(kHeaderBytes + payload.size());
-  put_u32(out, static_cast<std::uint32_t>(payload.size()));
-  put_u32(out, crc(payload));
+  le::append<std::uint32_t>(out, static_cast<std::uint32_t>(payload.size()));
+  le::append<std::uint32_t>(out, crc(payload));
   out += payload;
   return out;
 }
@@ -94,8 +86,8 @@ JournalState replay_journal(std::string_view bytes) {
       state.warning = "truncated record header" + at;
       break;
     }
-    const std::uint32_t length = get_u32(bytes.data() + pos);
-    const std::uint32_t sum = get_u32(bytes.data() + pos + 4);
+    const std::uint32_t length = le::load<std::uint32_t>(bytes.data() + pos);
+    const std::uint32_t sum = le::load<std::uint32_t>(bytes.data() + pos + 4);
     if (length > kMaxJournalRecordBytes) {
       state.warning = "record length " + std::to_string(length) + " exceeds the maximum" + at;
       break;

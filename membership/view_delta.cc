@@ -5,13 +5,12 @@
 #include <unordered_set>
 
 #include "core/hash.h"
+#include "core/little_endian.h"
 
 namespace tributary::membership {
 namespace {
 
-void put_u64(std::string& out, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
-}
+void put_u64(std::string& out, std::uint64_t v) { le::append(out, v); }
 
 void put_text(std::string& out, const std::string& s) {
   put_u64(out, s.size());
@@ -42,9 +41,7 @@ std::uint64_t view_digest(const View& view) {
   put_u64(in, view.ring.size());
   for (auto r : view.ring) put_u64(in, r);
   const Sha256Digest d = Sha256().update(in).finish();
-  std::uint64_t out = 0;
-  for (int i = 0; i < 8; ++i) out |= static_cast<std::uint64_t>(d[i]) << (8 * i);
-  return out;
+  return le::load<std::uint64_t>(d.data());
 }
 
 std::optional<ViewDelta> make_delta(const View& base, const View& next) {

@@ -5,25 +5,11 @@
 #include <utility>
 
 #include "core/reduce.h"
+#include "core/little_endian.h"
 #include "transport/failover_link_impl.h"
 
 namespace tributary::transport {
 namespace {
-
-void put64(std::byte* p, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
-}
-void put32(std::byte* p, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
-}
-std::uint64_t get64(const std::byte* p) {
-  std::uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | std::to_integer<std::uint64_t>(p[i]);
-  return v;
-}
-std::uint32_t get32(const std::byte* p) {
-  return static_cast<std::uint32_t>(get64(p) & 0xffffffffu);
-}
 
 algorithms::Tag control_tag(Control c) { return {kControlSeq, static_cast<std::uint32_t>(c), 0}; }
 
@@ -116,12 +102,12 @@ void FailoverLink::post_out(Pair& p, Outgoing& o) {
     p.ack_urgent = false;
     return;
   }
-  put64(o.descriptor.data(), o.index);
-  put64(o.descriptor.data() + 8, o.tag.seq);
-  put32(o.descriptor.data() + 16, o.tag.slot);
-  put32(o.descriptor.data() + 20, o.tag.check);
-  put64(o.descriptor.data() + 24, o.size);
-  put32(o.descriptor.data() + 32, p.generation);
+  le::store<std::uint64_t>(o.descriptor.data(), o.index);
+  le::store<std::uint64_t>(o.descriptor.data() + 8, o.tag.seq);
+  le::store<std::uint32_t>(o.descriptor.data() + 16, o.tag.slot);
+  le::store<std::uint32_t>(o.descriptor.data() + 20, o.tag.check);
+  le::store<std::uint64_t>(o.descriptor.data() + 24, o.size);
+  le::store<std::uint32_t>(o.descriptor.data() + 32, p.generation);
   o.descriptor_h = link.send(p.peer, control_tag(Control::kDescriptor), o.descriptor);
   o.data_h = link.send(p.peer, payload_tag(o.index, p.generation),
                        std::span<const std::byte>(o.data, o.size));
@@ -219,7 +205,7 @@ void FailoverLink::service_probes(Pair& p) {
     if (std::optional<Status> st = collect(k, p.probe_ack_h[i])) {
       if (failed(st)) return fail_path(p, k, *st, false);
       if (!st->is_ok()) continue;
-      const std::uint32_t generation = get32(p.probe_ack_in[i].data());
+      const std::uint32_t generation = le::load<std::uint32_t>(p.probe_ack_in[i].data());
       p.probe_ack_h[i] = paths_[i]->recv(p.peer, control_tag(Control::kProbeAck),
                                          std::span<std::byte>(p.probe_ack_in[i]));
       if (generation == p.generation && k < p.current && p.state[i] == PathState::kStalled) {
@@ -237,7 +223,7 @@ void FailoverLink::maybe_probe(Pair& p) {
     const auto i = static_cast<std::size_t>(k);
     // One probe in flight per path: a path that still holds the last one gets no other.
     if (p.state[i] != PathState::kStalled || p.probe_send_h[i] != kNoHandle) continue;
-    put32(p.probe_out[i].data(), p.generation);
+    le::store<std::uint32_t>(p.probe_out[i].data(), p.generation);
     p.probe_send_h[i] = paths_[i]->send(p.peer, control_tag(Control::kProbe),
                                         std::span<const std::byte>(p.probe_out[i]));
     probed = true;
@@ -268,7 +254,7 @@ void FailoverLink::service_controls(Pair& p) {
       if (!failure) failure = *st;
       break;
     }
-    on_ack(p, get64(p.ack_in.data()));
+    on_ack(p, le::load<std::uint64_t>(p.ack_in.data()));
     p.ack_h = paths_[static_cast<std::size_t>(c)]->recv(p.peer, control_tag(Control::kAck),
                                                         std::span<std::byte>(p.ack_in));
   }
@@ -291,9 +277,9 @@ void FailoverLink::service_controls(Pair& p) {
       return fail_path(p, k, *st, false);
     }
     const auto& in = p.resume_in[static_cast<std::size_t>(k)];
-    const std::uint32_t said = get32(in.data());
-    const std::uint32_t generation = get32(in.data() + 4);
-    const std::uint64_t low = get64(in.data() + 8);
+    const std::uint32_t said = le::load<std::uint32_t>(in.data());
+    const std::uint32_t generation = le::load<std::uint32_t>(in.data() + 4);
+    const std::uint64_t low = le::load<std::uint64_t>(in.data() + 8);
     if (said != static_cast<std::uint32_t>(k)) {
       return fail_path(p, k, error(StatusCode::kBadFrame, "a resume for another path"), false);
     }
@@ -314,10 +300,10 @@ void FailoverLink::service_controls(Pair& p) {
 void FailoverLink::on_descriptor(Pair& p) {
   const std::byte* d = p.descriptor_in.data();
   Arrival a;
-  a.index = get64(d);
-  a.tag = algorithms::Tag{get64(d + 8), get32(d + 16), get32(d + 20)};
-  a.length = get64(d + 24);
-  const std::uint32_t generation = get32(d + 32);
+  a.index = le::load<std::uint64_t>(d);
+  a.tag = algorithms::Tag{le::load<std::uint64_t>(d + 8), le::load<std::uint32_t>(d + 16), le::load<std::uint32_t>(d + 20)};
+  a.length = le::load<std::uint64_t>(d + 24);
+  const std::uint32_t generation = le::load<std::uint32_t>(d + 32);
   if (a.length > params_.max_message_bytes ||
       (a.tag.seq >> algorithms::kSeqSpaceShift) >=
           static_cast<std::uint8_t>(algorithms::SeqSpace::kFailoverPayload)) {
@@ -457,7 +443,7 @@ void FailoverLink::maybe_ack(Pair& p, bool now) {
     return;
   }
   p.ack_urgent = false;
-  put64(p.ack_out.data(), p.low);
+  le::store<std::uint64_t>(p.ack_out.data(), p.low);
   p.ack_send_h = paths_[static_cast<std::size_t>(p.current)]->send(
       p.peer, control_tag(Control::kAck), std::span<const std::byte>(p.ack_out));
   p.ack_sent = p.low;
@@ -630,9 +616,9 @@ void FailoverLink::move_to(Pair& p, int path, std::uint32_t generation, const st
   p.progress_at = now_;
   post_controls(p);
   if (p.resume_send_h != kNoHandle) cancel(p.resume_send_path, p.resume_send_h);
-  put32(p.resume_out.data(), static_cast<std::uint32_t>(path));
-  put32(p.resume_out.data() + 4, generation);
-  put64(p.resume_out.data() + 8, p.low);
+  le::store<std::uint32_t>(p.resume_out.data(), static_cast<std::uint32_t>(path));
+  le::store<std::uint32_t>(p.resume_out.data() + 4, generation);
+  le::store<std::uint64_t>(p.resume_out.data() + 8, p.low);
   p.resume_send_h = paths_[static_cast<std::size_t>(path)]->send(
       p.peer, control_tag(Control::kResume), std::span<const std::byte>(p.resume_out));
   p.resume_send_path = path;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/little_endian.h"
 #include "transport/channel_io.h"
 
 namespace tributary::transport {
@@ -28,56 +29,40 @@ struct Offer {
   std::uint32_t slot_bytes = 0;
 };
 
-template <typename T>
-void put(std::byte* at, T v) {
-  for (std::size_t i = 0; i < sizeof(T); ++i) {
-    at[i] = static_cast<std::byte>((static_cast<std::uint64_t>(v) >> (8 * i)) & 0xff);
-  }
-}
-
-template <typename T>
-T get(const std::byte* at) {
-  std::uint64_t v = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i) {
-    v |= static_cast<std::uint64_t>(std::to_integer<std::uint8_t>(at[i])) << (8 * i);
-  }
-  return static_cast<T>(v);
-}
-
 std::array<std::byte, kOfferBytes> encode(const Offer& o) {
   std::array<std::byte, kOfferBytes> b{};
-  put<std::uint32_t>(b.data(), kOfferMagic);
-  put<std::uint16_t>(b.data() + 4, kOfferVersion);
-  put<std::uint16_t>(b.data() + 6, o.refused);
-  put<std::uint64_t>(b.data() + 8, o.epoch);
-  put<std::uint32_t>(b.data() + 16, o.from);
-  put<std::uint32_t>(b.data() + 20, o.to);
-  put<std::uint32_t>(b.data() + 24, o.address.qpn);
-  put<std::uint32_t>(b.data() + 28, o.address.psn);
-  put<std::uint16_t>(b.data() + 32, o.address.lid);
-  put<std::uint8_t>(b.data() + 34, o.address.mtu);
-  put<std::uint32_t>(b.data() + 36, o.recv_slots);
-  put<std::uint32_t>(b.data() + 40, o.slot_bytes);
+  le::store<std::uint32_t>(b.data(), kOfferMagic);
+  le::store<std::uint16_t>(b.data() + 4, kOfferVersion);
+  le::store<std::uint16_t>(b.data() + 6, o.refused);
+  le::store<std::uint64_t>(b.data() + 8, o.epoch);
+  le::store<std::uint32_t>(b.data() + 16, o.from);
+  le::store<std::uint32_t>(b.data() + 20, o.to);
+  le::store<std::uint32_t>(b.data() + 24, o.address.qpn);
+  le::store<std::uint32_t>(b.data() + 28, o.address.psn);
+  le::store<std::uint16_t>(b.data() + 32, o.address.lid);
+  le::store<std::uint8_t>(b.data() + 34, o.address.mtu);
+  le::store<std::uint32_t>(b.data() + 36, o.recv_slots);
+  le::store<std::uint32_t>(b.data() + 40, o.slot_bytes);
   std::memcpy(b.data() + 44, o.address.gid.data(), 16);
   return b;
 }
 
 Result<Offer> decode(const std::array<std::byte, kOfferBytes>& b, const std::string& peer) {
-  if (get<std::uint32_t>(b.data()) != kOfferMagic ||
-      get<std::uint16_t>(b.data() + 4) != kOfferVersion) {
+  if (le::load<std::uint32_t>(b.data()) != kOfferMagic ||
+      le::load<std::uint16_t>(b.data() + 4) != kOfferVersion) {
     return error(StatusCode::kBadFrame, peer + " sent no rdma offer (or another version of it)");
   }
   Offer o;
-  o.refused = get<std::uint16_t>(b.data() + 6);
-  o.epoch = get<std::uint64_t>(b.data() + 8);
-  o.from = get<std::uint32_t>(b.data() + 16);
-  o.to = get<std::uint32_t>(b.data() + 20);
-  o.address.qpn = get<std::uint32_t>(b.data() + 24);
-  o.address.psn = get<std::uint32_t>(b.data() + 28);
-  o.address.lid = get<std::uint16_t>(b.data() + 32);
-  o.address.mtu = get<std::uint8_t>(b.data() + 34);
-  o.recv_slots = get<std::uint32_t>(b.data() + 36);
-  o.slot_bytes = get<std::uint32_t>(b.data() + 40);
+  o.refused = le::load<std::uint16_t>(b.data() + 6);
+  o.epoch = le::load<std::uint64_t>(b.data() + 8);
+  o.from = le::load<std::uint32_t>(b.data() + 16);
+  o.to = le::load<std::uint32_t>(b.data() + 20);
+  o.address.qpn = le::load<std::uint32_t>(b.data() + 24);
+  o.address.psn = le::load<std::uint32_t>(b.data() + 28);
+  o.address.lid = le::load<std::uint16_t>(b.data() + 32);
+  o.address.mtu = le::load<std::uint8_t>(b.data() + 34);
+  o.recv_slots = le::load<std::uint32_t>(b.data() + 36);
+  o.slot_bytes = le::load<std::uint32_t>(b.data() + 40);
   std::memcpy(o.address.gid.data(), b.data() + 44, 16);
   return o;
 }
