@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -249,58 +250,137 @@ TEST(FailoverOverTransportsClose, WhatWasSentBeforeTheCloseIsDelivered) {
 // standby's reconnect it would lose its last path and fail), and comes back up from there.
 class FailoverReconnect : public ::testing::TestWithParam<bool> {};
 
+// The reference: each rank's result of a ring all-reduce of random_floats over plain TCP.
+std::vector<std::vector<float>> plain_tcp_sums(int ranks, std::size_t count,
+                                               testing::LogCapture& logs) {
+  std::vector<std::vector<float>> expected(static_cast<std::size_t>(ranks),
+                                           std::vector<float>(count));
+  auto plain = tcp_group(ranks, logs);
+  const auto statuses = testing::run_ranks(ranks, [&](int r) {
+    const auto in = random_floats(r, count);
+    return all_reduce(*plain[static_cast<std::size_t>(r)], in.data(),
+                      expected[static_cast<std::size_t>(r)].data(), count, DType::kFloat32,
+                      ReduceOp::kSum, options_for(AllReduceAlgorithm::kRing, 1));
+  });
+  for (const Status& st : statuses) EXPECT_TRUE(st.is_ok()) << st.to_string();
+  return expected;
+}
+
+// Each rank's one address on `c`, by rank (what a PathRedialer dials).
+std::vector<std::vector<std::string>> one_address_each(const testing::Cluster& c) {
+  std::vector<std::vector<std::string>> out;
+  for (const std::string& a : c.addresses) out.push_back({a});
+  return out;
+}
+
+// The path changes every rank's link reported (FailoverParams::on_change), from any thread.
+class PathChanges {
+ public:
+  void add(int rank, const transport::PathChange& c) {
+    std::lock_guard lock(mu_);
+    if (!ending_) changes_.push_back({rank, c});
+  }
+  // From now on the closes of the end (the first rank done lets its link go) are not kept.
+  void end() {
+    std::lock_guard lock(mu_);
+    ending_ = true;
+  }
+  bool moved(int r, int peer, int from, int to) const {
+    std::lock_guard lock(mu_);
+    return std::any_of(changes_.begin(), changes_.end(), [&](const auto& c) {
+      return c.first == r && c.second.peer == peer && c.second.from == from && c.second.to == to;
+    });
+  }
+  int moves_of(int r, int peer) const {
+    std::lock_guard lock(mu_);
+    return static_cast<int>(std::count_if(changes_.begin(), changes_.end(), [&](const auto& c) {
+      return c.first == r && c.second.peer == peer;
+    }));
+  }
+
+ private:
+  mutable std::mutex mu_;
+  bool ending_ = false;
+  std::vector<std::pair<int, transport::PathChange>> changes_;
+};
+
+// Failover parameters for rank `r` of a reconnect test: paths named first and second,
+// changes into `changes`, failed paths wanted by `redialer` for epoch 1.
+transport::FailoverParams reconnect_params(int r, PathChanges& changes,
+                                           agent::PathRedialer& redialer,
+                                           std::shared_ptr<transport::ReconnectInbox> inbox,
+                                           testing::LogCapture& logs) {
+  transport::FailoverParams params;
+  params.epoch = 1;
+  params.path_names = {"tcp:first", "tcp:second"};
+  params.on_change = [&changes, r](const transport::PathChange& c) { changes.add(r, c); };
+  params.log = logs.logger("[link " + std::to_string(r) + "] ");
+  params.reconnects = std::move(inbox);
+  params.on_down = [&redialer](int path, int peer) { redialer.want(1, path, peer); };
+  return params;
+}
+
+// A ring all-reduce of rank r's random_floats on `link` a round, each result checked
+// against `expected` (a mismatch counted in *bad), until rank 0 finds `done()` (or 30 s
+// have passed) and tells every rank so. `before(round)` runs at the start of each round.
+// Returns the rounds run.
+Result<int> reduce_rounds(algorithms::Link& link, int r, const std::vector<float>& expected,
+                          int* bad, const std::function<void(std::uint64_t)>& before,
+                          const std::function<bool()>& done) {
+  const auto in = random_floats(r, expected.size());
+  std::vector<float> out(expected.size());
+  const auto give_up = Deadline::after(std::chrono::seconds(30));
+  for (std::uint64_t round = 0;; ++round) {
+    before(round);
+    TRIB_RETURN_IF_ERROR(all_reduce(link, in.data(), out.data(), in.size(), DType::kFloat32,
+                                    ReduceOp::kSum,
+                                    options_for(AllReduceAlgorithm::kRing, 10 + 2 * round)));
+    if (std::memcmp(out.data(), expected.data(), in.size() * sizeof(float)) != 0) ++*bad;
+    std::uint8_t go_on = r == 0 && !done() && !give_up.passed();
+    std::uint8_t decided = 0;
+    TRIB_RETURN_IF_ERROR(broadcast(link, &go_on, &decided, 1, DType::kUInt8, 0,
+                                   options_for(AllReduceAlgorithm::kRing, 11 + 2 * round)));
+    if (decided == 0) return static_cast<int>(round + 1);
+  }
+}
+
+// Every link stays up until all have drained: a link that goes away closes its paths.
+Status drain_together(algorithms::Link& link, std::atomic<int>& drained, int ranks) {
+  TRIB_RETURN_IF_ERROR(transport::drain(link, Deadline::after(std::chrono::seconds(10))));
+  ++drained;
+  const auto wait_for_all = Deadline::after(std::chrono::seconds(10));
+  while (drained.load() < ranks && !wait_for_all.passed()) {
+    std::this_thread::yield();
+    TRIB_RETURN_IF_ERROR(transport::drain(link, Deadline::after(std::chrono::milliseconds(1))));
+  }
+  return Status();
+}
+
 TEST_P(FailoverReconnect, AClosedPathIsRedialledAndThePairMovesBackUp) {
   const bool standby_first = GetParam();
   constexpr int kRanks = 3;
   constexpr std::size_t kCount = (64 << 10) / sizeof(float) + 3;
   testing::LogCapture logs;
-  std::vector<std::vector<float>> expected(kRanks, std::vector<float>(kCount));
-  {
-    auto plain = tcp_group(kRanks, logs);
-    const auto statuses = testing::run_ranks(kRanks, [&](int r) {
-      const auto in = random_floats(r, kCount);
-      return all_reduce(*plain[static_cast<std::size_t>(r)], in.data(),
-                        expected[static_cast<std::size_t>(r)].data(), kCount, DType::kFloat32,
-                        ReduceOp::kSum, options_for(AllReduceAlgorithm::kRing, 1));
-    });
-    for (const Status& st : statuses) ASSERT_TRUE(st.is_ok()) << st.to_string();
-  }
+  const auto expected = plain_tcp_sums(kRanks, kCount, logs);
   testing::Cluster first = testing::make_cluster(kRanks, logs);
   testing::Cluster second = testing::make_cluster(kRanks, logs);
   for (const Status& st : testing::connect_all(first, 1)) ASSERT_TRUE(st.is_ok()) << st.to_string();
   for (const Status& st : testing::connect_all(second, 1)) ASSERT_TRUE(st.is_ok()) << st.to_string();
-  std::vector<std::vector<std::string>> first_addresses, second_addresses;
-  for (int r = 0; r < kRanks; ++r) {
-    first_addresses.push_back({first.addresses[static_cast<std::size_t>(r)]});
-    second_addresses.push_back({second.addresses[static_cast<std::size_t>(r)]});
-  }
+  const auto first_addresses = one_address_each(first);
+  const auto second_addresses = one_address_each(second);
   // Rank 0's side of its preferred connection to rank 1 (it dialled rank 1's listener).
   const int cut_fd = testing::socket_to_port(testing::port_of(first.addresses[1]));
   ASSERT_GE(cut_fd, 0);
   const int standby_fd = testing::socket_to_port(testing::port_of(second.addresses[1]));
   ASSERT_GE(standby_fd, 0);
 
-  std::mutex mu;
-  std::vector<std::pair<int, transport::PathChange>> changes;
-  auto moved = [&](int r, int peer, int from, int to) {
-    std::lock_guard lock(mu);
-    return std::any_of(changes.begin(), changes.end(), [&](const auto& c) {
-      return c.first == r && c.second.peer == peer && c.second.from == from && c.second.to == to;
-    });
-  };
-  auto moves_of = [&](int r, int peer) {
-    std::lock_guard lock(mu);
-    return static_cast<int>(std::count_if(changes.begin(), changes.end(), [&](const auto& c) {
-      return c.first == r && c.second.peer == peer;
-    }));
-  };
+  PathChanges changes;
   std::vector<std::unique_ptr<agent::PathRedialer>> redialers;
   for (int r = 0; r < kRanks; ++r) {
     redialers.push_back(std::make_unique<agent::PathRedialer>(logs.logger("[redial] ")));
   }
   std::atomic<bool> fired{false};
   std::atomic<int> drained{0};
-  std::atomic<bool> ending{false};
   int rounds = 0;
   std::vector<int> bad_rounds(kRanks, 0);
   const auto statuses = testing::run_ranks(kRanks, [&](int r) -> Status {
@@ -322,65 +402,30 @@ TEST_P(FailoverReconnect, AClosedPathIsRedialledAndThePairMovesBackUp) {
     }
     paths.push_back(std::move(cut));
     paths.push_back(std::move(b));
-    transport::FailoverParams params;
-    params.epoch = 1;
-    params.path_names = {"tcp:first", "tcp:second"};
+    transport::FailoverParams params = reconnect_params(r, changes, *redialers[i], inbox, logs);
     params.probe_interval = std::chrono::milliseconds(20);
-    params.on_change = [&, r](const transport::PathChange& c) {
-      std::lock_guard lock(mu);
-      // Not the closes of the end, when the first rank done lets its link go.
-      if (!ending) changes.push_back({r, c});
-    };
-    params.log = logs.logger("[link " + std::to_string(r) + "] ");
-    params.reconnects = inbox;
-    params.on_down = [&, r](int path, int peer) {
-      redialers[static_cast<std::size_t>(r)]->want(1, path, peer);
-    };
     TRIB_ASSIGN_OR_RETURN(auto link, transport::make_failover_link(params, std::move(paths)));
-    const auto in = random_floats(r, kCount);
-    std::vector<float> out(kCount);
-    const auto give_up = Deadline::after(std::chrono::seconds(30));
     bool standby_cut = false;
-    for (std::uint64_t round = 0;; ++round) {
-      if (r == 0 && standby_first) {
-        // Between rounds: the standby first; the preferred path once both ends of the
-        // pair have put a new standby connection in.
-        if (round == 2) {
-          ::shutdown(standby_fd, SHUT_RDWR);
-          standby_cut = true;
-        } else if (standby_cut && !fired && redialers[0]->reconnects() == 1 &&
-                   redialers[1]->reconnects() == 1) {
-          fired = true;
-          ::shutdown(cut_fd, SHUT_RDWR);
-        }
+    auto cuts = [&](std::uint64_t round) {
+      if (r != 0 || !standby_first) return;
+      // Between rounds: the standby first; the preferred path once both ends of the pair
+      // have put a new standby connection in.
+      if (round == 2) {
+        ::shutdown(standby_fd, SHUT_RDWR);
+        standby_cut = true;
+      } else if (standby_cut && !fired && redialers[0]->reconnects() == 1 &&
+                 redialers[1]->reconnects() == 1) {
+        fired = true;
+        ::shutdown(cut_fd, SHUT_RDWR);
       }
-      TRIB_RETURN_IF_ERROR(all_reduce(*link, in.data(), out.data(), kCount, DType::kFloat32,
-                                      ReduceOp::kSum,
-                                      options_for(AllReduceAlgorithm::kRing, 10 + 2 * round)));
-      if (std::memcmp(out.data(), expected[i].data(), kCount * sizeof(float)) != 0) {
-        ++bad_rounds[i];
-      }
-      // Rank 0 says when to stop: once both ends of the cut pair are back up.
-      std::uint8_t go_on = r == 0 && !(moved(0, 1, 1, 0) && moved(1, 0, 1, 0)) &&
-                           !give_up.passed();
-      std::uint8_t decided = 0;
-      TRIB_RETURN_IF_ERROR(broadcast(*link, &go_on, &decided, 1, DType::kUInt8, 0,
-                                     options_for(AllReduceAlgorithm::kRing, 11 + 2 * round)));
-      if (decided == 0) {
-        if (r == 0) rounds = static_cast<int>(round + 1);
-        ending = true;
-        break;
-      }
-    }
-    // Every link stays up until all have drained: a link that goes away closes its paths.
-    TRIB_RETURN_IF_ERROR(transport::drain(*link, Deadline::after(std::chrono::seconds(10))));
-    ++drained;
-    const auto wait_for_all = Deadline::after(std::chrono::seconds(10));
-    while (drained.load() < kRanks && !wait_for_all.passed()) {
-      std::this_thread::yield();
-      TRIB_RETURN_IF_ERROR(transport::drain(*link, Deadline::after(std::chrono::milliseconds(1))));
-    }
-    return Status();
+    };
+    // Rank 0 says when to stop: once both ends of the cut pair are back up.
+    auto back_up = [&] { return changes.moved(0, 1, 1, 0) && changes.moved(1, 0, 1, 0); };
+    TRIB_ASSIGN_OR_RETURN(const int ran,
+                          reduce_rounds(*link, r, expected[i], &bad_rounds[i], cuts, back_up));
+    if (r == 0) rounds = ran;
+    changes.end();
+    return drain_together(*link, drained, kRanks);
   });
   ASSERT_TRUE(fired.load()) << "the cut never happened";
   for (int r = 0; r < kRanks; ++r) {
@@ -389,17 +434,19 @@ TEST_P(FailoverReconnect, AClosedPathIsRedialledAndThePairMovesBackUp) {
         << logs.dump();
     EXPECT_EQ(bad_rounds[static_cast<std::size_t>(r)], 0) << "rank " << r;
   }
-  EXPECT_TRUE(moved(0, 1, 0, 1) && moved(1, 0, 0, 1)) << logs.dump();
-  EXPECT_TRUE(moved(0, 1, 1, 0) && moved(1, 0, 1, 0)) << "never back up\n" << logs.dump();
+  EXPECT_TRUE(changes.moved(0, 1, 0, 1) && changes.moved(1, 0, 0, 1)) << logs.dump();
+  EXPECT_TRUE(changes.moved(0, 1, 1, 0) && changes.moved(1, 0, 1, 0)) << "never back up\n"
+                                                                      << logs.dump();
   const std::uint64_t made = standby_first ? 2 : 1;  // the standby's, then the preferred's
   EXPECT_EQ(redialers[0]->reconnects(), made);
   EXPECT_EQ(redialers[1]->reconnects(), made);
   EXPECT_EQ(redialers[2]->reconnects(), 0u);
   // Neither end left its path for the standby's failure: one move down, one back up.
-  EXPECT_EQ(moves_of(0, 1), 2);
-  EXPECT_EQ(moves_of(1, 0), 2);
+  EXPECT_EQ(changes.moves_of(0, 1), 2);
+  EXPECT_EQ(changes.moves_of(1, 0), 2);
   // The other pairs never moved.
-  EXPECT_FALSE(moved(0, 2, 0, 1) || moved(2, 0, 0, 1) || moved(1, 2, 0, 1) || moved(2, 1, 0, 1));
+  EXPECT_FALSE(changes.moved(0, 2, 0, 1) || changes.moved(2, 0, 0, 1) ||
+               changes.moved(1, 2, 0, 1) || changes.moved(2, 1, 0, 1));
   EXPECT_TRUE(logs.contains("reconnected")) << logs.dump();
   std::printf("back up after %d rounds\n", rounds);
 }
@@ -412,43 +459,22 @@ TEST(FailoverReconnect, AStandbyThatNeverConnectedIsDialledLaterAndCarriesThePai
   constexpr int kRanks = 3;
   constexpr std::size_t kCount = (64 << 10) / sizeof(float) + 3;
   testing::LogCapture logs;
-  std::vector<std::vector<float>> expected(kRanks, std::vector<float>(kCount));
-  {
-    auto plain = tcp_group(kRanks, logs);
-    const auto statuses = testing::run_ranks(kRanks, [&](int r) {
-      const auto in = random_floats(r, kCount);
-      return all_reduce(*plain[static_cast<std::size_t>(r)], in.data(),
-                        expected[static_cast<std::size_t>(r)].data(), kCount, DType::kFloat32,
-                        ReduceOp::kSum, options_for(AllReduceAlgorithm::kRing, 1));
-    });
-    for (const Status& st : statuses) ASSERT_TRUE(st.is_ok()) << st.to_string();
-  }
+  const auto expected = plain_tcp_sums(kRanks, kCount, logs);
   testing::Cluster first = testing::make_cluster(kRanks, logs);
   testing::Cluster second = testing::make_cluster(kRanks, logs);  // listening, never connected
   for (const Status& st : testing::connect_all(first, 1)) ASSERT_TRUE(st.is_ok()) << st.to_string();
-  std::vector<std::vector<std::string>> first_addresses, second_addresses;
-  for (int r = 0; r < kRanks; ++r) {
-    first_addresses.push_back({first.addresses[static_cast<std::size_t>(r)]});
-    second_addresses.push_back({second.addresses[static_cast<std::size_t>(r)]});
-  }
+  const auto first_addresses = one_address_each(first);
+  const auto second_addresses = one_address_each(second);
   const int cut_fd = testing::socket_to_port(testing::port_of(first.addresses[1]));
   ASSERT_GE(cut_fd, 0);
 
-  std::mutex mu;
-  std::vector<std::pair<int, transport::PathChange>> changes;
-  auto moved = [&](int r, int peer, int from, int to) {
-    std::lock_guard lock(mu);
-    return std::any_of(changes.begin(), changes.end(), [&](const auto& c) {
-      return c.first == r && c.second.peer == peer && c.second.from == from && c.second.to == to;
-    });
-  };
+  PathChanges changes;
   std::vector<std::unique_ptr<agent::PathRedialer>> redialers;
   for (int r = 0; r < kRanks; ++r) {
     redialers.push_back(std::make_unique<agent::PathRedialer>(logs.logger("[redial] ")));
   }
   std::atomic<bool> fired{false};
   std::atomic<int> drained{0};
-  std::atomic<bool> ending{false};
   std::vector<int> bad_rounds(kRanks, 0);
   const auto statuses = testing::run_ranks(kRanks, [&](int r) -> Status {
     const auto i = static_cast<std::size_t>(r);
@@ -466,53 +492,22 @@ TEST(FailoverReconnect, AStandbyThatNeverConnectedIsDialledLaterAndCarriesThePai
     TRIB_ASSIGN_OR_RETURN(auto b, transport::as_path(std::move(unconnected)));
     paths.push_back(std::move(a));
     paths.push_back(std::move(b));
-    transport::FailoverParams params;
-    params.epoch = 1;
-    params.path_names = {"tcp:first", "tcp:second"};
-    params.on_change = [&, r](const transport::PathChange& c) {
-      std::lock_guard lock(mu);
-      if (!ending) changes.push_back({r, c});
-    };
-    params.log = logs.logger("[link " + std::to_string(r) + "] ");
-    params.reconnects = inbox;
-    params.on_down = [&, r](int path, int peer) {
-      redialers[static_cast<std::size_t>(r)]->want(1, path, peer);
-    };
-    TRIB_ASSIGN_OR_RETURN(auto link, transport::make_failover_link(params, std::move(paths)));
-    const auto in = random_floats(r, kCount);
-    std::vector<float> out(kCount);
-    const auto give_up = Deadline::after(std::chrono::seconds(30));
-    for (std::uint64_t round = 0;; ++round) {
-      // Once every pair's standby is connected at both ends, the preferred path of 0-1 goes.
+    TRIB_ASSIGN_OR_RETURN(
+        auto link, transport::make_failover_link(
+                       reconnect_params(r, changes, *redialers[i], inbox, logs), std::move(paths)));
+    // Once every pair's standby is connected at both ends, the preferred path of 0-1 goes.
+    auto cut = [&](std::uint64_t) {
       if (r == 0 && !fired && redialers[0]->reconnects() == 2 &&
           redialers[1]->reconnects() == 2 && redialers[2]->reconnects() == 2) {
         fired = true;
         ::shutdown(cut_fd, SHUT_RDWR);
       }
-      TRIB_RETURN_IF_ERROR(all_reduce(*link, in.data(), out.data(), kCount, DType::kFloat32,
-                                      ReduceOp::kSum,
-                                      options_for(AllReduceAlgorithm::kRing, 10 + 2 * round)));
-      if (std::memcmp(out.data(), expected[i].data(), kCount * sizeof(float)) != 0) {
-        ++bad_rounds[i];
-      }
-      std::uint8_t go_on = r == 0 && !(moved(0, 1, 0, 1) && moved(1, 0, 0, 1)) &&
-                           !give_up.passed();
-      std::uint8_t decided = 0;
-      TRIB_RETURN_IF_ERROR(broadcast(*link, &go_on, &decided, 1, DType::kUInt8, 0,
-                                     options_for(AllReduceAlgorithm::kRing, 11 + 2 * round)));
-      if (decided == 0) {
-        ending = true;
-        break;
-      }
-    }
-    TRIB_RETURN_IF_ERROR(transport::drain(*link, Deadline::after(std::chrono::seconds(10))));
-    ++drained;
-    const auto wait_for_all = Deadline::after(std::chrono::seconds(10));
-    while (drained.load() < kRanks && !wait_for_all.passed()) {
-      std::this_thread::yield();
-      TRIB_RETURN_IF_ERROR(transport::drain(*link, Deadline::after(std::chrono::milliseconds(1))));
-    }
-    return Status();
+    };
+    auto moved_over = [&] { return changes.moved(0, 1, 0, 1) && changes.moved(1, 0, 0, 1); };
+    TRIB_RETURN_IF_ERROR(
+        reduce_rounds(*link, r, expected[i], &bad_rounds[i], cut, moved_over).status());
+    changes.end();
+    return drain_together(*link, drained, kRanks);
   });
   ASSERT_TRUE(fired.load()) << "the standby never connected at every end\n" << logs.dump();
   for (int r = 0; r < kRanks; ++r) {
@@ -528,7 +523,7 @@ TEST(FailoverReconnect, AStandbyThatNeverConnectedIsDialledLaterAndCarriesThePai
     EXPECT_GE(redialers[static_cast<std::size_t>(r)]->reconnects(), 2u) << "rank " << r;
     EXPECT_LE(redialers[static_cast<std::size_t>(r)]->reconnects(), 3u) << "rank " << r;
   }
-  EXPECT_TRUE(moved(0, 1, 0, 1) && moved(1, 0, 0, 1)) << logs.dump();
+  EXPECT_TRUE(changes.moved(0, 1, 0, 1) && changes.moved(1, 0, 0, 1)) << logs.dump();
   EXPECT_TRUE(logs.contains("path tcp:second reconnected")) << logs.dump();
 }
 
