@@ -95,7 +95,6 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const WorkerConfig& config, 
     sc.single_copy = config.shm_single_copy;
     sc.log = log;
     auto shm = std::make_unique<transport::ShmTransport>(sc, *tcp);
-    d->shm_ = shm.get();
     ordered.push_back(std::move(shm));
   }
   // RDMA between shared memory and TCP: in a build with libibverbs; it advertises only
@@ -295,6 +294,7 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::connect(const transport::Gr
   std::lock_guard lock(mu_);
   group_epoch_ = spec.epoch;
   group_transport_ = group.transport;
+  group_carrier_ = group.carrier;
   group_members_.clear();
   for (const auto& m : spec.members) group_members_.push_back(m.member);
   group_addresses_.clear();
@@ -434,26 +434,18 @@ std::vector<PeerPath> DataPlane::paths() const {
     return rank >= 0 && rank < static_cast<int>(group_path_.size()) &&
            group_path_[static_cast<std::size_t>(rank)] == path;
   };
-  if (group_transport_ == "shm" && shm_ != nullptr) {
-    for (const auto& t : shm_->traffic()) {
-      out.push_back({t.rank, member(t.rank), t.address, "shm", t.bytes_sent, t.bytes_received,
-                     on(t.rank, 0)});
-    }
-  } else if (group_transport_ == "rdma" && rdma_ != nullptr) {
-    for (const auto& t : rdma_->traffic()) {
-      out.push_back({t.rank, member(t.rank), t.address, "rdma", t.bytes_sent, t.bytes_received,
-                     on(t.rank, 0)});
-    }
-  } else if (group_transport_ == "tcp") {
-    for (const auto& p : endpoint_->stats().peers) {
-      out.push_back({p.rank, member(p.rank), p.address, "tcp", p.bytes_sent, p.bytes_received,
-                     on(p.rank, 0)});
+  // Each transport says what its latest group moved: the current group's, since every
+  // one of them connected (or, a standby that did not, built its link) for this view.
+  if (group_carrier_ != nullptr) {
+    for (const auto& t : group_carrier_->traffic()) {
+      out.push_back({t.rank, member(t.rank), t.address, group_transport_, t.bytes_sent,
+                     t.bytes_received, on(t.rank, 0)});
     }
   }
-  for (std::size_t k = 0; k < group_standbys_ && k < standby_endpoints_.size(); ++k) {
-    for (const auto& p : standby_endpoints_[k]->stats().peers) {
-      out.push_back({p.rank, member(p.rank), p.address, standby_name(k), p.bytes_sent,
-                     p.bytes_received, on(p.rank, static_cast<int>(k) + 1)});
+  for (std::size_t k = 0; k < group_standbys_ && k < standbys_.size(); ++k) {
+    for (const auto& t : standbys_[k]->traffic()) {
+      out.push_back({t.rank, member(t.rank), t.address, standby_name(k), t.bytes_sent,
+                     t.bytes_received, on(t.rank, static_cast<int>(k) + 1)});
     }
   }
   return out;

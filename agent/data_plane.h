@@ -47,7 +47,6 @@
 
 namespace tributary::transport {
 class RdmaTransport;
-class ShmTransport;
 struct PathChange;
 }
 
@@ -138,8 +137,7 @@ class DataPlane {
   std::unique_ptr<transport::TransportTable> table_;
   // Under "shm" or "rdma" only: TCP outside the table, as their source of connections.
   std::unique_ptr<transport::Transport> tcp_only_channels_;
-  transport::ShmTransport* shm_ = nullptr;    // owned by table_; nullptr when not in it
-  transport::RdmaTransport* rdma_ = nullptr;  // likewise
+  transport::RdmaTransport* rdma_ = nullptr;  // owned by table_; nullptr when not in it
   // With failover: the standby paths' listeners and transports, one per data address but
   // the first (one over the only address when there is one), in path order (empty
   // without). Standby k is advertised and logged as standby_name(k).
@@ -156,6 +154,7 @@ class DataPlane {
   mutable std::mutex mu_;
   std::uint64_t group_epoch_ = 0;
   std::string group_transport_;
+  transport::Transport* group_carrier_ = nullptr;  // the table's entry that carries it
   std::vector<std::uint64_t> group_members_;
   std::vector<std::string> group_addresses_;  // by rank: the view's data_address
   // by rank: 0 the table's transport, k the standby k - 1, -1 none

@@ -71,6 +71,14 @@ Result<std::unique_ptr<algorithms::Link>> TcpTransport::unconnected_group(
                                     combines(spec));
 }
 
+std::vector<transport::PeerTraffic> TcpTransport::traffic() const {
+  std::vector<transport::PeerTraffic> out;
+  for (const TcpPeerStats& p : endpoint_.stats().peers) {
+    out.push_back({p.rank, p.address, p.bytes_sent, p.bytes_received});
+  }
+  return out;
+}
+
 void TcpTransport::cancel_connect(std::uint64_t newer_epoch) {
   endpoint_.cancel_connect(newer_epoch);
 }

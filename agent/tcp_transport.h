@@ -35,6 +35,8 @@ class TcpTransport final : public transport::Transport, public transport::Channe
   Result<std::unique_ptr<algorithms::Link>> connect_group(const transport::GroupSpec& spec,
                                                           Deadline deadline) override;
   void cancel_connect(std::uint64_t newer_epoch) override;
+  // The endpoint's latest group (a standby's too: each has an endpoint of its own).
+  std::vector<transport::PeerTraffic> traffic() const override;
   // This group's link with no connection yet (TcpEndpoint::unconnected_link), every pair
   // failing with `why` until re-dialled: a standby path that did not connect.
   Result<std::unique_ptr<algorithms::Link>> unconnected_group(const transport::GroupSpec& spec,

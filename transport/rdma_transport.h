@@ -58,8 +58,8 @@ class RdmaTransport final : public Transport {
 
   // Why there is no device ("" when there is one).
   std::string unavailable_reason() const { return device_ ? "" : no_device_.message(); }
-  // The latest group's bytes per peer (own rank omitted; chunk prefixes included).
-  std::vector<PeerTraffic> traffic() const;
+  // Chunk prefixes included.
+  std::vector<PeerTraffic> traffic() const override;
 
  private:
   RdmaTransportConfig config_;

@@ -42,13 +42,6 @@ struct ShmTransportConfig {
 // The key of this kernel boot and /dev/shm mount.
 std::string host_key();
 
-struct PeerTraffic {
-  int rank = -1;
-  std::string address;
-  std::uint64_t bytes_sent = 0;
-  std::uint64_t bytes_received = 0;
-};
-
 class ShmTransport final : public Transport {
  public:
   // `channels` must outlive this transport.
@@ -61,8 +54,7 @@ class ShmTransport final : public Transport {
                                                           Deadline deadline) override;
   void cancel_connect(std::uint64_t) override {}  // the channel source is cancelled itself
 
-  // The latest group's bytes per peer (own rank omitted); empty before the first group.
-  std::vector<PeerTraffic> traffic() const;
+  std::vector<PeerTraffic> traffic() const override;
 
  private:
   ShmTransportConfig config_;

@@ -46,6 +46,14 @@ struct GroupSpec {
   int size() const { return static_cast<int>(members.size()); }
 };
 
+// The bytes a transport moved to and from one peer of its latest group.
+struct PeerTraffic {
+  int rank = -1;
+  std::string address;
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -56,6 +64,8 @@ class Transport {
   virtual Result<std::unique_ptr<algorithms::Link>> connect_group(const GroupSpec& spec,
                                                                   Deadline deadline) = 0;
   virtual void cancel_connect(std::uint64_t newer_epoch) = 0;
+  // The latest group's bytes per peer (own rank omitted); empty before the first group.
+  virtual std::vector<PeerTraffic> traffic() const = 0;
 };
 
 // An authenticated byte stream to every peer of a group, for transports that set up

@@ -80,6 +80,7 @@ Result<ConnectedGroup> TransportTable::connect_group(const GroupSpec& spec, Dead
   TRIB_CHECK(spec.rank >= 0 && spec.rank < spec.size()) << "rank " << spec.rank;
   TRIB_ASSIGN_OR_RETURN(Transport * carrier, group_transport(spec));
   ConnectedGroup out;
+  out.carrier = carrier;
   out.transport = std::string(carrier->name());
   out.paths.resize(spec.members.size());
   const MemberAdvert& self = spec.members[spec.rank];

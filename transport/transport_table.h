@@ -26,6 +26,7 @@ namespace tributary::transport {
 // ("" for this member's own rank).
 struct ConnectedGroup {
   std::unique_ptr<algorithms::Link> link;
+  Transport* carrier = nullptr;  // the entry that carries it (owned by the table)
   std::string transport;
   std::vector<std::string> paths;
 };

@@ -28,6 +28,7 @@ class KeyedTransport final : public transport::Transport {
     return error(StatusCode::kUnavailable, name_ + " connects nothing in this test");
   }
   void cancel_connect(std::uint64_t newer) override { cancelled = newer; }
+  std::vector<transport::PeerTraffic> traffic() const override { return {}; }
   int connects = 0;
   std::uint64_t cancelled = 0;
 
