@@ -5,6 +5,7 @@
 #include <future>
 
 #include "agent/tcp_transport.h"
+#include "agent/worker.h"
 #include "transport/absent_path.h"
 #include "transport/failover_link.h"
 #include "transport/rdma_transport.h"
@@ -47,7 +48,25 @@ Result<std::string> complete_address(const std::string& address, std::uint16_t p
   return address;
 }
 
-Result<std::unique_ptr<DataPlane>> DataPlane::start(const WorkerConfig& config, Logger log) {
+DataPlaneConfig DataPlaneConfig::of(const WorkerConfig& config) {
+  DataPlaneConfig c;
+  c.secret = config.secret;
+  c.bind_host = config.bind_host;
+  c.data_port = config.data_port;
+  c.advertise_host = config.advertise_host;
+  c.data_addresses = config.data_addresses;
+  c.transport = config.transport;
+  c.shm_ring_bytes = config.shm_ring_bytes;
+  c.fused_receive = config.fused_receive;
+  c.shm_single_copy = config.shm_single_copy;
+  c.failover = config.failover;
+  c.stall_timeout = config.stall_timeout;
+  c.connect_attempt_timeout = config.connect_attempt_timeout;
+  c.tls = config.tls;
+  return c;
+}
+
+Result<std::unique_ptr<DataPlane>> DataPlane::start(const DataPlaneConfig& config, Logger log) {
   if (config.transport != "auto" && config.transport != "tcp" && config.transport != "shm" &&
       config.transport != "rdma") {
     return error(StatusCode::kInvalidArgument,

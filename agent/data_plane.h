@@ -2,7 +2,8 @@
 // of transports built from the configuration (transport/transport_table.h), and which
 // path carries each peer of the current group, for metrics and logs.
 //
-// Configuration (WorkerConfig): `transport` is "auto" (shared memory for members on
+// Configuration (DataPlaneConfig, copied from the WorkerConfig fields of the same names):
+// `transport` is "auto" (shared memory for members on
 // this host, RDMA verbs for members that all have a device, TCP otherwise), "shm" (shared
 // memory only: a group with a member on another host fails to connect, saying which),
 // "rdma" (RDMA only, likewise; refused by a build without libibverbs) or "tcp".
@@ -42,7 +43,8 @@
 #include "agent/path_redialer.h"
 #include "agent/tcp_endpoint.h"
 #include "agent/tcp_transport.h"
-#include "agent/worker.h"
+#include "agent/tls.h"
+#include "transport/receive_paths.h"
 #include "transport/transport_table.h"
 
 namespace tributary::transport {
@@ -51,6 +53,28 @@ struct PathChange;
 }
 
 namespace tributary::agent {
+
+struct WorkerConfig;
+
+// What the data plane takes of the worker's configuration: the WorkerConfig fields of the
+// same names (agent/worker.h says what each means), copied by of().
+struct DataPlaneConfig {
+  std::string secret;
+  std::string bind_host;
+  std::uint16_t data_port = 0;
+  std::string advertise_host;
+  std::vector<std::string> data_addresses;
+  std::string transport;
+  std::uint64_t shm_ring_bytes = 0;
+  transport::PathChoice fused_receive = transport::PathChoice::kAuto;
+  transport::PathChoice shm_single_copy = transport::PathChoice::kAuto;
+  transport::PathChoice failover = transport::PathChoice::kAuto;
+  std::chrono::milliseconds stall_timeout{0};
+  std::chrono::milliseconds connect_attempt_timeout{0};
+  TlsConfig tls;
+
+  static DataPlaneConfig of(const WorkerConfig& config);
+};
 
 // One peer of the current group: the path that carries it and the bytes it moved.
 struct PeerPath {
@@ -94,7 +118,7 @@ struct FrameRefusals {
 
 class DataPlane {
  public:
-  static Result<std::unique_ptr<DataPlane>> start(const WorkerConfig& config, Logger log);
+  static Result<std::unique_ptr<DataPlane>> start(const DataPlaneConfig& config, Logger log);
   ~DataPlane();
 
   // The listener's port and the addresses this member advertises, most preferred first.
@@ -147,7 +171,7 @@ class DataPlane {
   // Re-dials the current group's TCP paths whose connections failed (path_redialer.h).
   std::unique_ptr<PathRedialer> redialer_;
   Duration stall_timeout_{};
-  transport::PathChoice failover_ = transport::PathChoice::kAuto;  // WorkerConfig::failover
+  transport::PathChoice failover_ = transport::PathChoice::kAuto;  // DataPlaneConfig::failover
   TlsConfig tls_;  // advertised (capabilities()): every member must use the same
   std::vector<std::string> addresses_;
   Logger log_{"link"};

@@ -19,6 +19,7 @@
 #include "agent/data_plane.h"
 #include "agent/path_redialer.h"
 #include "agent/tcp_endpoint.h"
+#include "agent/worker.h"
 #include "algorithms/collectives.h"
 #include "tests/agent/tcp_test_util.h"
 #include "tests/support/fault_path.h"
@@ -44,7 +45,7 @@ bool advertises_standby(transport::PathChoice choice, int addresses) {
   config.transport = "tcp";
   config.failover = choice;
   for (int i = 0; i < addresses; ++i) config.data_addresses.push_back("127.0.0.1");
-  auto plane = agent::DataPlane::start(config, Logger("test"));
+  auto plane = agent::DataPlane::start(agent::DataPlaneConfig::of(config), Logger("test"));
   EXPECT_TRUE(plane.is_ok()) << plane.status().to_string();
   if (!plane.is_ok()) return false;
   for (const std::string& advert : (*plane)->capabilities()) {
