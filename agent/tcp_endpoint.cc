@@ -122,10 +122,7 @@ void TcpEndpoint::Impl::begin(const std::shared_ptr<Group>& g) {
                   error(StatusCode::kAborted, "connecting view " + std::to_string(g->epoch) +
                                                   " superseded by view " + std::to_string(newer)));
   }
-  if (!g->partial && cancel_epoch_.load() == g->epoch) {
-    return finish(g, error(StatusCode::kAborted, "connecting epoch " + std::to_string(g->epoch) +
-                                                     " given up"));
-  }
+  if (finish_if_given_up(g)) return;
   if (g->epoch < floor_epoch_) {
     return finish(g, error(StatusCode::kStaleEpoch,
                            "epoch " + std::to_string(g->epoch) + " is older than epoch " +
@@ -217,12 +214,17 @@ void TcpEndpoint::Impl::cancel_connect(std::uint64_t newer) {
 // begin, with kAborted; reconnects of that epoch are still answered.
 void TcpEndpoint::Impl::cancel_group(std::uint64_t epoch) {
   cancel_epoch_.store(epoch);
-  asio::post(io_, [this, epoch] {
-    if (const std::shared_ptr<Group> g = group_; g && !g->partial && g->epoch == epoch) {
-      finish(g, error(StatusCode::kAborted, "connecting epoch " + std::to_string(epoch) +
-                                                " given up"));
-    }
+  asio::post(io_, [this] {
+    // A copy: finish() resets group_.
+    if (const std::shared_ptr<Group> g = group_) finish_if_given_up(g);
   });
+}
+
+bool TcpEndpoint::Impl::finish_if_given_up(const std::shared_ptr<Group>& g) {
+  if (g->partial || cancel_epoch_.load() != g->epoch) return false;
+  finish(g, error(StatusCode::kAborted, "connecting epoch " + std::to_string(g->epoch) +
+                                            " given up"));
+  return true;
 }
 
 void TcpEndpoint::Impl::finish(const std::shared_ptr<Group>& g, Status st) {

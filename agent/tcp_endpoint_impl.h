@@ -119,6 +119,9 @@ class TcpEndpoint::Impl {
                                                       const std::vector<std::string>& names = {});
   void cancel_connect(std::uint64_t newer);
   void cancel_group(std::uint64_t epoch);
+  // A connect_group (not a reconnect) of the epoch cancel_group gave up ends with kAborted.
+  // I/O thread.
+  bool finish_if_given_up(const std::shared_ptr<Group>& g);
   TcpEndpointStats stats() const;
 
  private:

@@ -345,6 +345,16 @@ Result<int> reduce_rounds(algorithms::Link& link, int r, const std::vector<float
   }
 }
 
+// A PathRedialer per rank, by rank.
+std::vector<std::unique_ptr<agent::PathRedialer>> redialer_each(int ranks,
+                                                                testing::LogCapture& logs) {
+  std::vector<std::unique_ptr<agent::PathRedialer>> out;
+  for (int r = 0; r < ranks; ++r) {
+    out.push_back(std::make_unique<agent::PathRedialer>(logs.logger("[redial] ")));
+  }
+  return out;
+}
+
 // Every link stays up until all have drained: a link that goes away closes its paths.
 Status drain_together(algorithms::Link& link, std::atomic<int>& drained, int ranks) {
   TRIB_RETURN_IF_ERROR(transport::drain(link, Deadline::after(std::chrono::seconds(10))));
@@ -376,10 +386,7 @@ TEST_P(FailoverReconnect, AClosedPathIsRedialledAndThePairMovesBackUp) {
   ASSERT_GE(standby_fd, 0);
 
   PathChanges changes;
-  std::vector<std::unique_ptr<agent::PathRedialer>> redialers;
-  for (int r = 0; r < kRanks; ++r) {
-    redialers.push_back(std::make_unique<agent::PathRedialer>(logs.logger("[redial] ")));
-  }
+  auto redialers = redialer_each(kRanks, logs);
   std::atomic<bool> fired{false};
   std::atomic<int> drained{0};
   int rounds = 0;
@@ -470,10 +477,7 @@ TEST(FailoverReconnect, AStandbyThatNeverConnectedIsDialledLaterAndCarriesThePai
   ASSERT_GE(cut_fd, 0);
 
   PathChanges changes;
-  std::vector<std::unique_ptr<agent::PathRedialer>> redialers;
-  for (int r = 0; r < kRanks; ++r) {
-    redialers.push_back(std::make_unique<agent::PathRedialer>(logs.logger("[redial] ")));
-  }
+  auto redialers = redialer_each(kRanks, logs);
   std::atomic<bool> fired{false};
   std::atomic<int> drained{0};
   std::vector<int> bad_rounds(kRanks, 0);
