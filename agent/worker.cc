@@ -1,7 +1,9 @@
-// The Worker: a thin loop around the algorithms that makes each collective all-or-nothing
-// across an epoch's members and re-runs aborted ones in the next epoch. The protocol is
-// in docs/fault-tolerance.md; this file is its agent side (joining, views, the recovery
-// loop, step boundaries, the state sync). The collective API is worker_collectives.cc.
+// The Worker: makes each collective all-or-nothing across an epoch's members and re-runs
+// aborted ones in the next epoch. The protocol is in docs/fault-tolerance.md and its
+// agent side's decisions in agent/runtime/epoch_machine.h, carried out by
+// worker_driver.cc; this file is the Worker's lifecycle (joining, the watcher and the idle
+// recovery, step boundaries, the state sync, leaving). The collective API is
+// worker_collectives.cc.
 #include "agent/worker.h"
 
 #include <unistd.h>
@@ -32,8 +34,6 @@ std::string hostname() {
 
 Deadline earlier(Deadline a, Deadline b) { return a.at < b.at ? a : b; }
 
-// How long a member waits for a newer view before it repeats its request for one.
-constexpr Duration kViewNudgeInterval = std::chrono::seconds(1);
 
 }  // namespace
 
@@ -98,7 +98,7 @@ void Worker::Impl::run_idle_recovery() {
     if (!call.owns_lock()) continue;  // a call is running: it moves to the view itself
     if (newest_epoch.load() <= view.epoch) continue;
     idle_transitioning = true;
-    const Status moved = transition(0, Deadline::after(config.recovery_timeout));
+    const Status moved = transition(Deadline::after(config.recovery_timeout));
     idle_transitioning = false;
     if (moved.is_ok()) {
       log.logf(LogLevel::kInfo, "moved to view %llu between calls",
@@ -171,258 +171,25 @@ Status Worker::Impl::start() {
   cc.capabilities = data_plane->capabilities();
   TRIB_RETURN_IF_ERROR(client->join(cc, deadline).status());
   log.context()->set_member(std::to_string(client->member_id()));
+  runtime::MachineConfig mc;
+  mc.self = client->member_id();
+  mc.recovery_timeout = config.recovery_timeout;
+  mc.connect_timeout = config.join_timeout;
+  mc.min_world_size = config.min_world_size;
+  mc.agreement = config.agreement;
+  mc.speculative_max_bytes = config.speculative_max_bytes;
+  machine = runtime::EpochMachine(mc);
   // The watcher runs from the first view on, so that even this first connect is cancelled
   // when a newer view makes it moot. The idle recovery waits for this first move (call_mu).
   std::lock_guard call(call_mu);
   start_watcher();
-  TRIB_RETURN_IF_ERROR(transition(0, deadline));
+  TRIB_RETURN_IF_ERROR(transition(deadline));
   // One line for operators and the integration tests: where this agent can be reached.
   log.logf(LogLevel::kInfo, "member %llu rank %d data %s metrics %u",
            static_cast<unsigned long long>(client->member_id()), rank,
            data_plane->addresses().front().c_str(),
            metrics ? static_cast<unsigned>(metrics->port()) : 0u);
   return Status::ok();
-}
-
-Status Worker::Impl::transition(std::uint64_t held_seq, Deadline deadline) {
-  drop_link(error(StatusCode::kAborted, "moving to a new view"));
-  const membership::Epoch previous = view.epoch;
-  const std::uint64_t committed = next_seq - 1;
-  Status connect_failure;  // the latest, for the error if no view ever connects
-  for (;;) {
-    if (evicted) return evicted_status();
-    if (aborted) return aborted_status();
-    if (watcher_stop.load()) return error(StatusCode::kAborted, "the worker is leaving");
-    auto v = client->wait_for_view(std::max<membership::Epoch>(view.epoch + 1, 1),
-                                   earlier(deadline, Deadline::after(kViewNudgeInterval)));
-    if (!v && v.status().code() == StatusCode::kTimedOut && !deadline.passed()) {
-      // Nobody may have asked for the view we wait for (a report lost around a coordinator
-      // restart, a failure only this member saw): ask again. A report the coordinator
-      // cannot confirm still earns a new view with the same members (fresh links).
-      if (view.epoch != 0) {
-        client->report_failure(view.epoch, 0,
-                               "waiting for a view after " + std::to_string(view.epoch));
-      }
-      continue;
-    }
-    if (!v) {
-      if (v.status().code() == StatusCode::kTimedOut) {
-        return error(StatusCode::kUnavailable,
-                     "no new view from the coordinator before the recovery deadline (" +
-                         v.status().message() + ")" +
-                         (connect_failure.is_ok() ? std::string()
-                                                  : "; connecting the last one failed: " +
-                                                        connect_failure.to_string()));
-      }
-      return v.status();
-    }
-    membership::ReadyReport ready{v->epoch, previous, committed, held_seq};
-    auto go = client->ready(ready, deadline);
-    if (!go) {
-      if (go.status().code() == StatusCode::kAborted) continue;  // superseded: newer view
-      return go.status();
-    }
-    if (go->commit_through < committed) {
-      // Lemma 2 of docs/fault-tolerance.md: never. Following it would re-run a collective
-      // whose result this member already returned, and the members would diverge.
-      return error(StatusCode::kInternal,
-                   "the coordinator's Go for view " + std::to_string(v->epoch) +
-                       " commits through seq " + std::to_string(go->commit_through) +
-                       ", but this member already returned seq " + std::to_string(committed));
-    }
-    // The Go of this view, not the larger of it and an earlier one: a move whose repair
-    // step failed never acted on its Go, and whoever did (finished that move) reported the
-    // seq it returned in Ready, so this Go covers it (lemma 2 above holds it to that).
-    commit_through = go->commit_through;
-    view = *v;
-    adopted_epoch = view.epoch;
-    log.context()->set_epoch(view.epoch);
-    note_newest_epoch(view.epoch);
-    const membership::ViewMember* me = view.find(client->member_id());
-    if (me == nullptr) {
-      publish_position();
-      return error(StatusCode::kEvicted, "not a member of view " + std::to_string(view.epoch));
-    }
-    rank = static_cast<int>(me->rank);
-    publish_position();
-    adopt_zones();
-    for (membership::MemberId j : go->joiners) {
-      if (j == client->member_id() && go->state_source != 0) needs_state = true;
-    }
-    transport::GroupSpec spec{view.epoch, rank, std::vector<transport::MemberAdvert>(view.size())};
-    for (const auto& m : view.members) {
-      spec.members.at(m.rank) = {m.id, m.data_address, m.capabilities, m.zone};
-    }
-    auto l = connect_links
-                 ? connect_links(view.epoch, rank, static_cast<int>(view.size()))
-                 : data_plane->connect(spec, earlier(deadline, Deadline::after(config.join_timeout)));
-    if (!l) {
-      // A member vanished between Go and connecting (or a newer view superseded this one):
-      // report it unless a newer view is already here, and wait for the next view.
-      if (l.status().code() != StatusCode::kAborted) {
-        connect_failure = l.status();
-        log.warn("cannot connect the links of view " + std::to_string(view.epoch) + ": " +
-                 l.status().to_string());
-        client->report_failure(view.epoch, 0, l.status().to_string());
-      }
-      continue;
-    }
-    if (static_cast<int>(view.size()) < config.min_world_size) {
-      log.logf(LogLevel::kInfo, "view %llu has %zu members, below the quorum of %d; waiting",
-               static_cast<unsigned long long>(view.epoch), view.size(), config.min_world_size);
-      held_seq = 0;
-      continue;
-    }
-    install_link(std::move(*l), view.epoch);
-    if (!connect_links) report_links();
-    // The new links failed (under the measurement or the repair step, as they would under a
-    // collective): drop them, report it unless a newer view overtook them, next view.
-    auto new_links_failed = [&](const Status& why, const char* during) {
-      drop_link(why);
-      if (why.code() == StatusCode::kAborted) return;
-      connect_failure = why;
-      log.warn("the links of view " + std::to_string(view.epoch) + " failed " + during + ": " +
-               why.to_string());
-      client->report_failure(view.epoch, 0, why.to_string());
-    };
-    if (Status fitted = fit_links(); !fitted.is_ok()) {
-      new_links_failed(fitted, "while being measured");
-      continue;
-    }
-    auto repaired = repair(commit_through);
-    if (!repaired) {
-      if (!retryable(repaired.status())) {  // mismatched calls: no view mends them
-        drop_link(repaired.status());
-        return repaired.status();
-      }
-      new_links_failed(repaired.status(), "in the repair step");
-      continue;
-    }
-    commit_through = *repaired;
-    next_seq = commit_through + 1;
-    compression_state.on_view_change(static_cast<int>(view.size()), rank);
-    adopt_wan_tier();
-    return Status::ok();
-  }
-}
-
-Result<Outcome> Worker::Impl::run(std::string_view op, AlgorithmChoice choice,
-                                  std::size_t bytes, std::span<std::byte> input,
-                                  const CollectiveFn& fn, bool retry,
-                                  std::span<std::byte> reduced) {
-  std::lock_guard call(call_mu);
-  algorithms::AllReduceAlgorithm algorithm = algorithms::AllReduceAlgorithm::kAuto;
-  std::vector<std::byte> stash(input.begin(), input.end());
-  pending = PendingCall{};
-  pending.active = true;
-  pending.reduced = reduced;
-  struct EndPending {
-    PendingCall& p;
-    ~EndPending() { p.active = false; }
-  } end_pending{pending};
-  const Deadline overall = Deadline::after(config.recovery_timeout);
-  // The outcome of a committed attempt: epoch `epoch`'s members contributed.
-  auto committed = [&](membership::Epoch epoch, std::vector<std::uint64_t> ids, int attempt) {
-    last_collective_end = clock->now();
-    Outcome outcome;
-    outcome.algorithm = algorithm;
-    outcome.epoch = epoch;
-    outcome.contributors = static_cast<int>(ids.size());
-    outcome.attempts = attempt;
-    outcome.contributor_ids = std::move(ids);
-    return outcome;
-  };
-  step_compute_seconds = std::max(step_compute_seconds, seconds_since_last_collective());
-  for (int attempt = 1;; ++attempt) {
-    if (evicted) return evicted_status();
-    if (aborted) return aborted_status();
-    pending.seq = next_seq;
-    pending.held = false;
-    pending.repaired = false;
-    if (!link || newest_epoch.load() > view.epoch) {
-      TRIB_RETURN_IF_ERROR(transition(0, overall));
-    }
-    // An all-reduce's algorithm is chosen for the view this attempt runs in: the cost
-    // model's choice depends on the group size, and members that chose for different views
-    // (one before a transition, one after) fail each other's checks with kMismatch.
-    if (choice == AlgorithmChoice::kPerAttempt) {
-      algorithm = pick(bytes);
-      note_algorithm(algorithm, bytes);
-    }
-    const int n = static_cast<int>(view.size());
-    const membership::Epoch epoch = view.epoch;
-    algorithms::CollectiveOptions options;
-    options.seq = next_seq;
-    const AttemptDeadline deadline = collective_deadline(bytes);
-    options.deadline = deadline.deadline;
-    options.chunk_bytes = config.chunk_bytes;
-    options.algorithm = algorithm;
-    options.zones = zone_of_rank;
-    options.cost_model = &cost_model;
-    const auto t0 = std::chrono::steady_clock::now();
-    // A small all-reduce returns without the commit round and keeps a copy of its result
-    // (docs/fault-tolerance.md, "Small all-reduces: speculative return").
-    Status status = fn(*link, options);
-    // Decided once the data phase is done: a member frozen in it (SIGSTOP) may finish it
-    // after the others gave up on it and the coordinator removed it; one the coordinator
-    // has not heard from lately takes the round, which then fails, instead of returning a
-    // result the survivors discard (docs/fault-tolerance.md, "A member that was frozen").
-    const bool speculative = !reduced.empty() && config.agreement && n > 1 &&
-                             bytes <= config.speculative_max_bytes && status.is_ok() &&
-                             client->heard_recently();
-    const auto t_data = std::chrono::steady_clock::now();
-    const bool held = status.is_ok();
-    pending.held = held;
-    // Completing an all-reduce's data phase, or any commit round, proves that every member
-    // started this collective, so returned every earlier one (lemma 1): the copy is moot.
-    if (held && !reduced.empty()) result_copy.drop_before(options.seq);
-    if (status.is_ok() && config.agreement && n > 1 && !speculative) {
-      algorithms::CollectiveOptions agree = options;
-      agree.seq = algorithms::seq_in(algorithms::SeqSpace::kAgreement, options.seq);
-      status = algorithms::agreement_round(*link, agree);
-      if (status.is_ok()) result_copy.drop_before(options.seq);
-    }
-    const auto t1 = std::chrono::steady_clock::now();
-    status = attempt_status(status, deadline, t1, config.collective_timeout, op, options.seq);
-    const double seconds = std::chrono::duration<double>(t1 - t0).count();
-    record_attempt(op,
-                   choice == AlgorithmChoice::kNone ? std::string_view("fixed")
-                                                    : to_string(algorithm),
-                   status, seconds);
-    if (status.is_ok()) {
-      if (bytes > 65536 && seconds > 0) throughput = 0.8 * throughput + 0.2 * (bytes / seconds);
-      if (speculative) result_copy.keep(options.seq, epoch, member_ids(), reduced);
-      // The user's all-reduces (those with an algorithm) feed the refit: their data phase,
-      // without the commit round, which the model does not price.
-      if (choice == AlgorithmChoice::kPerAttempt && !reduced.empty()) {
-        refit.observe({algorithm, n, bytes, std::chrono::duration<double>(t_data - t0).count()});
-      }
-      ++next_seq;
-      return committed(epoch, member_ids(), attempt);
-    }
-    const std::uint64_t seq = next_seq;
-    attempt_failed(op, "seq " + std::to_string(seq), epoch, status);
-    if (evicted) return evicted_status();
-    if (aborted) return aborted_status();
-    const AttemptFailure failure{seq, held, status, retry};
-    std::vector<std::uint64_t> failed_view_ids = member_ids();  // transition() replaces the view
-    const Status moved = transition(failure.held_seq(), overall);
-    // The repair step of the move may have given this member the result it lacked.
-    AttemptFailure judged = failure;
-    judged.held = failure.held || pending.repaired;
-    const RecoveryDecision decision =
-        decide_recovery(judged, moved.is_ok() ? Result<std::uint64_t>(commit_through) : moved);
-    switch (decision.verdict) {
-      case Verdict::kCommit:
-        if (pending.repaired) {
-          return committed(pending.repaired_epoch, pending.repaired_contributors, attempt);
-        }
-        return committed(epoch, std::move(failed_view_ids), attempt);
-      case Verdict::kFail: return decision.status;
-      case Verdict::kReRun: break;
-    }
-    if (!input.empty()) std::memcpy(input.data(), stash.data(), input.size());
-  }
 }
 
 void Worker::Impl::record_attempt(std::string_view op, std::string_view algorithm,
@@ -455,7 +222,7 @@ void Worker::Impl::attempt_failed(std::string_view op, const std::string& what,
 
 Result<Worker::Impl::StateSync> Worker::Impl::sync_state() {
   // Source: the lowest rank that has the state (the joiners are those that need it).
-  std::int64_t source = needs_state ? std::numeric_limits<std::int32_t>::max() : rank;
+  std::int64_t source = machine.needs_state() ? std::numeric_limits<std::int32_t>::max() : rank;
   TRIB_RETURN_IF_ERROR(run("state_source", AlgorithmChoice::kNone, 8,
                            std::as_writable_bytes(std::span(&source, 1)),
                            [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
@@ -497,11 +264,11 @@ Result<Worker::Impl::StateSync> Worker::Impl::sync_state() {
     return error(StatusCode::kBadFrame, "training state received from rank " +
                                             std::to_string(root) + " does not match its SHA-256");
   }
-  if (needs_state) {
+  if (machine.needs_state()) {
     log.logf(LogLevel::kInfo, "received %zu state buffers from rank %d, SHA-256 verified",
              state.size(), root);
   }
-  needs_state = false;
+  machine.state_received();
   return StateSync{root, total, mine};
 }
 
@@ -518,9 +285,9 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
   // A step that ran a federated round is not judged by the straggler policy: a member
   // slower than the others is late for the round (its deadline handles it), not evicted
   // (docs/federated.md).
-  if (!step_federated) client->report_step(next_seq, compute);
+  if (!step_federated) client->report_step(machine.next_seq(), compute);
   step_federated = false;
-  client->set_step(next_seq);
+  client->set_step(machine.next_seq());
   ++step;
   const Deadline deadline = Deadline::after(config.recovery_timeout);
   for (;;) {
@@ -540,7 +307,7 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
     mine.leave = drain_requested.load();
     mine.joiners_waiting = client->joiners_pending();
     mine.newest_epoch = newest_epoch.load();
-    mine.state_needed = needs_state;
+    mine.state_needed = machine.needs_state();
     vote_refit(&mine);
     BoundaryVote::Encoded votes = mine.encode();
     auto boundary = run(
@@ -554,7 +321,7 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
     if (!boundary) return boundary.status();
     const BoundaryVote agreed = BoundaryVote::decode(votes);
     if (agreed.state_needed) {
-      const bool receiving = needs_state;
+      const bool receiving = machine.needs_state();
       Result<StateSync> synced = sync_state();
       if (synced) {
         if (receiving) {
@@ -588,13 +355,13 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
       // then), so that none that is slower to finish the vote finds every path closed
       // before it read its last message. A plain link settles at once.
       settle_link(config.stall_timeout);
-      TRIB_RETURN_IF_ERROR(transition(0, deadline));
+      TRIB_RETURN_IF_ERROR(transition(deadline));
       out.view_changed = true;
       continue;
     }
     if (agreed.newest_epoch > view.epoch) {
       settle_link(config.stall_timeout);
-      TRIB_RETURN_IF_ERROR(transition(0, deadline));
+      TRIB_RETURN_IF_ERROR(transition(deadline));
       out.view_changed = true;
       continue;
     }
@@ -748,7 +515,7 @@ Status Worker::leave() {
 // the Leave (ok) or when the member cannot move (the caller then leaves regardless).
 Status Worker::Impl::move_before_leaving(Deadline deadline) {
   for (;;) {
-    if (!result_copy.held || evicted.load() || aborted.load()) {
+    if (!machine.result_copy().held || evicted.load() || aborted.load()) {
       return Status::ok();  // nothing a peer could need: the plain Leave below
     }
     settle_link(config.stall_timeout);  // as before any Leave: peers read what it sent
@@ -757,7 +524,7 @@ Status Worker::Impl::move_before_leaving(Deadline deadline) {
     if (asked.code() != StatusCode::kUnavailable) return asked;
     log.info(asked.message());
     if (deadline.passed()) return asked;
-    TRIB_RETURN_IF_ERROR(transition(0, deadline));
+    TRIB_RETURN_IF_ERROR(transition(deadline));
   }
 }
 

@@ -107,7 +107,7 @@ Result<FederatedOutcome> Worker::Impl::federated_round(float* data, std::size_t 
   int attempt = 1;  // 1 + the data phases run before this one
   for (int runs = 0;;) {
     if (evicted) return evicted_status();
-    if (!link || newest_epoch.load() > view.epoch) TRIB_RETURN_IF_ERROR(transition(0, overall));
+    if (!link || newest_epoch.load() > view.epoch) TRIB_RETURN_IF_ERROR(transition(overall));
     const membership::Epoch epoch = view.epoch;
     const membership::RoundReady ready{client->member_id(),
                                        epoch,
@@ -120,7 +120,7 @@ Result<FederatedOutcome> Worker::Impl::federated_round(float* data, std::size_t 
       const Status& s = decided.status();
       if (s.code() == StatusCode::kAborted && !evicted) {
         // A newer view (the watcher may not have seen it yet): adopt it, ask there.
-        TRIB_RETURN_IF_ERROR(transition(0, overall));
+        TRIB_RETURN_IF_ERROR(transition(overall));
         continue;
       }
       if (s.code() == StatusCode::kTimedOut) {

@@ -1,7 +1,8 @@
-// Worker::Impl, shared by the Worker's two halves: its lifecycle and recovery loop
-// (worker.cc: joining, views, the run/transition/step_boundary protocol of
-// docs/fault-tolerance.md, the state sync) and the collective API built on run()
-// (worker_collectives.cc). Internal to agent/.
+// Worker::Impl, shared by the Worker's parts: its lifecycle (worker.cc: joining, the
+// watcher, step boundaries, the state sync, leaving), the driver that carries out the epoch
+// machine's decisions for run() and transition() (worker_driver.cc; the protocol of
+// docs/fault-tolerance.md is agent/runtime/epoch_machine.h), and the collective API built
+// on run() (worker_collectives.cc). Internal to agent/.
 #pragma once
 
 #include <atomic>
@@ -22,7 +23,7 @@
 #include "agent/attempt_deadline.h"
 #include "agent/boundary_vote.h"
 #include "agent/data_plane.h"
-#include "agent/result_copy.h"
+#include "agent/runtime/epoch_machine.h"
 #include "transport/failover_link.h"
 #include "agent/worker.h"
 #include "algorithms/cost_model.h"
@@ -54,12 +55,14 @@ class Worker::Impl {
                   // choice is logged and labels the metrics, its data phase feeds the refit
   };
 
-  // Runs one collective. `input` is the caller's send buffer when the collective writes
-  // over it (in-place): it is stashed and restored before a re-run. `retry` = false makes
-  // failures return instead of re-running (the state sync decides for itself).
-  // `reduced`: the collective is an all-reduce and writes its result there (every member's
-  // result depends on every member's input, which is what lets a small one return without
-  // the commit round: docs/fault-tolerance.md, "Small all-reduces"); empty for the others.
+  // Runs one collective: the epoch machine decides (attempts, the commit round, recovery,
+  // the repair step), the driver (worker_driver.cc) carries it out. `input` is the caller's
+  // send buffer when the collective writes over it (in-place): it is stashed and restored
+  // before a re-run. `retry` = false makes failures return instead of re-running (the
+  // state sync decides for itself). `reduced`: the collective is an all-reduce and writes
+  // its result there (every member's result depends on every member's input, which is
+  // what lets a small one return without the commit round: docs/fault-tolerance.md,
+  // "Small all-reduces"); empty for the others.
   Result<Outcome> run(std::string_view op, AlgorithmChoice choice, std::size_t bytes,
                       std::span<std::byte> input, const CollectiveFn& fn, bool retry = true,
                       std::span<std::byte> reduced = {});
@@ -70,8 +73,9 @@ class Worker::Impl {
   // Tells the coordinator the paths of the current links (`tributary status`): after each
   // connect, and when a pair moved. The worker's thread.
   void report_links();
-  // An attempt of `op` (`what`: "seq 7", "round 3") in view `epoch` failed with `status`:
-  // drops the epoch's links, reports the failure unless a newer view overtook it, logs.
+  // A federated round's attempt of `op` (`what`: "round 3") in view `epoch` failed with
+  // `status`: drops the epoch's links, reports the failure unless a newer view overtook
+  // it, logs.
   void attempt_failed(std::string_view op, const std::string& what, membership::Epoch epoch,
                       const Status& status);
 
@@ -79,19 +83,25 @@ class Worker::Impl {
   Result<FederatedOutcome> federated_round(float* data, std::size_t count,
                                            const FederatedRound& round);
 
-  // Moves to a view newer than the current one: Ready/Go with the coordinator, quorum,
-  // new links. `held_seq`: the collective whose result this member holds uncommitted.
-  Status transition(std::uint64_t held_seq, Deadline deadline);
+  // Moves to a view newer than the current one (the machine's move(): Ready/Go with the
+  // coordinator, quorum, new links, the repair step), outside a call.
+  Status transition(Deadline deadline);
   // Worker::leave(): moves into views the coordinator says a peer may need this member's
   // returned result in, until it takes the Leave.
   Status move_before_leaving(Deadline deadline);
 
-  // Right after a view's links come up and its Go said `through`, on every member: gives
-  // the result of collective `through` to members whose pending call lacks it, from a
-  // member's copy (worker_repair.cc). Returns the seq the view continues after: `through`,
-  // or `through` - 1 when a member lacks it and no member of the view holds a copy (then
-  // no member of the view returned it, and all run it again). A failure is the new links'.
-  Result<std::uint64_t> repair(std::uint64_t through);
+  // The driver (worker_driver.cc): carries the machine's actions out until it ends the
+  // call or move, and returns that end action.
+  struct CallContext;
+  runtime::Action drive(runtime::Actions actions, CallContext* call);
+  void apply(const runtime::Action& effect, CallContext* call);
+  runtime::Actions carry_out(const runtime::Action& wait, CallContext* call);
+  runtime::Actions attempt(const runtime::Action& run, CallContext& call);
+  void attempt_ended(CallContext& call, const Status& status,
+                     std::chrono::steady_clock::time_point t1);
+  // Posts what other threads learned (a newer view, eviction, abort, shutdown) to the
+  // machine before it decides.
+  void sync_machine();
 
   // The view's cost model (worker_links.cc). Right after a view's links come up, on every
   // member: orders the ring (order_ring()), measures the ordered ring's links and fits the
@@ -231,12 +241,6 @@ class Worker::Impl {
   }
   void run_idle_recovery();
 
-  std::vector<std::uint64_t> member_ids() const {
-    std::vector<std::uint64_t> ids(view.size());
-    for (const auto& m : view.members) ids.at(m.rank) = m.id;
-    return ids;
-  }
-
   WorkerConfig config;
   // The agent's log: its context (member id once joined, the epoch of every adopted view)
   // is shared by the children handed to the data plane ("link") and the control plane
@@ -300,23 +304,11 @@ class Worker::Impl {
   std::unique_ptr<algorithms::Link> link;
   std::uint64_t link_epoch = 0;  // guarded by link_mu
 
-  std::uint64_t next_seq = 1;
-  // The last small all-reduce this member returned without the commit round, until a
-  // completion proves every member holds it (result_copy.h).
-  ResultCopy result_copy;
-  // The collective run() is inside of, for the repair step of a transition on its way:
-  // `seq` of the latest attempt, whether it held the full result, its result buffer
-  // (`reduced`), and whether the repair gave it the result (then `repaired` says from where).
-  struct PendingCall {
-    bool active = false;
-    std::uint64_t seq = 0;
-    bool held = false;
-    std::span<std::byte> reduced;
-    bool repaired = false;
-    std::uint64_t repaired_epoch = 0;
-    std::vector<std::uint64_t> repaired_contributors;
-  } pending;
-  std::uint64_t commit_through = 0;  // the latest Go's decision
+  // The agent's side of the epoch protocol: sequence numbers, commit-through, the private
+  // copy of a speculative return, the call in progress and the move to a view. Guarded by
+  // call_mu; `view` and `rank` above are its view, copied when it adopts one.
+  runtime::EpochMachine machine{runtime::MachineConfig{}};
+  std::unique_ptr<algorithms::Link> connecting;  // a view's links between connect and install
   double throughput = 100e6;         // bytes/s, EWMA over successful collectives
   int collectives_since_sync = 0;
   std::uint64_t path_changes_synced = 0;  // DataPlane::path_change_total() at the last sync
@@ -330,7 +322,6 @@ class Worker::Impl {
 
   // Elasticity.
   std::map<std::string, std::span<std::byte>> state;
-  bool needs_state = false;  // joined after the first view; no state received yet
   std::atomic<bool> drain_requested{false};
   std::uint64_t step = 0;
   const Clock* clock = &SteadyClock::instance();  // step timing only (WorkerEnvironment)
