@@ -79,6 +79,7 @@ struct Returned {
   bool repaired = false;
   Epoch epoch = 0;
   std::vector<MemberId> contributors;
+  int job = 0;
 };
 
 struct Agent {
@@ -89,7 +90,10 @@ struct Agent {
   bool left = false;      // drained: left at a step boundary
   bool drain = false;     // asked to drain: votes to leave at the next boundary
   bool admitted = false;  // adopted a view it is a member of
-  int job = -1;           // the world it was admitted into (a new one after the world empties)
+  int job = -1;           // the job it runs (a new one when no member with its state is left)
+  // Holds the training state: a member of the first view, or a joiner once it ran a
+  // collective with a holder (the state sync of its first boundary).
+  bool has_state = false;
   TimePoint frozen_until = TimePoint::min();
   std::vector<std::function<void()>> deferred;  // what arrived while frozen
   // What the agent's watcher learned (synced into the machine before it decides).
@@ -203,6 +207,9 @@ class World {
   std::map<Epoch, View> views_;
   Epoch latest_ = 0;
   int job_ = 0;
+  std::vector<std::pair<MemberId, membership::MemberLabels>> journal_members_;
+  std::vector<MemberId> journal_with_state_;
+  Epoch journal_last_epoch_ = 0;
 
   std::vector<Agent> agents_;
   std::map<Key, Collective> collectives_;
@@ -292,6 +299,7 @@ void World::apply(Agent& a, const Action& x) {
       if (a.machine.rank() >= 0 && !a.admitted) {
         a.admitted = true;
         a.job = job_;
+        a.has_state = !a.machine.needs_state();
       }
       break;
     case ActionKind::kInstallLink: a.link_epoch = a.machine.view().epoch; break;
@@ -330,7 +338,7 @@ void World::begin_wait(Agent& a, const Action& w) {
       break;
     }
     case ActionKind::kSendReady: {
-      if (w.ready.epoch < latest_ || generation_ != a.restarts_seen) {
+      if (w.ready.epoch < latest_) {
         post(id, token, jitter(2), [this](Agent& g) {
           return g.machine.go_failed(error(StatusCode::kAborted, "superseded"), now_);
         });
@@ -341,7 +349,9 @@ void World::begin_wait(Agent& a, const Action& w) {
           return g.machine.go_failed(error(StatusCode::kTimedOut, "no Go"), now_);
         });
       });
-      decided(coord_->ready(id, w.ready, now_));
+      // A member that has not resumed into a restarted coordinator yet reaches nobody: its
+      // Ready waits, and the restarted coordinator's first view supersedes it.
+      if (generation_ == a.restarts_seen) decided(coord_->ready(id, w.ready, now_));
       break;
     }
     case ActionKind::kConnect:
@@ -429,7 +439,10 @@ void World::ended(Agent& a, const Action& end) {
   }
   a.last_returned = o.seq;
   const std::uint64_t v = value_of(a.result);
-  a.returns[o.seq] = {v, o.speculative, o.repaired, o.epoch, o.contributors};
+  a.returns[o.seq] = {v, o.speculative, o.repaired, o.epoch, o.contributors, a.job};
+  for (MemberId c : o.contributors) {
+    if (c != a.id && agent(c).has_state) a.has_state = true;
+  }
   auto real = real_.find(v);
   if (real == real_.end() || real->second.seq != o.seq) {
     violation("agent " + std::to_string(a.id) + " returned seq " + std::to_string(o.seq) +
@@ -657,7 +670,17 @@ void World::decided(const membership::Decisions& d) {
       });
     }
   }
-  if (d.new_view) issue(*d.new_view);
+  if (d.new_view) {
+    // What the coordinator journals with every view (coordinator/coordinator.cc): its
+    // members and those of them that hold the training state.
+    journal_members_.clear();
+    for (const auto& m : d.new_view->members) {
+      journal_members_.push_back({m.id, coord_->find(m.id)->labels});
+    }
+    journal_with_state_ = coord_->with_state(*d.new_view);
+    journal_last_epoch_ = std::max(journal_last_epoch_, d.new_view->epoch);
+    issue(*d.new_view);
+  }
   if (d.go) {
     const membership::GoDecision go = *d.go;
     for (MemberId id : go.recipients) {
@@ -682,14 +705,17 @@ void World::decided(const membership::Decisions& d) {
 }
 
 void World::issue(const View& v) {
-  // A world whose members all went (an empty view, or one of joiners only) starts over:
-  // its members run a new job from seq 1 without a state source, and the invariants
-  // compare members of one job.
+  // A world left without a member that holds the training state (an empty view, or joiners
+  // only) starts over: its members run a new job from seq 1 (the real Worker's state sync
+  // fails there, "no member holds the training state"), and the invariants compare the
+  // members of one job.
   if (latest_ != 0) {
-    const View& before = views_.at(latest_);
     bool carried = false;
-    for (const auto& m : v.members) carried = carried || before.contains(m.id);
-    if (!carried) ++job_;
+    for (const auto& m : v.members) carried = carried || agent(m.id).has_state;
+    if (!carried) {
+      ++job_;
+      for (const auto& m : v.members) agent(m.id).job = job_;
+    }
   }
   views_[v.epoch] = v;
   latest_ = v.epoch;
@@ -724,14 +750,13 @@ void World::restart_coordinator() {
   ++generation_;
   note("coordinator restarts");
   membership::MembershipConfig cfg = coord_config_;
-  cfg.last_epoch = coord_->epoch();
-  cfg.last_member_id = coord_->last_member_id();
-  std::vector<std::pair<MemberId, membership::MemberLabels>> members;
-  for (const auto& m : coord_->view().members) {
-    members.push_back({m.id, coord_->find(m.id)->labels});
-  }
+  // The journal's counters, not the membership's: one restarted before its first view knows
+  // no epoch of its own.
+  cfg.last_epoch = journal_last_epoch_;
+  cfg.last_member_id = std::max<MemberId>(coord_->last_member_id(), agents_.size());
+  // As coordinator/leadership.cc restores from the journal.
   coord_ = std::make_unique<membership::Membership>(cfg);
-  coord_->restore(std::move(members), now_);
+  coord_->restore(journal_members_, now_, journal_with_state_);
   // Readies in flight to the old coordinator are lost; the client answers them aborted.
   for (Agent& a : agents_) {
     if (!a.alive) continue;
@@ -866,7 +891,7 @@ void World::check() {
                 (a.waiting ? std::string(to_string(a.wait.kind)) : std::string("nothing")) + ")");
     }
     for (const auto& [seq, r] : a.returns) {
-      auto [it, fresh] = survivor_value.emplace(std::make_pair(a.job, seq), std::make_pair(a.id, r));
+      auto [it, fresh] = survivor_value.emplace(std::make_pair(r.job, seq), std::make_pair(a.id, r));
       if (!fresh && it->second.second.value != r.value) {
         violation("survivors " + std::to_string(it->second.first) + " and " +
                   std::to_string(a.id) + " returned different bits for seq " +
@@ -881,7 +906,7 @@ void World::check() {
       // removed, drained) before a survivor did: the survivors run the seq again without
       // them. The survivors' agreement above is what holds then.
       if (r.speculative || r.repaired) continue;
-      auto it = survivor_value.find({a.job, seq});
+      auto it = survivor_value.find({r.job, seq});
       if (it != survivor_value.end() && it->second.second.value != r.value) {
         violation("agent " + std::to_string(a.id) + " returned seq " + std::to_string(seq) +
                   " after its commit, but survivor " + std::to_string(it->second.first) +
