@@ -35,6 +35,8 @@ struct Worker::Impl::CallContext {
 };
 
 void Worker::Impl::sync_machine() {
+  // `link` is replaced only on this thread (the watcher aborts it, never resets it).
+  if (!link) machine.links_lost();
   machine.saw_epoch(newest_epoch.load());
   if (evicted.load()) {
     machine.evicted(evicted_status());
@@ -140,8 +142,8 @@ runtime::Actions Worker::Impl::carry_out(const runtime::Action& a, CallContext* 
       options.seq = algorithms::seq_in(algorithms::SeqSpace::kRepair, 2 * view.epoch + 1);
       options.deadline = collective_deadline(a.size).deadline;
       options.chunk_bytes = config.chunk_bytes;
-      const Status s = algorithms::broadcast(*link, blob.data(), blob.data(), a.size,
-                                             DType::kUInt8, a.root, options);
+      const Status s = algorithms::broadcast(*link, blob.data(), blob.data(), a.size, DType::kUInt8,
+                                             a.root, options);
       sync_machine();
       if (!s.is_ok()) return machine.repair_failed(s, now());
       return machine.repair_received(blob, now());
@@ -161,8 +163,8 @@ runtime::Actions Worker::Impl::carry_out(const runtime::Action& a, CallContext* 
   }
   runtime::Action broken;  // not a wait: the machine never asks for this
   broken.kind = runtime::ActionKind::kFail;
-  broken.status = error(StatusCode::kInternal,
-                        "the epoch machine waits on " + std::string(to_string(a.kind)));
+  broken.status =
+      error(StatusCode::kInternal, "the epoch machine waits on " + std::string(to_string(a.kind)));
   return {broken};
 }
 
@@ -184,13 +186,14 @@ runtime::Actions Worker::Impl::attempt(const runtime::Action& a, CallContext& ca
   options.zones = zone_of_rank;
   options.cost_model = &cost_model;
   call.t0 = std::chrono::steady_clock::now();
-  Status status = (*call.fn)(*link, options);
+  Status status = link ? (*call.fn)(*link, options)
+                       : error(StatusCode::kAborted, "no link for view " + std::to_string(a.epoch));
   call.t_data = std::chrono::steady_clock::now();
   // Whether the coordinator heard from this member lately matters only to a data phase that
   // completed an all-reduce (the speculative return, decided by the machine).
   const bool heard = status.is_ok() && !call.reduced.empty() && client->heard_recently();
-  status = attempt_status(status, call.deadline, call.t_data, config.collective_timeout, call.op,
-                          a.seq);
+  status =
+      attempt_status(status, call.deadline, call.t_data, config.collective_timeout, call.op, a.seq);
   sync_machine();
   runtime::Actions next = machine.data_phase_done(status, heard, call.reduced, now());
   if (next.empty() || next.back().kind != runtime::ActionKind::kRunAgreement) {
@@ -202,10 +205,10 @@ runtime::Actions Worker::Impl::attempt(const runtime::Action& a, CallContext& ca
 void Worker::Impl::attempt_ended(CallContext& call, const Status& status,
                                  std::chrono::steady_clock::time_point t1) {
   const double seconds = std::chrono::duration<double>(t1 - call.t0).count();
-  record_attempt(call.op,
-                 call.choice == AlgorithmChoice::kNone ? std::string_view("fixed")
-                                                       : to_string(call.algorithm),
-                 status, seconds);
+  record_attempt(
+      call.op,
+      call.choice == AlgorithmChoice::kNone ? std::string_view("fixed") : to_string(call.algorithm),
+      status, seconds);
   if (!status.is_ok()) return;
   if (call.bytes > 65536 && seconds > 0) {
     throughput = 0.8 * throughput + 0.2 * (static_cast<double>(call.bytes) / seconds);

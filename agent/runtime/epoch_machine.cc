@@ -73,7 +73,9 @@ std::string describe(const Action& a, TimePoint origin) {
   switch (a.kind) {
     case ActionKind::kDropLink:
     case ActionKind::kFail: s += " (" + a.status.to_string() + ")"; break;
-    case ActionKind::kReportFailure: s += " epoch=" + std::to_string(a.epoch) + ": " + a.text; break;
+    case ActionKind::kReportFailure:
+      s += " epoch=" + std::to_string(a.epoch) + ": " + a.text;
+      break;
     case ActionKind::kAdoptView: s += " epoch=" + std::to_string(a.epoch); break;
     case ActionKind::kWriteResult: s += " bytes=" + std::to_string(a.blob.size()); break;
     case ActionKind::kRecordRepair: s += " " + a.text; break;
@@ -141,11 +143,11 @@ Actions EpochMachine::end(Action action, Actions out) {
 
 Actions EpochMachine::protocol_error(std::string_view answer) {
   Action a = make(ActionKind::kFail);
-  a.status = error(StatusCode::kInternal,
-                   "epoch machine: " + std::string(answer) +
-                       (wait_ == ActionKind::kFail
-                            ? std::string(" with nothing outstanding")
-                            : " while waiting on " + std::string(to_string(wait_))));
+  a.status = error(
+      StatusCode::kInternal,
+      "epoch machine: " + std::string(answer) +
+          (wait_ == ActionKind::kFail ? std::string(" with nothing outstanding")
+                                      : " while waiting on " + std::string(to_string(wait_))));
   return end(std::move(a), {});
 }
 
@@ -302,8 +304,8 @@ Actions EpochMachine::view_wait_failed(const Status& status, TimePoint now) {
     }
     return wait_view(now, std::move(out));
   }
-  std::string why = "no new view from the coordinator before the recovery deadline (" +
-                    status.message() + ")";
+  std::string why =
+      "no new view from the coordinator before the recovery deadline (" + status.message() + ")";
   if (!move_.connect_failure.is_ok()) {
     why += "; connecting the last one failed: " + move_.connect_failure.to_string();
   }
@@ -352,9 +354,9 @@ Actions EpochMachine::go_arrived(const GoInfo& go, TimePoint now) {
   adopt.epoch = view_.epoch;
   out.push_back(std::move(adopt));
   if (me == nullptr) {
-    return move_failed(error(StatusCode::kEvicted,
-                             "not a member of view " + std::to_string(view_.epoch)),
-                       now, std::move(out));
+    return move_failed(
+        error(StatusCode::kEvicted, "not a member of view " + std::to_string(view_.epoch)), now,
+        std::move(out));
   }
   for (MemberId j : go.joiners) {
     if (j == config_.self && go.state_source != 0) needs_state_ = true;

@@ -35,13 +35,13 @@ using membership::Epoch;
 using membership::MemberId;
 
 struct MachineConfig {
-  MemberId self = 0;                     // this member's id (set_self() once joined)
+  MemberId self = 0;  // this member's id (set_self() once joined)
   Duration recovery_timeout = std::chrono::seconds(60);  // a call's whole recovery
   Duration connect_timeout = std::chrono::seconds(30);   // one view's links
   // How long a member waits for a newer view before it repeats its request for one.
   Duration view_nudge = std::chrono::seconds(1);
-  int min_world_size = 1;     // a view smaller than this is waited out
-  bool agreement = true;      // the commit round after the data phase
+  int min_world_size = 1;                 // a view smaller than this is waited out
+  bool agreement = true;                  // the commit round after the data phase
   std::size_t speculative_max_bytes = 0;  // all-reduces up to this return without it
 };
 
@@ -55,10 +55,10 @@ struct CallSpec {
 // What a committed call returns.
 struct CallOutcome {
   std::uint64_t seq = 0;
-  Epoch epoch = 0;                        // the epoch whose members contributed
-  std::vector<MemberId> contributors;     // their ids, by rank
+  Epoch epoch = 0;                     // the epoch whose members contributed
+  std::vector<MemberId> contributors;  // their ids, by rank
   int attempts = 0;
-  bool repaired = false;  // the result came from another member's copy (the repair step)
+  bool repaired = false;     // the result came from another member's copy (the repair step)
   bool speculative = false;  // returned without the commit round (a copy is kept)
 
   friend bool operator==(const CallOutcome&, const CallOutcome&) = default;
@@ -84,16 +84,16 @@ enum class ActionKind : std::uint8_t {
   kViewStarted,    // a move completed: per-view state follows (compression residuals)
   kLog,            // `text`, a warning when `status` is not ok
   // Waits: carry out, answer with the named method.
-  kWaitView,        // a view with epoch >= `epoch`, until `until`: view_arrived/view_wait_failed
-  kSendReady,       // `ready` to the coordinator, Go until `until`: go_arrived/go_failed
-  kConnect,         // the view's links, until `until`: connected/connect_failed
-  kFitLinks,        // measure the new links, order the ring: links_fitted
-  kRepairVote,      // min all-reduce of `vote` (3 int64): repair_voted/repair_failed
-  kRepairBroadcast, // broadcast `size` bytes from rank `root` (`blob` at the root):
-                    // repair_received/repair_failed
-  kRunAttempt,      // the data phase of seq `seq` in view `epoch`, attempt `attempt`:
-                    // data_phase_done
-  kRunAgreement,    // the commit round of `seq`: agreement_done
+  kWaitView,         // a view with epoch >= `epoch`, until `until`: view_arrived/view_wait_failed
+  kSendReady,        // `ready` to the coordinator, Go until `until`: go_arrived/go_failed
+  kConnect,          // the view's links, until `until`: connected/connect_failed
+  kFitLinks,         // measure the new links, order the ring: links_fitted
+  kRepairVote,       // min all-reduce of `vote` (3 int64): repair_voted/repair_failed
+  kRepairBroadcast,  // broadcast `size` bytes from rank `root` (`blob` at the root):
+                     // repair_received/repair_failed
+  kRunAttempt,       // the data phase of seq `seq` in view `epoch`, attempt `attempt`:
+                     // data_phase_done
+  kRunAgreement,     // the commit round of `seq`: agreement_done
   // Ends.
   kReturn,  // the call committed: `outcome`
   kFail,    // the call (or move) fails with `status`
@@ -178,6 +178,11 @@ class EpochMachine {
   }
   // The training state was received (the state sync).
   void state_received() { needs_state_ = false; }
+  // The link is gone outside the machine's own actions (the worker left, a federated
+  // round's failure dropped it): the next call moves to a view first.
+  void links_lost() {
+    if (!busy()) links_up_ = false;
+  }
 
   // What the machine holds.
   const membership::View& view() const { return view_; }

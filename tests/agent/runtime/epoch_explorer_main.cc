@@ -27,26 +27,40 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--first") first = std::stoull(next());
-    else if (a == "--count") count = std::stoull(next());
-    else if (a == "--seed") { first = std::stoull(next()); count = 1; single = true; }
-    else if (a == "--trace") o.trace = true;
-    else if (a == "--calls") o.calls = std::stoi(next());
-    else if (a == "--faults") o.max_faults = std::stoi(next());
+    if (a == "--first")
+      first = std::stoull(next());
+    else if (a == "--count")
+      count = std::stoull(next());
+    else if (a == "--seed") {
+      first = std::stoull(next());
+      count = 1;
+      single = true;
+    } else if (a == "--trace")
+      o.trace = true;
+    else if (a == "--calls")
+      o.calls = std::stoi(next());
+    else if (a == "--faults")
+      o.max_faults = std::stoi(next());
     else if (a == "--members") {
       const std::string v = next();
       const auto dash = v.find('-');
       o.min_members = std::stoi(v.substr(0, dash));
       o.max_members = dash == std::string::npos ? o.min_members : std::stoi(v.substr(dash + 1));
-    }
-    else if (a == "--no-kills") o.kills = false;
-    else if (a == "--no-freezes") o.freezes = false;
-    else if (a == "--no-links") o.link_failures = false;
-    else if (a == "--no-restarts") o.coordinator_restarts = false;
-    else if (a == "--no-joins") o.joins = false;
-    else if (a == "--no-drains") o.drains = false;
+    } else if (a == "--no-kills")
+      o.kills = false;
+    else if (a == "--no-freezes")
+      o.freezes = false;
+    else if (a == "--no-links")
+      o.link_failures = false;
+    else if (a == "--no-restarts")
+      o.coordinator_restarts = false;
+    else if (a == "--no-joins")
+      o.joins = false;
+    else if (a == "--no-drains")
+      o.drains = false;
     else {
-      std::fprintf(stderr, "unknown flag %s (see the comment at the top of %s)\n", a.c_str(), __FILE__);
+      std::fprintf(stderr, "unknown flag %s (see the comment at the top of %s)\n", a.c_str(),
+                   __FILE__);
       return 2;
     }
   }
@@ -70,12 +84,13 @@ int main(int argc, char** argv) {
     views += r.views;
     if (single || !r.ok) {
       for (const auto& line : r.trace) std::printf("%s\n", line.c_str());
-      std::printf("seed %llu: %d members, %d kills, %d freezes, %d link failures, %d restarts, "
-                  "%d joins, %d drains, %d views, %d boundaries, %d returns (%d speculative, "
-                  "%d re-run), %d repairs: %s\n",
-                  static_cast<unsigned long long>(seed), r.members, r.kills, r.freezes,
-                  r.link_failures, r.restarts, r.joins, r.drains, r.views, r.boundaries,
-                  r.returns, r.speculative, r.reruns, r.repaired, r.ok ? "ok" : "VIOLATED");
+      std::printf(
+          "seed %llu: %d members, %d kills, %d freezes, %d link failures, %d restarts, "
+          "%d joins, %d drains, %d views, %d boundaries, %d returns (%d speculative, "
+          "%d re-run), %d repairs: %s\n",
+          static_cast<unsigned long long>(seed), r.members, r.kills, r.freezes, r.link_failures,
+          r.restarts, r.joins, r.drains, r.views, r.boundaries, r.returns, r.speculative, r.reruns,
+          r.repaired, r.ok ? "ok" : "VIOLATED");
       for (const auto& v : r.violations) std::printf("  %s\n", v.c_str());
     }
     bad += !r.ok;
@@ -83,13 +98,14 @@ int main(int argc, char** argv) {
     if (done % 100000 == 0 || done == count) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       auto u = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
-      std::printf("%llu schedules (seeds %llu..%llu) in %.1f s: %llu violated; %llu events; "
-                  "faults: %llu kills, %llu freezes, %llu link failures, %llu coordinator "
-                  "restarts, %llu joins, %llu drains; %llu views, %llu boundary moves, %llu "
-                  "speculative returns, %llu re-run calls, %llu repairs\n",
-                  u(done), u(first), u(seed), s, u(bad), u(events), u(kills), u(freezes),
-                  u(links), u(restarts), u(joins), u(drains), u(views), u(boundaries),
-                  u(speculative), u(reruns), u(repaired));
+      std::printf(
+          "%llu schedules (seeds %llu..%llu) in %.1f s: %llu violated; %llu events; "
+          "faults: %llu kills, %llu freezes, %llu link failures, %llu coordinator "
+          "restarts, %llu joins, %llu drains; %llu views, %llu boundary moves, %llu "
+          "speculative returns, %llu re-run calls, %llu repairs\n",
+          u(done), u(first), u(seed), s, u(bad), u(events), u(kills), u(freezes), u(links),
+          u(restarts), u(joins), u(drains), u(views), u(boundaries), u(speculative), u(reruns),
+          u(repaired));
       std::fflush(stdout);
     }
   }

@@ -1,8 +1,8 @@
 // The schedule explorer (schedule_explorer.h) over a fixed seed set: N = 2..4 epoch
 // machines, the real Membership, a simulated network; kills, freezes, link failures,
-// coordinator restarts, joins and drains at random moments. Every schedule must keep the invariants. The
-// epoch_explorer command runs millions of seeds offline; a failing seed is replayed with
-// `epoch_explorer --seed S --trace`.
+// coordinator restarts, joins and drains at random moments. Every schedule must keep the
+// invariants. The epoch_explorer command runs millions of seeds offline; a failing seed is replayed
+// with `epoch_explorer --seed S --trace`.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -35,15 +35,17 @@ Totals expect_clean(std::uint64_t first, std::uint64_t count, const ExplorerOpti
       std::string all;
       for (const auto& v : r.violations) all += "  " + v + "\n";
       ADD_FAILURE() << "seed " << seed << " (replay: epoch_explorer --seed " << seed
-                    << " --trace):\n" << all;
+                    << " --trace):\n"
+                    << all;
     }
   }
   EXPECT_EQ(failures, 0);
-  std::printf("%llu schedules: %ld faults (%ld joins, %ld drains, %ld coordinator restarts), "
-              "%ld views, %ld boundary moves, %ld speculative returns, %ld re-run calls, "
-              "%ld repairs\n",
-              static_cast<unsigned long long>(count), t.faults, t.joins, t.drains, t.restarts,
-              t.views, t.boundaries, t.speculative, t.reruns, t.repaired);
+  std::printf(
+      "%llu schedules: %ld faults (%ld joins, %ld drains, %ld coordinator restarts), "
+      "%ld views, %ld boundary moves, %ld speculative returns, %ld re-run calls, "
+      "%ld repairs\n",
+      static_cast<unsigned long long>(count), t.faults, t.joins, t.drains, t.restarts, t.views,
+      t.boundaries, t.speculative, t.reruns, t.repaired);
   return t;
 }
 

@@ -21,7 +21,7 @@
 //   repair_received seq=S epoch=E contributors=ID,.. bytes=N
 //   repair_error CODE
 //   data ok|CODE [heard=off]                 agree ok|CODE
-//   saw_epoch E    evicted    aborted    state
+//   saw_epoch E    links_lost    evicted    aborted    state
 // CODE: peer_lost timed_out aborted stale_epoch bad_frame mismatch unavailable evicted internal
 #include <gtest/gtest.h>
 
@@ -42,9 +42,9 @@ namespace fs = std::filesystem;
 
 StatusCode parse_code(const std::string& name) {
   static const std::map<std::string, StatusCode> codes = {
-      {"peer_lost", StatusCode::kPeerLost},     {"timed_out", StatusCode::kTimedOut},
-      {"aborted", StatusCode::kAborted},        {"stale_epoch", StatusCode::kStaleEpoch},
-      {"bad_frame", StatusCode::kBadFrame},     {"mismatch", StatusCode::kMismatch},
+      {"peer_lost", StatusCode::kPeerLost},      {"timed_out", StatusCode::kTimedOut},
+      {"aborted", StatusCode::kAborted},         {"stale_epoch", StatusCode::kStaleEpoch},
+      {"bad_frame", StatusCode::kBadFrame},      {"mismatch", StatusCode::kMismatch},
       {"unavailable", StatusCode::kUnavailable}, {"evicted", StatusCode::kEvicted},
       {"internal", StatusCode::kInternal}};
   auto it = codes.find(name);
@@ -158,11 +158,10 @@ class ScriptRunner {
       out = machine_.links_fitted(status_of(c.words.empty() ? "ok" : c.words[0]), now);
     } else if (c.name == "repair_voted") {
       const std::string holder = c.arg("holder");
-      const std::int64_t h = holder == "none" ? std::numeric_limits<std::int64_t>::max()
-                                              : std::stoll(holder);
-      out = machine_.repair_voted({h, std::stoll(c.arg("lack", "0")),
-                                   -static_cast<std::int64_t>(c.num("size"))},
-                                  now);
+      const std::int64_t h =
+          holder == "none" ? std::numeric_limits<std::int64_t>::max() : std::stoll(holder);
+      out = machine_.repair_voted(
+          {h, std::stoll(c.arg("lack", "0")), -static_cast<std::int64_t>(c.num("size"))}, now);
     } else if (c.name == "repair_received") {
       ResultCopy copy;
       copy.keep(c.num("seq"), c.num("epoch"), parse_ids(c.arg("contributors")),
@@ -177,6 +176,9 @@ class ScriptRunner {
       out = machine_.agreement_done(status_of(c.words.at(0)), now);
     } else if (c.name == "saw_epoch") {
       machine_.saw_epoch(std::stoull(c.words.at(0)));
+      return {};
+    } else if (c.name == "links_lost") {
+      machine_.links_lost();
       return {};
     } else if (c.name == "evicted") {
       machine_.evicted(error(StatusCode::kEvicted, "the coordinator removed this member"));
@@ -229,8 +231,8 @@ std::string run_script(const fs::path& path) {
     rewritten += line + "\n";
     ++i;
     if (i >= lines.size() || lines[i] != "----") {
-      ADD_FAILURE() << path.filename() << ":" << command_line << ": '----' expected after '"
-                    << line << "'";
+      ADD_FAILURE() << path.filename() << ":" << command_line << ": '----' expected after '" << line
+                    << "'";
       return rewritten;
     }
     ++i;
@@ -248,8 +250,9 @@ std::string run_script(const fs::path& path) {
       std::string want, have;
       for (const auto& e : expected) want += "  " + e + "\n";
       for (const auto& g : got) have += "  " + g + "\n";
-      ADD_FAILURE() << path.filename() << ":" << command_line << ": " << line
-                    << "\nexpected:\n" << want << "got:\n" << have;
+      ADD_FAILURE() << path.filename() << ":" << command_line << ": " << line << "\nexpected:\n"
+                    << want << "got:\n"
+                    << have;
     }
   }
   return rewritten;

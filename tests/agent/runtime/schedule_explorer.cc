@@ -112,15 +112,14 @@ struct Agent {
   bool failed = false;
   std::vector<std::byte> result = std::vector<std::byte>(kResultBytes);
   TimePoint last_ack{};
-  std::uint64_t restarts_seen = 0;  // the coordinator generation it resumed into
+  std::uint64_t restarts_seen = 0;            // the coordinator generation it resumed into
   std::map<std::uint64_t, Returned> returns;  // seq -> what it returned
   std::uint64_t last_returned = 0;
 };
 
 class World {
  public:
-  World(std::uint64_t seed, const ExplorerOptions& options)
-      : rng_(seed), options_(options) {
+  World(std::uint64_t seed, const ExplorerOptions& options) : rng_(seed), options_(options) {
     result_.seed = seed;
   }
 
@@ -137,8 +136,7 @@ class World {
   void at(TimePoint t, std::function<void()> fn) { queue_.push({t, order_++, std::move(fn)}); }
   void after(Duration d, std::function<void()> fn) { at(now_ + d, std::move(fn)); }
   Duration jitter(int max_ms) {
-    return std::chrono::microseconds(
-        std::uniform_int_distribution<int>(0, max_ms * 1000)(rng_));
+    return std::chrono::microseconds(std::uniform_int_distribution<int>(0, max_ms * 1000)(rng_));
   }
   bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
 
@@ -292,9 +290,7 @@ void World::apply(Agent& a, const Action& x) {
       if (a.link_epoch != 0) break_epoch(a.link_epoch, StatusCode::kPeerLost);
       a.link_epoch = 0;
       break;
-    case ActionKind::kReportFailure:
-      decided(coord_->failure_report(a.id, x.epoch, 0, now_));
-      break;
+    case ActionKind::kReportFailure: decided(coord_->failure_report(a.id, x.epoch, 0, now_)); break;
     case ActionKind::kAdoptView:
       if (a.machine.rank() >= 0 && !a.admitted) {
         a.admitted = true;
@@ -303,7 +299,9 @@ void World::apply(Agent& a, const Action& x) {
       }
       break;
     case ActionKind::kInstallLink: a.link_epoch = a.machine.view().epoch; break;
-    case ActionKind::kDiscardLink: break_epoch(a.machine.view().epoch, StatusCode::kPeerLost); break;
+    case ActionKind::kDiscardLink:
+      break_epoch(a.machine.view().epoch, StatusCode::kPeerLost);
+      break;
     case ActionKind::kWriteResult: a.result = x.blob; break;
     case ActionKind::kRecordRepair:
       if (x.text == "received") ++result_.repaired;
@@ -326,9 +324,8 @@ void World::begin_wait(Agent& a, const Action& w) {
         break;
       }
       if (latest_ >= w.epoch && views_.at(latest_).contains(id)) {
-        post(id, token, jitter(3), [this, e = latest_](Agent& g) {
-          return g.machine.view_arrived(views_.at(e), now_);
-        });
+        post(id, token, jitter(3),
+             [this, e = latest_](Agent& g) { return g.machine.view_arrived(views_.at(e), now_); });
       }
       at(w.until, [this, id, token] {
         deliver(id, token, [this](Agent& g) {
@@ -393,10 +390,9 @@ void World::begin_wait(Agent& a, const Action& w) {
       }
       if (is_boundary(w.seq)) {
         // The vote: what this member's client knows of the coordinator, and its drain.
-        const std::int64_t vote = (coord_->joiners_pending() && a.restarts_seen == generation_
-                                       ? kVoteJoiners
-                                       : 0) |
-                                  (a.drain ? kVoteLeave : 0);
+        const std::int64_t vote =
+            (coord_->joiners_pending() && a.restarts_seen == generation_ ? kVoteJoiners : 0) |
+            (a.drain ? kVoteLeave : 0);
         collectives_[{w.epoch, Phase::kData, w.seq}].votes[id] = {vote, 0, 0};
       }
       join(a, {w.epoch, Phase::kData, w.seq}, token);
@@ -732,9 +728,8 @@ void World::issue(const View& v) {
     if (!a.alive || a.removed || a.left || !v.contains(a.id)) continue;
     a.newest = std::max(a.newest, v.epoch);
     if (a.waiting && a.wait.kind == ActionKind::kWaitView && a.wait.epoch <= v.epoch) {
-      post(a.id, a.token, jitter(3), [this, e = v.epoch](Agent& g) {
-        return g.machine.view_arrived(views_.at(e), now_);
-      });
+      post(a.id, a.token, jitter(3),
+           [this, e = v.epoch](Agent& g) { return g.machine.view_arrived(views_.at(e), now_); });
     } else if (a.waiting && a.wait.kind == ActionKind::kSendReady && a.wait.ready.epoch < v.epoch) {
       post(a.id, a.token, jitter(3), [this](Agent& g) {
         return g.machine.go_failed(error(StatusCode::kAborted, "superseded"), now_);
@@ -765,7 +760,8 @@ void World::restart_coordinator() {
         return g.machine.go_failed(error(StatusCode::kAborted, "coordinator restarted"), now_);
       });
     }
-    after(milliseconds(10) + jitter(200), [this, id = a.id, g = generation_] { resume(agent(id), g); });
+    after(milliseconds(10) + jitter(200),
+          [this, id = a.id, g = generation_] { resume(agent(id), g); });
   }
 }
 
@@ -803,8 +799,9 @@ void World::schedule_faults() {
     const int kind = kinds[std::uniform_int_distribution<std::size_t>(0, kinds.size() - 1)(rng_)];
     // Most faults land while the programs run (a few hundred ms of calls), the rest during
     // the recoveries that follow.
-    const Duration when = milliseconds(chance(0.7) ? std::uniform_int_distribution<int>(5, 300)(rng_)
-                                                   : std::uniform_int_distribution<int>(300, 2500)(rng_));
+    const Duration when =
+        milliseconds(chance(0.7) ? std::uniform_int_distribution<int>(5, 300)(rng_)
+                                 : std::uniform_int_distribution<int>(300, 2500)(rng_));
     const MemberId victim = std::uniform_int_distribution<MemberId>(1, agents_.size())(rng_);
     switch (kind) {
       case 0:
@@ -891,11 +888,11 @@ void World::check() {
                 (a.waiting ? std::string(to_string(a.wait.kind)) : std::string("nothing")) + ")");
     }
     for (const auto& [seq, r] : a.returns) {
-      auto [it, fresh] = survivor_value.emplace(std::make_pair(r.job, seq), std::make_pair(a.id, r));
+      auto [it, fresh] =
+          survivor_value.emplace(std::make_pair(r.job, seq), std::make_pair(a.id, r));
       if (!fresh && it->second.second.value != r.value) {
-        violation("survivors " + std::to_string(it->second.first) + " and " +
-                  std::to_string(a.id) + " returned different bits for seq " +
-                  std::to_string(seq));
+        violation("survivors " + std::to_string(it->second.first) + " and " + std::to_string(a.id) +
+                  " returned different bits for seq " + std::to_string(seq));
       }
     }
   }
@@ -917,7 +914,8 @@ void World::check() {
 }
 
 ScheduleResult World::run() {
-  const int n = std::uniform_int_distribution<int>(options_.min_members, options_.max_members)(rng_);
+  const int n =
+      std::uniform_int_distribution<int>(options_.min_members, options_.max_members)(rng_);
   result_.members = n;
   coord_config_.initial_world_size = static_cast<std::size_t>(n);
   coord_config_.heartbeat_timeout = milliseconds(1000);

@@ -2,7 +2,8 @@
 // (agent/runtime/epoch_machine.h), the real coordinator decisions (membership::Membership)
 // and a simulated network and data plane, driven through one random interleaving per seed
 // of deliveries, kills (kill -9), freezes (SIGSTOP/SIGCONT), link failures, coordinator
-// restarts, joins and drains (admitted and let go at step boundaries), with simulated time. Each schedule checks the protocol's invariants:
+// restarts, joins and drains (admitted and let go at step boundaries), with simulated time. Each
+// schedule checks the protocol's invariants:
 //  - survivors agree: every two survivors that returned a seq returned the same bits;
 //  - nothing committed is lost: a result returned after the commit round (or committed by
 //    a Go for a member that held it) is what every survivor returned for that seq, whoever
@@ -27,7 +28,7 @@ namespace tributary::agent::runtime {
 struct ExplorerOptions {
   int min_members = 2;
   int max_members = 4;
-  int calls = 8;      // the programs run seqs 1..calls; every third is a step boundary
+  int calls = 8;       // the programs run seqs 1..calls; every third is a step boundary
   int max_faults = 3;  // injected per schedule (0..max_faults)
   bool kills = true;
   bool freezes = true;
