@@ -27,98 +27,100 @@ std::span<std::byte> overwritten(const void* send, std::size_t send_bytes, const
 Result<Outcome> Worker::all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
                                    ReduceOp op) {
   const std::size_t bytes = count * dtype_size(dtype);
-  return impl_->run("all_reduce", Impl::AlgorithmChoice::kPerAttempt, bytes,
-                    overwritten(send, bytes, recv, bytes),
-                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
-                      // A ring runs in the view's measured order (fit_links()); its result
-                      // is the same on every member in any order.
-                      const std::vector<int>& order = impl_->ring_order;
-                      if (o.algorithm == algorithms::AllReduceAlgorithm::kRing &&
-                          static_cast<int>(order.size()) == link.size()) {
-                        algorithms::SubLink ordered(link, order);
-                        algorithms::CollectiveOptions oo = o;
-                        std::vector<int> zones;  // by the ordered ring's ranks
-                        if (!o.zones.empty()) {
-                          for (int r : order) zones.push_back(o.zones[static_cast<std::size_t>(r)]);
-                          oo.zones = zones;
-                        }
-                        return algorithms::all_reduce(ordered, send, recv, count, dtype, op, oo);
-                      }
-                      return algorithms::all_reduce(link, send, recv, count, dtype, op, o);
-                    },
-                    /*retry=*/true, {static_cast<std::byte*>(recv), bytes});
+  return impl_->call("all_reduce", Impl::AlgorithmChoice::kPerAttempt, bytes,
+                     overwritten(send, bytes, recv, bytes),
+                     [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                       // A ring runs in the view's measured order (fit_links()); its result
+                       // is the same on every member in any order.
+                       const std::vector<int>& order = impl_->ring_order;
+                       if (o.algorithm == algorithms::AllReduceAlgorithm::kRing &&
+                           static_cast<int>(order.size()) == link.size()) {
+                         algorithms::SubLink ordered(link, order);
+                         algorithms::CollectiveOptions oo = o;
+                         std::vector<int> zones;  // by the ordered ring's ranks
+                         if (!o.zones.empty()) {
+                           for (int r : order)
+                             zones.push_back(o.zones[static_cast<std::size_t>(r)]);
+                           oo.zones = zones;
+                         }
+                         return algorithms::all_reduce(ordered, send, recv, count, dtype, op, oo);
+                       }
+                       return algorithms::all_reduce(link, send, recv, count, dtype, op, o);
+                     },
+                     /*retry=*/true, {static_cast<std::byte*>(recv), bytes});
 }
 
 Result<Outcome> Worker::reduce_scatter(const void* send, void* recv, std::size_t recv_count,
                                        DType dtype, ReduceOp op) {
   const std::size_t bytes = recv_count * dtype_size(dtype) * static_cast<std::size_t>(size());
-  return impl_->run("reduce_scatter", Impl::AlgorithmChoice::kNone, bytes,
-                    overwritten(send, bytes, recv, recv_count * dtype_size(dtype)),
-                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
-                      return algorithms::reduce_scatter(link, send, recv, recv_count, dtype, op, o);
-                    });
+  return impl_->call("reduce_scatter", Impl::AlgorithmChoice::kNone, bytes,
+                     overwritten(send, bytes, recv, recv_count * dtype_size(dtype)),
+                     [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                       return algorithms::reduce_scatter(link, send, recv, recv_count, dtype, op,
+                                                         o);
+                     });
 }
 
 Result<Outcome> Worker::all_gather(const void* send, void* recv, std::size_t send_count,
                                    DType dtype) {
   const std::size_t bytes = send_count * dtype_size(dtype);
-  return impl_->run("all_gather", Impl::AlgorithmChoice::kNone,
-                    bytes * static_cast<std::size_t>(size()),
-                    overwritten(send, bytes, recv, bytes * static_cast<std::size_t>(size())),
-                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
-                      return algorithms::all_gather(link, send, recv, send_count, dtype, o);
-                    });
+  return impl_->call("all_gather", Impl::AlgorithmChoice::kNone,
+                     bytes * static_cast<std::size_t>(size()),
+                     overwritten(send, bytes, recv, bytes * static_cast<std::size_t>(size())),
+                     [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                       return algorithms::all_gather(link, send, recv, send_count, dtype, o);
+                     });
 }
 
 Result<Outcome> Worker::broadcast(const void* send, void* recv, std::size_t count, DType dtype,
                                   int root) {
   const std::size_t bytes = count * dtype_size(dtype);
-  return impl_->run("broadcast", Impl::AlgorithmChoice::kNone, bytes,
-                    overwritten(send, bytes, recv, bytes),
-                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
-                      return algorithms::broadcast(link, send, recv, count, dtype, root, o);
-                    });
+  return impl_->call("broadcast", Impl::AlgorithmChoice::kNone, bytes,
+                     overwritten(send, bytes, recv, bytes),
+                     [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                       return algorithms::broadcast(link, send, recv, count, dtype, root, o);
+                     });
 }
 
 Result<Outcome> Worker::reduce(const void* send, void* recv, std::size_t count, DType dtype,
                                ReduceOp op, int root) {
   const std::size_t bytes = count * dtype_size(dtype);
-  return impl_->run("reduce", Impl::AlgorithmChoice::kNone, bytes,
-                    overwritten(send, bytes, recv, bytes),
-                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
-                      return algorithms::reduce(link, send, recv, count, dtype, op, root, o);
-                    });
+  return impl_->call("reduce", Impl::AlgorithmChoice::kNone, bytes,
+                     overwritten(send, bytes, recv, bytes),
+                     [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                       return algorithms::reduce(link, send, recv, count, dtype, op, root, o);
+                     });
 }
 
 Result<Outcome> Worker::gather(const void* send, void* recv, std::size_t send_count, DType dtype,
                                int root) {
   const std::size_t bytes = send_count * dtype_size(dtype);
-  return impl_->run("gather", Impl::AlgorithmChoice::kNone,
-                    bytes * static_cast<std::size_t>(size()),
-                    overwritten(send, bytes, recv, bytes * static_cast<std::size_t>(size())),
-                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
-                      return algorithms::gather(link, send, recv, send_count, dtype, root, o);
-                    });
+  return impl_->call("gather", Impl::AlgorithmChoice::kNone,
+                     bytes * static_cast<std::size_t>(size()),
+                     overwritten(send, bytes, recv, bytes * static_cast<std::size_t>(size())),
+                     [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                       return algorithms::gather(link, send, recv, send_count, dtype, root, o);
+                     });
 }
 
 Result<Outcome> Worker::scatter(const void* send, void* recv, std::size_t recv_count, DType dtype,
                                 int root) {
   const std::size_t bytes = recv_count * dtype_size(dtype) * static_cast<std::size_t>(size());
-  return impl_->run("scatter", Impl::AlgorithmChoice::kNone, bytes,
-                    overwritten(send, bytes, recv, recv_count * dtype_size(dtype)),
-                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
-                      return algorithms::scatter(link, send, recv, recv_count, dtype, root, o);
-                    });
+  return impl_->call("scatter", Impl::AlgorithmChoice::kNone, bytes,
+                     overwritten(send, bytes, recv, recv_count * dtype_size(dtype)),
+                     [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                       return algorithms::scatter(link, send, recv, recv_count, dtype, root, o);
+                     });
 }
 
 Result<Outcome> Worker::all_to_all(const void* send, void* recv, std::size_t count_per_peer,
                                    DType dtype) {
   const std::size_t bytes = count_per_peer * dtype_size(dtype) * static_cast<std::size_t>(size());
-  return impl_->run("all_to_all", Impl::AlgorithmChoice::kNone, bytes,
-                    overwritten(send, bytes, recv, bytes),
-                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
-                      return algorithms::all_to_all(link, send, recv, count_per_peer, dtype, o);
-                    });
+  return impl_->call("all_to_all", Impl::AlgorithmChoice::kNone, bytes,
+                     overwritten(send, bytes, recv, bytes),
+                     [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                       return algorithms::all_to_all(link, send, recv, count_per_peer, dtype, o);
+                     });
 }
 
 Result<Outcome> Worker::all_to_all_v(const void* send, std::span<const std::size_t> send_counts,
@@ -127,19 +129,18 @@ Result<Outcome> Worker::all_to_all_v(const void* send, std::span<const std::size
                                      std::span<const std::size_t> recv_offsets, DType dtype) {
   std::size_t elements = 0;
   for (std::size_t c : send_counts) elements += c;
-  return impl_->run("all_to_all_v", Impl::AlgorithmChoice::kNone,
-                    elements * dtype_size(dtype), {},
-                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
-                      return algorithms::all_to_all_v(link, send, send_counts, send_offsets, recv,
-                                                      recv_counts, recv_offsets, dtype, o);
-                    });
+  return impl_->call("all_to_all_v", Impl::AlgorithmChoice::kNone, elements * dtype_size(dtype), {},
+                     [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                       return algorithms::all_to_all_v(link, send, send_counts, send_offsets, recv,
+                                                       recv_counts, recv_offsets, dtype, o);
+                     });
 }
 
 Result<Outcome> Worker::barrier() {
-  return impl_->run("barrier", Impl::AlgorithmChoice::kNone, 0, {},
-                    [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
-                      return algorithms::barrier(link, o);
-                    });
+  return impl_->call("barrier", Impl::AlgorithmChoice::kNone, 0, {},
+                     [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
+                       return algorithms::barrier(link, o);
+                     });
 }
 
 }  // namespace tributary::agent

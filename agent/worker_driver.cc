@@ -251,7 +251,6 @@ Status Worker::Impl::transition(Deadline deadline) {
 Result<Outcome> Worker::Impl::run(std::string_view op, AlgorithmChoice choice, std::size_t bytes,
                                   std::span<std::byte> input, const CollectiveFn& fn, bool retry,
                                   std::span<std::byte> reduced) {
-  std::lock_guard lock(call_mu);
   CallContext call;
   call.op = op;
   call.choice = choice;

@@ -63,9 +63,17 @@ class Worker::Impl {
   // its result there (every member's result depends on every member's input, which is
   // what lets a small one return without the commit round: docs/fault-tolerance.md,
   // "Small all-reduces"); empty for the others.
+  // The caller holds call_mu (step_boundary, the state sync, the compressed all-reduce);
+  // call() takes it for a collective of the public API.
   Result<Outcome> run(std::string_view op, AlgorithmChoice choice, std::size_t bytes,
                       std::span<std::byte> input, const CollectiveFn& fn, bool retry = true,
                       std::span<std::byte> reduced = {});
+  Result<Outcome> call(std::string_view op, AlgorithmChoice choice, std::size_t bytes,
+                       std::span<std::byte> input, const CollectiveFn& fn, bool retry = true,
+                       std::span<std::byte> reduced = {}) {
+    std::lock_guard lock(call_mu);
+    return run(op, choice, bytes, input, fn, retry, reduced);
+  }
 
   // Metrics of one attempt of a collective (and, now and then, of the links).
   void record_attempt(std::string_view op, std::string_view algorithm, const Status& status,
@@ -162,8 +170,8 @@ class Worker::Impl {
                             config.collective_timeout);
   }
 
-  algorithms::AllReduceAlgorithm pick(std::size_t bytes) {
-    std::lock_guard call(call_mu);
+  // Under call_mu (an attempt of run()).
+  algorithms::AllReduceAlgorithm pick(std::size_t bytes) const {
     if (config.algorithm != algorithms::AllReduceAlgorithm::kAuto) return config.algorithm;
     return cost_model.choose(algorithms::ZoneLayout(zone_of_rank, static_cast<int>(view.size())),
                              bytes);
@@ -198,9 +206,10 @@ class Worker::Impl {
   void start_watcher();
   void stop_watcher();
 
-  // Held by every call on the user's thread (recursive: calls nest inside step_boundary)
-  // and by the idle recovery below, so that the two never move the view at once.
-  std::recursive_mutex call_mu;
+  // Held by every call of the public API on the user's thread (once: what runs inside a
+  // call, like step_boundary's collectives, uses run() under it) and by the idle recovery
+  // below, so that the two never move the view at once; it guards the epoch machine.
+  std::mutex call_mu;
 
   // What rank(), size() and epoch() report: the view this member adopted last, published
   // by transition() as it adopts one. Not under call_mu, so that another thread asking
