@@ -48,14 +48,33 @@ Result<std::string> complete_address(const std::string& address, std::uint16_t p
   return address;
 }
 
-DataPlaneConfig DataPlaneConfig::of(const WorkerConfig& config) {
+Result<TransportChoice> parse_transport_choice(std::string_view text) {
+  if (text == "auto") return TransportChoice::kAuto;
+  if (text == "tcp") return TransportChoice::kTcp;
+  if (text == "shm") return TransportChoice::kShm;
+  if (text == "rdma") return TransportChoice::kRdma;
+  return error(StatusCode::kInvalidArgument,
+               "--transport '" + std::string(text) + "': want auto, shm, rdma or tcp");
+}
+
+std::string_view to_string(TransportChoice choice) {
+  switch (choice) {
+    case TransportChoice::kAuto: return "auto";
+    case TransportChoice::kTcp: return "tcp";
+    case TransportChoice::kShm: return "shm";
+    case TransportChoice::kRdma: return "rdma";
+  }
+  return "auto";
+}
+
+Result<DataPlaneConfig> DataPlaneConfig::of(const WorkerConfig& config) {
   DataPlaneConfig c;
   c.secret = config.secret;
   c.bind_host = config.bind_host;
   c.data_port = config.data_port;
   c.advertise_host = config.advertise_host;
   c.data_addresses = config.data_addresses;
-  c.transport = config.transport;
+  TRIB_ASSIGN_OR_RETURN(c.transport, parse_transport_choice(config.transport));
   c.shm_ring_bytes = config.shm_ring_bytes;
   c.fused_receive = config.fused_receive;
   c.shm_single_copy = config.shm_single_copy;
@@ -67,17 +86,13 @@ DataPlaneConfig DataPlaneConfig::of(const WorkerConfig& config) {
 }
 
 Result<std::unique_ptr<DataPlane>> DataPlane::start(const DataPlaneConfig& config, Logger log) {
-  if (config.transport != "auto" && config.transport != "tcp" && config.transport != "shm" &&
-      config.transport != "rdma") {
-    return error(StatusCode::kInvalidArgument,
-                 "--transport '" + config.transport + "': want auto, shm, rdma or tcp");
-  }
-  if (config.transport == "rdma" && !transport::rdma_verbs_built()) {
+  using Choice = TransportChoice;
+  if (config.transport == Choice::kRdma && !transport::rdma_verbs_built()) {
     return error(StatusCode::kInvalidArgument,
                  "--transport rdma: this build has no RDMA support (built without libibverbs)");
   }
   const bool tls = config.tls.mode != TlsMode::kOff;
-  if (tls && config.transport == "rdma") {
+  if (tls && config.transport == Choice::kRdma) {
     return error(StatusCode::kInvalidArgument,
                  "--transport rdma with --tls " + std::string(tls_mode_name(config.tls.mode)) +
                      ": RDMA traffic cannot be encrypted; use --transport auto or tcp");
@@ -107,7 +122,7 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const DataPlaneConfig& confi
   auto tcp = std::make_unique<TcpTransport>(*d->endpoint_, d->addresses_, "tcp",
                                             config.fused_receive);
   std::vector<std::unique_ptr<transport::Transport>> ordered;
-  if (config.transport == "auto" || config.transport == "shm") {
+  if (config.transport == Choice::kAuto || config.transport == Choice::kShm) {
     transport::ShmTransportConfig sc;
     sc.ring_bytes = config.shm_ring_bytes;
     sc.combine = config.fused_receive;
@@ -118,13 +133,13 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const DataPlaneConfig& confi
   }
   // RDMA between shared memory and TCP: in a build with libibverbs; it advertises only
   // when a device with an active port was opened.
-  if (tls && config.transport == "auto" && transport::rdma_verbs_built()) {
+  if (tls && config.transport == Choice::kAuto && transport::rdma_verbs_built()) {
     log.info("rdma not advertised: --tls " + std::string(tls_mode_name(config.tls.mode)) +
              " encrypts TCP only");
-  } else if ((config.transport == "auto" && transport::rdma_verbs_built()) ||
-             config.transport == "rdma") {
+  } else if ((config.transport == Choice::kAuto && transport::rdma_verbs_built()) ||
+             config.transport == Choice::kRdma) {
     auto device = transport::open_rdma_device();
-    if (!device.is_ok() && config.transport == "rdma") {
+    if (!device.is_ok() && config.transport == Choice::kRdma) {
       log.warn("--transport rdma: " + device.status().message() + ": no group can connect");
     } else if (!device.is_ok()) {
       log.info("rdma not advertised: " + device.status().message());
@@ -137,7 +152,7 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const DataPlaneConfig& confi
   }
   // TCP stays in the table under "shm" and "rdma" too: those set themselves up over its
   // connections. It carries no group there, because it does not advertise.
-  if (config.transport == "shm" || config.transport == "rdma") {
+  if (config.transport == Choice::kShm || config.transport == Choice::kRdma) {
     d->table_ = std::make_unique<transport::TransportTable>(std::move(ordered), log);
     d->tcp_only_channels_ = std::move(tcp);
   } else {
@@ -324,6 +339,8 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::connect(const transport::Gr
   group_standbys_ = failover ? standbys : 0;
   return link;
 }
+
+bool DataPlane::group_on_shared_memory() const { return group_transport() == "shm"; }
 
 std::string DataPlane::group_transport() const {
   std::lock_guard lock(mu_);

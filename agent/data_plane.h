@@ -56,6 +56,12 @@ namespace tributary::agent {
 
 struct WorkerConfig;
 
+// --transport: which transports the table holds (the comment at the top says what each does).
+enum class TransportChoice : std::uint8_t { kAuto, kTcp, kShm, kRdma };
+// "auto", "tcp", "shm", "rdma"; anything else is kInvalidArgument naming the flag.
+Result<TransportChoice> parse_transport_choice(std::string_view text);
+std::string_view to_string(TransportChoice choice);
+
 // What the data plane takes of the worker's configuration: the WorkerConfig fields of the
 // same names (agent/worker.h says what each means), copied by of().
 struct DataPlaneConfig {
@@ -64,7 +70,7 @@ struct DataPlaneConfig {
   std::uint16_t data_port = 0;
   std::string advertise_host;
   std::vector<std::string> data_addresses;
-  std::string transport;
+  TransportChoice transport = TransportChoice::kAuto;
   std::uint64_t shm_ring_bytes = 0;
   transport::PathChoice fused_receive = transport::PathChoice::kAuto;
   transport::PathChoice shm_single_copy = transport::PathChoice::kAuto;
@@ -73,7 +79,8 @@ struct DataPlaneConfig {
   std::chrono::milliseconds connect_attempt_timeout{0};
   TlsConfig tls;
 
-  static DataPlaneConfig of(const WorkerConfig& config);
+  // kInvalidArgument for a `transport` that names no choice.
+  static Result<DataPlaneConfig> of(const WorkerConfig& config);
 };
 
 // One peer of the current group: the path that carries it and the bytes it moved.
@@ -136,6 +143,8 @@ class DataPlane {
   // The table's transport that carries the current group ("shm", "rdma", "tcp"; "" before
   // the first group): the same on every member, as the group's spec decides it.
   std::string group_transport() const;
+  // The current group runs over shared memory (the cost model's constants follow).
+  bool group_on_shared_memory() const;
   // The current group's peers, one entry per peer (empty before the first group).
   std::vector<PairReport> pair_report() const;
   FrameRefusals refusals() const;

@@ -155,7 +155,8 @@ Status Worker::Impl::start() {
   if (!config.metrics_bind.empty()) {
     TRIB_ASSIGN_OR_RETURN(metrics, AgentMetrics::serve(config.metrics_bind, log.child("metrics")));
   }
-  TRIB_ASSIGN_OR_RETURN(data_plane, DataPlane::start(DataPlaneConfig::of(config), log.child("link")));
+  TRIB_ASSIGN_OR_RETURN(const DataPlaneConfig plane_config, DataPlaneConfig::of(config));
+  TRIB_ASSIGN_OR_RETURN(data_plane, DataPlane::start(plane_config, log.child("link")));
 
   if (!client) {
     client = std::make_unique<control_client::CoordinatorClient>(

@@ -58,7 +58,8 @@ Result<std::unique_ptr<PointToPoint>> PointToPoint::connect(agent::WorkerConfig 
   config.failover = transport::PathChoice::kOff;
   config.data_port = 0;
   std::unique_ptr<PointToPoint> p(new PointToPoint(rank, size));
-  TRIB_ASSIGN_OR_RETURN(p->plane_, agent::DataPlane::start(agent::DataPlaneConfig::of(config), Logger("p2p")));
+  TRIB_ASSIGN_OR_RETURN(const agent::DataPlaneConfig plane_config, agent::DataPlaneConfig::of(config));
+  TRIB_ASSIGN_OR_RETURN(p->plane_, agent::DataPlane::start(plane_config, Logger("p2p")));
   TRIB_ASSIGN_OR_RETURN(std::vector<std::string> adverts, exchange(advert_of(*p->plane_)));
   if (static_cast<int>(adverts.size()) != size) {
     return error(StatusCode::kInternal, "point-to-point exchange returned " +

@@ -45,7 +45,10 @@ bool advertises_standby(transport::PathChoice choice, int addresses) {
   config.transport = "tcp";
   config.failover = choice;
   for (int i = 0; i < addresses; ++i) config.data_addresses.push_back("127.0.0.1");
-  auto plane = agent::DataPlane::start(agent::DataPlaneConfig::of(config), Logger("test"));
+  auto plane_config = agent::DataPlaneConfig::of(config);
+  EXPECT_TRUE(plane_config.is_ok()) << plane_config.status().to_string();
+  if (!plane_config.is_ok()) return false;
+  auto plane = agent::DataPlane::start(*plane_config, Logger("test"));
   EXPECT_TRUE(plane.is_ok()) << plane.status().to_string();
   if (!plane.is_ok()) return false;
   for (const std::string& advert : (*plane)->capabilities()) {
@@ -536,6 +539,34 @@ INSTANTIATE_TEST_SUITE_P(Paths, FailoverReconnect, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "StandbyFirst" : "Preferred";
                          });
+
+}  // namespace
+}  // namespace tributary
+
+namespace tributary {
+namespace {
+
+// --transport is parsed once, into the data plane's config: a value that names no
+// transport is refused there, naming the flag and the choices, before anything listens.
+TEST(DataPlaneConfig, TheTransportChoiceIsParsedOnceAndABadOneNamesTheFlag) {
+  for (const char* name : {"auto", "tcp", "shm", "rdma"}) {
+    auto choice = agent::parse_transport_choice(name);
+    ASSERT_TRUE(choice.is_ok()) << name;
+    EXPECT_EQ(agent::to_string(*choice), name);
+  }
+  agent::WorkerConfig config;
+  config.secret = "transport-choice-test";
+  config.transport = "udp";
+  auto refused = agent::DataPlaneConfig::of(config);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("--transport 'udp'"), std::string::npos);
+  EXPECT_NE(refused.status().message().find("auto, shm, rdma or tcp"), std::string::npos);
+  config.transport = "shm";
+  auto shm = agent::DataPlaneConfig::of(config);
+  ASSERT_TRUE(shm.is_ok());
+  EXPECT_EQ(shm->transport, agent::TransportChoice::kShm);
+}
 
 }  // namespace
 }  // namespace tributary
