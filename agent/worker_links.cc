@@ -22,7 +22,7 @@ namespace tributary::agent {
 Status Worker::Impl::fit_links() {
   // Every member connects a view over the same transport (the view decides it), so every
   // member starts from the same constants.
-  const bool shared_memory = data_plane != nullptr && data_plane->group_transport() == "shm";
+  const bool shared_memory = data_plane != nullptr && data_plane->group_on_shared_memory();
   const algorithms::CostModel base =
       shared_memory ? configured_cost_model.on_shared_memory() : configured_cost_model;
   const char* base_name = shared_memory ? "shared-memory default" : "default";
@@ -119,7 +119,10 @@ Status Worker::Impl::order_ring() {
   std::vector<int> identity(order.size());
   std::iota(identity.begin(), identity.end(), 0);
   std::string ranks;
-  for (int r : order) ranks += " " + std::to_string(r);
+  for (int r : order) {
+    ranks += ' ';  // not " " + to_string(r): GCC 12 warns (-Wrestrict) on that, wrongly
+    ranks += std::to_string(r);
+  }
   log.logf(LogLevel::kInfo,
            "ring order of view %llu by measured bandwidth:%s (slowest hop %.1f MB/s, was %.1f "
            "MB/s)",
