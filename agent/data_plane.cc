@@ -4,7 +4,7 @@
 #include <charconv>
 #include <future>
 
-#include "agent/tcp_transport.h"
+#include "transport/tcp/tcp_transport.h"
 #include "agent/worker.h"
 #include "transport/absent_path.h"
 #include "transport/failover_link.h"
@@ -91,23 +91,23 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const DataPlaneConfig& confi
     return error(StatusCode::kInvalidArgument,
                  "--transport rdma: this build has no RDMA support (built without libibverbs)");
   }
-  const bool tls = config.tls.mode != TlsMode::kOff;
+  const bool tls = config.tls.mode != transport::TlsMode::kOff;
   if (tls && config.transport == Choice::kRdma) {
     return error(StatusCode::kInvalidArgument,
-                 "--transport rdma with --tls " + std::string(tls_mode_name(config.tls.mode)) +
+                 "--transport rdma with --tls " + std::string(transport::tls_mode_name(config.tls.mode)) +
                      ": RDMA traffic cannot be encrypted; use --transport auto or tcp");
   }
   std::unique_ptr<DataPlane> d(new DataPlane());
   d->tls_ = config.tls;
   d->log_ = log;
-  TcpEndpointConfig ec;
+  transport::TcpEndpointConfig ec;
   ec.bind_host = config.bind_host;
   ec.port = config.data_port;
   ec.secret = config.secret;
   ec.connect_attempt_timeout = config.connect_attempt_timeout;
   ec.tls = config.tls;
   ec.log = log;
-  TRIB_ASSIGN_OR_RETURN(d->endpoint_, TcpEndpoint::listen(ec));
+  TRIB_ASSIGN_OR_RETURN(d->endpoint_, transport::TcpEndpoint::listen(ec));
   const std::uint16_t port = d->endpoint_->port();
   if (config.data_addresses.empty()) {
     d->addresses_.push_back(config.advertise_host.empty()
@@ -119,7 +119,7 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const DataPlaneConfig& confi
     d->addresses_.push_back(std::move(full));
   }
   d->redialer_ = std::make_unique<PathRedialer>(log.child("redial"));
-  auto tcp = std::make_unique<TcpTransport>(*d->endpoint_, d->addresses_, "tcp",
+  auto tcp = std::make_unique<transport::TcpTransport>(*d->endpoint_, d->addresses_, "tcp",
                                             config.fused_receive);
   std::vector<std::unique_ptr<transport::Transport>> ordered;
   if (config.transport == Choice::kAuto || config.transport == Choice::kShm) {
@@ -134,7 +134,7 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const DataPlaneConfig& confi
   // RDMA between shared memory and TCP: in a build with libibverbs; it advertises only
   // when a device with an active port was opened.
   if (tls && config.transport == Choice::kAuto && transport::rdma_verbs_built()) {
-    log.info("rdma not advertised: --tls " + std::string(tls_mode_name(config.tls.mode)) +
+    log.info("rdma not advertised: --tls " + std::string(transport::tls_mode_name(config.tls.mode)) +
              " encrypts TCP only");
   } else if ((config.transport == Choice::kAuto && transport::rdma_verbs_built()) ||
              config.transport == Choice::kRdma) {
@@ -174,7 +174,7 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const DataPlaneConfig& confi
     const std::size_t count = std::max<std::size_t>(1, d->addresses_.size() - 1);
     for (std::size_t k = 0; k < count; ++k) {
       ec.port = 0;
-      TRIB_ASSIGN_OR_RETURN(auto endpoint, TcpEndpoint::listen(ec));
+      TRIB_ASSIGN_OR_RETURN(auto endpoint, transport::TcpEndpoint::listen(ec));
       const std::string port = std::to_string(endpoint->port());
       std::vector<std::string> addresses;
       for (const std::string& a : d->addresses_) {
@@ -186,7 +186,7 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const DataPlaneConfig& confi
         if (k > 0) addresses.resize(1);  // the later standbys: their own network only
       }
       d->standbys_.push_back(
-          std::make_unique<TcpTransport>(*endpoint, std::move(addresses), standby_name(k)));
+          std::make_unique<transport::TcpTransport>(*endpoint, std::move(addresses), standby_name(k)));
       d->standby_endpoints_.push_back(std::move(endpoint));
     }
     d->stall_timeout_ = config.stall_timeout;
@@ -219,9 +219,9 @@ std::vector<std::string> DataPlane::capabilities() const {
   std::vector<std::string> out = table_->advertise();
   // A setting every member must share (membership::kSharedSettings): the coordinator refuses
   // a joiner whose TLS differs instead of admitting one whose links all fail.
-  const TlsConfig& tls = tls_;
-  out.push_back("tls:" + std::string(tls_mode_name(tls.mode)) +
-                (tls.mode == TlsMode::kOff ? "" : tls.uses_certificates() ? "/cert" : "/psk"));
+  const transport::TlsConfig& tls = tls_;
+  out.push_back("tls:" + std::string(transport::tls_mode_name(tls.mode)) +
+                (tls.mode == transport::TlsMode::kOff ? "" : tls.uses_certificates() ? "/cert" : "/psk"));
   for (const auto& standby : standbys_) {
     for (std::string& s : standby->advertise()) out.push_back(std::move(s));
   }
@@ -515,9 +515,9 @@ std::vector<PairReport> DataPlane::pair_report() const {
 }
 
 FrameRefusals DataPlane::refusals() const {
-  TcpEndpointStats stats = endpoint_->stats();
+  transport::TcpEndpointStats stats = endpoint_->stats();
   for (const auto& standby : standby_endpoints_) {
-    const TcpEndpointStats more = standby->stats();
+    const transport::TcpEndpointStats more = standby->stats();
     stats.bad_frames += more.bad_frames;
     stats.crc_failures += more.crc_failures;
     stats.tls_failures += more.tls_failures;

@@ -7,7 +7,7 @@
 // this host, RDMA verbs for members that all have a device, TCP otherwise), "shm" (shared
 // memory only: a group with a member on another host fails to connect, saying which),
 // "rdma" (RDMA only, likewise; refused by a build without libibverbs) or "tcp".
-// `tls` (agent/tls.h) encrypts TCP pairs, the standby paths' too; shared memory never
+// `tls` (transport/tcp/tls.h) encrypts TCP pairs, the standby paths' too; shared memory never
 // leaves the host and stays as it is; RDMA is not encrypted, so with TLS on "auto" leaves
 // it out of the table and "rdma" is refused.
 // `data_addresses` lists the addresses peers dial, "host[:port]" in order of preference
@@ -41,9 +41,9 @@
 #include <vector>
 
 #include "agent/path_redialer.h"
-#include "agent/tcp_endpoint.h"
-#include "agent/tcp_transport.h"
-#include "agent/tls.h"
+#include "transport/tcp/tcp_endpoint.h"
+#include "transport/tcp/tcp_transport.h"
+#include "transport/tcp/tls.h"
 #include "transport/receive_paths.h"
 #include "transport/transport_table.h"
 
@@ -77,7 +77,7 @@ struct DataPlaneConfig {
   transport::PathChoice failover = transport::PathChoice::kAuto;
   std::chrono::milliseconds stall_timeout{0};
   std::chrono::milliseconds connect_attempt_timeout{0};
-  TlsConfig tls;
+  transport::TlsConfig tls;
 
   // kInvalidArgument for a `transport` that names no choice.
   static Result<DataPlaneConfig> of(const WorkerConfig& config);
@@ -166,7 +166,7 @@ class DataPlane {
   std::string path_name(int index, bool current) const;
   void on_path_change(std::uint64_t epoch, const transport::PathChange& change);
 
-  std::unique_ptr<TcpEndpoint> endpoint_;
+  std::unique_ptr<transport::TcpEndpoint> endpoint_;
   std::unique_ptr<transport::TransportTable> table_;
   // Under "shm" or "rdma" only: TCP outside the table, as their source of connections.
   std::unique_ptr<transport::Transport> tcp_only_channels_;
@@ -174,14 +174,14 @@ class DataPlane {
   // With failover: the standby paths' listeners and transports, one per data address but
   // the first (one over the only address when there is one), in path order (empty
   // without). Standby k is advertised and logged as standby_name(k).
-  std::vector<std::unique_ptr<TcpEndpoint>> standby_endpoints_;
-  std::vector<std::unique_ptr<TcpTransport>> standbys_;
-  TcpTransport* tcp_ = nullptr;  // the table's TCP entry (owned by table_); nullptr when not in it
+  std::vector<std::unique_ptr<transport::TcpEndpoint>> standby_endpoints_;
+  std::vector<std::unique_ptr<transport::TcpTransport>> standbys_;
+  transport::TcpTransport* tcp_ = nullptr;  // the table's TCP entry (owned by table_); nullptr when not in it
   // Re-dials the current group's TCP paths whose connections failed (path_redialer.h).
   std::unique_ptr<PathRedialer> redialer_;
   Duration stall_timeout_{};
   transport::PathChoice failover_ = transport::PathChoice::kAuto;  // DataPlaneConfig::failover
-  TlsConfig tls_;  // advertised (capabilities()): every member must use the same
+  transport::TlsConfig tls_;  // advertised (capabilities()): every member must use the same
   std::vector<std::string> addresses_;
   Logger log_{"link"};
   mutable std::mutex mu_;

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 
-#include "agent/tcp_endpoint.h"
-#include "agent/tcp_link.h"
-#include "agent/tls_stream.h"
+#include "transport/tcp/tcp_endpoint.h"
+#include "transport/tcp/tcp_link.h"
+#include "transport/tcp/tls_stream.h"
 #include "transport/failover_link.h"
 
 namespace tributary::agent {
@@ -14,13 +14,13 @@ namespace {
 
 // A connection on its way to the link: closed unless the link put it in.
 struct HeldSocket {
-  explicit HeldSocket(PeerSocket s) : socket(std::move(s)) {}
+  explicit HeldSocket(transport::PeerSocket s) : socket(std::move(s)) {}
   ~HeldSocket() {
     socket.tls.reset();
     if (socket.fd >= 0) ::close(socket.fd);
   }
-  PeerSocket release() { return std::exchange(socket, PeerSocket{}); }
-  PeerSocket socket;
+  transport::PeerSocket release() { return std::exchange(socket, transport::PeerSocket{}); }
+  transport::PeerSocket socket;
 };
 
 std::string ranks_text(const std::vector<int>& peers) {
@@ -128,7 +128,7 @@ void PathRedialer::run() {
     cv_.notify_all();
     std::vector<std::shared_ptr<HeldSocket>> held;
     if (got) {
-      for (PeerSocket& s : *got) held.push_back(std::make_shared<HeldSocket>(std::move(s)));
+      for (transport::PeerSocket& s : *got) held.push_back(std::make_shared<HeldSocket>(std::move(s)));
     }
     auto it = wanted_.find(path);
     if (epoch != epoch_ || it == wanted_.end()) continue;  // the group is gone: closed

@@ -28,11 +28,10 @@
 
 namespace tributary::transport {
 class ReconnectInbox;
+class TcpEndpoint;
 }
 
 namespace tributary::agent {
-
-class TcpEndpoint;
 
 struct RedialParams {
   Duration attempt = std::chrono::milliseconds(1500);
@@ -45,7 +44,7 @@ class PathRedialer {
   // One path of the group: the endpoint that carries it and every rank's addresses on it,
   // or no endpoint (shared memory, RDMA): not re-dialled.
   struct Path {
-    TcpEndpoint* endpoint = nullptr;
+    transport::TcpEndpoint* endpoint = nullptr;
     std::vector<std::vector<std::string>> addresses;  // by rank
   };
 
@@ -82,7 +81,7 @@ class PathRedialer {
   std::condition_variable cv_;
   bool quit_ = false;
   bool busy_ = false;  // an attempt is under way (outside the lock)
-  TcpEndpoint* attempt_endpoint_ = nullptr;  // ... on this endpoint, for this epoch
+  transport::TcpEndpoint* attempt_endpoint_ = nullptr;  // ... on this endpoint, for this epoch
   std::uint64_t attempt_epoch_ = 0;
   std::uint64_t epoch_ = 0;
   int rank_ = 0;

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "agent/federated_round.h"
-#include "agent/tls.h"
+#include "transport/tcp/tls.h"
 #include "algorithms/collectives.h"
 #include "core/clock.h"
 #include "core/dtype.h"
@@ -74,10 +74,10 @@ struct WorkerConfig {
   // addresses, or an RDMA device, whose fallback is TCP), for groups not on shared memory.
   transport::PathChoice failover = transport::PathChoice::kAuto;
   std::chrono::milliseconds stall_timeout{2000};
-  // TLS on data-plane TCP links (agent/tls.h, docs/security.md): off, between zones, or on
+  // TLS on data-plane TCP links (transport/tcp/tls.h, docs/security.md): off, between zones, or on
   // every pair; certificates or the pre-shared key derived from `secret`. Every member
   // must use the same mode and kind of key (a mismatch is refused at the handshake).
-  TlsConfig tls;
+  transport::TlsConfig tls;
   // One connection attempt to one address of a peer, before the next address is tried.
   std::chrono::milliseconds connect_attempt_timeout{1000};
   std::chrono::milliseconds join_timeout{30000};

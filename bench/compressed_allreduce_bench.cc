@@ -37,7 +37,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/tcp_endpoint.h"
+#include "transport/tcp/tcp_endpoint.h"
 #include "algorithms/collectives.h"
 #include "compression/collectives/compressed_all_reduce.h"
 #include "core/hash.h"
@@ -179,11 +179,11 @@ int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   const auto count = static_cast<std::size_t>(a.mib * 1024 * 1024 / 4);
 
-  agent::TcpEndpointConfig config;
+  transport::TcpEndpointConfig config;
   config.bind_host = a.bind;
   config.port = 0;
   config.secret = a.secret;
-  auto endpoint = agent::TcpEndpoint::listen(config);
+  auto endpoint = transport::TcpEndpoint::listen(config);
   check(endpoint.status(), "listen");
   const auto addrs = rendezvous(a, (*endpoint)->address());
   auto link_or = (*endpoint)->connect_group(1, a.rank, addrs,

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/tcp_endpoint.h"
+#include "transport/tcp/tcp_endpoint.h"
 #include "algorithms/collectives.h"
 #include "tests/support/fault_path.h"
 #include "tests/support/rank_threads.h"
@@ -81,12 +81,12 @@ struct Flags {
 };
 
 std::vector<std::unique_ptr<algorithms::Link>> tcp_group(int n) {
-  std::vector<std::unique_ptr<agent::TcpEndpoint>> endpoints;
+  std::vector<std::unique_ptr<transport::TcpEndpoint>> endpoints;
   std::vector<std::string> addresses;
   for (int r = 0; r < n; ++r) {
-    agent::TcpEndpointConfig config;
+    transport::TcpEndpointConfig config;
     config.secret = "bench-secret";
-    auto ep = agent::TcpEndpoint::listen(config);
+    auto ep = transport::TcpEndpoint::listen(config);
     if (!ep.is_ok()) return {};
     addresses.push_back((*ep)->address());
     endpoints.push_back(std::move(*ep));

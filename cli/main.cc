@@ -294,7 +294,7 @@ Status finish_agent_flags(AgentFlags& f) {
   f.worker.wan_latency = std::chrono::microseconds(static_cast<long>(f.wan_latency_ms * 1000));
   f.train.compressed = f.worker.codec != "float32" || !f.worker.wan_codec.empty();
   TRIB_RETURN_IF_ERROR(check_training_codec(f));
-  TRIB_RETURN_IF_ERROR(agent::validate_tls_config(f.worker.tls));
+  TRIB_RETURN_IF_ERROR(transport::validate_tls_config(f.worker.tls));
   // The federated workload shares the data flags of training.
   f.federated.seed = f.train.seed;
   f.federated.data_path = f.train.data_path;

@@ -70,7 +70,7 @@ inline void add_tls_flags(CLI::App& cmd, agent::WorkerConfig& w) {
   cmd.add_option_function<std::string>(
          "--tls",
          [&w](const std::string& mode) {
-           if (auto m = agent::parse_tls_mode(mode); m.is_ok()) w.tls.mode = *m;
+           if (auto m = transport::parse_tls_mode(mode); m.is_ok()) w.tls.mode = *m;
          },
          "TLS 1.3 on data-plane TCP links: off, cross-zone (pairs whose --zone differs), all "
          "(default off; docs/security.md)")

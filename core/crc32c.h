@@ -2,7 +2,7 @@
 // the checksum of iSCSI, ext4 and SCTP: it catches every burst error up to 32 bits and
 // every odd number of flipped bits.
 //
-// The data plane puts one on every frame (agent/frame.h), so its speed is the data plane's:
+// The data plane puts one on every frame (transport/tcp/frame.h), so its speed is the data plane's:
 // the work is Intel's ISA-L (crc32_iscsi), which picks at run time the fastest code the CPU
 // has (carry-less multiplication folding with AVX-512 VPCLMULQDQ, then PCLMULQDQ, then
 // SSE4.2's crc32, then tables): about 2x the three-stream SSE4.2 code this replaced.

@@ -118,7 +118,7 @@ struct MembershipConfig {
 };
 
 // Capabilities "name:value" that every member must advertise alike: TLS on data links
-// (agent/tls.h: "tls:off", "tls:cross-zone/psk", "tls:all/cert", ...). A member that does
+// (transport/tcp/tls.h: "tls:off", "tls:cross-zone/psk", "tls:all/cert", ...). A member that does
 // not advertise one is not compared on it.
 inline constexpr std::string_view kSharedSettings[] = {"tls"};
 

@@ -84,7 +84,7 @@ void bind_config(py::module_& m) {
   cls.def_property(
       "tls", [](const agent::WorkerConfig& c) { return std::string(tls_mode_name(c.tls.mode)); },
       [](agent::WorkerConfig& c, const std::string& name) {
-        auto mode = agent::parse_tls_mode(name);
+        auto mode = transport::parse_tls_mode(name);
         if (!mode) throw_status(mode.status());
         c.tls.mode = *mode;
       });

@@ -1,4 +1,4 @@
-// The bookkeeping that every stream-like Link shares (agent/tcp_link.h over sockets,
+// The bookkeeping that every stream-like Link shares (transport/tcp/tcp_link.h over sockets,
 // shm_link.h over rings): the table of operations in flight addressed by
 // generation-checked handles, the sticky abort status with its wake-up eventfd, and what
 // happens to a peer's queued operations when its connection fails or a wait gives up.

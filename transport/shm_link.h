@@ -18,7 +18,7 @@
 //   kPeerLost naming the rank. A peer that is alive but silent runs into the caller's
 //   deadline (kTimedOut), as over TCP.
 // - A header that does not parse (a corrupted segment) fails that peer with kBadFrame.
-// - abort(): as TcpLink (agent/tcp_link.h): an error reason is first written to every
+// - abort(): as TcpLink (transport/tcp/tcp_link.h): an error reason is first written to every
 //   peer's ring as an abort notice when it fits without blocking, the connections are
 //   shut down, and abort() returns only once no caller buffer is being touched.
 #pragma once

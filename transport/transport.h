@@ -35,7 +35,7 @@ struct MemberAdvert {
   std::uint64_t member = 0;               // the coordinator's member id, for logs
   std::string data_address;               // "host:port": the first TCP address
   std::vector<std::string> capabilities;  // every transport's advertise(), in table order
-  std::string zone;                       // its zone label (TLS across zones, agent/tls.h)
+  std::string zone;                       // its zone label (TLS across zones, transport/tcp/tls.h)
 };
 
 // One epoch's group as seen by this member: members[r] is rank r's advert.

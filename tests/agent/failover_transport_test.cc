@@ -18,7 +18,7 @@
 
 #include "agent/data_plane.h"
 #include "agent/path_redialer.h"
-#include "agent/tcp_endpoint.h"
+#include "transport/tcp/tcp_endpoint.h"
 #include "agent/worker.h"
 #include "algorithms/collectives.h"
 #include "tests/agent/tcp_test_util.h"

@@ -1,4 +1,4 @@
-#include "agent/frame.h"
+#include "transport/tcp/frame.h"
 
 #include <gtest/gtest.h>
 
@@ -10,26 +10,26 @@
 namespace tributary::agent {
 namespace {
 
-agent::FrameHeader sample_header() {
-  agent::FrameHeader h{7, 0x1122334455667788ull, 9, 0xdeadbeef, 4096};
+transport::FrameHeader sample_header() {
+  transport::FrameHeader h{7, 0x1122334455667788ull, 9, 0xdeadbeef, 4096};
   h.stamp = 0xa1b2c3d4e5f60718ull;
   return h;
 }
 
 // Recomputes the header's own CRC after a test changed its bytes, so that the field
 // checks behind the CRC are what the test exercises.
-void reseal(agent::FrameHeaderBytes& b) {
-  const std::uint32_t crc = crc32c(std::span<const std::byte>(b.data(), kFrameHeaderBytes - 4));
-  for (int i = 0; i < 4; ++i) b[kFrameHeaderBytes - 4 + i] = static_cast<std::byte>(crc >> (8 * i));
+void reseal(transport::FrameHeaderBytes& b) {
+  const std::uint32_t crc = crc32c(std::span<const std::byte>(b.data(), transport::kFrameHeaderBytes - 4));
+  for (int i = 0; i < 4; ++i) b[transport::kFrameHeaderBytes - 4 + i] = static_cast<std::byte>(crc >> (8 * i));
 }
 
 TEST(FrameTest, HeaderRoundTripsLittleEndian) {
-  const agent::FrameHeaderBytes b = encode_frame_header(sample_header());
+  const transport::FrameHeaderBytes b = transport::encode_frame_header(sample_header());
   // Little-endian on the wire whatever the host: magic "TRBF" reads as text.
   EXPECT_EQ(static_cast<char>(b[0]), 'T');
   EXPECT_EQ(static_cast<char>(b[3]), 'F');
   EXPECT_EQ(b[16], std::byte{0x88});
-  Result<agent::FrameHeader> h = decode_frame_header(b, 1 << 20);
+  Result<transport::FrameHeader> h = transport::decode_frame_header(b, 1 << 20);
   ASSERT_TRUE(h.is_ok()) << h.status().to_string();
   EXPECT_EQ(h->epoch, 7u);
   EXPECT_EQ(h->seq, 0x1122334455667788ull);
@@ -41,27 +41,27 @@ TEST(FrameTest, HeaderRoundTripsLittleEndian) {
 }
 
 TEST(FrameTest, ThePayloadCrcIsATrailerAndItsHeaderBytesAreReserved) {
-  EXPECT_EQ(frame_body_bytes(0), 0u);  // an empty payload has no trailer
-  EXPECT_EQ(frame_body_bytes(4096), 4096u + kFrameTrailerBytes);
-  const FrameTrailerBytes t = encode_frame_trailer(0x01020304u);
+  EXPECT_EQ(transport::frame_body_bytes(0), 0u);  // an empty payload has no trailer
+  EXPECT_EQ(transport::frame_body_bytes(4096), 4096u + transport::kFrameTrailerBytes);
+  const transport::FrameTrailerBytes t = transport::encode_frame_trailer(0x01020304u);
   EXPECT_EQ(t[0], std::byte{0x04});  // little-endian
-  EXPECT_EQ(decode_frame_trailer(t), 0x01020304u);
+  EXPECT_EQ(transport::decode_frame_trailer(t), 0x01020304u);
   // Where version 3 carried the payload's CRC, the header now has reserved bytes.
-  agent::FrameHeaderBytes b = encode_frame_header(sample_header());
+  transport::FrameHeaderBytes b = transport::encode_frame_header(sample_header());
   for (std::size_t i = 48; i < 52; ++i) EXPECT_EQ(b[i], std::byte{0}) << i;
   b[49] = std::byte{1};
   reseal(b);
-  Result<agent::FrameHeader> d = decode_frame_header(b, ~0ull);
+  Result<transport::FrameHeader> d = transport::decode_frame_header(b, ~0ull);
   ASSERT_FALSE(d.is_ok());
   EXPECT_NE(d.status().message().find("reserved"), std::string::npos) << d.status().to_string();
 }
 
 TEST(FrameTest, EveryFlippedHeaderBitIsRefused) {
-  const agent::FrameHeaderBytes good = encode_frame_header(sample_header());
-  for (std::size_t bit = 0; bit < 8 * kFrameHeaderBytes; ++bit) {
-    agent::FrameHeaderBytes b = good;
+  const transport::FrameHeaderBytes good = transport::encode_frame_header(sample_header());
+  for (std::size_t bit = 0; bit < 8 * transport::kFrameHeaderBytes; ++bit) {
+    transport::FrameHeaderBytes b = good;
     b[bit / 8] ^= static_cast<std::byte>(1u << (bit % 8));
-    Result<agent::FrameHeader> d = decode_frame_header(b, ~0ull);
+    Result<transport::FrameHeader> d = transport::decode_frame_header(b, ~0ull);
     ASSERT_FALSE(d.is_ok()) << "bit " << bit;
     EXPECT_EQ(d.status().code(), StatusCode::kBadFrame);
     // Past magic and version, it is the CRC that catches it.
@@ -72,22 +72,22 @@ TEST(FrameTest, EveryFlippedHeaderBitIsRefused) {
 }
 
 TEST(FrameTest, RejectsOversizedLength) {
-  agent::FrameHeader h = sample_header();
+  transport::FrameHeader h = sample_header();
   h.length = (1ull << 20) + 1;
-  Result<agent::FrameHeader> d = decode_frame_header(encode_frame_header(h), 1 << 20);
+  Result<transport::FrameHeader> d = transport::decode_frame_header(transport::encode_frame_header(h), 1 << 20);
   ASSERT_FALSE(d.is_ok());
   EXPECT_EQ(d.status().code(), StatusCode::kBadFrame);
   EXPECT_NE(d.status().message().find("exceeds"), std::string::npos);
   h.length = ~0ull;
-  EXPECT_FALSE(decode_frame_header(encode_frame_header(h), ~0ull - 1).is_ok());
+  EXPECT_FALSE(transport::decode_frame_header(transport::encode_frame_header(h), ~0ull - 1).is_ok());
 }
 
 TEST(FrameTest, RejectsBadMagicVersionAndReservedBits) {
   for (std::size_t byte : {0u, 3u, 4u, 5u, 6u, 7u}) {
-    agent::FrameHeaderBytes b = encode_frame_header(sample_header());
+    transport::FrameHeaderBytes b = transport::encode_frame_header(sample_header());
     b[byte] ^= std::byte{0x40};
     reseal(b);
-    Result<agent::FrameHeader> d = decode_frame_header(b, 1 << 20);
+    Result<transport::FrameHeader> d = transport::decode_frame_header(b, 1 << 20);
     EXPECT_FALSE(d.is_ok()) << "flipped byte " << byte;
     EXPECT_EQ(d.status().code(), StatusCode::kBadFrame);
   }
@@ -95,10 +95,10 @@ TEST(FrameTest, RejectsBadMagicVersionAndReservedBits) {
 
 TEST(FrameTest, FuzzGarbageNeverDecodesOrCrashes) {
   std::mt19937_64 rng(12345);
-  agent::FrameHeaderBytes b{};
+  transport::FrameHeaderBytes b{};
   for (int iter = 0; iter < 200000; ++iter) {
     for (auto& x : b) x = static_cast<std::byte>(rng());
-    Result<agent::FrameHeader> d = decode_frame_header(b, 1 << 20);
+    Result<transport::FrameHeader> d = transport::decode_frame_header(b, 1 << 20);
     // A random 40 bytes carries the magic with probability 2^-32: treat a hit as a bug in
     // the generator rather than weakening the assertion.
     ASSERT_FALSE(d.is_ok());
@@ -107,32 +107,32 @@ TEST(FrameTest, FuzzGarbageNeverDecodesOrCrashes) {
 
 TEST(FrameTest, FuzzMutatedHeadersRespectBounds) {
   std::mt19937_64 rng(777);
-  const agent::FrameHeaderBytes good = encode_frame_header(sample_header());
+  const transport::FrameHeaderBytes good = transport::encode_frame_header(sample_header());
   for (int iter = 0; iter < 100000; ++iter) {
-    agent::FrameHeaderBytes b = good;
+    transport::FrameHeaderBytes b = good;
     const int flips = 1 + static_cast<int>(rng() % 4);
     for (int f = 0; f < flips; ++f) b[rng() % b.size()] = static_cast<std::byte>(rng());
     const std::uint64_t max = rng() % (1ull << 24);
-    Result<agent::FrameHeader> d = decode_frame_header(b, max);
+    Result<transport::FrameHeader> d = transport::decode_frame_header(b, max);
     if (d.is_ok()) {
       EXPECT_LE(d->length, max);
-      EXPECT_EQ(encode_frame_header(*d), b);  // nothing accepted that we would not write
+      EXPECT_EQ(transport::encode_frame_header(*d), b);  // nothing accepted that we would not write
     }
   }
 }
 
 TEST(FrameTest, AbortFrameRoundTrips) {
-  const agent::AbortNotice n{StatusCode::kMismatch, 3, "rank 2 sent 8 bytes"};
-  const std::vector<std::byte> frame = encode_abort_frame(5, n);
-  ASSERT_GE(frame.size(), kFrameHeaderBytes);
-  Result<agent::FrameHeader> h = decode_frame_header(
-      std::span<const std::byte, kFrameHeaderBytes>(frame.data(), kFrameHeaderBytes), 1 << 20);
+  const transport::AbortNotice n{StatusCode::kMismatch, 3, "rank 2 sent 8 bytes"};
+  const std::vector<std::byte> frame = transport::encode_abort_frame(5, n);
+  ASSERT_GE(frame.size(), transport::kFrameHeaderBytes);
+  Result<transport::FrameHeader> h = transport::decode_frame_header(
+      std::span<const std::byte, transport::kFrameHeaderBytes>(frame.data(), transport::kFrameHeaderBytes), 1 << 20);
   ASSERT_TRUE(h.is_ok()) << h.status().to_string();
-  EXPECT_EQ(h->kind, agent::FrameKind::kAbort);
+  EXPECT_EQ(h->kind, transport::FrameKind::kAbort);
   EXPECT_EQ(h->epoch, 5u);
-  ASSERT_EQ(frame_body_bytes(h->length), frame.size() - kFrameHeaderBytes);
-  Result<agent::AbortNotice> d =
-      decode_abort_payload(std::span<const std::byte>(frame).subspan(kFrameHeaderBytes, h->length));
+  ASSERT_EQ(transport::frame_body_bytes(h->length), frame.size() - transport::kFrameHeaderBytes);
+  Result<transport::AbortNotice> d =
+      transport::decode_abort_payload(std::span<const std::byte>(frame).subspan(transport::kFrameHeaderBytes, h->length));
   ASSERT_TRUE(d.is_ok()) << d.status().to_string();
   EXPECT_EQ(d->code, StatusCode::kMismatch);
   EXPECT_EQ(d->origin, 3u);
@@ -140,87 +140,87 @@ TEST(FrameTest, AbortFrameRoundTrips) {
 }
 
 TEST(FrameTest, AbortMessagesAreCutAndLengthsBounded) {
-  const agent::AbortNotice n{StatusCode::kTimedOut, 0, std::string(5000, 'x')};
-  const std::vector<std::byte> frame = encode_abort_frame(1, n);
-  EXPECT_EQ(frame.size(), kFrameHeaderBytes + kMaxAbortPayloadBytes + kFrameTrailerBytes);
-  Result<agent::AbortNotice> d = decode_abort_payload(
-      std::span<const std::byte>(frame).subspan(kFrameHeaderBytes, kMaxAbortPayloadBytes));
+  const transport::AbortNotice n{StatusCode::kTimedOut, 0, std::string(5000, 'x')};
+  const std::vector<std::byte> frame = transport::encode_abort_frame(1, n);
+  EXPECT_EQ(frame.size(), transport::kFrameHeaderBytes + transport::kMaxAbortPayloadBytes + transport::kFrameTrailerBytes);
+  Result<transport::AbortNotice> d = transport::decode_abort_payload(
+      std::span<const std::byte>(frame).subspan(transport::kFrameHeaderBytes, transport::kMaxAbortPayloadBytes));
   ASSERT_TRUE(d.is_ok());
-  EXPECT_EQ(d->message.size(), kMaxAbortMessageBytes);
+  EXPECT_EQ(d->message.size(), transport::kMaxAbortMessageBytes);
   // A header announcing a longer (or too short) abort payload is refused up front.
-  agent::FrameHeader h;
-  h.kind = agent::FrameKind::kAbort;
-  for (std::uint64_t len : {std::uint64_t{0}, std::uint64_t{kAbortFixedBytes - 1},
-                            std::uint64_t{kMaxAbortPayloadBytes + 1}, std::uint64_t{1} << 40}) {
+  transport::FrameHeader h;
+  h.kind = transport::FrameKind::kAbort;
+  for (std::uint64_t len : {std::uint64_t{0}, std::uint64_t{transport::kAbortFixedBytes - 1},
+                            std::uint64_t{transport::kMaxAbortPayloadBytes + 1}, std::uint64_t{1} << 40}) {
     h.length = len;
-    EXPECT_FALSE(decode_frame_header(encode_frame_header(h), ~0ull).is_ok()) << len;
+    EXPECT_FALSE(transport::decode_frame_header(transport::encode_frame_header(h), ~0ull).is_ok()) << len;
   }
   // Unknown kinds are refused.
-  agent::FrameHeaderBytes b = encode_frame_header(h);
+  transport::FrameHeaderBytes b = transport::encode_frame_header(h);
   b[5] = std::byte{2};
   reseal(b);
-  Result<agent::FrameHeader> d2 = decode_frame_header(b, ~0ull);
+  Result<transport::FrameHeader> d2 = transport::decode_frame_header(b, ~0ull);
   ASSERT_FALSE(d2.is_ok());
   EXPECT_NE(d2.status().message().find("unknown frame kind"), std::string::npos);
   // The payload's CRC is its trailer.
   const std::vector<std::byte> frame2 =
-      encode_abort_frame(5, agent::AbortNotice{StatusCode::kPeerLost, 1, "gone"});
-  Result<agent::FrameHeader> h2 = decode_frame_header(
-      std::span<const std::byte, kFrameHeaderBytes>(frame2.data(), kFrameHeaderBytes), ~0ull);
+      transport::encode_abort_frame(5, transport::AbortNotice{StatusCode::kPeerLost, 1, "gone"});
+  Result<transport::FrameHeader> h2 = transport::decode_frame_header(
+      std::span<const std::byte, transport::kFrameHeaderBytes>(frame2.data(), transport::kFrameHeaderBytes), ~0ull);
   ASSERT_TRUE(h2.is_ok());
-  ASSERT_EQ(frame2.size(), kFrameHeaderBytes + h2->length + kFrameTrailerBytes);
-  EXPECT_EQ(decode_frame_trailer(std::span<const std::byte, kFrameTrailerBytes>(
-                frame2.data() + kFrameHeaderBytes + h2->length, kFrameTrailerBytes)),
-            crc32c(std::span<const std::byte>(frame2).subspan(kFrameHeaderBytes, h2->length)));
+  ASSERT_EQ(frame2.size(), transport::kFrameHeaderBytes + h2->length + transport::kFrameTrailerBytes);
+  EXPECT_EQ(transport::decode_frame_trailer(std::span<const std::byte, transport::kFrameTrailerBytes>(
+                frame2.data() + transport::kFrameHeaderBytes + h2->length, transport::kFrameTrailerBytes)),
+            crc32c(std::span<const std::byte>(frame2).subspan(transport::kFrameHeaderBytes, h2->length)));
 }
 
 TEST(FrameTest, AbortPayloadRejectsBadCodesAndLengths) {
   const std::vector<std::byte> frame =
-      encode_abort_frame(1, agent::AbortNotice{StatusCode::kMismatch, 1, "why"});
-  const std::vector<std::byte> good(frame.begin() + kFrameHeaderBytes,
-                                    frame.end() - kFrameTrailerBytes);
+      transport::encode_abort_frame(1, transport::AbortNotice{StatusCode::kMismatch, 1, "why"});
+  const std::vector<std::byte> good(frame.begin() + transport::kFrameHeaderBytes,
+                                    frame.end() - transport::kFrameTrailerBytes);
   for (std::uint8_t code : {std::uint8_t{0}, std::uint8_t{200}}) {
     std::vector<std::byte> b = good;
     b[0] = static_cast<std::byte>(code);
-    EXPECT_FALSE(decode_abort_payload(b).is_ok()) << int{code};
+    EXPECT_FALSE(transport::decode_abort_payload(b).is_ok()) << int{code};
   }
   std::vector<std::byte> b = good;
   b[1] = std::byte{1};  // reserved
-  EXPECT_FALSE(decode_abort_payload(b).is_ok());
+  EXPECT_FALSE(transport::decode_abort_payload(b).is_ok());
   b = good;
   b[8] = std::byte{4};  // message length disagrees with the payload
-  EXPECT_FALSE(decode_abort_payload(b).is_ok());
+  EXPECT_FALSE(transport::decode_abort_payload(b).is_ok());
   b = good;
   b.pop_back();
-  EXPECT_FALSE(decode_abort_payload(b).is_ok());
+  EXPECT_FALSE(transport::decode_abort_payload(b).is_ok());
   EXPECT_FALSE(
-      decode_abort_payload(std::span<const std::byte>(good).first(kAbortFixedBytes - 1)).is_ok());
+      transport::decode_abort_payload(std::span<const std::byte>(good).first(transport::kAbortFixedBytes - 1)).is_ok());
 }
 
 TEST(FrameTest, FuzzAbortPayloadsNeverCrash) {
   std::mt19937_64 rng(99);
   const std::vector<std::byte> frame =
-      encode_abort_frame(1, agent::AbortNotice{StatusCode::kPeerLost, 2, "connection reset"});
-  const std::vector<std::byte> good(frame.begin() + kFrameHeaderBytes,
-                                    frame.end() - kFrameTrailerBytes);
+      transport::encode_abort_frame(1, transport::AbortNotice{StatusCode::kPeerLost, 2, "connection reset"});
+  const std::vector<std::byte> good(frame.begin() + transport::kFrameHeaderBytes,
+                                    frame.end() - transport::kFrameTrailerBytes);
   for (int iter = 0; iter < 100000; ++iter) {
     std::vector<std::byte> b = good;
-    if (rng() % 4 == 0) b.resize(rng() % (kMaxAbortPayloadBytes + 64));
+    if (rng() % 4 == 0) b.resize(rng() % (transport::kMaxAbortPayloadBytes + 64));
     const int flips = 1 + static_cast<int>(rng() % 4);
     for (int f = 0; f < flips && !b.empty(); ++f)
       b[rng() % b.size()] = static_cast<std::byte>(rng());
-    Result<agent::AbortNotice> d = decode_abort_payload(b);
+    Result<transport::AbortNotice> d = transport::decode_abort_payload(b);
     if (d.is_ok()) {
       EXPECT_NE(d->code, StatusCode::kOk);
-      EXPECT_LE(d->message.size(), kMaxAbortMessageBytes);
-      EXPECT_EQ(d->message.size() + kAbortFixedBytes, b.size());
+      EXPECT_LE(d->message.size(), transport::kMaxAbortMessageBytes);
+      EXPECT_EQ(d->message.size() + transport::kAbortFixedBytes, b.size());
     }
   }
 }
 
-agent::HandshakeMessage sample_hello() {
-  agent::HandshakeMessage m;
-  m.type = agent::HandshakeType::kHello;
+transport::HandshakeMessage sample_hello() {
+  transport::HandshakeMessage m;
+  m.type = transport::HandshakeType::kHello;
   m.epoch = 42;
   m.from_rank = 1;
   m.to_rank = 3;
@@ -230,64 +230,64 @@ agent::HandshakeMessage sample_hello() {
 }
 
 TEST(HandshakeCodecTest, EveryMessageTypeRoundTrips) {
-  agent::HandshakeMessage hello = sample_hello();
-  agent::HandshakeMessage challenge;
-  challenge.type = agent::HandshakeType::kChallenge;
+  transport::HandshakeMessage hello = sample_hello();
+  transport::HandshakeMessage challenge;
+  challenge.type = transport::HandshakeType::kChallenge;
   challenge.nonce = random_nonce();
-  agent::HandshakeMessage response;
-  response.type = agent::HandshakeType::kResponse;
-  response.mac = handshake_mac("s", agent::HandshakeRole::kConnector, hello, challenge.nonce);
-  agent::HandshakeMessage reject;
-  reject.type = agent::HandshakeType::kReject;
-  reject.reason = agent::RejectReason::kStaleEpoch;
+  transport::HandshakeMessage response;
+  response.type = transport::HandshakeType::kResponse;
+  response.mac = transport::handshake_mac("s", transport::HandshakeRole::kConnector, hello, challenge.nonce);
+  transport::HandshakeMessage reject;
+  reject.type = transport::HandshakeType::kReject;
+  reject.reason = transport::RejectReason::kStaleEpoch;
   reject.epoch = 99;
-  for (const agent::HandshakeMessage& m : {hello, challenge, response, reject}) {
-    Result<agent::HandshakeMessage> d = decode_handshake(encode_handshake(m));
+  for (const transport::HandshakeMessage& m : {hello, challenge, response, reject}) {
+    Result<transport::HandshakeMessage> d = transport::decode_handshake(transport::encode_handshake(m));
     ASSERT_TRUE(d.is_ok()) << d.status().to_string();
-    EXPECT_EQ(encode_handshake(*d), encode_handshake(m));
+    EXPECT_EQ(transport::encode_handshake(*d), transport::encode_handshake(m));
   }
 }
 
 TEST(HandshakeCodecTest, RejectsImpossibleRanksAndVersions) {
-  agent::HandshakeMessage m = sample_hello();
+  transport::HandshakeMessage m = sample_hello();
   m.from_rank = 4;  // == group size
-  EXPECT_FALSE(decode_handshake(encode_handshake(m)).is_ok());
+  EXPECT_FALSE(transport::decode_handshake(transport::encode_handshake(m)).is_ok());
   m = sample_hello();
   m.to_rank = m.from_rank;
-  EXPECT_FALSE(decode_handshake(encode_handshake(m)).is_ok());
+  EXPECT_FALSE(transport::decode_handshake(transport::encode_handshake(m)).is_ok());
   m = sample_hello();
-  m.version = kWireVersion + 1;
-  Result<agent::HandshakeMessage> d = decode_handshake(encode_handshake(m));
+  m.version = transport::kWireVersion + 1;
+  Result<transport::HandshakeMessage> d = transport::decode_handshake(transport::encode_handshake(m));
   ASSERT_FALSE(d.is_ok());
   EXPECT_NE(d.status().message().find("version"), std::string::npos);
 }
 
 TEST(HandshakeCodecTest, MacsBindRoleAndTranscript) {
-  const agent::HandshakeMessage hello = sample_hello();
+  const transport::HandshakeMessage hello = sample_hello();
   const Nonce na = random_nonce();
-  const Mac c = handshake_mac("secret", agent::HandshakeRole::kConnector, hello, na);
-  EXPECT_FALSE(macs_equal(c, handshake_mac("secret", agent::HandshakeRole::kAcceptor, hello, na)));
-  EXPECT_FALSE(macs_equal(c, handshake_mac("Secret", agent::HandshakeRole::kConnector, hello, na)));
-  agent::HandshakeMessage other = hello;
+  const Mac c = transport::handshake_mac("secret", transport::HandshakeRole::kConnector, hello, na);
+  EXPECT_FALSE(macs_equal(c, transport::handshake_mac("secret", transport::HandshakeRole::kAcceptor, hello, na)));
+  EXPECT_FALSE(macs_equal(c, transport::handshake_mac("Secret", transport::HandshakeRole::kConnector, hello, na)));
+  transport::HandshakeMessage other = hello;
   other.epoch += 1;
-  EXPECT_FALSE(macs_equal(c, handshake_mac("secret", agent::HandshakeRole::kConnector, other, na)));
-  EXPECT_TRUE(macs_equal(c, handshake_mac("secret", agent::HandshakeRole::kConnector, hello, na)));
+  EXPECT_FALSE(macs_equal(c, transport::handshake_mac("secret", transport::HandshakeRole::kConnector, other, na)));
+  EXPECT_TRUE(macs_equal(c, transport::handshake_mac("secret", transport::HandshakeRole::kConnector, hello, na)));
 }
 
 TEST(HandshakeCodecTest, FuzzGarbageAndMutationsNeverCrash) {
   std::mt19937_64 rng(99);
-  agent::HandshakeBytes b{};
+  transport::HandshakeBytes b{};
   for (int iter = 0; iter < 100000; ++iter) {
     for (auto& x : b) x = static_cast<std::byte>(rng());
-    ASSERT_FALSE(decode_handshake(b).is_ok());
+    ASSERT_FALSE(transport::decode_handshake(b).is_ok());
   }
-  const agent::HandshakeBytes good = encode_handshake(sample_hello());
+  const transport::HandshakeBytes good = transport::encode_handshake(sample_hello());
   for (int iter = 0; iter < 100000; ++iter) {
     b = good;
     b[rng() % b.size()] = static_cast<std::byte>(rng());
-    Result<agent::HandshakeMessage> d = decode_handshake(b);
+    Result<transport::HandshakeMessage> d = transport::decode_handshake(b);
     if (d.is_ok()) {
-      EXPECT_EQ(encode_handshake(*d), b);
+      EXPECT_EQ(transport::encode_handshake(*d), b);
     }
   }
 }

@@ -81,14 +81,14 @@ int count_lines(const LogCapture& logs, const std::string& pattern) {
       std::distance(std::sregex_iterator(all.begin(), all.end(), re), std::sregex_iterator()));
 }
 
-std::unique_ptr<agent::TcpEndpoint> listen(LogCapture& logs, std::size_t max_handshaking,
+std::unique_ptr<transport::TcpEndpoint> listen(LogCapture& logs, std::size_t max_handshaking,
                                            std::size_t per_source = 32) {
-  agent::TcpEndpointConfig config = test_config(logs, 0);
+  transport::TcpEndpointConfig config = test_config(logs, 0);
   config.bind_host = "0.0.0.0";            // reachable from 127.0.0.2 too
   config.handshake_timeout = seconds(30);  // nothing below may rely on it
   config.max_handshaking = max_handshaking;
   config.max_handshaking_per_source = per_source;
-  auto ep = agent::TcpEndpoint::listen(config);
+  auto ep = transport::TcpEndpoint::listen(config);
   if (!ep.is_ok()) throw std::runtime_error(ep.status().to_string());
   return std::move(*ep);
 }

@@ -18,7 +18,7 @@
 namespace tributary::testing {
 namespace {
 
-using agent::FrameHeader;
+using transport::FrameHeader;
 using std::chrono::milliseconds;
 
 TEST(TcpLinkIntegrity, ACorruptedPayloadIsABadFrameNamingThePeerAndNeverDelivered) {
@@ -29,14 +29,14 @@ TEST(TcpLinkIntegrity, ACorruptedPayloadIsABadFrameNamingThePeerAndNeverDelivere
   const std::string sent(64 << 10, 'g');
   std::string got(sent.size(), '\0');
   auto r0 = l1.recv(0, algorithms::Tag{1, 0, 0}, bytes_of(got));
-  g.raw[1]->write_frame(FrameHeader{4, 1, 0, 0, sent.size()}, sent, /*corrupt_at=*/40000);
+  g.raw[1]->write_frame(transport::FrameHeader{4, 1, 0, 0, sent.size()}, sent, /*corrupt_at=*/40000);
   Status st = l1.wait(r0, soon());
   EXPECT_EQ(st.code(), StatusCode::kBadFrame) << st.to_string();
   EXPECT_NE(st.message().find("rank 0 at 127.0.0.1:1 to rank 1"), std::string::npos)
       << st.to_string();
   EXPECT_NE(st.message().find("fails its CRC-32C check"), std::string::npos) << st.to_string();
   EXPECT_TRUE(g.raw[1]->closed_by_peer()) << "the link to the corrupting peer stays up";
-  const agent::TcpEndpointStats stats = g.c.endpoints[0]->stats();
+  const transport::TcpEndpointStats stats = g.c.endpoints[0]->stats();
   EXPECT_EQ(stats.crc_failures, 1u);
   EXPECT_EQ(stats.bad_frames, 1u);
   EXPECT_TRUE(g.logs.contains("[rank 1] dropping connection to rank 0", "CRC-32C"))
@@ -64,7 +64,7 @@ TEST(TcpLinkIntegrity, ACorruptedPayloadFailsACombiningReceiveToo) {
       0, algorithms::Tag{1, 0, 0}, bytes_of(got),
       algorithms::Combine{reinterpret_cast<const std::byte*>(operand.data()), DType::kUInt8,
                           ReduceOp::kMax, true});
-  g.raw[1]->write_frame(FrameHeader{4, 1, 0, 0, sent.size()}, sent, /*corrupt_at=*/200000);
+  g.raw[1]->write_frame(transport::FrameHeader{4, 1, 0, 0, sent.size()}, sent, /*corrupt_at=*/200000);
   const Status st = l1.wait(r0, soon());
   EXPECT_EQ(st.code(), StatusCode::kBadFrame) << st.to_string();
   EXPECT_NE(st.message().find("fails its CRC-32C check"), std::string::npos) << st.to_string();
@@ -75,8 +75,8 @@ TEST(TcpLinkIntegrity, ACorruptedUnexpectedMessageFailsThePeerInsteadOfWaitingFo
   build_raw_group(g, 2, 1);
   algorithms::Link& l1 = *g.c.links[1];
   // Seq 1 arrives before its recv (buffered) and is corrupted; seq 2 behind it is fine.
-  g.raw[1]->write_frame(FrameHeader{1, 1, 0, 0, 300}, std::string(300, 'a'), 0);
-  g.raw[1]->write_frame(FrameHeader{1, 2, 0, 0, 3}, "abc");
+  g.raw[1]->write_frame(transport::FrameHeader{1, 1, 0, 0, 300}, std::string(300, 'a'), 0);
+  g.raw[1]->write_frame(transport::FrameHeader{1, 2, 0, 0, 3}, "abc");
   std::string two(3, '\0');
   Status st = l1.wait(l1.recv(0, algorithms::Tag{2, 0, 0}, bytes_of(two)), soon());
   EXPECT_EQ(st.code(), StatusCode::kBadFrame) << st.to_string();
@@ -151,7 +151,7 @@ TEST(TcpLinkIntegrity, AFlippedBitInAHeaderIsCaughtBeforeItsLengthIsBelieved) {
   algorithms::Link& l1 = *g.c.links[1];
   std::string got(8, '\0');
   auto h = l1.recv(0, algorithms::Tag{1, 0, 0}, bytes_of(got));
-  agent::FrameHeaderBytes header = agent::encode_frame_header(FrameHeader{1, 1, 0, 0, 8});
+  transport::FrameHeaderBytes header = transport::encode_frame_header(transport::FrameHeader{1, 1, 0, 0, 8});
   header[35] ^= std::byte{0x04};  // length 8 + 2^26: the stream would wait for 64 MiB
   g.raw[1]->write(header);
   Status st = l1.wait(h, soon());
@@ -179,8 +179,8 @@ TEST(TcpLinkIntegrity, UnsolicitedMessagesAreBoundedAndDeliveredWhenAskedFor) {
     // Up to 1 GiB of 1 MiB frames, seq 1, 2, ...: each frame's bytes are its seq.
     for (std::uint64_t seq = 1; written < (1ull << 30); ++seq) {
       const std::string payload(kFrame, static_cast<char>(seq));
-      const agent::FrameHeaderBytes hb = agent::encode_frame_header(FrameHeader{1, seq, 0, 0, kFrame});
-      const agent::FrameTrailerBytes tb = agent::encode_frame_trailer(crc32c(bytes_of(payload)));
+      const transport::FrameHeaderBytes hb = transport::encode_frame_header(transport::FrameHeader{1, seq, 0, 0, kFrame});
+      const transport::FrameTrailerBytes tb = transport::encode_frame_trailer(crc32c(bytes_of(payload)));
       std::string frame(reinterpret_cast<const char*>(hb.data()), hb.size());
       frame += payload;
       frame.append(reinterpret_cast<const char*>(tb.data()), tb.size());
@@ -228,7 +228,7 @@ TEST(TcpLinkIntegrity, AFlippedBitOnTheWireFailsTheAllReduceInsteadOfChangingIts
   // Rank 0 dials rank 1 through the proxy; byte 1,000 of the first frame's payload (after
   // the connector's two 64-byte handshake messages and the 56-byte header) is flipped.
   hostile::TcpProxy proxy(c.endpoints[1]->port());
-  proxy.corrupt_at(2 * agent::kHandshakeBytes + agent::kFrameHeaderBytes + 1000);
+  proxy.corrupt_at(2 * transport::kHandshakeBytes + transport::kFrameHeaderBytes + 1000);
   c.addresses[1] = "127.0.0.1:" + std::to_string(proxy.port());
   expect_all_ok(connect_all(c, 1));
   auto run = [&](std::uint64_t seq, std::vector<std::vector<float>>& out) {

@@ -9,7 +9,7 @@
 
 #include <cerrno>
 
-#include "agent/tcp_link.h"
+#include "transport/tcp/tcp_link.h"
 
 namespace tributary::testing {
 namespace {
@@ -27,11 +27,11 @@ TEST(TcpLinkOs, NoEventfdIsInternalAndClosesTheSockets) {
   tight.rlim_cur = static_cast<rlim_t>(lowest_free);
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);
 
-  agent::TcpLinkParams params;
+  transport::TcpLinkParams params;
   params.rank = 0;
   params.size = 2;
-  params.counters = std::make_shared<agent::LinkCounters>(2);
-  auto link = agent::make_tcp_link(std::move(params), {agent::PeerSocket{1, pair[0], "test"}});
+  params.counters = std::make_shared<transport::LinkCounters>(2);
+  auto link = transport::make_tcp_link(std::move(params), {transport::PeerSocket{1, pair[0], "test"}});
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
 
   ASSERT_FALSE(link.is_ok());

@@ -19,9 +19,9 @@ namespace tributary::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using agent::FrameHeader;
-using agent::HandshakeType;
-using agent::RejectReason;
+using transport::FrameHeader;
+using transport::HandshakeType;
+using transport::RejectReason;
 using algorithms::Tag;
 
 std::vector<std::byte> pattern(std::size_t n, int from, int to) {
@@ -74,7 +74,7 @@ TEST(TcpLinkTest, ExchangesAcrossGroupSizesAndMessageSizes) {
       ++seq;
     }
     for (int r = 1; r < n; ++r) {
-      const agent::TcpEndpointStats s = c.endpoints[r]->stats();
+      const transport::TcpEndpointStats s = c.endpoints[r]->stats();
       EXPECT_EQ(s.epoch, 1u);
       ASSERT_EQ(s.peers.size(), static_cast<std::size_t>(n - 1));
       EXPECT_GT(s.peers[0].bytes_received, (3u << 20));
@@ -159,8 +159,8 @@ TEST(TcpLinkTest, LargeSimultaneousSendsDoNotDeadlock) {
 
 TEST(TcpLinkTest, WrongSecretOnConnectorIsRejectedOnBothSides) {
   LogCapture logs;
-  auto good = std::move(*agent::TcpEndpoint::listen(test_config(logs, 1, "right")));
-  auto bad = std::move(*agent::TcpEndpoint::listen(test_config(logs, 0, "wrong")));
+  auto good = std::move(*transport::TcpEndpoint::listen(test_config(logs, 1, "right")));
+  auto bad = std::move(*transport::TcpEndpoint::listen(test_config(logs, 0, "wrong")));
   const std::vector<std::string> addrs{bad->address(), good->address()};
   std::vector<Status> st = run_ranks(2, [&](int r) {
     // The honest side waits for a genuine peer until its deadline.
@@ -182,8 +182,8 @@ TEST(TcpLinkTest, WrongSecretOnConnectorIsRejectedOnBothSides) {
 
 TEST(TcpLinkTest, WrongSecretOnAcceptorIsRejectedOnBothSides) {
   LogCapture logs;
-  auto good = std::move(*agent::TcpEndpoint::listen(test_config(logs, 0, "right")));
-  auto bad = std::move(*agent::TcpEndpoint::listen(test_config(logs, 1, "wrong")));
+  auto good = std::move(*transport::TcpEndpoint::listen(test_config(logs, 0, "right")));
+  auto bad = std::move(*transport::TcpEndpoint::listen(test_config(logs, 1, "wrong")));
   const std::vector<std::string> addrs{good->address(), bad->address()};
   std::vector<Status> st = run_ranks(2, [&](int r) {
     auto l = r == 0 ? good->connect_group(1, 0, addrs, Deadline::after(10s))
@@ -226,7 +226,7 @@ TEST(TcpLinkTest, OversizedFrameDropsThatPeerOnlyWithBadFrame) {
   auto r0 = l1.recv(0, algorithms::Tag{1, 0, 0}, bytes_of(from0));
   auto r2 = l1.recv(2, algorithms::Tag{1, 0, 0}, bytes_of(from2));
   // Default max_frame_bytes is 1 GiB.
-  g.raw[1]->write(agent::encode_frame_header(agent::FrameHeader{4, 1, 0, 0, (1ull << 30) + 1}));
+  g.raw[1]->write(transport::encode_frame_header(transport::FrameHeader{4, 1, 0, 0, (1ull << 30) + 1}));
   Status st = l1.wait(r0, soon());
   EXPECT_EQ(st.code(), StatusCode::kBadFrame) << st.to_string();
   EXPECT_NE(st.message().find("rank 0 at 127.0.0.1:1"), std::string::npos) << st.to_string();
@@ -249,7 +249,7 @@ TEST(TcpLinkTest, BadMagicMidStreamIsBadFrame) {
   build_raw_group(g, 2, 1);
   std::string buf(3, '\0');
   auto h = g.c.links[1]->recv(0, algorithms::Tag{1, 0, 0}, bytes_of(buf));
-  g.raw[1]->write(std::string(agent::kFrameHeaderBytes, 'x'));
+  g.raw[1]->write(std::string(transport::kFrameHeaderBytes, 'x'));
   EXPECT_EQ(g.c.links[1]->wait(h, soon()).code(), StatusCode::kBadFrame);
 }
 
@@ -258,9 +258,9 @@ TEST(TcpLinkTest, StaleEpochFramesAreDroppedNotDelivered) {
   build_raw_group(g, 2, 5);
   std::string got(5, '\0');
   auto h = g.c.links[1]->recv(0, algorithms::Tag{1, 2, 3}, bytes_of(got));
-  g.raw[1]->write_frame(agent::FrameHeader{4, 1, 2, 3, 5}, "stale");
-  g.raw[1]->write_frame(agent::FrameHeader{6, 1, 2, 3, 5}, "newer");
-  g.raw[1]->write_frame(agent::FrameHeader{5, 1, 2, 3, 5}, "fresh");
+  g.raw[1]->write_frame(transport::FrameHeader{4, 1, 2, 3, 5}, "stale");
+  g.raw[1]->write_frame(transport::FrameHeader{6, 1, 2, 3, 5}, "newer");
+  g.raw[1]->write_frame(transport::FrameHeader{5, 1, 2, 3, 5}, "fresh");
   ASSERT_TRUE(g.c.links[1]->wait(h, soon()).is_ok());
   EXPECT_EQ(got, "fresh");
   EXPECT_EQ(g.c.endpoints[0]->stats().frames_dropped_stale_epoch, 2u);
@@ -462,8 +462,8 @@ TEST(TcpLinkTest, OlderEpochsAreRefused) {
   ASSERT_FALSE(raw.connect(c.endpoints[1]->port()));
   auto reply = raw.handshake("s3cret", 4, 0, 1, 2);
   ASSERT_TRUE(reply.is_ok()) << reply.status().to_string();
-  EXPECT_EQ(reply->type, agent::HandshakeType::kReject);
-  EXPECT_EQ(reply->reason, agent::RejectReason::kStaleEpoch);
+  EXPECT_EQ(reply->type, transport::HandshakeType::kReject);
+  EXPECT_EQ(reply->reason, transport::RejectReason::kStaleEpoch);
   EXPECT_EQ(reply->epoch, 5u);
   EXPECT_TRUE(logs.contains("[rank 1] rejected connection from", "epoch 4 is older"))
       << logs.dump();
@@ -471,7 +471,7 @@ TEST(TcpLinkTest, OlderEpochsAreRefused) {
   auto local = c.endpoints[1]->connect_group(4, 1, c.addresses, soon());
   EXPECT_EQ(local.status().code(), StatusCode::kStaleEpoch);
   LogCapture logs2;
-  auto late = std::move(*agent::TcpEndpoint::listen(test_config(logs2, 0)));
+  auto late = std::move(*transport::TcpEndpoint::listen(test_config(logs2, 0)));
   auto dialed = late->connect_group(4, 0, {late->address(), c.addresses[1]}, soon());
   EXPECT_EQ(dialed.status().code(), StatusCode::kStaleEpoch) << dialed.status().to_string();
   EXPECT_NE(dialed.status().message().find("moved on to epoch 5"), std::string::npos);
@@ -509,11 +509,11 @@ TEST(TcpLinkTest, AFailedPairReconnectsAtTheSameEpochAndCarriesMessagesAgain) {
   LogCapture logs;
   Cluster c = make_cluster(3, logs);
   expect_all_ok(connect_all(c, 1));
-  std::vector<agent::PeerSocket> got = cut_and_reconnect_pair01(c, 1);
+  std::vector<transport::PeerSocket> got = cut_and_reconnect_pair01(c, 1);
   ASSERT_EQ(got.size(), 2u);
   for (int r = 0; r < 2; ++r) {
     ASSERT_GE(got[r].fd, 0);
-    ASSERT_TRUE(agent::replace_peer_socket(*c.links[r], std::move(got[r])).is_ok());
+    ASSERT_TRUE(transport::replace_peer_socket(*c.links[r], std::move(got[r])).is_ok());
   }
   expect_all_ok(run_ranks(3, [&](int r) { return exchange(*c.links[r], 100000, 2); }));
   EXPECT_TRUE(logs.contains("a new connection to rank 1")) << logs.dump();
@@ -521,9 +521,9 @@ TEST(TcpLinkTest, AFailedPairReconnectsAtTheSameEpochAndCarriesMessagesAgain) {
   algorithms::MemoryFabric fabric(2);
   int fds[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
-  EXPECT_EQ(agent::replace_peer_socket(fabric.link(0), {1, fds[0], "x", nullptr}).code(),
+  EXPECT_EQ(transport::replace_peer_socket(fabric.link(0), {1, fds[0], "x", nullptr}).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(agent::replace_peer_socket(*c.links[0], {0, fds[1], "x", nullptr}).code(),
+  EXPECT_EQ(transport::replace_peer_socket(*c.links[0], {0, fds[1], "x", nullptr}).code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(::fcntl(fds[0], F_GETFD), -1);
   EXPECT_EQ(::fcntl(fds[1], F_GETFD), -1);

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/frame.h"
-#include "agent/tcp_endpoint.h"
+#include "transport/tcp/frame.h"
+#include "transport/tcp/tcp_endpoint.h"
 #include "core/crc32c.h"
 #include "tests/support/rank_threads.h"
 
@@ -50,27 +50,27 @@ class LogCapture {
   std::vector<std::string> lines_;
 };
 
-inline agent::TcpEndpointConfig test_config(LogCapture& logs, int rank,
+inline transport::TcpEndpointConfig test_config(LogCapture& logs, int rank,
                                             std::string secret = "s3cret") {
-  agent::TcpEndpointConfig c;
+  transport::TcpEndpointConfig c;
   c.secret = std::move(secret);
   c.log = logs.logger("[rank " + std::to_string(rank) + "] ");
   return c;
 }
 
 struct Cluster {
-  std::vector<std::unique_ptr<agent::TcpEndpoint>> endpoints;
+  std::vector<std::unique_ptr<transport::TcpEndpoint>> endpoints;
   std::vector<std::string> addresses;
   std::vector<std::unique_ptr<algorithms::Link>> links;
 };
 
 inline Cluster make_cluster(int n, LogCapture& logs,
-                            Duration busy_poll = agent::TcpEndpointConfig{}.busy_poll) {
+                            Duration busy_poll = transport::TcpEndpointConfig{}.busy_poll) {
   Cluster c;
   for (int r = 0; r < n; ++r) {
-    agent::TcpEndpointConfig config = test_config(logs, r);
+    transport::TcpEndpointConfig config = test_config(logs, r);
     config.busy_poll = busy_poll;
-    auto ep = agent::TcpEndpoint::listen(config);
+    auto ep = transport::TcpEndpoint::listen(config);
     if (!ep.is_ok()) throw std::runtime_error(ep.status().to_string());
     c.addresses.push_back((*ep)->address());
     c.endpoints.push_back(std::move(*ep));
@@ -108,7 +108,7 @@ inline std::uint16_t port_of(const std::string& address) {
 // Pair 0-1 of `c` (built at `epoch`) loses its connection (rank 0's side shut down: both
 // ends see it close, as a receive on each shows), and both ranks reconnect it
 // (TcpEndpoint::reconnect): the new sockets, by rank, for the caller to check and put in.
-inline std::vector<agent::PeerSocket> cut_and_reconnect_pair01(Cluster& c, std::uint64_t epoch) {
+inline std::vector<transport::PeerSocket> cut_and_reconnect_pair01(Cluster& c, std::uint64_t epoch) {
   const int fd = socket_to_port(port_of(c.addresses[1]));  // rank 0 dialled rank 1
   EXPECT_GE(fd, 0);
   ::shutdown(fd, SHUT_RDWR);
@@ -120,7 +120,7 @@ inline std::vector<agent::PeerSocket> cut_and_reconnect_pair01(Cluster& c, std::
   }
   std::vector<std::vector<std::string>> addresses;
   for (const std::string& a : c.addresses) addresses.push_back({a});
-  std::vector<agent::PeerSocket> out(2);
+  std::vector<transport::PeerSocket> out(2);
   const auto statuses = run_ranks(2, [&](int r) -> Status {
     TRIB_ASSIGN_OR_RETURN(auto got, c.endpoints[r]->reconnect(epoch, r, addresses, {1 - r},
                                                               Deadline::after(std::chrono::seconds(10))));
@@ -160,32 +160,32 @@ class RawPeer {
   }
 
   // Full connector handshake; returns the acceptor's final message (kAccept or kReject).
-  Result<agent::HandshakeMessage> handshake(const std::string& secret, std::uint64_t epoch,
+  Result<transport::HandshakeMessage> handshake(const std::string& secret, std::uint64_t epoch,
                                             int from, int to, int size) {
-    using namespace agent;
-    agent::HandshakeMessage hello;
-    hello.type = agent::HandshakeType::kHello;
+    using namespace transport;
+    transport::HandshakeMessage hello;
+    hello.type = transport::HandshakeType::kHello;
     hello.epoch = epoch;
     hello.from_rank = static_cast<std::uint32_t>(from);
     hello.to_rank = static_cast<std::uint32_t>(to);
     hello.group_size = static_cast<std::uint32_t>(size);
     hello.nonce = random_nonce();
-    write(encode_handshake(hello));
+    write(transport::encode_handshake(hello));
     auto reply = read_message();
-    if (!reply.is_ok() || reply->type != agent::HandshakeType::kChallenge) return reply;
-    agent::HandshakeMessage response;
-    response.type = agent::HandshakeType::kResponse;
-    response.mac = handshake_mac(secret, agent::HandshakeRole::kConnector, hello, reply->nonce);
-    write(encode_handshake(response));
+    if (!reply.is_ok() || reply->type != transport::HandshakeType::kChallenge) return reply;
+    transport::HandshakeMessage response;
+    response.type = transport::HandshakeType::kResponse;
+    response.mac = transport::handshake_mac(secret, transport::HandshakeRole::kConnector, hello, reply->nonce);
+    write(transport::encode_handshake(response));
     return read_message();
   }
 
-  Result<agent::HandshakeMessage> read_message() {
-    agent::HandshakeBytes b{};
+  Result<transport::HandshakeMessage> read_message() {
+    transport::HandshakeBytes b{};
     std::error_code ec;
     asio::read(sock_, asio::buffer(b), ec);
     if (ec) return error(StatusCode::kPeerLost, ec.message());
-    return agent::decode_handshake(b);
+    return transport::decode_handshake(b);
   }
 
   template <typename Bytes>
@@ -196,12 +196,12 @@ class RawPeer {
 
   // With the payload's CRC-32C trailer; `corrupt_at`: then flips a bit of that payload
   // byte on the way out, as a faulty network would.
-  void write_frame(const agent::FrameHeader& h, std::string payload,
+  void write_frame(const transport::FrameHeader& h, std::string payload,
                    std::optional<std::size_t> corrupt_at = std::nullopt) {
-    const agent::FrameTrailerBytes trailer =
-        agent::encode_frame_trailer(crc32c(std::as_bytes(std::span(payload.data(), payload.size()))));
+    const transport::FrameTrailerBytes trailer =
+        transport::encode_frame_trailer(crc32c(std::as_bytes(std::span(payload.data(), payload.size()))));
     if (corrupt_at) payload[*corrupt_at] = static_cast<char>(payload[*corrupt_at] ^ 0x10);
-    write(agent::encode_frame_header(h));
+    write(transport::encode_frame_header(h));
     write(payload);
     if (!payload.empty()) write(trailer);
   }
@@ -209,25 +209,25 @@ class RawPeer {
   // Reads one data frame the link sent: its header, payload and trailer, the trailer
   // checked against the payload (kBadFrame when it differs).
   struct ReadFrame {
-    agent::FrameHeader header;
+    transport::FrameHeader header;
     std::string payload;
   };
   Result<ReadFrame> read_frame(std::uint64_t max_payload = 1ull << 30) {
-    agent::FrameHeaderBytes hb{};
+    transport::FrameHeaderBytes hb{};
     std::error_code ec;
     asio::read(sock_, asio::buffer(hb), ec);
     if (ec) return error(StatusCode::kPeerLost, ec.message());
-    TRIB_ASSIGN_OR_RETURN(agent::FrameHeader h, agent::decode_frame_header(hb, max_payload));
+    TRIB_ASSIGN_OR_RETURN(transport::FrameHeader h, transport::decode_frame_header(hb, max_payload));
     ReadFrame f{h, std::string(h.length, '\0')};
     asio::read(sock_, asio::buffer(f.payload.data(), f.payload.size()), ec);
     if (ec) return error(StatusCode::kPeerLost, ec.message());
     if (h.length == 0) return f;
-    agent::FrameTrailerBytes tb{};
+    transport::FrameTrailerBytes tb{};
     asio::read(sock_, asio::buffer(tb), ec);
     if (ec) return error(StatusCode::kPeerLost, ec.message());
     const std::uint32_t crc = crc32c(std::as_bytes(std::span(f.payload.data(), f.payload.size())));
-    if (agent::decode_frame_trailer(tb) != crc) {
-      return error(StatusCode::kBadFrame, "trailer " + std::to_string(agent::decode_frame_trailer(tb)) +
+    if (transport::decode_frame_trailer(tb) != crc) {
+      return error(StatusCode::kBadFrame, "trailer " + std::to_string(transport::decode_frame_trailer(tb)) +
                                               ", payload's CRC-32C " + std::to_string(crc));
     }
     return f;
@@ -269,11 +269,11 @@ struct RawGroup {
 
 inline void build_raw_group(
     RawGroup& g, int n, std::uint64_t epoch,
-    std::uint64_t max_unexpected_bytes = agent::TcpEndpointConfig{}.max_unexpected_bytes) {
+    std::uint64_t max_unexpected_bytes = transport::TcpEndpointConfig{}.max_unexpected_bytes) {
   for (int r = 1; r < n; ++r) {
-    agent::TcpEndpointConfig config = test_config(g.logs, r);
+    transport::TcpEndpointConfig config = test_config(g.logs, r);
     config.max_unexpected_bytes = max_unexpected_bytes;
-    auto ep = agent::TcpEndpoint::listen(config);
+    auto ep = transport::TcpEndpoint::listen(config);
     ASSERT_TRUE(ep.is_ok());
     g.c.endpoints.push_back(std::move(*ep));
   }
@@ -288,7 +288,7 @@ inline void build_raw_group(
         if (g.raw[p]->connect(g.c.endpoints[p - 1]->port()))
           return error(StatusCode::kUnavailable, "dial");
         auto m = g.raw[p]->handshake("s3cret", epoch, 0, p, n);
-        if (!m.is_ok() || m->type != agent::HandshakeType::kAccept)
+        if (!m.is_ok() || m->type != transport::HandshakeType::kAccept)
           return error(StatusCode::kAuthFailed, "raw");
       }
       return Status();

@@ -1,4 +1,4 @@
-// TLS on data-plane links (agent/tls.h): endpoints with --tls all / cross-zone run
+// TLS on data-plane links (transport/tcp/tls.h): endpoints with --tls all / cross-zone run
 // all-reduces bit-exact against plaintext ones over every size class (one element, a
 // partial record, many records, several MiB: partial writes and reads), with the
 // pre-shared key and with certificates; a peer whose certificate another CA signed, or a
@@ -18,8 +18,8 @@
 #include <random>
 #include <thread>
 
-#include "agent/tls.h"
-#include "agent/tls_stream.h"
+#include "transport/tcp/tls.h"
+#include "transport/tcp/tls_stream.h"
 #include "algorithms/collectives.h"
 #include "tests/agent/tcp_test_util.h"
 #include "tests/hostile/tcp_proxy.h"
@@ -27,8 +27,8 @@
 namespace tributary::testing {
 namespace {
 
-using agent::TlsConfig;
-using agent::TlsMode;
+using transport::TlsConfig;
+using transport::TlsMode;
 
 // A throwaway CA and member certificates, made with the openssl command.
 class Pki {
@@ -48,13 +48,13 @@ class Pki {
                path(ca + ".key") + " -out " + path(ca + ".pem") + " -days 2 -subj /CN=" + ca);
   }
   // A member certificate signed by `ca`.
-  TlsConfig member(const std::string& name, const std::string& ca, TlsMode mode = TlsMode::kAll) {
+  transport::TlsConfig member(const std::string& name, const std::string& ca, transport::TlsMode mode = transport::TlsMode::kAll) {
     run("openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout " +
         path(name + ".key") + " -out " + path(name + ".csr") + " -subj /CN=" + name);
     run("openssl x509 -req -in " + path(name + ".csr") + " -CA " + path(ca + ".pem") +
         " -CAkey " + path(ca + ".key") + " -CAcreateserial -out " + path(name + ".pem") +
         " -days 2");
-    TlsConfig c;
+    transport::TlsConfig c;
     c.mode = mode;
     c.cert_file = path(name + ".pem");
     c.key_file = path(name + ".key");
@@ -68,13 +68,13 @@ class Pki {
   std::string dir_;
 };
 
-Cluster tls_cluster(LogCapture& logs, const std::vector<TlsConfig>& tls) {
+Cluster tls_cluster(LogCapture& logs, const std::vector<transport::TlsConfig>& tls) {
   Cluster c;
   for (std::size_t r = 0; r < tls.size(); ++r) {
-    agent::TcpEndpointConfig config = test_config(logs, static_cast<int>(r));
+    transport::TcpEndpointConfig config = test_config(logs, static_cast<int>(r));
     config.tls = tls[r];
     config.handshake_timeout = std::chrono::seconds(5);
-    auto ep = agent::TcpEndpoint::listen(config);
+    auto ep = transport::TcpEndpoint::listen(config);
     if (!ep.is_ok()) throw std::runtime_error(ep.status().to_string());
     c.addresses.push_back((*ep)->address());
     c.endpoints.push_back(std::move(*ep));
@@ -138,33 +138,33 @@ TEST(Tls, AReconnectedPairRunsTlsAgain) {
   LogCapture logs;
   Cluster plain = make_cluster(3, logs);
   expect_all_ok(connect_all(plain, 1));
-  Cluster tls = tls_cluster(logs, std::vector<TlsConfig>(3, TlsConfig{TlsMode::kAll, "", "", ""}));
+  Cluster tls = tls_cluster(logs, std::vector<transport::TlsConfig>(3, transport::TlsConfig{transport::TlsMode::kAll, "", "", ""}));
   expect_all_ok(connect_zoned(tls, 1, {}));
-  std::vector<agent::PeerSocket> got = cut_and_reconnect_pair01(tls, 1);
+  std::vector<transport::PeerSocket> got = cut_and_reconnect_pair01(tls, 1);
   ASSERT_EQ(got.size(), 2u);
   for (int r = 0; r < 2; ++r) {
     ASSERT_GE(got[r].fd, 0);
     EXPECT_NE(got[r].tls, nullptr) << "rank " << r << ": the new connection is not encrypted";
-    ASSERT_TRUE(agent::replace_peer_socket(*tls.links[r], std::move(got[r])).is_ok());
+    ASSERT_TRUE(transport::replace_peer_socket(*tls.links[r], std::move(got[r])).is_ok());
   }
   expect_same_sums(plain, tls);
 }
 
 TEST(Tls, ModesParseAndPairsFollowZones) {
-  EXPECT_EQ(*agent::parse_tls_mode("cross-zone"), TlsMode::kCrossZone);
-  EXPECT_EQ(agent::parse_tls_mode("yes").status().code(), StatusCode::kInvalidArgument);
-  EXPECT_TRUE(agent::tls_between(TlsMode::kAll, "a", "a"));
-  EXPECT_TRUE(agent::tls_between(TlsMode::kCrossZone, "a", "b"));
-  EXPECT_FALSE(agent::tls_between(TlsMode::kCrossZone, "a", "a"));
-  EXPECT_FALSE(agent::tls_between(TlsMode::kOff, "a", "b"));
-  TlsConfig half;
-  half.mode = TlsMode::kAll;
+  EXPECT_EQ(*transport::parse_tls_mode("cross-zone"), transport::TlsMode::kCrossZone);
+  EXPECT_EQ(transport::parse_tls_mode("yes").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(transport::tls_between(transport::TlsMode::kAll, "a", "a"));
+  EXPECT_TRUE(transport::tls_between(transport::TlsMode::kCrossZone, "a", "b"));
+  EXPECT_FALSE(transport::tls_between(transport::TlsMode::kCrossZone, "a", "a"));
+  EXPECT_FALSE(transport::tls_between(transport::TlsMode::kOff, "a", "b"));
+  transport::TlsConfig half;
+  half.mode = transport::TlsMode::kAll;
   half.cert_file = "x.pem";
-  EXPECT_EQ(agent::validate_tls_config(half).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(transport::validate_tls_config(half).code(), StatusCode::kInvalidArgument);
   LogCapture logs;
-  agent::TcpEndpointConfig config = test_config(logs, 0);
-  config.tls = {TlsMode::kAll, "/nonexistent.pem", "/nonexistent.key", "/nonexistent-ca.pem"};
-  auto ep = agent::TcpEndpoint::listen(config);
+  transport::TcpEndpointConfig config = test_config(logs, 0);
+  config.tls = {transport::TlsMode::kAll, "/nonexistent.pem", "/nonexistent.key", "/nonexistent-ca.pem"};
+  auto ep = transport::TcpEndpoint::listen(config);
   ASSERT_FALSE(ep.is_ok());
   EXPECT_NE(ep.status().message().find("--tls-cert"), std::string::npos) << ep.status().to_string();
 }
@@ -173,7 +173,7 @@ TEST(Tls, PreSharedKeyAllReducesBitExactAgainstPlaintext) {
   for (int n : {2, 3}) {
     LogCapture logs;
     Cluster plain = make_cluster(n, logs);
-    Cluster tls = tls_cluster(logs, std::vector<TlsConfig>(n, TlsConfig{TlsMode::kAll, "", "", ""}));
+    Cluster tls = tls_cluster(logs, std::vector<transport::TlsConfig>(n, transport::TlsConfig{transport::TlsMode::kAll, "", "", ""}));
     expect_all_ok(connect_all(plain, 1));
     expect_all_ok(connect_all(tls, 1));
     EXPECT_EQ(tls.endpoints[0]->stats().tls_peers, static_cast<std::uint64_t>(n - 1));
@@ -186,7 +186,7 @@ TEST(Tls, PreSharedKeyAllReducesBitExactAgainstPlaintext) {
 TEST(Tls, CrossZoneEncryptsOnlyThePairsBetweenZones) {
   LogCapture logs;
   Cluster plain = make_cluster(3, logs);
-  Cluster tls = tls_cluster(logs, std::vector<TlsConfig>(3, TlsConfig{TlsMode::kCrossZone, "", "", ""}));
+  Cluster tls = tls_cluster(logs, std::vector<transport::TlsConfig>(3, transport::TlsConfig{transport::TlsMode::kCrossZone, "", "", ""}));
   expect_all_ok(connect_all(plain, 1));
   expect_all_ok(connect_zoned(tls, 1, {"east", "east", "west"}));
   EXPECT_EQ(tls.endpoints[0]->stats().tls_peers, 1u);  // rank 2 only
@@ -199,7 +199,7 @@ TEST(Tls, CertificatesAllReduceBitExactAndAForeignCaIsRefusedOnBothSides) {
   Pki pki;
   ASSERT_TRUE(pki.make_ca("ca"));
   ASSERT_TRUE(pki.make_ca("other-ca"));
-  std::vector<TlsConfig> good = {pki.member("m0", "ca"), pki.member("m1", "ca"),
+  std::vector<transport::TlsConfig> good = {pki.member("m0", "ca"), pki.member("m1", "ca"),
                                  pki.member("m2", "ca")};
   {
     LogCapture logs;
@@ -213,8 +213,8 @@ TEST(Tls, CertificatesAllReduceBitExactAndAForeignCaIsRefusedOnBothSides) {
   // Rank 1's certificate comes from another CA (its own trust is the cluster's CA).
   for (int intruder : {0, 1}) {
     LogCapture logs;
-    std::vector<TlsConfig> tls_configs = {good[0], good[1]};
-    TlsConfig foreign = pki.member("intruder", "other-ca");
+    std::vector<transport::TlsConfig> tls_configs = {good[0], good[1]};
+    transport::TlsConfig foreign = pki.member("intruder", "other-ca");
     foreign.ca_file = pki.path("ca.pem");
     tls_configs[intruder] = foreign;
     Cluster c = tls_cluster(logs, tls_configs);
@@ -235,11 +235,11 @@ TEST(Tls, CertificatesAllReduceBitExactAndAForeignCaIsRefusedOnBothSides) {
 }
 
 TEST(Tls, AModeMismatchFailsBothSidesAtOnce) {
-  for (TlsConfig odd : {TlsConfig{TlsMode::kOff, "", "", ""}, TlsConfig{TlsMode::kAll, "", "", ""}}) {
+  for (transport::TlsConfig odd : {transport::TlsConfig{transport::TlsMode::kOff, "", "", ""}, transport::TlsConfig{transport::TlsMode::kAll, "", "", ""}}) {
     for (int odd_rank : {0, 1}) {
       LogCapture logs;
-      std::vector<TlsConfig> configs(2, TlsConfig{odd.mode == TlsMode::kOff ? TlsMode::kAll
-                                                                           : TlsMode::kOff,
+      std::vector<transport::TlsConfig> configs(2, transport::TlsConfig{odd.mode == transport::TlsMode::kOff ? transport::TlsMode::kAll
+                                                                           : transport::TlsMode::kOff,
                                                   "", "", ""});
       configs[odd_rank] = odd;
       Cluster c = tls_cluster(logs, configs);
@@ -259,7 +259,7 @@ TEST(Tls, CertificatesAgainstThePreSharedKeyIsAMismatchToo) {
   Pki pki;
   ASSERT_TRUE(pki.make_ca("ca"));
   LogCapture logs;
-  Cluster c = tls_cluster(logs, {pki.member("m0", "ca"), TlsConfig{TlsMode::kAll, "", "", ""}});
+  Cluster c = tls_cluster(logs, {pki.member("m0", "ca"), transport::TlsConfig{transport::TlsMode::kAll, "", "", ""}});
   const std::vector<Status> st = connect_all(c, 1);
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(st[r].code(), StatusCode::kMismatch) << st[r].to_string();
@@ -279,16 +279,16 @@ struct StreamPair {
 };
 
 TEST(Tls, AMismatchedPreSharedKeyIsRefusedOnBothSides) {
-  auto ctx = agent::TlsContext::create(TlsConfig{TlsMode::kAll, "", "", ""});
+  auto ctx = transport::TlsContext::create(transport::TlsConfig{transport::TlsMode::kAll, "", "", ""});
   ASSERT_TRUE(ctx.is_ok());
   StreamPair sp;
   Mac a{}, b{};
   a[0] = 1;
   b[0] = 2;
-  auto client = agent::TlsStream::create(*ctx, sp.fds[0], true, a);
-  auto server = agent::TlsStream::create(*ctx, sp.fds[1], false, b);
+  auto client = transport::TlsStream::create(*ctx, sp.fds[0], true, a);
+  auto server = transport::TlsStream::create(*ctx, sp.fds[1], false, b);
   ASSERT_TRUE(client.is_ok() && server.is_ok());
-  std::vector<agent::TlsHandshake> hs = {{client->get(), sp.fds[0], "server", Status()},
+  std::vector<transport::TlsHandshake> hs = {{client->get(), sp.fds[0], "server", Status()},
                                          {server->get(), sp.fds[1], "client", Status()}};
   const Status st = run_tls_handshakes(hs, Deadline::after(std::chrono::seconds(5)));
   EXPECT_FALSE(st.is_ok());
@@ -302,10 +302,10 @@ TEST(Tls, APeerPresentingNoCertificateIsRefusedOnBothSides) {
   if (!Pki::available()) GTEST_SKIP() << "no openssl command to make certificates with";
   Pki pki;
   ASSERT_TRUE(pki.make_ca("ca"));
-  auto ctx = agent::TlsContext::create(pki.member("m0", "ca"));
+  auto ctx = transport::TlsContext::create(pki.member("m0", "ca"));
   ASSERT_TRUE(ctx.is_ok()) << ctx.status().to_string();
   StreamPair sp;
-  auto server = agent::TlsStream::create(*ctx, sp.fds[1], false, Mac{});
+  auto server = transport::TlsStream::create(*ctx, sp.fds[1], false, Mac{});
   ASSERT_TRUE(server.is_ok());
   // The client: TLS 1.3 that trusts the CA but has no certificate of its own.
   SSL_CTX* bare = SSL_CTX_new(TLS_client_method());
@@ -314,7 +314,7 @@ TEST(Tls, APeerPresentingNoCertificateIsRefusedOnBothSides) {
   SSL* ssl = SSL_new(bare);
   SSL_set_fd(ssl, sp.fds[0]);
   SSL_set_connect_state(ssl);
-  std::vector<agent::TlsHandshake> hs = {{server->get(), sp.fds[1], "client", Status()}};
+  std::vector<transport::TlsHandshake> hs = {{server->get(), sp.fds[1], "client", Status()}};
   std::string client_error;
   std::thread t([&] {
     const Deadline d = Deadline::after(std::chrono::seconds(5));
@@ -342,7 +342,7 @@ TEST(Tls, APeerPresentingNoCertificateIsRefusedOnBothSides) {
 
 TEST(Tls, AFlippedBitInsideARecordFailsThePeerInsteadOfTheSum) {
   LogCapture logs;
-  Cluster c = tls_cluster(logs, std::vector<TlsConfig>(2, TlsConfig{TlsMode::kAll, "", "", ""}));
+  Cluster c = tls_cluster(logs, std::vector<transport::TlsConfig>(2, transport::TlsConfig{transport::TlsMode::kAll, "", "", ""}));
   hostile::TcpProxy proxy(c.endpoints[1]->port());
   // Well past the handshakes (two 64-byte messages, then TLS's few hundred bytes): inside
   // the all-reduce's records.

@@ -7,7 +7,7 @@
 #include <iostream>
 #include <vector>
 
-#include "agent/frame.h"
+#include "transport/tcp/frame.h"
 #include "compression/codec_registry.h"
 #include "control/codec.h"
 #include "control/join_auth.h"
@@ -30,33 +30,33 @@ std::string_view view(const Bytes& b) {
 }
 
 void frames(const fs::path& root) {
-  agent::FrameHeader h;
+  transport::FrameHeader h;
   h.epoch = 3;
   h.seq = 17;
   h.slot = 2;
   h.length = 1024;
-  std::string header(view(agent::encode_frame_header(h)));
+  std::string header(view(transport::encode_frame_header(h)));
   header.push_back('\x01');  // the fuzzer's length limit byte
   write(root / "frame", "data_header", header);
-  const auto abort = agent::encode_abort_frame(3, {StatusCode::kPeerLost, 1, "rank 1 lost"});
+  const auto abort = transport::encode_abort_frame(3, {StatusCode::kPeerLost, 1, "rank 1 lost"});
   write(root / "frame", "abort_payload",
-        std::string_view(reinterpret_cast<const char*>(abort.data()) + agent::kFrameHeaderBytes,
-                         abort.size() - agent::kFrameHeaderBytes - agent::kFrameTrailerBytes));
+        std::string_view(reinterpret_cast<const char*>(abort.data()) + transport::kFrameHeaderBytes,
+                         abort.size() - transport::kFrameHeaderBytes - transport::kFrameTrailerBytes));
 }
 
 void data_handshakes(const fs::path& root) {
-  using agent::HandshakeType;
-  for (auto type : {HandshakeType::kHello, HandshakeType::kChallenge, HandshakeType::kResponse,
-                    HandshakeType::kAccept, HandshakeType::kReject}) {
-    agent::HandshakeMessage m;
+  using transport::HandshakeType;
+  for (auto type : {transport::HandshakeType::kHello, transport::HandshakeType::kChallenge, transport::HandshakeType::kResponse,
+                    transport::HandshakeType::kAccept, transport::HandshakeType::kReject}) {
+    transport::HandshakeMessage m;
     m.type = type;
     m.epoch = 4;
     m.from_rank = 0;
     m.to_rank = 1;
     m.group_size = 3;
     m.nonce = random_nonce();
-    m.reason = agent::RejectReason::kAuth;
-    std::string bytes(view(agent::encode_handshake(m)));
+    m.reason = transport::RejectReason::kAuth;
+    std::string bytes(view(transport::encode_handshake(m)));
     bytes += std::string(48, '\x5a');  // the acceptor nonce and the claimed MAC
     write(root / "data_handshake", "type" + std::to_string(static_cast<int>(type)), bytes);
   }

@@ -16,7 +16,7 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "agent/frame.h"
+#include "transport/tcp/frame.h"
 #include "core/auth.h"
 #include "tests/integration/process.h"
 #include "tests/support/curve_socket.h"
@@ -120,37 +120,37 @@ const char kJunk[] =
 // Connects, says the right magic and version in a hello, and answers the challenge with a
 // MAC made from the wrong secret. Returns the acceptor's answer (a REJECT is expected),
 // nullopt if the connection closed first.
-std::optional<agent::HandshakeMessage> wrong_secret_handshake(int port, std::uint64_t epoch,
+std::optional<transport::HandshakeMessage> wrong_secret_handshake(int port, std::uint64_t epoch,
                                                               std::uint32_t from, std::uint32_t to,
                                                               std::uint32_t size) {
   Socket s(port);
   if (!s.connected()) return std::nullopt;
-  agent::HandshakeMessage hello;
-  hello.type = agent::HandshakeType::kHello;
+  transport::HandshakeMessage hello;
+  hello.type = transport::HandshakeType::kHello;
   hello.epoch = epoch;
   hello.from_rank = from;
   hello.to_rank = to;
   hello.group_size = size;
   hello.nonce = random_nonce();
-  const auto hello_bytes = agent::encode_handshake(hello);
+  const auto hello_bytes = transport::encode_handshake(hello);
   if (!s.send_all(hello_bytes.data(), hello_bytes.size())) return std::nullopt;
-  auto raw = s.recv_exact(agent::kHandshakeBytes);
+  auto raw = s.recv_exact(transport::kHandshakeBytes);
   if (!raw) return std::nullopt;
-  agent::HandshakeBytes bytes;
+  transport::HandshakeBytes bytes;
   std::memcpy(bytes.data(), raw->data(), bytes.size());
-  auto challenge = agent::decode_handshake(bytes);
-  if (!challenge.is_ok() || challenge->type != agent::HandshakeType::kChallenge)
+  auto challenge = transport::decode_handshake(bytes);
+  if (!challenge.is_ok() || challenge->type != transport::HandshakeType::kChallenge)
     return std::nullopt;
-  agent::HandshakeMessage response;
-  response.type = agent::HandshakeType::kResponse;
-  response.mac = agent::handshake_mac("not-the-cluster-secret", agent::HandshakeRole::kConnector,
+  transport::HandshakeMessage response;
+  response.type = transport::HandshakeType::kResponse;
+  response.mac = transport::handshake_mac("not-the-cluster-secret", transport::HandshakeRole::kConnector,
                                       hello, challenge->nonce);
-  const auto response_bytes = agent::encode_handshake(response);
+  const auto response_bytes = transport::encode_handshake(response);
   if (!s.send_all(response_bytes.data(), response_bytes.size())) return std::nullopt;
-  raw = s.recv_exact(agent::kHandshakeBytes);
+  raw = s.recv_exact(transport::kHandshakeBytes);
   if (!raw) return std::nullopt;
   std::memcpy(bytes.data(), raw->data(), bytes.size());
-  auto answer = agent::decode_handshake(bytes);
+  auto answer = transport::decode_handshake(bytes);
   if (!answer.is_ok()) return std::nullopt;
   return *answer;
 }
@@ -347,8 +347,8 @@ TEST(DataPort, GarbageAndWrongSecretHandshakesDropOnlyThatConnection) {
     {
       Socket s(ports[i]);
       ASSERT_TRUE(s.connected());
-      std::string bad(agent::kHandshakeBytes, '\x7f');
-      const auto magic = agent::encode_handshake(agent::HandshakeMessage{});
+      std::string bad(transport::kHandshakeBytes, '\x7f');
+      const auto magic = transport::encode_handshake(transport::HandshakeMessage{});
       std::memcpy(bad.data(), magic.data(), 4);  // the right magic, then nonsense
       ASSERT_TRUE(s.send_all(bad));
       EXPECT_TRUE(s.closed_by_peer()) << "agent" << i << " kept a bad handshake open";
@@ -356,8 +356,8 @@ TEST(DataPort, GarbageAndWrongSecretHandshakesDropOnlyThatConnection) {
     const auto answer = wrong_secret_handshake(ports[i], 1, 0, 1, 3);
     ASSERT_TRUE(answer.has_value())
         << "agent" << i << " sent no answer to a wrong-secret handshake";
-    EXPECT_EQ(answer->type, agent::HandshakeType::kReject);
-    EXPECT_EQ(answer->reason, agent::RejectReason::kAuth);
+    EXPECT_EQ(answer->type, transport::HandshakeType::kReject);
+    EXPECT_EQ(answer->reason, transport::RejectReason::kAuth);
   }
   // Each agent logs every refusal with the peer's address.
   for (std::size_t i = 0; i < agents.size(); ++i) {

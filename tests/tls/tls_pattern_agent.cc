@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   c.bind_host = argv[2];
   c.zone = argv[3];
   c.transport = "tcp";
-  auto mode = agent::parse_tls_mode(argv[4]);
+  auto mode = transport::parse_tls_mode(argv[4]);
   if (!mode.is_ok()) {
     std::fprintf(stderr, "%s\n", mode.status().to_string().c_str());
     return 2;

@@ -1,8 +1,8 @@
-#include "agent/tcp_transport.h"
+#include "transport/tcp/tcp_transport.h"
 
 #include "core/check.h"
 
-namespace tributary::agent {
+namespace tributary::transport {
 
 TcpTransport::TcpTransport(TcpEndpoint& endpoint, std::vector<std::string> addresses,
                            std::string name, transport::PathChoice combine)
@@ -93,4 +93,4 @@ Result<std::vector<transport::PeerChannel>> TcpTransport::connect_channels(
   return out;
 }
 
-}  // namespace tributary::agent
+}  // namespace tributary::transport

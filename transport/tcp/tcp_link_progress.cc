@@ -11,11 +11,11 @@
 #include <cerrno>
 #include <cstring>
 
-#include "agent/tcp_link_impl.h"
-#include "agent/tls_stream.h"
+#include "transport/tcp/tcp_link_impl.h"
+#include "transport/tcp/tls_stream.h"
 #include "core/crc32c.h"
 
-namespace tributary::agent {
+namespace tributary::transport {
 namespace {
 
 // Payloads at least this large are read on their own: the header first (alone), then the
@@ -557,4 +557,4 @@ void TcpLink::fail_peer(Peer& p, Status st, bool always_log) {
   p.head_sent = 0;
 }
 
-}  // namespace tributary::agent
+}  // namespace tributary::transport

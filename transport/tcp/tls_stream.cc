@@ -1,4 +1,4 @@
-#include "agent/tls_stream.h"
+#include "transport/tcp/tls_stream.h"
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace tributary::agent {
+namespace tributary::transport {
 namespace {
 
 // The PSK's identity on the wire: fixed, it names the derivation, not a member.
@@ -394,4 +394,4 @@ Status run_tls_handshakes(std::vector<TlsHandshake>& handshakes, Deadline deadli
   return Status();
 }
 
-}  // namespace tributary::agent
+}  // namespace tributary::transport

@@ -1,6 +1,6 @@
 // The endpoint's lifecycle (listening, shutting down, statistics) and the building of
 // each epoch's group on the I/O thread; the handshakes it runs are in tcp_handshake.cc.
-#include "agent/tcp_endpoint.h"
+#include "transport/tcp/tcp_endpoint.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -8,10 +8,10 @@
 #include <cerrno>
 #include <cstring>
 
-#include "agent/tcp_endpoint_impl.h"
+#include "transport/tcp/tcp_endpoint_impl.h"
 #include "core/check.h"
 
-namespace tributary::agent {
+namespace tributary::transport {
 namespace {
 
 // "host:port" or "[v6]:port".
@@ -525,4 +525,4 @@ void TcpEndpoint::cancel_group(std::uint64_t epoch) { impl_->cancel_group(epoch)
 
 TcpEndpointStats TcpEndpoint::stats() const { return impl_->stats(); }
 
-}  // namespace tributary::agent
+}  // namespace tributary::transport

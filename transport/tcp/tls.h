@@ -1,6 +1,6 @@
 // TLS on data-plane TCP links: the configuration, as parsed once at the edge (the CLI's
 // --tls, --tls-cert, --tls-key, --tls-ca) and handed to every TcpEndpoint. No OpenSSL
-// here (agent/tls_stream.h holds it), so this header stays cheap to include.
+// here (transport/tcp/tls_stream.h holds it), so this header stays cheap to include.
 //
 // Which pairs are encrypted is decided by both ends alone from the view (the two members'
 // zone labels) and their own mode, never negotiated: kCrossZone encrypts the pairs whose
@@ -23,7 +23,7 @@
 
 #include "core/status.h"
 
-namespace tributary::agent {
+namespace tributary::transport {
 
 enum class TlsMode : std::uint8_t {
   kOff,        // plaintext frames (CRC-32C only), as before
@@ -48,4 +48,4 @@ bool tls_between(TlsMode mode, std::string_view zone_a, std::string_view zone_b)
 // The files all given or none, and none without a mode that encrypts something.
 Status validate_tls_config(const TlsConfig& config);
 
-}  // namespace tributary::agent
+}  // namespace tributary::transport

@@ -7,9 +7,9 @@
 #include <cstring>
 #include <map>
 
-#include "agent/tcp_endpoint_impl.h"
+#include "transport/tcp/tcp_endpoint_impl.h"
 
-namespace tributary::agent {
+namespace tributary::transport {
 namespace {
 
 // The most connections parked (authenticated, for an epoch not built yet) or remembered
@@ -506,4 +506,4 @@ void TcpEndpoint::Impl::fail_dial(const std::shared_ptr<Group>& g, int peer,
   finish(g, error(code, line));
 }
 
-}  // namespace tributary::agent
+}  // namespace tributary::transport

@@ -1,6 +1,6 @@
 // The TcpLink's operations: posting sends and receives, waiting, aborting, and the
 // table of operations in flight. The bytes move in tcp_link_progress.cc.
-#include "agent/tcp_link.h"
+#include "transport/tcp/tcp_link.h"
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -9,12 +9,12 @@
 #include <cerrno>
 #include <cstring>
 
-#include "agent/tcp_link_impl.h"
-#include "agent/tls_stream.h"
+#include "transport/tcp/tcp_link_impl.h"
+#include "transport/tcp/tls_stream.h"
 #include "transport/stream_inbound.h"
 #include "core/crc32c.h"
 
-namespace tributary::agent {
+namespace tributary::transport {
 
 TcpLink::TcpLink(TcpLinkParams params, std::vector<PeerSocket> sockets, int wake_fd)
     : params_(std::move(params)), peers_(static_cast<std::size_t>(params_.size)), abort_(wake_fd) {
@@ -256,4 +256,4 @@ Result<std::unique_ptr<algorithms::Link>> make_tcp_link(TcpLinkParams params,
   return transport::make_stream_link<TcpLink>(Status(), std::move(params), std::move(peers));
 }
 
-}  // namespace tributary::agent
+}  // namespace tributary::transport

@@ -30,7 +30,7 @@
 //   then fail with the same code and "rank R aborted: <reason>" rather than kPeerLost.
 // - A connection closed while nothing is pending on it (a peer leaving at the end of a
 //   run) is not logged; operations posted on it later still fail naming the peer.
-// - A peer whose PeerSocket carries a TLS stream (agent/tls_stream.h, set up by the
+// - A peer whose PeerSocket carries a TLS stream (transport/tcp/tls_stream.h, set up by the
 //   endpoint) has every byte go through it, with the same guarantees: a record that fails
 //   its authentication fails that peer like a bad frame. Other peers pay one branch.
 #pragma once
@@ -45,7 +45,7 @@
 #include "core/log.h"
 #include "transport/link_ops.h"
 
-namespace tributary::agent {
+namespace tributary::transport {
 
 class TlsStream;
 
@@ -102,4 +102,4 @@ Status replace_peer_socket(algorithms::Link& link, PeerSocket socket);
 Result<std::unique_ptr<algorithms::Link>> make_tcp_link(TcpLinkParams params,
                                                         std::vector<PeerSocket> peers);
 
-}  // namespace tributary::agent
+}  // namespace tributary::transport

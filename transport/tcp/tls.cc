@@ -1,6 +1,6 @@
-#include "agent/tls.h"
+#include "transport/tcp/tls.h"
 
-namespace tributary::agent {
+namespace tributary::transport {
 
 Result<TlsMode> parse_tls_mode(std::string_view text) {
   if (text == "off") return TlsMode::kOff;
@@ -37,4 +37,4 @@ Status validate_tls_config(const TlsConfig& c) {
   return Status();
 }
 
-}  // namespace tributary::agent
+}  // namespace tributary::transport

@@ -18,14 +18,14 @@
 #include <poll.h>
 #include <sys/uio.h>
 
-#include "agent/frame.h"
-#include "agent/tcp_link.h"
+#include "transport/tcp/frame.h"
+#include "transport/tcp/tcp_link.h"
 #include "algorithms/pollable_link.h"
 #include "core/check.h"
 #include "transport/combine_cursor.h"
 #include "transport/link_ops.h"
 
-namespace tributary::agent {
+namespace tributary::transport {
 
 class TcpLink final : public algorithms::PollableLink {
  public:
@@ -37,7 +37,7 @@ class TcpLink final : public algorithms::PollableLink {
   int size() const override { return params_.size; }
   Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override;
   Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override;
-  // The stamp rides in the frame header (agent/frame.h).
+  // The stamp rides in the frame header (transport/tcp/frame.h).
   bool carries_stamps() const override { return true; }
   Handle send_stamped(int peer, algorithms::Tag tag, std::span<const std::byte> data,
                       std::uint64_t stamp) override;
@@ -209,4 +209,4 @@ class TcpLink final : public algorithms::PollableLink {
   std::mutex io_mu_;
 };
 
-}  // namespace tributary::agent
+}  // namespace tributary::transport

@@ -1,4 +1,4 @@
-// OpenSSL behind the data plane's TLS (agent/tls.h): a context per endpoint (its
+// OpenSSL behind the data plane's TLS (transport/tcp/tls.h): a context per endpoint (its
 // certificates loaded once) and a stream per connection, driven without blocking on the
 // connection's own socket so that the TcpLink's poll(2) loop keeps its shape. Internal to
 // agent/; OpenSSL's headers stay in tls_stream.cc.
@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/tls.h"
+#include "transport/tcp/tls.h"
 #include "core/auth.h"
 #include "core/clock.h"
 #include "core/status.h"
@@ -33,7 +33,7 @@
 struct ssl_st;
 struct ssl_ctx_st;
 
-namespace tributary::agent {
+namespace tributary::transport {
 
 class TlsContext {
  public:
@@ -104,4 +104,4 @@ struct TlsHandshake {
 // `deadline`. Returns the first failure (each handshake's own is in its status) or ok.
 Status run_tls_handshakes(std::vector<TlsHandshake>& handshakes, Deadline deadline);
 
-}  // namespace tributary::agent
+}  // namespace tributary::transport

@@ -18,7 +18,7 @@
 #include "core/auth.h"
 #include "core/status.h"
 
-namespace tributary::agent {
+namespace tributary::transport {
 
 // 2: frames carry CRC-32Cs. 3: frames carry a stamp (algorithms/pollable_link.h). 4: the
 // payload's CRC-32C follows the payload (a trailer) instead of riding in the header. The
@@ -110,7 +110,7 @@ Result<AbortNotice> decode_abort_payload(std::span<const std::byte> payload);
 // C/A differ, so no MAC can be replayed into another connection or reflected back.
 // The acceptor checks the connector first, so an unauthenticated peer learns nothing.
 //
-// The hello also says whether the dialer encrypts this pair (agent/tls.h) and with which
+// The hello also says whether the dialer encrypts this pair (transport/tcp/tls.h) and with which
 // kind of key; the acceptor, deciding the same from its own configuration, answers REJECT
 // {kTlsMismatch} when they differ. After ACCEPT a pair that encrypts starts TLS 1.3 on
 // the same connection (the dialer is the client), before the first frame.
@@ -168,4 +168,4 @@ Mac handshake_mac(std::string_view secret, HandshakeRole role, const HandshakeMe
 Mac handshake_tls_psk(std::string_view secret, const HandshakeMessage& hello,
                       const Nonce& acceptor_nonce);
 
-}  // namespace tributary::agent
+}  // namespace tributary::transport

@@ -18,12 +18,12 @@
 #include <thread>
 #include <vector>
 
-#include "agent/frame.h"
-#include "agent/tcp_endpoint.h"
-#include "agent/tls_stream.h"
+#include "transport/tcp/frame.h"
+#include "transport/tcp/tcp_endpoint.h"
+#include "transport/tcp/tls_stream.h"
 #include "core/log_limiter.h"
 
-namespace tributary::agent {
+namespace tributary::transport {
 
 using asio::ip::tcp;
 
@@ -218,4 +218,4 @@ class TcpEndpoint::Impl {
   std::uint64_t retired_copied_ = 0;
 };
 
-}  // namespace tributary::agent
+}  // namespace tributary::transport

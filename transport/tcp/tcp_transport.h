@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "agent/tcp_endpoint.h"
+#include "transport/tcp/tcp_endpoint.h"
 #include "transport/receive_paths.h"
 #include "transport/transport.h"
 
-namespace tributary::agent {
+namespace tributary::transport {
 
 class TcpTransport final : public transport::Transport, public transport::ChannelSource {
  public:
@@ -63,4 +63,4 @@ class TcpTransport final : public transport::Transport, public transport::Channe
   transport::PathChoice combine_;
 };
 
-}  // namespace tributary::agent
+}  // namespace tributary::transport

@@ -17,7 +17,7 @@
 // (50 ms doubling to 1 s) instead of spinning; refusals are logged through a LogLimiter (5 per kind
 // per 10 s, then a count), so a flood of bad connections is a few lines.
 //
-// TLS (agent/tls.h): with config.tls.mode other than kOff, the pairs that connect_group()
+// TLS (transport/tcp/tls.h): with config.tls.mode other than kOff, the pairs that connect_group()
 // is told to encrypt (kAll: every pair; kCrossZone: pairs whose `zones` differ) run TLS
 // 1.3 on the connection once both sides have accepted the handshake, before the link is
 // built: a refused TLS handshake fails connect_group with kAuthFailed naming the peer and
@@ -36,14 +36,14 @@
 #include <string>
 #include <vector>
 
-#include "agent/tcp_link.h"
-#include "agent/tls.h"
+#include "transport/tcp/tcp_link.h"
+#include "transport/tcp/tls.h"
 #include "algorithms/link.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/status.h"
 
-namespace tributary::agent {
+namespace tributary::transport {
 
 struct TcpEndpointConfig {
   std::string bind_host = "127.0.0.1";
@@ -168,4 +168,4 @@ class TcpEndpoint {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace tributary::agent
+}  // namespace tributary::transport

@@ -1,4 +1,4 @@
-#include "agent/frame.h"
+#include "transport/tcp/frame.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,7 +8,7 @@
 #include "core/crc32c.h"
 #include "core/little_endian.h"
 
-namespace tributary::agent {
+namespace tributary::transport {
 namespace {
 
 bool all_zero(const std::byte* begin, const std::byte* end) {
@@ -244,4 +244,4 @@ Mac handshake_tls_psk(std::string_view secret, const HandshakeMessage& hello,
   return transcript_mac(secret, "tributary/tls-psk/v1", hello, acceptor_nonce);
 }
 
-}  // namespace tributary::agent
+}  // namespace tributary::transport
