@@ -5,8 +5,23 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 namespace tributary::transport {
+
+Status drain_channel(int fd, const std::string& peer) {
+  std::byte buf[256];
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n > 0) continue;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::ok();
+    const int err = n < 0 ? errno : 0;
+    return error(StatusCode::kPeerLost,
+                 peer + (err == 0 ? " closed the connection"
+                                  : " connection failed: " + std::string(std::strerror(err))));
+  }
+}
 
 Status channel_exchange(int fd, std::byte* buf, std::size_t n, bool out, Deadline deadline,
                         const std::string& peer, const std::string& setup) {

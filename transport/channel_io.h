@@ -18,4 +18,10 @@ namespace tributary::transport {
 Status channel_exchange(int fd, std::byte* buf, std::size_t n, bool out, Deadline deadline,
                         const std::string& peer, const std::string& setup);
 
+// After the setup a link's channel carries nothing but doorbells; reading it is how the
+// link sees its peer go. Reads (and drops) what is there without blocking: ok while the
+// connection is open, kPeerLost "<peer> closed the connection" / "<peer> connection
+// failed: <errno text>" once it is not.
+Status drain_channel(int fd, const std::string& peer);
+
 }  // namespace tributary::transport

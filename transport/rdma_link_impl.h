@@ -66,11 +66,6 @@ class RdmaLink final : public algorithms::PollableLink {
     RdmaHeader header;
   };
 
-  struct ReceivedNotice {
-    Status status;
-    std::uint32_t origin = 0;
-    std::string reason;
-  };
 
   struct Peer {
     int rank = -1;
@@ -141,7 +136,7 @@ class RdmaLink final : public algorithms::PollableLink {
   std::vector<VerbsCompletion> completions_;
   std::vector<pollfd> pollfds_;
   std::vector<Peer*> poll_peers_;
-  std::vector<ReceivedNotice> received_;
+  std::vector<StreamNotice> received_;  // notices received, relayed as they came (encode_notice)
 
   std::mutex io_mu_;
 };

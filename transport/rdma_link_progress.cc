@@ -12,12 +12,12 @@
 #include <thread>
 #include <utility>
 
+#include "transport/channel_io.h"
 #include "transport/rdma_link_impl.h"
 
 namespace tributary::transport {
 namespace {
 
-constexpr std::size_t kMaxNoticeBytes = 8 + 1024;  // code, origin, reason
 
 timespec to_timespec(Duration d) {
   const auto ns = std::max<Duration::rep>(0, d.count());
@@ -213,7 +213,7 @@ void RdmaLink::take_notice(Peer& p) {
     return fail_peer(p, error(StatusCode::kBadFrame, "bad abort notice from " + peer_name(p)),
                      true);
   }
-  received_.push_back(ReceivedNotice{n->status, n->origin, std::move(n->reason)});
+  received_.push_back(*n);
   fail_peer(p, std::move(n->status), false);
 }
 
@@ -252,41 +252,17 @@ void RdmaLink::sleep(TimePoint until) {
 }
 
 void RdmaLink::drain_connection(Peer& p) {
-  std::byte buf[256];
-  for (;;) {
-    const ssize_t n = ::recv(p.fd, buf, sizeof(buf), MSG_DONTWAIT);
-    if (n > 0) continue;  // nothing is sent on it after the setup; ignored
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    const int err = n < 0 ? errno : 0;
-    // Chunks the peer sent before it went, already in the completion queue, are delivered.
-    poll_completions();
-    if (p.fd < 0 || !p.failed.is_ok()) return;
-    return fail_peer(
-        p,
-        error(StatusCode::kPeerLost,
-              peer_name(p) + (err == 0 ? " closed the connection"
-                                       : " connection failed: " + std::string(std::strerror(err)))),
-        false);
-  }
+  Status lost = drain_channel(p.fd, peer_name(p));
+  if (lost.is_ok()) return;
+  // Chunks the peer sent before it went, already in the completion queue, are delivered.
+  poll_completions();
+  if (p.fd < 0 || !p.failed.is_ok()) return;
+  fail_peer(p, std::move(lost), false);
 }
 
 void RdmaLink::notify_peers(const Status& reason) {
-  std::string text = reason.message();
-  auto origin = static_cast<std::uint32_t>(params_.rank);
-  for (const ReceivedNotice& r : received_) {
-    if (r.status.code() == reason.code() && r.status.message() == reason.message()) {
-      origin = r.origin;  // relay the origin's own words
-      text = r.reason;
-      break;
-    }
-  }
-  text.resize(std::min(text.size(), kMaxNoticeBytes - 8));
-  std::vector<std::byte> payload(8 + text.size());
-  const auto code = static_cast<std::uint32_t>(reason.code());
-  std::memcpy(payload.data(), &code, 4);
-  std::memcpy(payload.data() + 4, &origin, 4);
-  std::memcpy(payload.data() + 8, text.data(), text.size());
+  const std::vector<std::byte> payload =
+      encode_notice(reason, received_, static_cast<std::uint32_t>(params_.rank));
   const RdmaHeader h{0, 0, 0, payload.size(), 1, RdmaHeader::kMagic};
   for (Peer& p : peers_) {
     if (p.fd < 0 || !p.failed.is_ok()) continue;

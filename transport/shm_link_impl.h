@@ -90,13 +90,6 @@ class ShmLink final : public algorithms::PollableLink {
     }
   };
 
-  // An abort notice as this link reported it, so that aborting with that very status
-  // relays the origin's words instead of wrapping them again.
-  struct ReceivedNotice {
-    Status status;
-    std::uint32_t origin = 0;
-    std::string reason;
-  };
 
   struct Peer {
     int rank = -1;
@@ -188,7 +181,7 @@ class ShmLink final : public algorithms::PollableLink {
   PayloadPool pool_;
   std::vector<pollfd> pollfds_;
   std::vector<Peer*> poll_peers_;
-  std::vector<ReceivedNotice> received_;
+  std::vector<StreamNotice> received_;  // notices received, relayed as they came (encode_notice)
   std::unique_ptr<std::byte[]> bounce_;  // single-copy reads a combining receive reduces
 
   // Held around every touch of a ring or caller buffer, so abort() can wait them out.

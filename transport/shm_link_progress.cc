@@ -9,6 +9,7 @@
 #include <optional>
 #include <utility>
 
+#include "transport/channel_io.h"
 #include "transport/cross_memory.h"
 #include "transport/shm_link_impl.h"
 
@@ -16,7 +17,6 @@ namespace tributary::transport {
 namespace {
 
 constexpr std::byte kDoorbell{0x44};               // 'D'
-constexpr std::size_t kMaxNoticeBytes = 8 + 1024;  // code, origin, reason
 // A combining receive of a single-copy message reads it in pieces this large, which stay
 // in cache between the read and the reduction.
 constexpr std::size_t kBounceBytes = 64 * 1024;
@@ -265,7 +265,7 @@ void ShmLink::take_notice(Peer& p) {
     return fail_peer(p, error(StatusCode::kBadFrame, "bad abort notice from " + peer_name(p)),
                      true);
   }
-  received_.push_back(ReceivedNotice{n->status, n->origin, std::move(n->reason)});
+  received_.push_back(*n);
   fail_peer(p, std::move(n->status), false);
 }
 
@@ -321,41 +321,17 @@ void ShmLink::sleep(TimePoint until) {
 }
 
 void ShmLink::drain_connection(Peer& p) {
-  std::byte buf[256];
-  for (;;) {
-    const ssize_t n = ::recv(p.fd, buf, sizeof(buf), MSG_DONTWAIT);
-    if (n > 0) continue;
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    const int err = n < 0 ? errno : 0;
-    // What the peer put in the ring before it went is still delivered.
-    pull(p);
-    if (p.fd < 0 || !p.failed.is_ok()) return;
-    return fail_peer(
-        p,
-        error(StatusCode::kPeerLost,
-              peer_name(p) + (err == 0 ? " closed the connection"
-                                       : " connection failed: " + std::string(std::strerror(err)))),
-        false);
-  }
+  Status lost = drain_channel(p.fd, peer_name(p));
+  if (lost.is_ok()) return;
+  // What the peer put in the ring before it went is still delivered.
+  pull(p);
+  if (p.fd < 0 || !p.failed.is_ok()) return;
+  fail_peer(p, std::move(lost), false);
 }
 
 void ShmLink::notify_peers(const Status& reason) {
-  std::string text = reason.message();
-  auto origin = static_cast<std::uint32_t>(params_.rank);
-  for (const ReceivedNotice& r : received_) {
-    if (r.status.code() == reason.code() && r.status.message() == reason.message()) {
-      origin = r.origin;  // relay the origin's own words
-      text = r.reason;
-      break;
-    }
-  }
-  text.resize(std::min(text.size(), kMaxNoticeBytes - 8));
-  std::vector<std::byte> payload(8 + text.size());
-  const auto code = static_cast<std::uint32_t>(reason.code());
-  std::memcpy(payload.data(), &code, 4);
-  std::memcpy(payload.data() + 4, &origin, 4);
-  std::memcpy(payload.data() + 8, text.data(), text.size());
+  const std::vector<std::byte> payload =
+      encode_notice(reason, received_, static_cast<std::uint32_t>(params_.rank));
   const RingHeader h{0, 0, 0, payload.size(), 1, RingHeader::kMagic};
   for (Peer& p : peers_) {
     if (p.fd < 0 || !p.failed.is_ok()) continue;

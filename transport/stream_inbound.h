@@ -89,6 +89,33 @@ struct StreamNotice {
   std::uint32_t origin = 0;
   std::string reason;
 };
+// The longest notice payload a link sends: code, origin, and the reason cut to fit.
+inline constexpr std::size_t kMaxNoticeBytes = 8 + 1024;
+
+// The payload of the notice this link sends its peers when it aborts with `reason`: a
+// notice it received (`received`) with that very status is relayed in its origin's words
+// (origin rank, reason), instead of wrapped again as this rank's; otherwise this `rank`'s.
+inline std::vector<std::byte> encode_notice(const Status& reason,
+                                            const std::vector<StreamNotice>& received,
+                                            std::uint32_t rank) {
+  std::string text = reason.message();
+  std::uint32_t origin = rank;
+  for (const StreamNotice& r : received) {
+    if (r.status.code() == reason.code() && r.status.message() == reason.message()) {
+      origin = r.origin;
+      text = r.reason;
+      break;
+    }
+  }
+  text.resize(std::min(text.size(), kMaxNoticeBytes - 8));
+  std::vector<std::byte> payload(8 + text.size());
+  const auto code = static_cast<std::uint32_t>(reason.code());
+  std::memcpy(payload.data(), &code, 4);
+  std::memcpy(payload.data() + 4, &origin, 4);
+  std::memcpy(payload.data() + 8, text.data(), text.size());
+  return payload;
+}
+
 inline std::optional<StreamNotice> parse_notice(const std::vector<std::byte>& notice) {
   std::uint32_t code = 0;
   std::uint32_t origin = 0;
