@@ -387,8 +387,17 @@ class Phase {
     if (!views_.empty() && !shutting_down_) {
       for (std::uint64_t id : views_.back().second) {
         if (ids.count(id)) continue;
+        // A process that rejoined after an eviction carries a new member id: a fault on the
+        // process counts for every id it had (it may die between joining and printing it).
         const bool victim = std::any_of(r_.faults.begin(), r_.faults.end(), [&](const Fault& f) {
-          return (f.kind == "kill" || f.kind == "stop") && f.member == id;
+          if (f.kind != "kill" && f.kind != "stop") return false;
+          if (f.member == id) return true;
+          for (const auto& a : agents_) {
+            if (a.child->name != f.who) continue;
+            const auto& had = a.child->members;
+            return std::find(had.begin(), had.end(), id) != had.end();
+          }
+          return false;
         });
         if (!victim) {
           ++r_.link_views;
@@ -417,14 +426,25 @@ class Phase {
         R"(^soak step (\d+) view (\d+) contributors ([0-9,]+) attempts (\d+) sha256 ([0-9a-f]{64}) (ok|WRONG)$)");
     static const std::regex member_re(R"(^soak member (\d+)$)");
     static const std::regex data_re(R"(member \d+ rank \d+ data [^ ]+:(\d+) metrics)");
+    static const std::regex joined_re(R"(joined coordinator \S+ as member (\d+))");
     std::smatch m;
+    if (std::regex_search(line, m, joined_re)) {
+      // Known from the join on; its "soak member" line comes once its first view is up.
+      const std::uint64_t id = std::stoull(m[1]);
+      if (std::find(c.members.begin(), c.members.end(), id) == c.members.end()) {
+        c.members.push_back(id);
+      }
+      return;
+    }
     if (std::regex_search(line, m, data_re)) {
       c.data_port = std::stoi(m[1]);
       return;
     }
     if (std::regex_match(line, m, member_re)) {
       c.member = std::stoull(m[1]);
-      c.members.push_back(c.member);
+      if (std::find(c.members.begin(), c.members.end(), c.member) == c.members.end()) {
+        c.members.push_back(c.member);
+      }
       for (Fault& f : r_.faults) {
         if (f.kind != "join" || f.who != c.name || f.member != 0) continue;
         // The view admitting it went out before the joiner could print its id.
