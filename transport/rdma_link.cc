@@ -7,17 +7,10 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "transport/poll_pace.h"
 #include "transport/rdma_link_impl.h"
 
 namespace tributary::transport {
-namespace {
-
-// How often a waiter that keeps making progress still looks at the peers' connections,
-// so that a dead peer is noticed even while others keep it busy.
-constexpr auto kPulseInterval = std::chrono::milliseconds(1);
-
-}  // namespace
-
 Status post_initial_receives(VerbsGroup& group, int peer, const RdmaSlots& slots) {
   for (std::uint32_t s = 0; s < slots.recv_slots; ++s) {
     TRIB_RETURN_IF_ERROR(group.post_recv(peer, s, wr_id_of(true, peer, s)));
@@ -111,8 +104,7 @@ algorithms::Link::Handle RdmaLink::recv(int peer, algorithms::Tag tag, std::span
 
 Status RdmaLink::wait(Handle handle, Deadline deadline) {
   const std::uint32_t i = ops_.index_of(handle);
-  TimePoint spin_until = std::chrono::steady_clock::now() + params_.busy_poll;
-  TimePoint pulse_at = spin_until + kPulseInterval;
+  PollPace pace(std::chrono::steady_clock::now(), params_.busy_poll);
   for (;;) {
     bool moved;
     {
@@ -132,17 +124,14 @@ Status RdmaLink::wait(Handle handle, Deadline deadline) {
       return ops_.time_out(i, peer, peer.head_written > 0, Inbound::kDirect, Inbound::kDiscard,
                            peer_name(peer));
     }
-    if (moved) {
-      spin_until = now + params_.busy_poll;
-      if (now >= pulse_at) {
-        sleep(now);  // no sleep: a look at the connections
-        pulse_at = now + kPulseInterval;
-      }
-    } else if (now < spin_until) {
-      sched_yield();  // when ranks outnumber cores the peer may need this very core
-    } else {
-      sleep(deadline.at);
-      pulse_at = std::chrono::steady_clock::now() + kPulseInterval;
+    switch (pace.after(moved, now)) {
+      case PollPace::Next::kLook: break;
+      case PollPace::Next::kLookAtConnections: sleep(now); break;  // sleep(now): no sleep
+      case PollPace::Next::kYield: sched_yield(); break;
+      case PollPace::Next::kSleep:
+        sleep(deadline.at);
+        pace.slept(std::chrono::steady_clock::now());
+        break;
     }
   }
 }

@@ -9,17 +9,10 @@
 #include <cerrno>
 
 #include "transport/cross_memory.h"
+#include "transport/poll_pace.h"
 #include "transport/shm_link_impl.h"
 
 namespace tributary::transport {
-namespace {
-
-// How often a waiter that keeps making progress still looks at the peers' connections,
-// so that a dead peer is noticed even while others keep it busy.
-constexpr auto kPulseInterval = std::chrono::milliseconds(1);
-
-}  // namespace
-
 ShmLink::ShmLink(ShmLinkParams params, std::vector<ShmPeer> peers, int wake_fd)
     : params_(std::move(params)), peers_(static_cast<std::size_t>(params_.size)), abort_(wake_fd) {
   TRIB_CHECK(params_.counters != nullptr && params_.counters->size() == params_.size);
@@ -149,8 +142,7 @@ void ShmLink::post_recv(std::uint32_t i) {
 
 Status ShmLink::wait(Handle handle, Deadline deadline) {
   const std::uint32_t i = ops_.index_of(handle);
-  TimePoint spin_until = std::chrono::steady_clock::now() + params_.busy_poll;
-  TimePoint pulse_at = spin_until + kPulseInterval;
+  PollPace pace(std::chrono::steady_clock::now(), params_.busy_poll);
   for (;;) {
     bool moved;
     {
@@ -179,19 +171,18 @@ Status ShmLink::wait(Handle handle, Deadline deadline) {
       return ops_.time_out(i, peer, peer.head_written > 0, Inbound::kDirect, Inbound::kDiscard,
                            peer_name(peer));
     }
-    if (moved) {
-      spin_until = now + params_.busy_poll;
-      if (now >= pulse_at) {
-        sleep(now);  // no sleep: a look at the connections
-        pulse_at = now + kPulseInterval;
-      }
-    } else if (now < spin_until) {
-      sched_yield();  // when ranks outnumber cores the peer may need this very core
-    } else if (read_early()) {
-      spin_until = now + params_.busy_poll;  // acks to send: back to the rings
-    } else {
-      sleep(deadline.at);
-      pulse_at = std::chrono::steady_clock::now() + kPulseInterval;
+    switch (pace.after(moved, now)) {
+      case PollPace::Next::kLook: break;
+      case PollPace::Next::kLookAtConnections: sleep(now); break;  // sleep(now): no sleep
+      case PollPace::Next::kYield: sched_yield(); break;
+      case PollPace::Next::kSleep:
+        if (read_early()) {
+          pace.found_work(now);  // acks to send: back to the rings
+          break;
+        }
+        sleep(deadline.at);
+        pace.slept(std::chrono::steady_clock::now());
+        break;
     }
   }
 }
