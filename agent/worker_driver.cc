@@ -16,6 +16,14 @@ namespace {
 
 TimePoint now() { return std::chrono::steady_clock::now(); }
 
+// What the driver ends with when the machine asks for something it never asks for.
+runtime::Action broken(const std::string& why) {
+  runtime::Action a;
+  a.kind = runtime::ActionKind::kFail;
+  a.status = error(StatusCode::kInternal, "the epoch machine " + why);
+  return a;
+}
+
 }  // namespace
 
 // The call run() is driving: what the attempts need and what they measured.
@@ -85,7 +93,7 @@ void Worker::Impl::apply(const runtime::Action& a, CallContext* call) {
       adopt_wan_tier();
       break;
     case ActionKind::kLog:
-      log.log(a.status.is_ok() ? LogLevel::kInfo : LogLevel::kWarn, prefix + a.text);
+      log.log(a.warning ? LogLevel::kWarn : LogLevel::kInfo, prefix + a.text);
       break;
     default: break;
   }
@@ -161,11 +169,7 @@ runtime::Actions Worker::Impl::carry_out(const runtime::Action& a, CallContext* 
     }
     default: break;
   }
-  runtime::Action broken;  // not a wait: the machine never asks for this
-  broken.kind = runtime::ActionKind::kFail;
-  broken.status =
-      error(StatusCode::kInternal, "the epoch machine waits on " + std::string(to_string(a.kind)));
-  return {broken};
+  return {broken("waits on " + std::string(to_string(a.kind)))};
 }
 
 runtime::Actions Worker::Impl::attempt(const runtime::Action& a, CallContext& call) {
@@ -231,12 +235,7 @@ runtime::Action Worker::Impl::drive(runtime::Actions actions, CallContext* call)
       }
       apply(a, call);
     }
-    if (wait == nullptr) {
-      runtime::Action broken;
-      broken.kind = runtime::ActionKind::kFail;
-      broken.status = error(StatusCode::kInternal, "the epoch machine answered without a wait");
-      return broken;
-    }
+    if (wait == nullptr) return broken("answered without a wait");
     if (wait->is_end()) return *wait;
     actions = carry_out(*wait, call);
   }

@@ -17,15 +17,15 @@ Action make(ActionKind kind) {
   return a;
 }
 
-Action log_line(std::string text, Status level = Status::ok()) {
+enum class Level : bool { kInfo, kWarning };
+
+Action log_line(std::string text, Level level = Level::kInfo) {
   Action a = make(ActionKind::kLog);
   a.text = std::move(text);
-  a.status = std::move(level);
+  a.warning = level == Level::kWarning;
   return a;
 }
 
-// A warning's level: any non-ok status (the text carries the message).
-Status warning() { return error(StatusCode::kUnavailable, "warning"); }
 
 std::string ms_after(TimePoint t, TimePoint origin) {
   if (t == TimePoint::max()) return "never";
@@ -79,7 +79,7 @@ std::string describe(const Action& a, TimePoint origin) {
     case ActionKind::kAdoptView: s += " epoch=" + std::to_string(a.epoch); break;
     case ActionKind::kWriteResult: s += " bytes=" + std::to_string(a.blob.size()); break;
     case ActionKind::kRecordRepair: s += " " + a.text; break;
-    case ActionKind::kLog: s += (a.status.is_ok() ? " info: " : " warn: ") + a.text; break;
+    case ActionKind::kLog: s += (a.warning ? " warn: " : " info: ") + a.text; break;
     case ActionKind::kWaitView:
       s += " epoch>=" + std::to_string(a.epoch) + " until=" + ms_after(a.until, origin);
       break;
@@ -250,7 +250,7 @@ Actions EpochMachine::finish_attempt(const Status& status, TimePoint now) {
   }
   out.push_back(log_line(what + " in view " + std::to_string(view_.epoch) +
                              " failed: " + status.to_string() + "; recovering",
-                         warning()));
+                         Level::kWarning));
   out.back().seq = call_.seq;  // about the call's attempt: the driver names the call
   if (!stop_.is_ok()) {
     Action f = make(ActionKind::kFail);
@@ -376,7 +376,7 @@ Actions EpochMachine::connect_failed(const Status& status, TimePoint now) {
     move_.connect_failure = status;
     out.push_back(log_line("cannot connect the links of view " + std::to_string(view_.epoch) +
                                ": " + status.to_string(),
-                           warning()));
+                           Level::kWarning));
     Action report = make(ActionKind::kReportFailure);
     report.epoch = view_.epoch;
     report.text = status.to_string();
@@ -412,7 +412,7 @@ Actions EpochMachine::new_links_failed(const Status& why, const char* during, Ac
     move_.connect_failure = why;
     out.push_back(log_line("the links of view " + std::to_string(view_.epoch) + " failed " +
                                during + ": " + why.to_string(),
-                           warning()));
+                           Level::kWarning));
     Action report = make(ActionKind::kReportFailure);
     report.epoch = view_.epoch;
     report.text = why.to_string();
@@ -450,7 +450,7 @@ Actions EpochMachine::start_repair(TimePoint now, Actions out) {
     out.push_back(log_line("view " + std::to_string(view_.epoch) + ": seq " +
                                std::to_string(through) +
                                " was committed, but its only holder is gone; it runs again",
-                           warning()));
+                           Level::kWarning));
     return repair_done(through - 1, now, std::move(out));
   }
   // One tiny all-reduce (min): the lowest rank holding a copy, whether any member lacks
@@ -475,7 +475,7 @@ Actions EpochMachine::repair_voted(const std::array<std::int64_t, 3>& found, Tim
     out.push_back(log_line("view " + std::to_string(view_.epoch) +
                                ": the coordinator committed seq " + std::to_string(through) +
                                ", but no member of the view holds its result; it runs again",
-                           warning()));
+                           Level::kWarning));
     if (move_.lack) {
       Action record = make(ActionKind::kRecordRepair);
       record.text = "re-run";
@@ -562,13 +562,18 @@ Actions EpochMachine::repair_done(std::uint64_t through, TimePoint now, Actions 
         // Lemma 3 says a member outside its data phase never lacks a result, so the move
         // before an attempt cannot repair one; if it did, the call has its result.
         Action r = make(ActionKind::kReturn);
-        r.outcome = {call_.seq, call_.repaired_epoch, call_.repaired_ids, call_.attempt, true,
-                     false};
+        r.outcome = repaired_outcome();
         return end(std::move(r), std::move(out));
       }
       return run_attempt(std::move(out));
   }
   return out;
+}
+
+// The call's outcome when the repair step gave it another member's copy: that copy's epoch
+// and contributors.
+CallOutcome EpochMachine::repaired_outcome() const {
+  return {call_.seq, call_.repaired_epoch, call_.repaired_ids, call_.attempt, true, false};
 }
 
 Actions EpochMachine::move_failed(const Status& status, TimePoint now, Actions out) {
@@ -588,8 +593,7 @@ Actions EpochMachine::judge(const Status& moved, TimePoint now, Actions out) {
     case Verdict::kCommit: {
       Action r = make(ActionKind::kReturn);
       if (call_.repaired) {
-        r.outcome = {call_.seq, call_.repaired_epoch, call_.repaired_ids, call_.attempt, true,
-                     false};
+        r.outcome = repaired_outcome();
       } else {
         r.outcome = {call_.seq, call_.failed_epoch, call_.failed_ids, call_.attempt, false, false};
       }

@@ -82,7 +82,7 @@ enum class ActionKind : std::uint8_t {
   kWriteResult,    // copy `blob` into the caller's result buffer (a repaired result)
   kRecordRepair,   // the repair step's outcome for metrics: `text` ("received", "re-run")
   kViewStarted,    // a move completed: per-view state follows (compression residuals)
-  kLog,            // `text`, a warning when `status` is not ok
+  kLog,            // `text`; `warning`: at warning level, else info
   // Waits: carry out, answer with the named method.
   kWaitView,         // a view with epoch >= `epoch`, until `until`: view_arrived/view_wait_failed
   kSendReady,        // `ready` to the coordinator, Go until `until`: go_arrived/go_failed
@@ -105,6 +105,7 @@ struct Action {
   ActionKind kind = ActionKind::kFail;
   Status status;
   std::string text;
+  bool warning = false;  // kLog
   Epoch epoch = 0;
   std::uint64_t seq = 0;
   int attempt = 0;
@@ -212,6 +213,7 @@ class EpochMachine {
   Actions start_repair(TimePoint now, Actions out);
   Actions repair_done(std::uint64_t through, TimePoint now, Actions out = {});
   Actions judge(const Status& moved, TimePoint now, Actions out);
+  CallOutcome repaired_outcome() const;
   Actions protocol_error(std::string_view answer);
   Actions wait(Action action, Actions out);
   Actions end(Action action, Actions out);
