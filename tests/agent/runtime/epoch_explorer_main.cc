@@ -65,23 +65,10 @@ int main(int argc, char** argv) {
     }
   }
   const auto t0 = std::chrono::steady_clock::now();
-  std::uint64_t bad = 0, events = 0, repaired = 0, speculative = 0, views = 0, kills = 0,
-                freezes = 0, links = 0, restarts = 0, joins = 0, drains = 0, boundaries = 0,
-                reruns = 0;
+  ExplorerTotals totals;
   for (std::uint64_t seed = first; seed < first + count; ++seed) {
     const ScheduleResult r = explore(seed, o);
-    events += r.events;
-    kills += r.kills;
-    freezes += r.freezes;
-    links += r.link_failures;
-    restarts += r.restarts;
-    joins += r.joins;
-    drains += r.drains;
-    boundaries += r.boundaries;
-    reruns += r.reruns;
-    repaired += r.repaired;
-    speculative += r.speculative;
-    views += r.views;
+    totals.add(r);
     if (single || !r.ok) {
       for (const auto& line : r.trace) std::printf("%s\n", line.c_str());
       std::printf(
@@ -93,21 +80,14 @@ int main(int argc, char** argv) {
           r.repaired, r.ok ? "ok" : "VIOLATED");
       for (const auto& v : r.violations) std::printf("  %s\n", v.c_str());
     }
-    bad += !r.ok;
-    const std::uint64_t done = seed - first + 1;
-    if (done % 100000 == 0 || done == count) {
+    if (totals.schedules % 100000 == 0 || totals.schedules == count) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      auto u = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
-      std::printf(
-          "%llu schedules (seeds %llu..%llu) in %.1f s: %llu violated; %llu events; "
-          "faults: %llu kills, %llu freezes, %llu link failures, %llu coordinator "
-          "restarts, %llu joins, %llu drains; %llu views, %llu boundary moves, %llu "
-          "speculative returns, %llu re-run calls, %llu repairs\n",
-          u(done), u(first), u(seed), s, u(bad), u(events), u(kills), u(freezes), u(links),
-          u(restarts), u(joins), u(drains), u(views), u(boundaries), u(speculative), u(reruns),
-          u(repaired));
+      std::printf("%llu schedules (seeds %llu..%llu) in %.1f s: %s\n",
+                  static_cast<unsigned long long>(totals.schedules),
+                  static_cast<unsigned long long>(first), static_cast<unsigned long long>(seed), s,
+                  totals.summary().c_str());
       std::fflush(stdout);
     }
   }
-  return bad == 0 ? 0 : 1;
+  return totals.violated == 0 ? 0 : 1;
 }

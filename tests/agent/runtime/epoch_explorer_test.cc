@@ -12,26 +12,13 @@
 namespace tributary::agent::runtime {
 namespace {
 
-struct Totals {
-  long faults = 0, joins = 0, drains = 0, restarts = 0, boundaries = 0, repaired = 0,
-       speculative = 0, reruns = 0, views = 0;
-};
-
-Totals expect_clean(std::uint64_t first, std::uint64_t count, const ExplorerOptions& options) {
-  int failures = 0;
-  Totals t;
+ExplorerTotals expect_clean(std::uint64_t first, std::uint64_t count,
+                            const ExplorerOptions& options) {
+  ExplorerTotals t;
   for (std::uint64_t seed = first; seed < first + count; ++seed) {
     const ScheduleResult r = explore(seed, options);
-    t.faults += r.kills + r.freezes + r.link_failures + r.restarts + r.joins + r.drains;
-    t.joins += r.joins;
-    t.drains += r.drains;
-    t.restarts += r.restarts;
-    t.boundaries += r.boundaries;
-    t.repaired += r.repaired;
-    t.speculative += r.speculative;
-    t.reruns += r.reruns;
-    t.views += r.views;
-    if (!r.ok && ++failures <= 3) {
+    t.add(r);
+    if (!r.ok && t.violated <= 3) {
       std::string all;
       for (const auto& v : r.violations) all += "  " + v + "\n";
       ADD_FAILURE() << "seed " << seed << " (replay: epoch_explorer --seed " << seed
@@ -39,13 +26,8 @@ Totals expect_clean(std::uint64_t first, std::uint64_t count, const ExplorerOpti
                     << all;
     }
   }
-  EXPECT_EQ(failures, 0);
-  std::printf(
-      "%llu schedules: %ld faults (%ld joins, %ld drains, %ld coordinator restarts), "
-      "%ld views, %ld boundary moves, %ld speculative returns, %ld re-run calls, "
-      "%ld repairs\n",
-      static_cast<unsigned long long>(count), t.faults, t.joins, t.drains, t.restarts, t.views,
-      t.boundaries, t.speculative, t.reruns, t.repaired);
+  EXPECT_EQ(t.violated, 0u);
+  std::printf("%llu schedules: %s\n", static_cast<unsigned long long>(count), t.summary().c_str());
   return t;
 }
 
@@ -64,15 +46,15 @@ TEST(EpochExplorer, WithoutFaultsEveryMemberReturnsEveryCall) {
 TEST(EpochExplorer, EveryFaultTogetherKeepsTheInvariants) {
   // Kills, freezes, link failures, coordinator restarts, joins and drains, 0-3 of them per
   // schedule at random moments. The totals say the schedules exercise what they claim to.
-  const Totals t = expect_clean(1000, 60000, ExplorerOptions{});
-  EXPECT_GT(t.faults, 60000);
-  EXPECT_GT(t.joins, 5000);
-  EXPECT_GT(t.drains, 5000);
-  EXPECT_GT(t.restarts, 5000);
-  EXPECT_GT(t.boundaries, 5000);
-  EXPECT_GT(t.speculative, 100000);
-  EXPECT_GT(t.reruns, 5000);
-  EXPECT_GT(t.repaired, 1000);
+  const ExplorerTotals t = expect_clean(1000, 60000, ExplorerOptions{});
+  EXPECT_GT(t.faults(), 60000u);
+  EXPECT_GT(t.joins, 5000u);
+  EXPECT_GT(t.drains, 5000u);
+  EXPECT_GT(t.restarts, 5000u);
+  EXPECT_GT(t.boundaries, 5000u);
+  EXPECT_GT(t.speculative, 100000u);
+  EXPECT_GT(t.reruns, 5000u);
+  EXPECT_GT(t.repaired, 1000u);
 }
 
 TEST(EpochExplorer, KillsAndLinkFailuresAloneKeepTheInvariants) {
@@ -83,9 +65,9 @@ TEST(EpochExplorer, KillsAndLinkFailuresAloneKeepTheInvariants) {
   o.coordinator_restarts = false;
   o.joins = false;
   o.drains = false;
-  const Totals t = expect_clean(500000, 20000, o);
-  EXPECT_GT(t.repaired, 200);
-  EXPECT_GT(t.reruns, 2000);
+  const ExplorerTotals t = expect_clean(500000, 20000, o);
+  EXPECT_GT(t.repaired, 200u);
+  EXPECT_GT(t.reruns, 2000u);
 }
 
 }  // namespace

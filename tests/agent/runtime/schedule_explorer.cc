@@ -959,6 +959,32 @@ ScheduleResult World::run() {
 
 }  // namespace
 
+void ExplorerTotals::add(const ScheduleResult& r) {
+  ++schedules;
+  violated += !r.ok;
+  events += r.events;
+  kills += r.kills;
+  freezes += r.freezes;
+  link_failures += r.link_failures;
+  restarts += r.restarts;
+  joins += r.joins;
+  drains += r.drains;
+  views += r.views;
+  boundaries += r.boundaries;
+  speculative += r.speculative;
+  reruns += r.reruns;
+  repaired += r.repaired;
+}
+
+std::string ExplorerTotals::summary() const {
+  auto n = [](std::uint64_t v) { return std::to_string(v); };
+  return n(violated) + " violated; " + n(events) + " events; faults: " + n(kills) + " kills, " +
+         n(freezes) + " freezes, " + n(link_failures) + " link failures, " + n(restarts) +
+         " coordinator restarts, " + n(joins) + " joins, " + n(drains) + " drains; " + n(views) +
+         " views, " + n(boundaries) + " boundary moves, " + n(speculative) +
+         " speculative returns, " + n(reruns) + " re-run calls, " + n(repaired) + " repairs";
+}
+
 ScheduleResult explore(std::uint64_t seed, const ExplorerOptions& options) {
   World world(seed, options);
   return world.run();

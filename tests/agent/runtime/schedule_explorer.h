@@ -55,4 +55,18 @@ struct ScheduleResult {
 
 ScheduleResult explore(std::uint64_t seed, const ExplorerOptions& options);
 
+// Sums over many schedules (the CI test's and the epoch_explorer command's), and their line.
+struct ExplorerTotals {
+  std::uint64_t schedules = 0, violated = 0, events = 0;
+  std::uint64_t kills = 0, freezes = 0, link_failures = 0, restarts = 0, joins = 0, drains = 0;
+  std::uint64_t views = 0, boundaries = 0, speculative = 0, reruns = 0, repaired = 0;
+
+  void add(const ScheduleResult& r);
+  std::uint64_t faults() const {
+    return kills + freezes + link_failures + restarts + joins + drains;
+  }
+  // "V violated; E events; faults: K kills, ...; X views, ..., R repairs"
+  std::string summary() const;
+};
+
 }  // namespace tributary::agent::runtime
