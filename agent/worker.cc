@@ -55,9 +55,10 @@ void Worker::Impl::start_watcher() {
           // training loop's last all-reduce, before each rank leaves). The next call
           // moves to the view.
           std::lock_guard lock(link_mu);
+          const std::uint64_t link_epoch = ctx->epoch();
           const bool lets_it_finish = v->leaves_only && v->epoch == link_epoch + 1;
-          if (link && link_epoch < v->epoch && !lets_it_finish) {
-            link->abort(error(StatusCode::kAborted, "view " + std::to_string(link_epoch) +
+          if (ctx->link && link_epoch < v->epoch && !lets_it_finish) {
+            ctx->link->abort(error(StatusCode::kAborted, "view " + std::to_string(link_epoch) +
                                                         " superseded by view " +
                                                         std::to_string(v->epoch)));
           }
@@ -71,7 +72,7 @@ void Worker::Impl::start_watcher() {
         // peers, and to them this member's removal is a failure to recover from (a new
         // view), not their own eviction. This member's collective sees `evicted`.
         std::lock_guard lock(link_mu);
-        if (link) link->abort(error(StatusCode::kAborted, v.status().message()));
+        if (ctx->link) ctx->link->abort(error(StatusCode::kAborted, v.status().message()));
         return;
       } else if (v.status().code() != StatusCode::kTimedOut) {
         return;  // left, or the client is shutting down
@@ -96,13 +97,13 @@ void Worker::Impl::run_idle_recovery() {
     }
     std::unique_lock call(call_mu, std::try_to_lock);
     if (!call.owns_lock()) continue;  // a call is running: it moves to the view itself
-    if (newest_epoch.load() <= view.epoch) continue;
+    if (newest_epoch.load() <= ctx->epoch()) continue;
     idle_transitioning = true;
     const Status moved = transition(Deadline::after(config.recovery_timeout));
     idle_transitioning = false;
     if (moved.is_ok()) {
       log.logf(LogLevel::kInfo, "moved to view %llu between calls",
-               static_cast<unsigned long long>(view.epoch));
+               static_cast<unsigned long long>(ctx->epoch()));
     } else if (!watcher_stop.load()) {
       log.warn("moving to view " + std::to_string(newest_epoch.load()) +
                " between calls failed: " + moved.to_string() + "; the next call tries again");
@@ -117,7 +118,7 @@ void Worker::Impl::stop_watcher() {
     // End the idle recovery's move now: its links and connects, not a deadline.
     data_plane->cancel_connect(std::numeric_limits<std::uint64_t>::max());
     std::lock_guard lock(link_mu);
-    if (link) link->abort(error(StatusCode::kAborted, "worker leaving"));
+    if (ctx->link) ctx->link->abort(error(StatusCode::kAborted, "worker leaving"));
   }
   if (watcher.joinable()) watcher.join();
   if (idle_recovery.joinable()) idle_recovery.join();
@@ -187,7 +188,7 @@ Status Worker::Impl::start() {
   TRIB_RETURN_IF_ERROR(transition(deadline));
   // One line for operators and the integration tests: where this agent can be reached.
   log.logf(LogLevel::kInfo, "member %llu rank %d data %s metrics %u",
-           static_cast<unsigned long long>(client->member_id()), rank,
+           static_cast<unsigned long long>(client->member_id()), ctx->rank,
            data_plane->addresses().front().c_str(),
            metrics ? static_cast<unsigned>(metrics->port()) : 0u);
   return Status::ok();
@@ -223,7 +224,7 @@ void Worker::Impl::attempt_failed(std::string_view op, const std::string& what,
 
 Result<Worker::Impl::StateSync> Worker::Impl::sync_state() {
   // Source: the lowest rank that has the state (the joiners are those that need it).
-  std::int64_t source = machine.needs_state() ? std::numeric_limits<std::int32_t>::max() : rank;
+  std::int64_t source = machine.needs_state() ? std::numeric_limits<std::int32_t>::max() : ctx->rank;
   TRIB_RETURN_IF_ERROR(run("state_source", AlgorithmChoice::kNone, 8,
                            std::as_writable_bytes(std::span(&source, 1)),
                            [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {
@@ -232,9 +233,9 @@ Result<Worker::Impl::StateSync> Worker::Impl::sync_state() {
                            },
                            /*retry=*/true, std::as_writable_bytes(std::span(&source, 1)))
                            .status());
-  if (source >= static_cast<std::int64_t>(view.size())) {
+  if (source >= ctx->size()) {
     return error(StatusCode::kUnavailable,
-                 "no member of view " + std::to_string(view.epoch) + " holds the training state");
+                 "no member of view " + std::to_string(ctx->epoch()) + " holds the training state");
   }
   const int root = static_cast<int>(source);
   Sha256 sha;
@@ -339,7 +340,7 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
     }
     if (agreed.leave || agreed.joiners_waiting) {
       const bool leaving = drain_requested.load();
-      client->request_boundary(view.epoch, leaving);
+      client->request_boundary(ctx->epoch(), leaving);
       if (leaving) {
         settle_link(config.stall_timeout);
         drop_link(error(StatusCode::kAborted, "drained"));
@@ -347,7 +348,7 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
         Status s = client->leave(Deadline::after(std::chrono::seconds(10)));
         left = true;
         out.left = true;
-        out.epoch = view.epoch;
+        out.epoch = ctx->epoch();
         if (!s.is_ok()) return s;
         return out;
       }
@@ -360,7 +361,7 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
       out.view_changed = true;
       continue;
     }
-    if (agreed.newest_epoch > view.epoch) {
+    if (agreed.newest_epoch > ctx->epoch()) {
       settle_link(config.stall_timeout);
       TRIB_RETURN_IF_ERROR(transition(deadline));
       out.view_changed = true;
@@ -369,9 +370,9 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
     // The refit, only from an all-reduce of this view: every member that returns it here
     // holds the same fields and the same model. One returned into a later view (a repair,
     // a commit after a failure) is dropped: that view's members refit from its own links.
-    if (boundary->epoch == view.epoch) adopt_refit(agreed);
-    out.epoch = view.epoch;
-    out.world_size = static_cast<int>(view.size());
+    if (boundary->epoch == ctx->epoch()) adopt_refit(agreed);
+    out.epoch = ctx->epoch();
+    out.world_size = ctx->size();
     return out;
   }
 }
@@ -403,7 +404,7 @@ std::uint64_t Worker::epoch() const { return impl_->position().epoch; }
 double Worker::predicted_all_reduce_seconds(std::size_t bytes,
                                             algorithms::AllReduceAlgorithm algorithm) const {
   std::lock_guard call(impl_->call_mu);
-  const algorithms::ZoneLayout layout(impl_->zone_of_rank, static_cast<int>(impl_->view.size()));
+  const algorithms::ZoneLayout& layout = impl_->ctx->layout;
   if (algorithm == algorithms::AllReduceAlgorithm::kAuto) {
     algorithm = impl_->cost_model.choose(layout, bytes);
   }
@@ -481,7 +482,7 @@ void Worker::abort(const Status& why) {
   // its thread drops it.
   im.data_plane->cancel_connect(std::numeric_limits<std::uint64_t>::max());
   std::lock_guard lock(im.link_mu);
-  if (im.link) im.link->abort(error(StatusCode::kAborted, why.to_string()));
+  if (im.ctx->link) im.ctx->link->abort(error(StatusCode::kAborted, why.to_string()));
 }
 
 Status Worker::leave() {
@@ -521,7 +522,7 @@ Status Worker::Impl::move_before_leaving(Deadline deadline) {
     }
     settle_link(config.stall_timeout);  // as before any Leave: peers read what it sent
     const Status asked = client->leave(earlier(deadline, Deadline::after(std::chrono::seconds(5))),
-                                       membership::LeaveTerms{view.epoch, true});
+                                       membership::LeaveTerms{ctx->epoch(), true});
     if (asked.code() != StatusCode::kUnavailable) return asked;
     log.info(asked.message());
     if (deadline.passed()) return asked;

@@ -32,7 +32,7 @@ Result<Outcome> Worker::all_reduce(const void* send, void* recv, std::size_t cou
                      [&](algorithms::Link& link, const algorithms::CollectiveOptions& o) {
                        // A ring runs in the view's measured order (fit_links()); its result
                        // is the same on every member in any order.
-                       const std::vector<int>& order = impl_->ring_order;
+                       const std::vector<int>& order = impl_->ctx->ring_order;
                        if (o.algorithm == algorithms::AllReduceAlgorithm::kRing &&
                            static_cast<int>(order.size()) == link.size()) {
                          algorithms::SubLink ordered(link, order);

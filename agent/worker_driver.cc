@@ -43,8 +43,8 @@ struct Worker::Impl::CallContext {
 };
 
 void Worker::Impl::sync_machine() {
-  // `link` is replaced only on this thread (the watcher aborts it, never resets it).
-  if (!link) machine.links_lost();
+  // The link is replaced only on this thread (the watcher aborts it, never resets it).
+  if (!ctx->link) machine.links_lost();
   machine.saw_epoch(newest_epoch.load());
   if (evicted.load()) {
     machine.evicted(evicted_status());
@@ -67,16 +67,14 @@ void Worker::Impl::apply(const runtime::Action& a, CallContext* call) {
       }
       break;
     case ActionKind::kAdoptView:
-      view = machine.view();
-      rank = machine.rank();
-      adopted_epoch = view.epoch;
-      log.context()->set_epoch(view.epoch);
-      note_newest_epoch(view.epoch);
+      adopt_view(machine.view(), machine.rank());
+      adopted_epoch = ctx->epoch();
+      log.context()->set_epoch(ctx->epoch());
+      note_newest_epoch(ctx->epoch());
       publish_position();
-      if (rank >= 0) adopt_zones();
       break;
     case ActionKind::kInstallLink:
-      install_link(std::move(connecting), view.epoch);
+      install_link(std::move(connecting));
       if (!connect_links) report_links();
       break;
     case ActionKind::kDiscardLink: connecting.reset(); break;
@@ -89,7 +87,11 @@ void Worker::Impl::apply(const runtime::Action& a, CallContext* call) {
       if (metrics) metrics->record_result_repair(a.text);
       break;
     case ActionKind::kViewStarted:
-      compression_state.on_view_change(static_cast<int>(view.size()), rank);
+      // The model in use starts as the view's fitted one, with no refit (what the last
+      // view's links took says nothing of these).
+      cost_model = ctx->fitted;
+      refit.clear();
+      compression_state.on_view_change(ctx->size(), ctx->rank);
       adopt_wan_tier();
       break;
     case ActionKind::kLog:
@@ -114,12 +116,13 @@ runtime::Actions Worker::Impl::carry_out(const runtime::Action& a, CallContext* 
       return machine.go_arrived({go->commit_through, go->joiners, go->state_source}, now());
     }
     case ActionKind::kConnect: {
-      transport::GroupSpec spec{view.epoch, rank,
-                                std::vector<transport::MemberAdvert>(view.size())};
-      for (const auto& m : view.members) {
+      const ViewContext& here = *ctx;
+      transport::GroupSpec spec{here.epoch(), here.rank,
+                                std::vector<transport::MemberAdvert>(here.view.size())};
+      for (const auto& m : here.view.members) {
         spec.members.at(m.rank) = {m.id, m.data_address, m.capabilities, m.zone};
       }
-      auto l = connect_links ? connect_links(view.epoch, rank, static_cast<int>(view.size()))
+      auto l = connect_links ? connect_links(here.epoch(), here.rank, here.size())
                              : data_plane->connect(spec, Deadline{a.until});
       sync_machine();
       if (!l) return machine.connect_failed(l.status(), now());
@@ -134,11 +137,11 @@ runtime::Actions Worker::Impl::carry_out(const runtime::Action& a, CallContext* 
     case ActionKind::kRepairVote: {
       std::int64_t found[3] = {a.vote[0], a.vote[1], a.vote[2]};
       algorithms::CollectiveOptions options;
-      options.seq = algorithms::seq_in(algorithms::SeqSpace::kRepair, 2 * view.epoch);
+      options.seq = algorithms::seq_in(algorithms::SeqSpace::kRepair, 2 * ctx->epoch());
       options.deadline = collective_deadline(sizeof(found)).deadline;
       options.chunk_bytes = config.chunk_bytes;
       const Status s =
-          algorithms::all_reduce(*link, found, found, 3, DType::kInt64, ReduceOp::kMin, options);
+          algorithms::all_reduce(*ctx->link, found, found, 3, DType::kInt64, ReduceOp::kMin, options);
       sync_machine();
       if (!s.is_ok()) return machine.repair_failed(s, now());
       return machine.repair_voted({found[0], found[1], found[2]}, now());
@@ -147,10 +150,10 @@ runtime::Actions Worker::Impl::carry_out(const runtime::Action& a, CallContext* 
       std::vector<std::byte> blob = a.blob;
       blob.resize(a.size);
       algorithms::CollectiveOptions options;
-      options.seq = algorithms::seq_in(algorithms::SeqSpace::kRepair, 2 * view.epoch + 1);
+      options.seq = algorithms::seq_in(algorithms::SeqSpace::kRepair, 2 * ctx->epoch() + 1);
       options.deadline = collective_deadline(a.size).deadline;
       options.chunk_bytes = config.chunk_bytes;
-      const Status s = algorithms::broadcast(*link, blob.data(), blob.data(), a.size, DType::kUInt8,
+      const Status s = algorithms::broadcast(*ctx->link, blob.data(), blob.data(), a.size, DType::kUInt8,
                                              a.root, options);
       sync_machine();
       if (!s.is_ok()) return machine.repair_failed(s, now());
@@ -160,7 +163,7 @@ runtime::Actions Worker::Impl::carry_out(const runtime::Action& a, CallContext* 
     case ActionKind::kRunAgreement: {
       algorithms::CollectiveOptions agree = call->options;
       agree.seq = algorithms::seq_in(algorithms::SeqSpace::kAgreement, a.seq);
-      Status s = algorithms::agreement_round(*link, agree);
+      Status s = algorithms::agreement_round(*ctx->link, agree);
       const auto t1 = std::chrono::steady_clock::now();
       s = attempt_status(s, call->deadline, t1, config.collective_timeout, call->op, a.seq);
       attempt_ended(*call, s, t1);
@@ -187,10 +190,10 @@ runtime::Actions Worker::Impl::attempt(const runtime::Action& a, CallContext& ca
   options.deadline = call.deadline.deadline;
   options.chunk_bytes = config.chunk_bytes;
   options.algorithm = call.algorithm;
-  options.zones = zone_of_rank;
+  options.zones = ctx->zone_of_rank;
   options.cost_model = &cost_model;
   call.t0 = std::chrono::steady_clock::now();
-  Status status = link ? (*call.fn)(*link, options)
+  Status status = ctx->link ? (*call.fn)(*ctx->link, options)
                        : error(StatusCode::kAborted, "no link for view " + std::to_string(a.epoch));
   call.t_data = std::chrono::steady_clock::now();
   // Whether the coordinator heard from this member lately matters only to a data phase that
@@ -220,7 +223,7 @@ void Worker::Impl::attempt_ended(CallContext& call, const Status& status,
   // The user's all-reduces (those with an algorithm) feed the refit: their data phase,
   // without the commit round, which the model does not price.
   if (call.choice == AlgorithmChoice::kPerAttempt && !call.reduced.empty()) {
-    refit.observe({call.algorithm, static_cast<int>(view.size()), call.bytes,
+    refit.observe({call.algorithm, ctx->size(), call.bytes,
                    std::chrono::duration<double>(call.t_data - call.t0).count()});
   }
 }

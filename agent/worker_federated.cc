@@ -107,8 +107,8 @@ Result<FederatedOutcome> Worker::Impl::federated_round(float* data, std::size_t 
   int attempt = 1;  // 1 + the data phases run before this one
   for (int runs = 0;;) {
     if (evicted) return evicted_status();
-    if (!link || newest_epoch.load() > view.epoch) TRIB_RETURN_IF_ERROR(transition(overall));
-    const membership::Epoch epoch = view.epoch;
+    if (!ctx->link || newest_epoch.load() > ctx->epoch()) TRIB_RETURN_IF_ERROR(transition(overall));
+    const membership::Epoch epoch = ctx->epoch();
     const membership::RoundReady ready{client->member_id(),
                                        epoch,
                                        fr.round,
@@ -148,7 +148,7 @@ Result<FederatedOutcome> Worker::Impl::federated_round(float* data, std::size_t 
     // A contributor in this epoch: the weighted sum among the contributors, then the commit.
     std::vector<int> ranks;
     for (const auto& c : d.contributors) {
-      const membership::ViewMember* m = view.find(c.id);
+      const membership::ViewMember* m = ctx->view.find(c.id);
       if (m == nullptr) {
         return error(StatusCode::kInternal, "federated " + what + ": contributor " +
                                                 std::to_string(c.id) + " is not in view " +
@@ -174,7 +174,7 @@ Result<FederatedOutcome> Worker::Impl::federated_round(float* data, std::size_t 
     const auto t0 = std::chrono::steady_clock::now();
     Status status;
     if (ranks.size() > 1) {
-      algorithms::SubLink group(*link, ranks);
+      algorithms::SubLink group(*ctx->link, ranks);
       status = algorithms::all_reduce(group, work.data(), work.data(), count, DType::kFloat32,
                                       ReduceOp::kSum, options);
     }

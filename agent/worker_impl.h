@@ -24,6 +24,7 @@
 #include "agent/boundary_vote.h"
 #include "agent/data_plane.h"
 #include "agent/runtime/epoch_machine.h"
+#include "agent/view_context.h"
 #include "transport/failover_link.h"
 #include "agent/worker.h"
 #include "algorithms/cost_model.h"
@@ -113,13 +114,15 @@ class Worker::Impl {
 
   // The view's cost model (worker_links.cc). Right after a view's links come up, on every
   // member: orders the ring (order_ring()), measures the ordered ring's links and fits the
-  // cost model to the slowest (algorithms/link_probe.h). A failure is the new links'.
+  // cost model to the slowest (algorithms/link_probe.h), into the view's context (its
+  // `ring_order` and `fitted`). A failure is the new links'.
   Status fit_links();
   // When the view's members span more than one host label (4 to kRingOrderMaxRanks of
-  // them): measures every pair and sets ring_order by bandwidth (algorithms/ring_order.h);
-  // otherwise leaves it empty. A view that only lost members reuses the last measurement
-  // when every member agrees to (pair_matrix()).
-  Status order_ring();
+  // them): measures every pair and returns the ring order by bandwidth
+  // (algorithms/ring_order.h); otherwise, or when that is the identity, none (empty). A
+  // view that only lost members reuses the last measurement when every member agrees to
+  // (pair_matrix()).
+  Result<std::vector<int>> order_ring();
   // The view's pair bandwidths: from the last measurement when every member holds one
   // that covers the view (the same one: they agree on it first), else measured now.
   Result<std::vector<double>> pair_matrix();
@@ -142,10 +145,19 @@ class Worker::Impl {
   };
   Result<StateSync> sync_state();
 
-  void install_link(std::unique_ptr<algorithms::Link> l, std::uint64_t epoch) {
+  // The view's context (view_context.h) is replaced by adopt_view() and its link set by
+  // install_link() and dropped by drop_link(), each under link_mu: the watcher reads the
+  // context's epoch and aborts its link from its own thread.
+  void adopt_view(const membership::View& view, int rank) {
+    auto next = std::make_unique<ViewContext>(view, rank);
     std::lock_guard lock(link_mu);
-    link = std::move(l);
-    link_epoch = epoch;
+    if (ctx->link) ctx->link->abort(error(StatusCode::kAborted, "superseded by view " +
+                                                                    std::to_string(view.epoch)));
+    ctx = std::move(next);
+  }
+  void install_link(std::unique_ptr<algorithms::Link> l) {
+    std::lock_guard lock(link_mu);
+    ctx->link = std::move(l);
   }
   // Before leaving on purpose: the peers acknowledge what this member sent them (a
   // failover link keeps it until then, and a peer that sees every path close before it
@@ -154,13 +166,13 @@ class Worker::Impl {
   // watcher may abort the link meanwhile (abort is thread-safe and ends the drain) instead
   // of waiting out the drain for the lock.
   void settle_link(Duration within) {
-    if (link) (void)transport::drain(*link, Deadline::after(within));
+    if (ctx->link) (void)transport::drain(*ctx->link, Deadline::after(within));
   }
   void drop_link(const Status& why) {
     std::lock_guard lock(link_mu);
-    if (link) {
-      link->abort(why);
-      link.reset();
+    if (ctx->link) {
+      ctx->link->abort(why);
+      ctx->link.reset();
     }
   }
 
@@ -173,35 +185,24 @@ class Worker::Impl {
   // Under call_mu (an attempt of run()).
   algorithms::AllReduceAlgorithm pick(std::size_t bytes) const {
     if (config.algorithm != algorithms::AllReduceAlgorithm::kAuto) return config.algorithm;
-    return cost_model.choose(algorithms::ZoneLayout(zone_of_rank, static_cast<int>(view.size())),
-                             bytes);
+    return cost_model.choose(ctx->layout, bytes);
   }
   // Logs the first all-reduce of each algorithm in each view, so the log says what the
   // cost model chose (flat or hierarchical by zone) without a line per collective.
   void note_algorithm(algorithms::AllReduceAlgorithm a, std::size_t bytes) {
-    if (algorithms_logged_epoch != view.epoch) {
+    if (algorithms_logged_epoch != ctx->epoch()) {
       algorithms_logged = 0;
-      algorithms_logged_epoch = view.epoch;
+      algorithms_logged_epoch = ctx->epoch();
     }
     const unsigned bit = 1u << static_cast<unsigned>(a);
     if (algorithms_logged & bit) return;
     algorithms_logged |= bit;
-    const algorithms::ZoneLayout layout(zone_of_rank, static_cast<int>(view.size()));
-    log.logf(LogLevel::kInfo, "all_reduce of %zu bytes over %zu members in %d zone(s) runs %s%s",
-             bytes, view.size(), layout.zones(), std::string(to_string(a)).c_str(),
+    log.logf(LogLevel::kInfo, "all_reduce of %zu bytes over %d members in %d zone(s) runs %s%s",
+             bytes, ctx->size(), ctx->layout.zones(), std::string(to_string(a)).c_str(),
              config.algorithm == algorithms::AllReduceAlgorithm::kAuto ? " (cost model)" : "");
   }
   membership::Epoch algorithms_logged_epoch = 0;
   unsigned algorithms_logged = 0;  // bit per AllReduceAlgorithm logged in that epoch
-
-  // The view's zone labels as one index per rank (algorithms/zone_layout.h).
-  void adopt_zones() {
-    std::map<std::string, int> index;
-    zone_of_rank.assign(view.size(), 0);
-    for (const auto& m : view.members) {
-      zone_of_rank.at(m.rank) = index.emplace(m.zone, static_cast<int>(index.size())).first->second;
-    }
-  }
 
   void start_watcher();
   void stop_watcher();
@@ -226,7 +227,7 @@ class Worker::Impl {
   }
   void publish_position() {
     std::lock_guard lock(position_mu);
-    shown = {rank, static_cast<int>(view.size()), view.epoch};
+    shown = {ctx->rank, ctx->size(), ctx->epoch()};
   }
   mutable std::mutex position_mu;
   Position shown;  // guarded by position_mu
@@ -240,7 +241,7 @@ class Worker::Impl {
   std::condition_variable idle_cv;
   bool idle_wake = false;                     // guarded by idle_mu
   std::atomic<bool> idle_transitioning{false};
-  std::atomic<std::uint64_t> adopted_epoch{0};  // view.epoch, readable without call_mu
+  std::atomic<std::uint64_t> adopted_epoch{0};  // ctx->epoch(), readable without call_mu
   void wake_idle_recovery() {
     {
       std::lock_guard lock(idle_mu);
@@ -270,12 +271,15 @@ class Worker::Impl {
   // The slow tier (config.wan_codec), its residuals, and the shard they belong to.
   std::optional<compression::collectives::CompressionPlan> wan_plan;
   compression::collectives::CompressionState wan_compression_state;
-  std::vector<int> wan_shard;  // {zones, shards, zone, local index}, adopt_wan_tier()
+  // The shard those residuals belong to: {zones, shards, zone, local index} of the last
+  // view started (adopt_wan_tier()).
+  std::vector<int> wan_shard;
   // A view changed: the slow tier's residuals are this member's shard's; they are kept
   // while it owns the same shard of the same split, dropped otherwise (docs/zones.md).
   void adopt_wan_tier() {
     if (!wan_plan) return;
-    const algorithms::ZoneLayout layout(zone_of_rank, static_cast<int>(view.size()));
+    const algorithms::ZoneLayout& layout = ctx->layout;
+    const int rank = ctx->rank;
     const int shards = compression::collectives::two_tier_shards(*wan_plan, layout);
     std::vector<int> shard = {layout.zones(), shards, layout.zone_of(rank),
                               layout.local_index(rank)};
@@ -286,21 +290,18 @@ class Worker::Impl {
     }
   }
 
-  membership::View view;
-  int rank = -1;
-  std::vector<int> zone_of_rank;     // adopt_zones(), with every view
-  // The default, with config's inter-zone link (start()); view_cost_model is it fitted to
-  // the current view's measured links (fit_links()), cost_model that or, after a step
-  // boundary's refit, that with the alpha and beta the members agreed on (adopt_refit()).
-  // Equal on every member of a view.
+  // The view this member is in and what was built for it (view_context.h): replaced
+  // whole by adopt_view(), never null. Written on the thread that holds call_mu, under
+  // link_mu; read there without it.
+  std::unique_ptr<ViewContext> ctx = std::make_unique<ViewContext>();
+  // The default, with config's inter-zone link (start()); cost_model is the view's fitted
+  // one (ViewContext::fitted) from its start on or, after a step boundary's refit, that
+  // with the alpha and beta the members agreed on (adopt_refit()). Equal on every member
+  // of a view.
   algorithms::CostModel configured_cost_model;
-  algorithms::CostModel view_cost_model;
   algorithms::CostModel cost_model;
-  // This member's all-reduces that completed in the current view (cleared by fit_links()).
+  // This member's all-reduces that completed in the current view (cleared as it starts).
   algorithms::CostRefit refit;
-  // The order a ring all-reduce runs its ranks in, set with cost_model (fit_links());
-  // empty: the identity (rank r sends to r + 1).
-  std::vector<int> ring_order;
   // The last pair measurement (order_ring()): the epoch of the view it ran in, that view's
   // member ids by rank, and its matrix (the same on every member that ran it).
   struct PairMeasurement {
@@ -309,13 +310,11 @@ class Worker::Impl {
     std::vector<double> matrix;
   };
   PairMeasurement pairs;
-  std::mutex link_mu;                // guards `link` against the watcher's abort
-  std::unique_ptr<algorithms::Link> link;
-  std::uint64_t link_epoch = 0;  // guarded by link_mu
+  std::mutex link_mu;  // guards the replacement of `ctx` and its link (the watcher reads both)
 
   // The agent's side of the epoch protocol: sequence numbers, commit-through, the private
   // copy of a speculative return, the call in progress and the move to a view. Guarded by
-  // call_mu; `view` and `rank` above are its view, copied when it adopts one.
+  // call_mu; `ctx` above is built from its view when it adopts one.
   runtime::EpochMachine machine{runtime::MachineConfig{}};
   std::unique_ptr<algorithms::Link> connecting;  // a view's links between connect and install
   double throughput = 100e6;         // bytes/s, EWMA over successful collectives

@@ -26,48 +26,43 @@ Status Worker::Impl::fit_links() {
   const algorithms::CostModel base =
       shared_memory ? configured_cost_model.on_shared_memory() : configured_cost_model;
   const char* base_name = shared_memory ? "shared-memory default" : "default";
-  cost_model = base;
-  view_cost_model = cost_model;
-  refit.clear();  // new links: what the old ones took says nothing of them
-  ring_order.clear();
-  const algorithms::ZoneLayout layout(zone_of_rank, static_cast<int>(view.size()));
+  ViewContext& here = *ctx;
+  here.fitted = base;
   // With zones the ring's slowest link is the inter-zone one, which --wan-mbps describes;
   // fitting the zones' own links to it would price every hop as a WAN hop.
-  if (!config.measure_links || view.size() <= 1 || layout.zones() > 1) return Status::ok();
-  TRIB_RETURN_IF_ERROR(order_ring());
+  if (!config.measure_links || here.size() <= 1 || here.layout.zones() > 1) return Status::ok();
+  TRIB_ASSIGN_OR_RETURN(here.ring_order, order_ring());
   // The ring's critical path is its slowest hop in the order it runs in.
   std::optional<algorithms::SubLink> ordered;
-  if (!ring_order.empty()) ordered.emplace(*link, ring_order);
-  algorithms::Link& ring = ordered ? static_cast<algorithms::Link&>(*ordered) : *link;
+  if (!here.ring_order.empty()) ordered.emplace(*here.link, here.ring_order);
+  algorithms::Link& ring = ordered ? static_cast<algorithms::Link&>(*ordered) : *here.link;
   algorithms::LinkProbeParams probe;
   algorithms::CollectiveOptions options;
-  options.seq = algorithms::seq_in(algorithms::SeqSpace::kLinkProbe, 2 * view.epoch);
+  options.seq = algorithms::seq_in(algorithms::SeqSpace::kLinkProbe, 2 * here.epoch());
   options.deadline = collective_deadline(probe.bulk_bytes).deadline;
   auto measured = algorithms::measure_ring_links(ring, options, probe);
   if (!measured) return measured.status();
-  cost_model = base.fitted_to(measured->alpha, measured->beta);
-  view_cost_model = cost_model;
-  const char* alpha_from = cost_model.alpha() != base.alpha() ? "measured" : base_name;
-  const char* beta_from = cost_model.beta() != base.beta() ? "measured" : base_name;
+  here.fitted = base.fitted_to(measured->alpha, measured->beta);
+  const char* alpha_from = here.fitted.alpha() != base.alpha() ? "measured" : base_name;
+  const char* beta_from = here.fitted.beta() != base.beta() ? "measured" : base_name;
   log.logf(LogLevel::kInfo,
            "slowest link of view %llu: %.1f us per message, %.1f MB/s; the cost model uses "
            "%.1f us (%s), %.1f MB/s (%s)",
-           static_cast<unsigned long long>(view.epoch), measured->alpha * 1e6,
-           measured->beta > 0 ? 1e-6 / measured->beta : 0.0, cost_model.alpha() * 1e6,
-           alpha_from, 1e-6 / cost_model.beta(), beta_from);
+           static_cast<unsigned long long>(here.epoch()), measured->alpha * 1e6,
+           measured->beta > 0 ? 1e-6 / measured->beta : 0.0, here.fitted.alpha() * 1e6,
+           alpha_from, 1e-6 / here.fitted.beta(), beta_from);
   return Status::ok();
 }
 
 bool Worker::Impl::refit_enabled() const {
   // With zones the model prices flat hops as inter-zone ones (fit_links() above).
-  return config.measure_links && view.size() > 1 &&
-         algorithms::ZoneLayout(zone_of_rank, static_cast<int>(view.size())).zones() <= 1;
+  return config.measure_links && ctx->size() > 1 && ctx->layout.zones() <= 1;
 }
 
 void Worker::Impl::vote_refit(BoundaryVote* vote) const {
   // alpha in ns, beta in fs per byte (CostRefit's floors are 100 of each).
   if (!refit_enabled()) return;
-  const auto fit = refit.fit(view_cost_model);
+  const auto fit = refit.fit(ctx->fitted);
   if (!fit) return;
   vote->refit_alpha_ns = std::max<std::int64_t>(1, std::llround(fit->alpha * 1e9));
   vote->refit_beta_fs = std::max<std::int64_t>(1, std::llround(fit->beta * 1e15));
@@ -84,8 +79,8 @@ void Worker::Impl::adopt_refit(const BoundaryVote& agreed) {
   };
   if (!moved(alpha, cost_model.alpha()) && !moved(beta, cost_model.beta())) return;
   const algorithms::CostModel before = cost_model;
-  cost_model = view_cost_model.with_link(alpha, beta);
-  const int n = static_cast<int>(view.size());
+  cost_model = ctx->fitted.with_link(alpha, beta);
+  const int n = ctx->size();
   std::string changes;
   for (std::size_t bytes = 1024; bytes <= (std::size_t{1} << 30); bytes *= 4) {
     const auto was = before.choose(n, bytes);
@@ -97,12 +92,13 @@ void Worker::Impl::adopt_refit(const BoundaryVote& agreed) {
   log.logf(changes.empty() ? LogLevel::kDebug : LogLevel::kInfo,
            "cost model refitted to the all-reduces of view %llu: %.1f us per message, %.1f MB/s "
            "(was %.1f us, %.1f MB/s)%s%s",
-           static_cast<unsigned long long>(view.epoch), alpha * 1e6, 1e-6 / beta,
+           static_cast<unsigned long long>(ctx->epoch()), alpha * 1e6, 1e-6 / beta,
            before.alpha() * 1e6, 1e-6 / before.beta(), changes.empty() ? "" : "; auto now picks ",
            changes.c_str());
 }
 
-Status Worker::Impl::order_ring() {
+Result<std::vector<int>> Worker::Impl::order_ring() {
+  const membership::View& view = ctx->view;
   const int n = static_cast<int>(view.size());
   // The coordinator sorts ranks by host label (membership.cc), so members that share a
   // label are contiguous already: what the labels hide (distinct labels on one machine, as
@@ -111,11 +107,13 @@ Status Worker::Impl::order_ring() {
   // is the rank order or its reverse.
   std::set<std::string> hosts;
   for (const auto& m : view.members) hosts.insert(m.host);
-  if (hosts.size() <= 1 || n < 4 || n > algorithms::kRingOrderMaxRanks) return Status::ok();
+  if (hosts.size() <= 1 || n < 4 || n > algorithms::kRingOrderMaxRanks) {
+    return std::vector<int>{};
+  }
   auto matrix = pair_matrix();
   if (!matrix) return matrix.status();
   std::vector<int> order = algorithms::ring_order(*matrix, n);
-  if (algorithms::is_identity(order)) return Status::ok();
+  if (algorithms::is_identity(order)) return std::vector<int>{};
   std::vector<int> identity(order.size());
   std::iota(identity.begin(), identity.end(), 0);
   std::string ranks;
@@ -129,11 +127,12 @@ Status Worker::Impl::order_ring() {
            static_cast<unsigned long long>(view.epoch), ranks.c_str(),
            algorithms::score_ring(*matrix, n, order).bottleneck * 1e-6,
            algorithms::score_ring(*matrix, n, identity).bottleneck * 1e-6);
-  ring_order = std::move(order);
-  return Status::ok();
+  return order;
 }
 
 Result<std::vector<double>> Worker::Impl::pair_matrix() {
+  const membership::View& view = ctx->view;
+  algorithms::Link& link = *ctx->link;
   const int n = static_cast<int>(view.size());
   const auto nz = static_cast<std::size_t>(n);
   // Measuring takes n - 1 rounds of bulk transfers. A view that only lost members (a
@@ -157,7 +156,7 @@ Result<std::vector<double>> Worker::Impl::pair_matrix() {
   options.seq = algorithms::seq_in(algorithms::SeqSpace::kPairReuse, view.epoch);
   options.deadline = collective_deadline(sizeof agree).deadline;
   TRIB_RETURN_IF_ERROR(
-      algorithms::all_reduce(*link, agree, agree, 2, DType::kInt64, ReduceOp::kMin, options));
+      algorithms::all_reduce(link, agree, agree, 2, DType::kInt64, ReduceOp::kMin, options));
   if (agree[0] > 0 && agree[0] == -agree[1]) {
     const std::size_t m = pairs.ids.size();
     std::vector<double> matrix(nz * nz, 0.0);
@@ -176,7 +175,7 @@ Result<std::vector<double>> Worker::Impl::pair_matrix() {
   options.deadline = collective_deadline(2 * static_cast<std::size_t>(probe.bulks) *
                                          nz * probe.bulk_bytes)
                          .deadline;
-  auto matrix = algorithms::measure_pair_links(*link, options, probe);
+  auto matrix = algorithms::measure_pair_links(link, options, probe);
   if (!matrix) return matrix.status();
   pairs.epoch = view.epoch;
   pairs.ids.assign(nz, 0);
@@ -188,15 +187,13 @@ Result<std::vector<double>> Worker::Impl::pair_matrix() {
 void Worker::Impl::report_links() {
   if (!data_plane || !client) return;
   path_changes_reported = data_plane->path_change_total();
-  std::uint64_t epoch = 0;
-  {
-    std::lock_guard lock(link_mu);
-    epoch = link_epoch;
-  }
+  // The worker's thread (the one that replaces ctx).
+  const std::uint64_t epoch = ctx->epoch();
+  const int rank = ctx->rank;
   std::vector<PairReport> pairs = data_plane->pair_report();
   // As `tributary status` shows them: every peer in a small view, the ring neighbours in a
   // large one (coordinator/status_report.cc).
-  const int n = static_cast<int>(view.size());
+  const int n = ctx->size();
   std::vector<membership::LinkPath> links;
   for (PairReport& p : pairs) {
     const bool shown = n <= static_cast<int>(membership::kMaxFullLinkMembers) ||
