@@ -40,7 +40,7 @@ struct ViewContext {
   const std::vector<int> zone_of_rank;  // one index per rank, numbered by first appearance
   const algorithms::ZoneLayout layout;
 
-  // The view's links, from the connect on; guarded by Worker::Impl::link_mu (the watcher
+  // The view's links, from the connect on; guarded by Worker::Impl::link_mu (on_control_news()
   // aborts them from its thread when a newer view supersedes this one). Dropped (reset) by
   // a failure; never replaced within the view.
   std::unique_ptr<algorithms::Link> link;

@@ -1,7 +1,7 @@
 // The Worker: makes each collective all-or-nothing across an epoch's members and re-runs
 // aborted ones in the next epoch. The protocol is in docs/fault-tolerance.md and its
 // agent side's decisions in agent/runtime/epoch_machine.h, carried out by
-// worker_driver.cc; this file is the Worker's lifecycle (joining, the watcher and the idle
+// worker_driver.cc; this file is the Worker's lifecycle (joining, the control listener and the idle
 // recovery, step boundaries, the state sync, leaving). The collective API is
 // worker_collectives.cc.
 #include "agent/worker.h"
@@ -37,61 +37,55 @@ Deadline earlier(Deadline a, Deadline b) { return a.at < b.at ? a : b; }
 
 }  // namespace
 
-void Worker::Impl::start_watcher() {
-  idle_recovery = std::thread([this] { run_idle_recovery(); });
-  watcher = std::thread([this] {
-    while (!watcher_stop.load()) {
-      auto v = client->wait_for_view(newest_epoch.load() + 1,
-                                     Deadline::after(std::chrono::milliseconds(100)));
-      if (v) {
-        note_newest_epoch(v->epoch);
-        data_plane->cancel_connect(v->epoch);  // links being built for an older view are moot
-        {
-          // A view that only lets leavers go (membership::View::leaves_only) does not end
-          // the collective running on the previous view's link: a member leaves only
-          // between its calls, so whatever the others still need of it was sent (or its
-          // link's abort notice fails what it never joined), and aborting here would make
-          // the others re-run without it a collective it returned with their inputs (a
-          // training loop's last all-reduce, before each rank leaves). The next call
-          // moves to the view.
-          std::lock_guard lock(link_mu);
-          const std::uint64_t link_epoch = ctx->epoch();
-          const bool lets_it_finish = v->leaves_only && v->epoch == link_epoch + 1;
-          if (ctx->link && link_epoch < v->epoch && !lets_it_finish) {
-            ctx->link->abort(error(StatusCode::kAborted, "view " + std::to_string(link_epoch) +
-                                                        " superseded by view " +
-                                                        std::to_string(v->epoch)));
-          }
-        }
-        wake_idle_recovery();
-      } else if (v.status().code() == StatusCode::kEvicted) {
-        eviction = v.status().message();  // before the flag that publishes it
-        evicted = true;
-        data_plane->cancel_connect(std::numeric_limits<std::uint64_t>::max());
-        // Abort with kAborted, not the eviction itself: the abort notice reaches the
-        // peers, and to them this member's removal is a failure to recover from (a new
-        // view), not their own eviction. This member's collective sees `evicted`.
-        std::lock_guard lock(link_mu);
-        if (ctx->link) ctx->link->abort(error(StatusCode::kAborted, v.status().message()));
-        return;
-      } else if (v.status().code() != StatusCode::kTimedOut) {
-        return;  // left, or the client is shutting down
+void Worker::Impl::on_control_news(const Result<membership::View>& v) {
+  if (v) {
+    note_newest_epoch(v->epoch);
+    data_plane->cancel_connect(v->epoch);  // links being built for an older view are moot
+    {
+      // A view that only lets leavers go (membership::View::leaves_only) does not end the
+      // collective running on the previous view's link: a member leaves only between its
+      // calls, so whatever the others still need of it was sent (or its link's abort
+      // notice fails what it never joined), and aborting here would make the others re-run
+      // without it a collective it returned with their inputs (a training loop's last
+      // all-reduce, before each rank leaves). The next call moves to the view.
+      std::lock_guard lock(link_mu);
+      const std::uint64_t link_epoch = ctx->epoch();
+      const bool lets_it_finish = v->leaves_only && v->epoch == link_epoch + 1;
+      if (ctx->link && link_epoch < v->epoch && !lets_it_finish) {
+        ctx->link->abort(error(StatusCode::kAborted, "view " + std::to_string(link_epoch) +
+                                                         " superseded by view " +
+                                                         std::to_string(v->epoch)));
       }
     }
-  });
+    wake_idle_recovery();
+  } else if (v.status().code() == StatusCode::kEvicted && !evicted.load()) {
+    eviction = v.status().message();  // before the flag that publishes it
+    evicted = true;
+    data_plane->cancel_connect(std::numeric_limits<std::uint64_t>::max());
+    // Abort with kAborted, not the eviction itself: the abort notice reaches the peers,
+    // and to them this member's removal is a failure to recover from (a new view), not
+    // their own eviction. This member's collective sees `evicted`.
+    std::lock_guard lock(link_mu);
+    if (ctx->link) ctx->link->abort(error(StatusCode::kAborted, v.status().message()));
+  }
+}
+
+void Worker::Impl::start_listening() {
+  client->set_view_listener([this](const Result<membership::View>& v) { on_control_news(v); });
+  idle_recovery = std::thread([this] { run_idle_recovery(); });
 }
 
 void Worker::Impl::run_idle_recovery() {
-  while (!watcher_stop.load()) {
+  while (!stopping.load()) {
     {
-      // Woken by the watcher; the tick catches a view that arrived while a call ran and
+      // Woken by on_control_news(); the tick catches a view that arrived while a call ran and
       // that the call returned without moving to.
       std::unique_lock lock(idle_mu);
       idle_cv.wait_for(lock, std::chrono::milliseconds(50),
-                       [&] { return idle_wake || watcher_stop.load(); });
+                       [&] { return idle_wake || stopping.load(); });
       idle_wake = false;
     }
-    if (watcher_stop.load() || evicted.load() || adopted_epoch.load() == 0 ||
+    if (stopping.load() || evicted.load() || adopted_epoch.load() == 0 ||
         newest_epoch.load() <= adopted_epoch.load()) {
       continue;
     }
@@ -104,15 +98,17 @@ void Worker::Impl::run_idle_recovery() {
     if (moved.is_ok()) {
       log.logf(LogLevel::kInfo, "moved to view %llu between calls",
                static_cast<unsigned long long>(ctx->epoch()));
-    } else if (!watcher_stop.load()) {
+    } else if (!stopping.load()) {
       log.warn("moving to view " + std::to_string(newest_epoch.load()) +
                " between calls failed: " + moved.to_string() + "; the next call tries again");
     }
   }
 }
 
-void Worker::Impl::stop_watcher() {
-  watcher_stop = true;
+void Worker::Impl::stop_listening() {
+  stopping = true;
+  // No news is acted on from here on (this returns once a call in progress is done).
+  if (client) client->set_view_listener(nullptr);
   idle_cv.notify_all();
   if (idle_transitioning.load()) {
     // End the idle recovery's move now: its links and connects, not a deadline.
@@ -120,7 +116,6 @@ void Worker::Impl::stop_watcher() {
     std::lock_guard lock(link_mu);
     if (ctx->link) ctx->link->abort(error(StatusCode::kAborted, "worker leaving"));
   }
-  if (watcher.joinable()) watcher.join();
   if (idle_recovery.joinable()) idle_recovery.join();
 }
 
@@ -181,10 +176,10 @@ Status Worker::Impl::start() {
   mc.agreement = config.agreement;
   mc.speculative_max_bytes = config.speculative_max_bytes;
   machine = runtime::EpochMachine(mc);
-  // The watcher runs from the first view on, so that even this first connect is cancelled
+  // The listener acts from the first view on, so that even this first connect is cancelled
   // when a newer view makes it moot. The idle recovery waits for this first move (call_mu).
   std::lock_guard call(call_mu);
-  start_watcher();
+  start_listening();
   TRIB_RETURN_IF_ERROR(transition(deadline));
   // One line for operators and the integration tests: where this agent can be reached.
   log.logf(LogLevel::kInfo, "member %llu rank %d data %s metrics %u",
@@ -293,9 +288,9 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
   ++step;
   const Deadline deadline = Deadline::after(config.recovery_timeout);
   for (;;) {
-    // The watcher learns of views on its own schedule; a boundary asks the control plane
-    // itself, so that a view (or this member's eviction) issued before the boundary is
-    // acted on at this boundary.
+    // The listener learns of views on the control plane's schedule; a boundary asks the
+    // control plane itself, so that a view (or this member's eviction) issued before the
+    // boundary is acted on at this boundary.
     auto latest =
         client->wait_for_view(newest_epoch.load() + 1, Deadline{std::chrono::steady_clock::now()});
     if (latest) {
@@ -344,7 +339,7 @@ Result<BoundaryOutcome> Worker::Impl::step_boundary() {
       if (leaving) {
         settle_link(config.stall_timeout);
         drop_link(error(StatusCode::kAborted, "drained"));
-        stop_watcher();
+        stop_listening();
         Status s = client->leave(Deadline::after(std::chrono::seconds(10)));
         left = true;
         out.left = true;
@@ -478,7 +473,7 @@ void Worker::abort(const Status& why) {
     im.abort_reason = why;
     im.aborted = true;
   }
-  // As the watcher does for a newer view: abort (never reset) the link a call may be using;
+  // As on_control_news() does for a newer view: abort (never reset) the link a call may be using;
   // its thread drops it.
   im.data_plane->cancel_connect(std::numeric_limits<std::uint64_t>::max());
   std::lock_guard lock(im.link_mu);
@@ -498,7 +493,7 @@ Status Worker::leave() {
         im.log.warn("leaving without moving to the newer view first: " + moved.to_string());
       }
     }
-    im.stop_watcher();  // and the idle recovery, before `left` changes under it
+    im.stop_listening();  // and the idle recovery, before `left` changes under it
   }
   im.left = true;
   im.settle_link(im.config.stall_timeout);

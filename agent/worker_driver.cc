@@ -43,7 +43,7 @@ struct Worker::Impl::CallContext {
 };
 
 void Worker::Impl::sync_machine() {
-  // The link is replaced only on this thread (the watcher aborts it, never resets it).
+  // The link is replaced only on this thread (on_control_news() aborts it, never resets it).
   if (!ctx->link) machine.links_lost();
   machine.saw_epoch(newest_epoch.load());
   if (evicted.load()) {
@@ -51,7 +51,7 @@ void Worker::Impl::sync_machine() {
   } else if (aborted.load()) {
     machine.aborted(aborted_status());
   }
-  if (watcher_stop.load()) machine.leaving(error(StatusCode::kAborted, "the worker is leaving"));
+  if (stopping.load()) machine.leaving(error(StatusCode::kAborted, "the worker is leaving"));
 }
 
 void Worker::Impl::apply(const runtime::Action& a, CallContext* call) {

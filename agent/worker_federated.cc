@@ -119,7 +119,7 @@ Result<FederatedOutcome> Worker::Impl::federated_round(float* data, std::size_t 
     if (!decided) {
       const Status& s = decided.status();
       if (s.code() == StatusCode::kAborted && !evicted) {
-        // A newer view (the watcher may not have seen it yet): adopt it, ask there.
+        // A newer view (the listener may not have told of it yet): adopt it, ask there.
         TRIB_RETURN_IF_ERROR(transition(overall));
         continue;
       }

@@ -1,5 +1,5 @@
 // Worker::Impl, shared by the Worker's parts: its lifecycle (worker.cc: joining, the
-// watcher, step boundaries, the state sync, leaving), the driver that carries out the epoch
+// control listener, step boundaries, the state sync, leaving), the driver that carries out the epoch
 // machine's decisions for run() and transition() (worker_driver.cc; the protocol of
 // docs/fault-tolerance.md is agent/runtime/epoch_machine.h), and the collective API built
 // on run() (worker_collectives.cc). Internal to agent/.
@@ -40,7 +40,7 @@ namespace tributary::agent {
 class Worker::Impl {
  public:
   explicit Impl(WorkerConfig config) : config(std::move(config)) {}
-  ~Impl() { stop_watcher(); }
+  ~Impl() { stop_listening(); }
 
   Status start();
 
@@ -146,8 +146,8 @@ class Worker::Impl {
   Result<StateSync> sync_state();
 
   // The view's context (view_context.h) is replaced by adopt_view() and its link set by
-  // install_link() and dropped by drop_link(), each under link_mu: the watcher reads the
-  // context's epoch and aborts its link from its own thread.
+  // install_link() and dropped by drop_link(), each under link_mu: on_control_news()
+  // reads the context's epoch and aborts its link from the control plane's thread.
   void adopt_view(const membership::View& view, int rank) {
     auto next = std::make_unique<ViewContext>(view, rank);
     std::lock_guard lock(link_mu);
@@ -163,7 +163,7 @@ class Worker::Impl {
   // failover link keeps it until then, and a peer that sees every path close before it
   // read the last message would fail its step). Bounded; a plain link returns at once.
   // On the worker's thread, the only one that replaces `link`, so without link_mu: the
-  // watcher may abort the link meanwhile (abort is thread-safe and ends the drain) instead
+  // listener may abort the link meanwhile (abort is thread-safe and ends the drain) instead
   // of waiting out the drain for the lock.
   void settle_link(Duration within) {
     if (ctx->link) (void)transport::drain(*ctx->link, Deadline::after(within));
@@ -204,9 +204,6 @@ class Worker::Impl {
   membership::Epoch algorithms_logged_epoch = 0;
   unsigned algorithms_logged = 0;  // bit per AllReduceAlgorithm logged in that epoch
 
-  void start_watcher();
-  void stop_watcher();
-
   // Held by every call of the public API on the user's thread (once: what runs inside a
   // call, like step_boundary's collectives, uses run() under it) and by the idle recovery
   // below, so that the two never move the view at once; it guards the epoch machine.
@@ -234,8 +231,8 @@ class Worker::Impl {
   // Idle recovery: a newer view needs this member's Ready (and maybe its copy, for the
   // repair) while its user thread is between calls, possibly for a long compute phase. A
   // member that returned a small all-reduce early is often exactly there when the others
-  // fail. This thread moves it to the view (transition()) when no call is running; the
-  // watcher wakes it.
+  // fail. This thread, the agent's only one, moves it to the view (transition()) when no
+  // call is running; on_control_news() wakes it.
   std::thread idle_recovery;
   std::mutex idle_mu;
   std::condition_variable idle_cv;
@@ -310,7 +307,7 @@ class Worker::Impl {
     std::vector<double> matrix;
   };
   PairMeasurement pairs;
-  std::mutex link_mu;  // guards the replacement of `ctx` and its link (the watcher reads both)
+  std::mutex link_mu;  // guards the replacement of `ctx` and its link (on_control_news reads both)
 
   // The agent's side of the epoch protocol: sequence numbers, commit-through, the private
   // copy of a speculative return, the call in progress and the move to a view. Guarded by
@@ -341,10 +338,17 @@ class Worker::Impl {
     return std::chrono::duration<double>(clock->now() - last_collective_end).count();
   }
 
-  // The watcher thread follows the coordinator's views and aborts the current links
-  // when a newer view (or an eviction) makes them obsolete.
-  std::thread watcher;
-  std::atomic<bool> watcher_stop{false};
+  // What the control plane tells as it arrives (ControlPlane::set_view_listener), on its
+  // thread: a newer view or this member's eviction. It only posts: the newest epoch (and
+  // the eviction) for the machine to read before it decides, the abort of links a newer
+  // view made moot (a link abort is thread-safe and is what ends a wait on it), and a
+  // wake of the idle recovery.
+  void on_control_news(const Result<membership::View>& news);
+  // The listener and the idle recovery: from the first view on (start()) until the
+  // member leaves (stop_listening(), which returns once neither acts any more).
+  void start_listening();
+  void stop_listening();
+  std::atomic<bool> stopping{false};
   std::atomic<std::uint64_t> newest_epoch{0};  // only grows: note_newest_epoch()
   void note_newest_epoch(std::uint64_t epoch) {
     std::uint64_t seen = newest_epoch.load();
@@ -360,7 +364,7 @@ class Worker::Impl {
     std::lock_guard lock(abort_mu);
     return error(StatusCode::kAborted, "aborted: " + abort_reason.message());
   }
-  std::string eviction;  // why (the coordinator's reason); written by the watcher before `evicted`
+  std::string eviction;  // why (the coordinator's reason); written by on_control_news() before `evicted`
   Status evicted_status() const {
     return error(StatusCode::kEvicted,
                  eviction.empty() ? "the coordinator removed this member" : eviction);

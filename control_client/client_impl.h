@@ -195,10 +195,20 @@ struct CoordinatorClient::Impl {
   // The interval a HeartbeatAck asks for, bounded by the configured one and
   // kMaxPacedInterval.
   Duration paced_interval(std::uint32_t asked_ms) const;
+  // Holds a newer view (and tells the listener); an older or equal one is dropped.
   void publish_view(membership::View v);
   // Queues a message for the worker thread and wakes it.
   void post(control::Envelope envelope);
   void mark_evicted(const std::string& reason);
+
+  // ControlPlane::set_view_listener's listener: called outside `mu`, under listener_mu,
+  // which set_view_listener() takes to replace it.
+  std::mutex listener_mu;
+  ControlPlane::ViewListener listener;  // guarded by listener_mu
+  void tell_listener(const Result<membership::View>& news) {
+    std::lock_guard lock(listener_mu);
+    if (listener) listener(news);
+  }
 };
 
 }  // namespace tributary::control_client

@@ -74,17 +74,19 @@ void CoordinatorClient::Impl::mark_evicted(const std::string& reason) {
   }
   log.warn("coordinator " + endpoint + " removed member " + std::to_string(id) + ": " + reason);
   cv.notify_all();
+  tell_listener(error(StatusCode::kEvicted, "removed by the coordinator: " + reason));
 }
 
 void CoordinatorClient::Impl::publish_view(membership::View v) {
   {
     std::lock_guard lock(mu);
     if (v.epoch <= view.epoch) return;  // stale or duplicate push
-    view = std::move(v);
+    view = v;
     if (size_gauge != nullptr) size_gauge->Set(static_cast<double>(view.size()));
     if (epoch_gauge != nullptr) epoch_gauge->Set(static_cast<double>(view.epoch));
   }
   cv.notify_all();
+  tell_listener(std::move(v));
 }
 
 void CoordinatorClient::Impl::on_view_delta(const control::ViewDelta& pd, TimePoint now) {

@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,15 @@ class ControlPlane {
   virtual membership::MemberId member_id() const = 0;  // 0 before join()
   virtual Result<membership::View> wait_for_view(membership::Epoch min_epoch,
                                                  Deadline deadline) = 0;
+  // What this member learns as it arrives, without a thread of the caller's waiting for
+  // it: newer views that hold this member, in epoch order (one overtaken before it was
+  // delivered may be skipped), and once its eviction (kEvicted, the coordinator's reason). The
+  // listener runs on the thread that learned it (the client's own for CoordinatorClient),
+  // outside the plane's locks; it must return promptly and not call the plane. Replacing
+  // it (nullptr: none) returns once no call of the old one is in progress. Set it after
+  // join(); what arrived before it was set is not delivered (wait_for_view() has it).
+  using ViewListener = std::function<void(const Result<membership::View>&)>;
+  virtual void set_view_listener(ViewListener listener) = 0;
   virtual Result<Go> ready(const membership::ReadyReport& report, Deadline deadline) = 0;
   virtual void report_failure(membership::Epoch epoch, membership::MemberId suspect,
                               const std::string& detail) = 0;

@@ -78,6 +78,11 @@ Result<View> CoordinatorClient::wait_for_view(Epoch min_epoch, Deadline deadline
   return impl_->view;
 }
 
+void CoordinatorClient::set_view_listener(ViewListener listener) {
+  std::lock_guard lock(impl_->listener_mu);
+  impl_->listener = std::move(listener);
+}
+
 View CoordinatorClient::view() const {
   std::lock_guard lock(impl_->mu);
   return impl_->view;

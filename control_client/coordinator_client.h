@@ -62,6 +62,7 @@ class CoordinatorClient final : public ControlPlane {
   // The first view with epoch >= min_epoch that includes this member. kEvicted when the
   // coordinator removed us, kAborted after leave(), kTimedOut at the deadline.
   Result<membership::View> wait_for_view(membership::Epoch min_epoch, Deadline deadline) override;
+  void set_view_listener(ViewListener listener) override;
   // The latest view received (epoch 0 before the first).
   membership::View view() const;
   membership::MemberId member_id() const override;

@@ -1,6 +1,8 @@
 #include "control_client/memory_control_plane.h"
 
 #include <algorithm>
+#include <optional>
+#include <thread>
 
 namespace tributary::control_client {
 
@@ -11,6 +13,48 @@ using membership::View;
 class MemoryCoordinator::Plane final : public ControlPlane {
  public:
   explicit Plane(MemoryCoordinator& c) : c_(c) {}
+  ~Plane() override { set_view_listener(nullptr); }
+
+  // As the client's own thread does, a thread of the plane's tells the listener what the
+  // seat received, outside the coordinator's lock (views are applied under it by whichever
+  // thread's call decided them).
+  void set_view_listener(ViewListener listener) override {
+    if (teller_.joinable()) {
+      {
+        std::lock_guard lock(c_.mu_);
+        teller_stop_ = true;
+      }
+      c_.cv_.notify_all();
+      teller_.join();
+    }
+    if (!listener) return;
+    std::lock_guard lock(c_.mu_);
+    if (id_ == 0) return;  // before join(): nothing to tell
+    teller_stop_ = false;
+    teller_ = std::thread([this, listener = std::move(listener),
+                           told = c_.seats_.at(id_).view.epoch]() mutable {
+      bool told_out = false;
+      std::unique_lock lock(c_.mu_);
+      for (;;) {
+        const Seat& seat = c_.seats_.at(id_);
+        c_.cv_.wait(lock, [&] {
+          return teller_stop_ || seat.view.epoch > told || (seat.evicted && !told_out);
+        });
+        if (teller_stop_) return;
+        std::optional<Result<View>> news;
+        if (seat.view.epoch > told) {
+          told = seat.view.epoch;
+          news.emplace(seat.view);
+        } else {
+          told_out = true;
+          news.emplace(out_status(seat));
+        }
+        lock.unlock();
+        listener(*news);
+        lock.lock();
+      }
+    });
+  }
 
   Result<Joined> join(const ClientConfig& config, Deadline) override {
     std::lock_guard lock(c_.mu_);
@@ -171,6 +215,8 @@ class MemoryCoordinator::Plane final : public ControlPlane {
 
   MemoryCoordinator& c_;
   MemberId id_ = 0;  // guarded by c_.mu_
+  std::thread teller_;       // set_view_listener()'s
+  bool teller_stop_ = false;  // guarded by c_.mu_
 };
 
 MemoryCoordinator::MemoryCoordinator(membership::MembershipConfig config)

@@ -441,7 +441,9 @@ TEST(WorkerRecovery, AViewThatOnlyLetsALeaverGoLetsTheOthersFinishItsLastAllRedu
       float& v = values[static_cast<std::size_t>(r)];
       outcomes[static_cast<std::size_t>(r)] =
           w.all_reduce(&v, &v, 1, DType::kFloat32, ReduceOp::kSum);
-      if (r == 0) EXPECT_TRUE(w.leave().is_ok());
+      if (r == 0) {
+        EXPECT_TRUE(w.leave().is_ok());
+      }
     });
   }
   for (auto& th : threads) th.join();

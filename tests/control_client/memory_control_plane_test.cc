@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -92,6 +94,42 @@ TEST(MemoryControlPlane, LeaveIssuesAViewWithoutTheMemberAndEndsItsWaits) {
   auto va = a->wait_for_view(2, soon());
   ASSERT_TRUE(va.is_ok());
   EXPECT_EQ(va->size(), 1u);
+}
+
+TEST(MemoryControlPlane, AListenerHearsNewerViewsAndTheEvictionOnThePlanesThread) {
+  MemoryCoordinator coordinator(config(2));
+  auto a = coordinator.connect();
+  auto b = coordinator.connect();
+  ASSERT_TRUE(a->join(labels("a"), soon()).is_ok());
+  ASSERT_TRUE(b->join(labels("b"), soon()).is_ok());
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Result<membership::View>> heard;
+  b->set_view_listener([&](const Result<membership::View>& news) {
+    std::lock_guard lock(mu);
+    heard.push_back(news);
+    cv.notify_all();
+  });
+  auto first = [&](std::size_t n) {
+    std::unique_lock lock(mu);
+    cv.wait_for(lock, seconds(10), [&] { return heard.size() >= n; });
+    return heard;
+  };
+  auto c = coordinator.connect();
+  ASSERT_TRUE(c->join(labels("c"), soon()).is_ok());  // a joiner waits for a boundary
+  ASSERT_TRUE(a->leave(soon()).is_ok());              // view 2: b alone (c still waits)
+  auto news = first(1);
+  ASSERT_EQ(news.size(), 1u);
+  ASSERT_TRUE(news[0].is_ok()) << news[0].status().to_string();
+  EXPECT_EQ(news[0]->epoch, 2u);
+  EXPECT_EQ(news[0]->size(), 1u);
+  coordinator.silence(b->member_id());
+  coordinator.advance(seconds(2));
+  news = first(2);
+  ASSERT_GE(news.size(), 2u);
+  EXPECT_EQ(news.back().status().code(), StatusCode::kEvicted);
+  b->set_view_listener(nullptr);  // returns with no call in progress
+  EXPECT_EQ(first(2).size(), 2u) << "the eviction is told once";
 }
 
 TEST(MemoryControlPlane, RestartContinuesEpochsAndRemovesWhoDoesNotResume) {

@@ -3,9 +3,12 @@
 // must still resume it. (Seen under chaos: a member that kept committing steps was removed
 // for heartbeat_timeout: its client had taken the coordinator's late accept of its first
 // resume request for a failed proof of the second, marked itself evicted and stopped
-// heartbeating.) Also the client's side of incremental views (ViewDelta).
+// heartbeating.) Also the client's side of incremental views (ViewDelta), and what its view
+// listener hears.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <zmq.hpp>
@@ -238,6 +241,72 @@ TEST(ViewDeltaClient, AppliesADeltaOnItsBaseAndAsksForTheWholeViewOtherwise) {
   // A stale delta (its epoch is not newer) is simply dropped: no request.
   send_delta(*membership::make_delta(v1, v2));
   EXPECT_EQ(client.view(), v4);
+}
+
+// What a set_view_listener() listener hears, and when: kept under a lock, waited for with a
+// deadline (it runs on the client's thread).
+class Heard {
+ public:
+  void operator()(const Result<membership::View>& news) {
+    std::lock_guard lock(mu_);
+    news_.push_back(news);
+    cv_.notify_all();
+  }
+  // The first `n` pieces of news, or what was heard by the deadline.
+  std::vector<Result<membership::View>> first(std::size_t n) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, seconds(5), [&] { return news_.size() >= n; });
+    return news_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Result<membership::View>> news_;
+};
+
+TEST(ViewListener, HearsEachNewerViewWholeOrDeltaThenTheEvictionAndNothingOnceCleared) {
+  ScriptedCoordinator coordinator;
+  CoordinatorClient client(Logger("client"));
+  ASSERT_NO_FATAL_FAILURE(join(coordinator, client));
+  Heard heard;
+  client.set_view_listener([&](const Result<membership::View>& v) { heard(v); });
+  auto send_view = [&](const membership::View& v) {
+    control::Envelope e;
+    control::view_to_proto(v, e.mutable_view());
+    coordinator.send(e);
+  };
+  membership::View v1 = view_of(1, {kId});
+  v1.members[0].data_address = "127.0.0.1:7000";
+  membership::View v2 = view_of(2, {3, kId});
+  membership::View v3 = view_of(3, {kId});
+  send_view(v2);
+  send_view(v1);  // older: nobody hears of it
+  {
+    control::Envelope e;
+    control::view_delta_to_proto(*membership::make_delta(v2, v3), e.mutable_view_delta());
+    coordinator.send(e);
+  }
+  send_view(v3);  // the same epoch again: nothing new
+  ASSERT_TRUE(client.wait_for_view(3, Deadline::after(seconds(5))).is_ok());
+  control::Envelope evicted;
+  evicted.mutable_evicted()->set_member_id(kId);
+  evicted.mutable_evicted()->set_reason("straggler");
+  coordinator.send(evicted);
+  auto news = heard.first(3);
+  ASSERT_EQ(news.size(), 3u);
+  ASSERT_TRUE(news[0].is_ok());
+  EXPECT_EQ(*news[0], v2);
+  ASSERT_TRUE(news[1].is_ok());
+  EXPECT_EQ(*news[1], v3);
+  EXPECT_EQ(news[2].status().code(), StatusCode::kEvicted);
+  EXPECT_NE(news[2].status().message().find("straggler"), std::string::npos);
+  // Cleared: returns with no call in progress, and later news goes unheard.
+  client.set_view_listener(nullptr);
+  coordinator.send(evicted);
+  send_view(view_of(4, {kId}));
+  std::this_thread::yield();
+  EXPECT_EQ(heard.first(3).size(), 3u);
 }
 
 }  // namespace
