@@ -28,7 +28,9 @@ struct ViewContext {
   ViewContext() : layout({}, 1) {}
   // What adopting `view` as member `rank` (-1: not in it) knows before any link exists.
   ViewContext(membership::View v, int r)
-      : view(std::move(v)), rank(r), zone_of_rank(zone_indices(view)),
+      : view(std::move(v)),
+        rank(r),
+        zone_of_rank(zone_indices(view)),
         layout(zone_of_rank, std::max(1, static_cast<int>(view.size()))) {}
 
   membership::Epoch epoch() const { return view.epoch; }

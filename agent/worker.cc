@@ -1,8 +1,8 @@
 // The Worker: makes each collective all-or-nothing across an epoch's members and re-runs
 // aborted ones in the next epoch. The protocol is in docs/fault-tolerance.md and its
 // agent side's decisions in agent/runtime/epoch_machine.h, carried out by
-// worker_driver.cc; this file is the Worker's lifecycle (joining, the control listener and the idle
-// recovery, step boundaries, the state sync, leaving). The collective API is
+// worker_driver.cc; this file is the Worker's lifecycle (joining, the control listener and
+// the idle recovery, step boundaries, the state sync, leaving). The collective API is
 // worker_collectives.cc.
 #include "agent/worker.h"
 
@@ -78,8 +78,8 @@ void Worker::Impl::start_listening() {
 void Worker::Impl::run_idle_recovery() {
   while (!stopping.load()) {
     {
-      // Woken by on_control_news(); the tick catches a view that arrived while a call ran and
-      // that the call returned without moving to.
+      // Woken by on_control_news(); the tick catches a view that arrived while a call ran
+      // and that the call returned without moving to.
       std::unique_lock lock(idle_mu);
       idle_cv.wait_for(lock, std::chrono::milliseconds(50),
                        [&] { return idle_wake || stopping.load(); });
@@ -219,7 +219,8 @@ void Worker::Impl::attempt_failed(std::string_view op, const std::string& what,
 
 Result<Worker::Impl::StateSync> Worker::Impl::sync_state() {
   // Source: the lowest rank that has the state (the joiners are those that need it).
-  std::int64_t source = machine.needs_state() ? std::numeric_limits<std::int32_t>::max() : ctx->rank;
+  std::int64_t source =
+      machine.needs_state() ? std::numeric_limits<std::int32_t>::max() : ctx->rank;
   TRIB_RETURN_IF_ERROR(run("state_source", AlgorithmChoice::kNone, 8,
                            std::as_writable_bytes(std::span(&source, 1)),
                            [&](algorithms::Link& l, const algorithms::CollectiveOptions& o) {

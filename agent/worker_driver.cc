@@ -140,8 +140,8 @@ runtime::Actions Worker::Impl::carry_out(const runtime::Action& a, CallContext* 
       options.seq = algorithms::seq_in(algorithms::SeqSpace::kRepair, 2 * ctx->epoch());
       options.deadline = collective_deadline(sizeof(found)).deadline;
       options.chunk_bytes = config.chunk_bytes;
-      const Status s =
-          algorithms::all_reduce(*ctx->link, found, found, 3, DType::kInt64, ReduceOp::kMin, options);
+      const Status s = algorithms::all_reduce(*ctx->link, found, found, 3, DType::kInt64,
+                                              ReduceOp::kMin, options);
       sync_machine();
       if (!s.is_ok()) return machine.repair_failed(s, now());
       return machine.repair_voted({found[0], found[1], found[2]}, now());
@@ -153,8 +153,8 @@ runtime::Actions Worker::Impl::carry_out(const runtime::Action& a, CallContext* 
       options.seq = algorithms::seq_in(algorithms::SeqSpace::kRepair, 2 * ctx->epoch() + 1);
       options.deadline = collective_deadline(a.size).deadline;
       options.chunk_bytes = config.chunk_bytes;
-      const Status s = algorithms::broadcast(*ctx->link, blob.data(), blob.data(), a.size, DType::kUInt8,
-                                             a.root, options);
+      const Status s = algorithms::broadcast(*ctx->link, blob.data(), blob.data(), a.size,
+                                             DType::kUInt8, a.root, options);
       sync_machine();
       if (!s.is_ok()) return machine.repair_failed(s, now());
       return machine.repair_received(blob, now());
@@ -193,8 +193,9 @@ runtime::Actions Worker::Impl::attempt(const runtime::Action& a, CallContext& ca
   options.zones = ctx->zone_of_rank;
   options.cost_model = &cost_model;
   call.t0 = std::chrono::steady_clock::now();
-  Status status = ctx->link ? (*call.fn)(*ctx->link, options)
-                       : error(StatusCode::kAborted, "no link for view " + std::to_string(a.epoch));
+  Status status = ctx->link
+                      ? (*call.fn)(*ctx->link, options)
+                      : error(StatusCode::kAborted, "no link for view " + std::to_string(a.epoch));
   call.t_data = std::chrono::steady_clock::now();
   // Whether the coordinator heard from this member lately matters only to a data phase that
   // completed an all-reduce (the speculative return, decided by the machine).

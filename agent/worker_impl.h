@@ -1,6 +1,6 @@
 // Worker::Impl, shared by the Worker's parts: its lifecycle (worker.cc: joining, the
-// control listener, step boundaries, the state sync, leaving), the driver that carries out the epoch
-// machine's decisions for run() and transition() (worker_driver.cc; the protocol of
+// control listener, step boundaries, the state sync, leaving), the driver that carries out the
+// epoch machine's decisions for run() and transition() (worker_driver.cc; the protocol of
 // docs/fault-tolerance.md is agent/runtime/epoch_machine.h), and the collective API built
 // on run() (worker_collectives.cc). Internal to agent/.
 #pragma once
@@ -25,7 +25,6 @@
 #include "agent/data_plane.h"
 #include "agent/runtime/epoch_machine.h"
 #include "agent/view_context.h"
-#include "transport/failover_link.h"
 #include "agent/worker.h"
 #include "algorithms/cost_model.h"
 #include "algorithms/cost_refit.h"
@@ -34,6 +33,7 @@
 #include "control_client/control_plane.h"
 #include "core/hash.h"
 #include "core/log.h"
+#include "transport/failover_link.h"
 
 namespace tributary::agent {
 
@@ -151,8 +151,9 @@ class Worker::Impl {
   void adopt_view(const membership::View& view, int rank) {
     auto next = std::make_unique<ViewContext>(view, rank);
     std::lock_guard lock(link_mu);
-    if (ctx->link) ctx->link->abort(error(StatusCode::kAborted, "superseded by view " +
-                                                                    std::to_string(view.epoch)));
+    if (ctx->link)
+      ctx->link->abort(
+          error(StatusCode::kAborted, "superseded by view " + std::to_string(view.epoch)));
     ctx = std::move(next);
   }
   void install_link(std::unique_ptr<algorithms::Link> l) {
@@ -364,7 +365,8 @@ class Worker::Impl {
     std::lock_guard lock(abort_mu);
     return error(StatusCode::kAborted, "aborted: " + abort_reason.message());
   }
-  std::string eviction;  // why (the coordinator's reason); written by on_control_news() before `evicted`
+  std::string
+      eviction;  // why (the coordinator's reason); written by on_control_news() before `evicted`
   Status evicted_status() const {
     return error(StatusCode::kEvicted,
                  eviction.empty() ? "the coordinator removed this member" : eviction);

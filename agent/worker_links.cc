@@ -49,8 +49,8 @@ Status Worker::Impl::fit_links() {
            "slowest link of view %llu: %.1f us per message, %.1f MB/s; the cost model uses "
            "%.1f us (%s), %.1f MB/s (%s)",
            static_cast<unsigned long long>(here.epoch()), measured->alpha * 1e6,
-           measured->beta > 0 ? 1e-6 / measured->beta : 0.0, here.fitted.alpha() * 1e6,
-           alpha_from, 1e-6 / here.fitted.beta(), beta_from);
+           measured->beta > 0 ? 1e-6 / measured->beta : 0.0, here.fitted.alpha() * 1e6, alpha_from,
+           1e-6 / here.fitted.beta(), beta_from);
   return Status::ok();
 }
 

@@ -31,29 +31,29 @@ class MemoryCoordinator::Plane final : public ControlPlane {
     std::lock_guard lock(c_.mu_);
     if (id_ == 0) return;  // before join(): nothing to tell
     teller_stop_ = false;
-    teller_ = std::thread([this, listener = std::move(listener),
-                           told = c_.seats_.at(id_).view.epoch]() mutable {
-      bool told_out = false;
-      std::unique_lock lock(c_.mu_);
-      for (;;) {
-        const Seat& seat = c_.seats_.at(id_);
-        c_.cv_.wait(lock, [&] {
-          return teller_stop_ || seat.view.epoch > told || (seat.evicted && !told_out);
+    teller_ = std::thread(
+        [this, listener = std::move(listener), told = c_.seats_.at(id_).view.epoch]() mutable {
+          bool told_out = false;
+          std::unique_lock lock(c_.mu_);
+          for (;;) {
+            const Seat& seat = c_.seats_.at(id_);
+            c_.cv_.wait(lock, [&] {
+              return teller_stop_ || seat.view.epoch > told || (seat.evicted && !told_out);
+            });
+            if (teller_stop_) return;
+            std::optional<Result<View>> news;
+            if (seat.view.epoch > told) {
+              told = seat.view.epoch;
+              news.emplace(seat.view);
+            } else {
+              told_out = true;
+              news.emplace(out_status(seat));
+            }
+            lock.unlock();
+            listener(*news);
+            lock.lock();
+          }
         });
-        if (teller_stop_) return;
-        std::optional<Result<View>> news;
-        if (seat.view.epoch > told) {
-          told = seat.view.epoch;
-          news.emplace(seat.view);
-        } else {
-          told_out = true;
-          news.emplace(out_status(seat));
-        }
-        lock.unlock();
-        listener(*news);
-        lock.lock();
-      }
-    });
   }
 
   Result<Joined> join(const ClientConfig& config, Deadline) override {
@@ -215,7 +215,7 @@ class MemoryCoordinator::Plane final : public ControlPlane {
 
   MemoryCoordinator& c_;
   MemberId id_ = 0;  // guarded by c_.mu_
-  std::thread teller_;       // set_view_listener()'s
+  std::thread teller_;        // set_view_listener()'s
   bool teller_stop_ = false;  // guarded by c_.mu_
 };
 
