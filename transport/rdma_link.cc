@@ -77,28 +77,12 @@ algorithms::Link::Handle RdmaLink::recv(int peer, algorithms::Tag tag, std::span
   Op& op = ops_[i];
   std::lock_guard io(io_mu_);
   Peer& p = peers_[peer];
-  auto match = std::find_if(p.arrived.begin(), p.arrived.end(),
-                            [&](const EarlyMessage& a) { return a.tag == tag; });
-  if (abort_.raised() || match == p.arrived.end()) {
-    if (abort_.raised() || !p.failed.is_ok()) {
-      op.finish(abort_.raised() ? abort_.status() : p.failed);
-    } else {
-      p.posted.push_back(i);
-    }
-    return ops_.handle_of(i);
-  }
+  const auto match = match_early(p, ops_, i, abort_);
+  if (match == p.arrived.end()) return ops_.handle_of(i);
   Status st = match_status(peer_name(p), op, match->length, match->tag.check);
   const std::uint64_t have = match->complete ? match->length : match->length - p.remaining;
   if (st.is_ok() && have > 0) std::memcpy(op.data, match->bytes.get(), have);
-  if (!match->complete) {
-    // The rest of it is still to come: it goes to the caller's buffer (or nowhere).
-    p.state = st.is_ok() ? Inbound::kDirect : Inbound::kDiscard;
-    p.dst = st.is_ok() ? op.data : nullptr;
-    p.direct_op = i;
-  }
-  if (match->complete || !st.is_ok()) op.finish(std::move(st));
-  pool_.give_back(std::move(match->bytes));
-  p.arrived.erase(match);
+  take_early(p, ops_, pool_, match, i, std::move(st));
   return ops_.handle_of(i);
 }
 

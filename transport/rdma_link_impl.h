@@ -66,32 +66,14 @@ class RdmaLink final : public algorithms::PollableLink {
     RdmaHeader header;
   };
 
-
-  struct Peer {
-    int rank = -1;
-    int fd = -1;
-    std::string address;
-    Status failed;
-    // Sending: the stream's queue, and what a chunk may carry.
-    std::deque<std::uint32_t> sendq;  // wire order; the head may be partly packed
-    std::size_t head_written = 0;     // of the head's header + payload
+  struct Peer : StreamPeer<RdmaHeader> {
+    // Sending: what a chunk may carry.
     std::uint32_t credits = 0;        // receive slots free at the peer
     std::uint32_t credit_limit = 0;   // the peer's receive slots: credits never exceed it
     std::uint32_t owed = 0;           // own slots reposted, not yet reported to the peer
     std::uint32_t chunk_bytes = 0;
     std::vector<std::uint32_t> free_send;  // send slots whose completion came back
     std::uint32_t sends_in_flight = 0;
-    // Receiving: as ShmLink's.
-    std::vector<std::uint32_t> posted;
-    std::deque<EarlyMessage> arrived;  // back() may still be arriving
-    Inbound state = Inbound::kHeader;
-    RdmaHeader header;
-    std::size_t header_got = 0;
-    std::byte* dst = nullptr;
-    std::uint64_t length = 0;
-    std::uint64_t remaining = 0;
-    std::uint32_t direct_op = 0;
-    std::vector<std::byte> notice;
   };
 
   std::string peer_name(const Peer& p) const {

@@ -332,18 +332,7 @@ void RdmaLink::fail_peer(Peer& p, Status st, bool always_log) {
   if (always_log || (!abort_.raised() && (receiving || !p.posted.empty() || !p.sendq.empty()))) {
     params_.log.warn("dropping rdma link to " + peer_name(p) + ": " + st.message());
   }
-  if (receiving) p.posted.push_back(p.direct_op);  // half-received: fails with the rest
-  if (p.state == Inbound::kUnexpected) {
-    pool_.give_back(std::move(p.arrived.back().bytes));
-    p.arrived.pop_back();
-  }
-  ops_.fail_queued(p.posted, p.sendq, st);
-  ::close(p.fd);
-  p.fd = -1;
-  p.failed = std::move(st);
-  p.state = Inbound::kHeader;
-  p.dst = nullptr;
-  p.head_written = 0;
+  fail_stream_peer(p, ops_, pool_, std::move(st));
 }
 
 }  // namespace tributary::transport

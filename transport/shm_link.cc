@@ -101,16 +101,8 @@ void ShmLink::post_recv(std::uint32_t i) {
   Op& op = ops_[i];
   op.single_copy = false;
   Peer& p = peers_[op.peer];
-  auto match = std::find_if(p.arrived.begin(), p.arrived.end(),
-                            [&](const EarlyMessage& a) { return a.tag == op.tag; });
-  if (abort_.raised() || match == p.arrived.end()) {
-    if (abort_.raised() || !p.failed.is_ok()) {
-      op.finish(abort_.raised() ? abort_.status() : p.failed);
-    } else {
-      p.posted.push_back(i);
-    }
-    return;
-  }
+  const auto match = match_early(p, ops_, i, abort_);
+  if (match == p.arrived.end()) return;
   op.stamp = match->stamp;
   if (match->single_copy) {
     const EarlyMessage m = std::move(*match);
@@ -129,15 +121,7 @@ void ShmLink::post_recv(std::uint32_t i) {
   } else if (st.is_ok() && have > 0) {
     std::memcpy(op.data, match->bytes.get(), have);
   }
-  if (!match->complete) {
-    // The rest of it is still in the ring: it goes to the caller's buffer (or nowhere).
-    p.state = st.is_ok() ? Inbound::kDirect : Inbound::kDiscard;
-    p.dst = st.is_ok() ? op.data : nullptr;
-    p.direct_op = i;
-  }
-  if (match->complete || !st.is_ok()) op.finish(std::move(st));
-  pool_.give_back(std::move(match->bytes));
-  p.arrived.erase(match);
+  take_early(p, ops_, pool_, match, i, std::move(st));
 }
 
 Status ShmLink::wait(Handle handle, Deadline deadline) {

@@ -90,28 +90,11 @@ class ShmLink final : public algorithms::PollableLink {
     }
   };
 
-
-  struct Peer {
-    int rank = -1;
-    int fd = -1;
-    std::string address;
+  struct Peer : StreamPeer<RingHeader> {
     ShmSegment segment;
     ShmRing out;
     ShmRing in;
-    Status failed;
-    std::deque<std::uint32_t> sendq;  // wire order; the head may be partly written
-    std::size_t head_written = 0;     // of the head's header + payload
-    std::vector<std::uint32_t> posted;
-    std::deque<EarlyMessage> arrived;  // back() may still be arriving
-    Inbound state = Inbound::kHeader;
-    RingHeader header;
-    std::size_t header_got = 0;
-    std::byte* dst = nullptr;
-    std::uint64_t length = 0;
-    std::uint64_t remaining = 0;
-    std::uint32_t direct_op = 0;
     CombineCursor combining;  // state kDirect into a combining receive
-    std::vector<std::byte> notice;
     bool self_is_low = false;
     // Single copy (cross_memory.h).
     pid_t peer_pid = 0;

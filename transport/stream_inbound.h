@@ -2,10 +2,14 @@
 // as one byte stream per peer of {header, payload} (shared memory's rings, RDMA's
 // chunks): what a header starts (a payload straight into a posted receive, one buffered
 // until its receive is posted, one read and dropped, or an abort notice) and what its end
-// finishes. The links keep their own headers, framing and errors; `Peer` is theirs, with
-// the members used below. Internal to transport/.
+// finishes; the receive posted for a message that arrived first; a peer's failure. The
+// links keep their own headers, framing and errors; their `Peer` derives from StreamPeer.
+// Internal to transport/.
 #pragma once
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -25,6 +29,89 @@ namespace tributary::transport {
 // kSingleCopy: the shared-memory link's descriptor of a message read from the sender's
 // memory (shm_link.h); the other links never enter it.
 enum class Inbound : std::uint8_t { kHeader, kDirect, kUnexpected, kDiscard, kNotice, kSingleCopy };
+
+// What such a link keeps of one peer's stream, whatever carries it: the connection that is
+// the peer's pulse, the send queue, and the receiving state the functions below move. The
+// links' own Peer derives from it with what their medium needs (rings, credits, slots).
+template <typename Header>
+struct StreamPeer {
+  int rank = -1;
+  int fd = -1;  // the peer's connection: its pulse, and the notices' way when the medium fails
+  std::string address;
+  Status failed;
+  // Sending: the stream's queue.
+  std::deque<std::uint32_t> sendq;  // wire order; the head may be partly written
+  std::size_t head_written = 0;     // of the head's header + payload
+  // Receiving: receives posted ahead of their message, messages that arrived ahead of
+  // their receive, and the message arriving now (its header, then its payload to `dst`).
+  std::vector<std::uint32_t> posted;
+  std::deque<EarlyMessage> arrived;  // back() may still be arriving
+  Inbound state = Inbound::kHeader;
+  Header header;
+  std::size_t header_got = 0;
+  std::byte* dst = nullptr;
+  std::uint64_t length = 0;
+  std::uint64_t remaining = 0;
+  std::uint32_t direct_op = 0;
+  std::vector<std::byte> notice;
+};
+
+// Receive `i` is posted on peer `p`: the early message it matches, which the link then
+// copies (what arrived of it) and hands over with take_early(); or `arrived.end()`, and
+// the receive waits among the posted ones, or fails at once when the link was aborted or
+// the peer has failed.
+template <typename Peer, typename Ops>
+std::deque<EarlyMessage>::iterator match_early(Peer& p, Ops& ops, std::uint32_t i,
+                                               const AbortState& abort) {
+  auto& op = ops[i];
+  const auto match = std::find_if(p.arrived.begin(), p.arrived.end(),
+                                  [&](const EarlyMessage& a) { return a.tag == op.tag; });
+  if (!abort.raised() && match != p.arrived.end()) return match;
+  if (abort.raised() || !p.failed.is_ok()) {
+    op.finish(abort.raised() ? abort.status() : p.failed);
+  } else {
+    p.posted.push_back(i);
+  }
+  return p.arrived.end();
+}
+
+// Early message `m`, copied into receive `i` as far as it arrived (`st`: whether it
+// matched the receive), is done with: the rest of one still arriving goes straight to the
+// receive's buffer (or nowhere, when it did not match), the receive ends now when the
+// message was whole or did not match, and its buffer goes back to the pool.
+template <typename Peer, typename Ops>
+void take_early(Peer& p, Ops& ops, PayloadPool& pool, std::deque<EarlyMessage>::iterator m,
+                std::uint32_t i, Status st) {
+  auto& op = ops[i];
+  if (!m->complete) {
+    p.state = st.is_ok() ? Inbound::kDirect : Inbound::kDiscard;
+    p.dst = st.is_ok() ? op.data : nullptr;
+    p.direct_op = i;
+  }
+  if (m->complete || !st.is_ok()) op.finish(std::move(st));
+  pool.give_back(std::move(m->bytes));
+  p.arrived.erase(m);
+}
+
+// Peer `p` failed with `st`: the receive it was filling, the posted receives and the
+// queued sends fail with it, a half-arrived early message is dropped, its connection is
+// closed and the stream starts over at a header (nothing more comes). The link logs and
+// fails what else it keeps per peer.
+template <typename Peer, typename Ops>
+void fail_stream_peer(Peer& p, Ops& ops, PayloadPool& pool, Status st) {
+  if (p.state == Inbound::kDirect) p.posted.push_back(p.direct_op);
+  if (p.state == Inbound::kUnexpected) {
+    pool.give_back(std::move(p.arrived.back().bytes));
+    p.arrived.pop_back();
+  }
+  ops.fail_queued(p.posted, p.sendq, st);
+  ::close(p.fd);
+  p.fd = -1;
+  p.failed = std::move(st);
+  p.state = Inbound::kHeader;
+  p.dst = nullptr;
+  p.head_written = 0;
+}
 
 // A header has arrived, checked by the link: sets where its `length` payload bytes go;
 // its `stamp` goes with it (PendingOp::stamp, EarlyMessage::stamp).
