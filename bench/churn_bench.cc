@@ -22,9 +22,17 @@
 // over to the standby and re-dial. Any view that removes a member that was neither killed
 // nor frozen, or rebuilds the links, is counted as caused by a link.
 //
+// With --control-faults, the churn phase also drains agents (SIGTERM: the agent leaves at
+// its next step boundary; measured like a kill: the first view without it, the first step
+// committed without it; it must exit 0) and kills the coordinator (kill -9, restarted at
+// once on the same endpoint with the same journal: detected when it listens again,
+// recovered when every member of the last view that was alive and running at the kill has
+// resumed at it). Each kind as often as each of the others.
+//
 // Usage: churn_bench --tributary PATH [--duration-s 180] [--seed S] [--delay-ms 20]
 //                    [--count 1048576] [--out FILE] [--phases free,churn,every10]
-//                    [--link-cuts] [--log-dir DIR (every process's lines, one file each)]
+//                    [--link-cuts] [--control-faults]
+//                    [--log-dir DIR (every process's lines, one file each)]
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -76,6 +84,7 @@ struct Child {
   int status = 0;
   bool stopped = false;
   bool killed = false;
+  bool draining = false;     // sent SIGTERM to leave (--control-faults)
   std::uint64_t member = 0;  // current member id (agents)
   int data_port = 0;         // its first data address's port (its table listener), once logged
   std::vector<std::uint64_t> members;
@@ -151,10 +160,17 @@ class Phase {
     const std::string secret = "churn-bench-secret";
     ready_ = "/tmp/churn-bench-" + std::to_string(::getpid()) + "-" + r_.name + ".endpoint";
     std::remove(ready_.c_str());
-    coordinator_ = spawn(
-        "coordinator", {o_.tributary, "coordinator", "--bind", "tcp://127.0.0.1:0", "--ready-file",
-                        ready_, "--world-size", std::to_string(o_.start_world), "--secret", secret,
-                        "--straggler-cooldown-s", "5"});
+    coordinator_args_ = {
+        o_.tributary, "coordinator", "--world-size",           std::to_string(o_.start_world),
+        "--secret",   secret,        "--straggler-cooldown-s", "5"};
+    if (o_.control_faults) {
+      journal_ = "/tmp/churn-bench-" + std::to_string(::getpid()) + "-" + r_.name + ".journal";
+      std::remove(journal_.c_str());
+      coordinator_args_.insert(coordinator_args_.end(), {"--journal", journal_});
+    }
+    std::vector<std::string> first = coordinator_args_;
+    first.insert(first.end(), {"--bind", "tcp://127.0.0.1:0", "--ready-file", ready_});
+    coordinator_ = spawn("coordinator", first);
     const TimePoint until_ready = Clock::now() + std::chrono::seconds(20);
     while (endpoint_.empty() && Clock::now() < until_ready) {
       std::ifstream in(ready_);
@@ -253,13 +269,52 @@ class Phase {
     return agents_.back().child.get();
   }
 
-  // Agents that are alive and not killed (stopped ones count: they come back).
+  // Agents that are alive and not killed or leaving (stopped ones count: they come back).
   std::vector<Agent*> alive() {
     std::vector<Agent*> v;
     for (auto& a : agents_) {
-      if (!a.child->exited && !a.child->killed) v.push_back(&a);
+      if (!a.child->exited && !a.child->killed && !a.child->draining) v.push_back(&a);
     }
     return v;
+  }
+
+  // kill -9 of the coordinator and its restart on the same endpoint with the same journal
+  // (the agents know only that endpoint). The port was just released: a restart that
+  // loses the bind race is tried again, for at most 10 s, the agents' lines read meanwhile.
+  void restart_coordinator(Fault& f) {
+    coordinator_->signal(SIGKILL);
+    coordinator_->killed = true;
+    old_coordinators_.push_back(std::move(coordinator_));
+    for (const auto& a : agents_) {
+      if (a.child->exited || a.child->killed || a.child->stopped || a.child->draining) continue;
+      if (!views_.empty() && views_.back().second.count(a.child->member)) {
+        f.awaiting.insert(a.child->member);
+      }
+    }
+    const TimePoint give_up = Clock::now() + std::chrono::seconds(10);
+    for (int attempt = 0; Clock::now() < give_up; ++attempt) {
+      const std::string ready = ready_ + ".restart" + std::to_string(restarts_++);
+      std::vector<std::string> argv = coordinator_args_;
+      argv.insert(argv.end(), {"--bind", endpoint_, "--ready-file", ready});
+      coordinator_ = spawn("coordinator" + std::to_string(restarts_), argv);
+      if (!coordinator_) break;
+      for (;;) {
+        pump(10);
+        std::string line;
+        std::ifstream in(ready);
+        std::getline(in, line);
+        if (!line.empty()) {
+          f.detect = seconds_between(f.at, Clock::now());
+          std::remove(ready.c_str());
+          if (f.awaiting.empty()) f.recover = f.detect;
+          return;
+        }
+        if (coordinator_->poll_exit() || Clock::now() >= give_up) break;
+      }
+      old_coordinators_.push_back(std::move(coordinator_));
+      std::remove(ready.c_str());
+    }
+    r_.notes.push_back("the coordinator did not restart within 10 s of its kill");
   }
 
   void inject(TimePoint now) {
@@ -271,6 +326,10 @@ class Phase {
     } else {
       if (n > 3) kinds.insert(kinds.end(), {"kill", "stop"});
       if (n < 8) kinds.push_back("join");
+      if (o_.control_faults) {
+        if (n > 3) kinds.push_back("drain");
+        if (coordinator_) kinds.push_back("coordinator");
+      }
       // Link cuts as often as the other faults together.
       if (o_.link_cuts) kinds.insert(kinds.end(), kinds.size(), "cut");
     }
@@ -279,7 +338,7 @@ class Phase {
       if (!a->stopped && a->child->member != 0) candidates.push_back(a);
     }
     std::string kind = kinds[std::uniform_int_distribution<std::size_t>(0, kinds.size() - 1)(rng_)];
-    if (kind != "join" && candidates.empty()) kind = "join";
+    if (kind != "join" && kind != "coordinator" && candidates.empty()) kind = "join";
     if (kind == "cut") {
       std::erase_if(candidates, [](const Agent* a) { return a->child->data_port == 0; });
       if (candidates.empty()) kind = "join";
@@ -290,6 +349,11 @@ class Phase {
     if (kind == "join") {
       Child* joiner = start_agent();
       f.who = joiner ? joiner->name : "";
+    } else if (kind == "coordinator") {
+      f.who = "coordinator";
+      r_.faults.push_back(f);
+      restart_coordinator(r_.faults.back());
+      return;
     } else {
       Agent* v =
           candidates[std::uniform_int_distribution<std::size_t>(0, candidates.size() - 1)(rng_)];
@@ -306,6 +370,9 @@ class Phase {
       } else if (kind == "kill") {
         v->child->signal(SIGKILL);
         v->child->killed = true;
+      } else if (kind == "drain") {
+        v->child->signal(SIGTERM);
+        v->child->draining = true;
       } else {
         v->child->signal(SIGSTOP);
         v->child->stopped = true;
@@ -328,6 +395,7 @@ class Phase {
       }
     };
     add(coordinator_.get());
+    for (auto& c : old_coordinators_) add(c.get());
     for (auto& a : agents_) add(a.child.get());
     ::poll(fds.data(), fds.size(), timeout_ms);
     const TimePoint now = Clock::now();
@@ -364,18 +432,30 @@ class Phase {
         }
         if (c == coordinator_.get()) {
           coordinator_line(line, now);
+        } else if (c->name.rfind("coordinator", 0) == 0) {
+          // a killed coordinator's last lines: nothing to learn from them
         } else {
           agent_line(*c, line, now);
         }
       }
     }
     for (auto& a : agents_) a.child->poll_exit();
+    for (auto& c : old_coordinators_) c->poll_exit();
   }
 
   void coordinator_line(const std::string& line, TimePoint now) {
     static const std::regex view_re(
         R"(view epoch (\d+) \((\w+)\): (\d+) members, ring \[([^\]]*)\])");
+    static const std::regex resumed_re(R"(member (\d+) \(.*\) resumed from)");
     std::smatch m;
+    if (std::regex_search(line, m, resumed_re)) {
+      const std::uint64_t id = std::stoull(m[1]);
+      for (Fault& f : r_.faults) {
+        if (f.kind != "coordinator" || f.recover || f.awaiting.erase(id) == 0) continue;
+        if (f.awaiting.empty()) f.recover = seconds_between(f.at, now);
+      }
+      return;
+    }
     if (!std::regex_search(line, m, view_re)) return;
     std::set<std::uint64_t> ids;
     std::istringstream ring(m[4].str());
@@ -390,7 +470,7 @@ class Phase {
         // A process that rejoined after an eviction carries a new member id: a fault on the
         // process counts for every id it had (it may die between joining and printing it).
         const bool victim = std::any_of(r_.faults.begin(), r_.faults.end(), [&](const Fault& f) {
-          if (f.kind != "kill" && f.kind != "stop") return false;
+          if (f.kind != "kill" && f.kind != "stop" && f.kind != "drain") return false;
           if (f.member == id) return true;
           for (const auto& a : agents_) {
             if (a.child->name != f.who) continue;
@@ -412,7 +492,7 @@ class Phase {
     }
     views_.emplace_back(now, ids);
     for (Fault& f : r_.faults) {
-      if (f.kind == "cut" || f.detect || now < f.at) continue;
+      if (f.kind == "cut" || f.kind == "coordinator" || f.detect || now < f.at) continue;
       if (f.kind == "join") {
         if (f.member != 0 && ids.count(f.member)) f.detect = seconds_between(f.at, now);
       } else if (!ids.count(f.member)) {
@@ -483,7 +563,7 @@ class Phase {
       s = comma + 1;
     }
     for (Fault& f : r_.faults) {
-      if (f.kind == "cut" || f.recover || now < f.at) continue;
+      if (f.kind == "cut" || f.kind == "coordinator" || f.recover || now < f.at) continue;
       if (f.kind == "join") {
         if (f.who == c.name) f.recover = seconds_between(f.at, now);
       } else if (f.who != c.name && !ids.count(f.member)) {
@@ -535,17 +615,24 @@ class Phase {
                            std::to_string(a.child->status) + "; its last lines:" + tail);
       }
     }
-    coordinator_->signal(SIGTERM);
-    for (int i = 0; i < 100 && !coordinator_->poll_exit(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (coordinator_) {
+      coordinator_->signal(SIGTERM);
+      for (int i = 0; i < 100 && !coordinator_->poll_exit(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
     std::remove(ready_.c_str());
+    if (!journal_.empty()) std::remove(journal_.c_str());
   }
 
   const Options& o_;
   std::mt19937_64& rng_;
   PhaseResult r_;
   std::string ready_, endpoint_, secret_;
-  std::unique_ptr<Child> coordinator_;
+  std::vector<std::string> coordinator_args_;  // but --bind and --ready-file
+  std::string journal_;                        // --control-faults: the coordinator's journal
+  std::unique_ptr<Child> coordinator_;         // null only while a restart failed
+  std::vector<std::unique_ptr<Child>> old_coordinators_;  // killed ones, and failed restarts
+  int restarts_ = 0;
   std::vector<Agent> agents_;
   std::map<long, StepRecord> steps_;
   std::vector<std::pair<TimePoint, std::set<std::uint64_t>>> views_;
@@ -612,6 +699,8 @@ int main(int argc, char** argv) {
       o.out = next();
     else if (a == "--link-cuts")
       o.link_cuts = true;
+    else if (a == "--control-faults")
+      o.control_faults = true;
     else if (a == "--log-dir")
       o.log_dir = next();
     else if (a == "--phases") {
@@ -624,7 +713,7 @@ int main(int argc, char** argv) {
           stderr,
           "usage: churn_bench --tributary PATH [--duration-s 180] [--seed S] [--delay-ms 20] "
           "[--count 1048576] [--world 5] [--out FILE] [--phases free,churn,every10] "
-          "[--link-cuts] [--log-dir DIR]\n");
+          "[--link-cuts] [--control-faults] [--log-dir DIR]\n");
       return 2;
     }
   }

@@ -21,6 +21,8 @@ std::string stats(std::vector<double> v) {
 
 const char* fault_label(const std::string& kind) {
   if (kind == "join") return "join (admitted / first step)";
+  if (kind == "drain") return "drain (SIGTERM: left / first step without it)";
+  if (kind == "coordinator") return "coordinator kill -9 (listening again / all resumed)";
   return kind == "kill" ? "kill -9" : "SIGSTOP";
 }
 
@@ -44,6 +46,9 @@ std::string churn_report(const Options& o, const std::vector<PhaseResult>& resul
                 o.count, static_cast<double>(o.count) * 4 / 1048576.0, o.delay_ms, o.start_world,
                 o.duration_s, static_cast<unsigned long long>(o.seed));
   md << line;
+  md << "Faults of the churn phase: kill -9, SIGSTOP (SIGCONT 3-5 s later), joins"
+     << (o.control_faults ? ", drains (SIGTERM), coordinator kill -9 and restart" : "")
+     << (o.link_cuts ? ", link cuts" : "") << "; one every 3-7 s.\n\n";
   md << "| phase | seconds | committed steps | steps/s | mean N | faults | re-runs | gaps | "
         "disagreements | WRONG | hangs (>30 s) | longest stall (s) | unclean exits |\n";
   md << "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
@@ -83,7 +88,7 @@ std::string churn_report(const Options& o, const std::vector<PhaseResult>& resul
   md << "| phase | fault | n | time-to-detect | time-to-recover |\n|---|---|---|---|---|\n";
   std::map<std::string, std::vector<double>> all_recover;
   for (const auto& r : results) {
-    for (const std::string kind : {"kill", "stop", "join"}) {
+    for (const std::string kind : {"kill", "stop", "join", "drain", "coordinator"}) {
       std::vector<double> detect, recover;
       int n = 0;
       for (const auto& f : r.faults) {

@@ -14,12 +14,16 @@
 namespace tributary::bench {
 
 struct Fault {
-  std::string kind;  // kill, stop, join, cut (--link-cuts)
+  // kill, stop, join, cut (--link-cuts), drain and coordinator (--control-faults)
+  std::string kind;
   std::chrono::steady_clock::time_point at;
   std::uint64_t member = 0;  // the victim (kill/stop); the joiner, once known
   std::string who;           // the process: the victim, or the joiner (its name)
   std::optional<double> detect;
   std::optional<double> recover;
+  // coordinator: the members of the last view, alive and running at the kill, that have
+  // not resumed at the restarted coordinator yet (recovered once none is left)
+  std::set<std::uint64_t> awaiting;
 };
 
 struct PhaseResult {
@@ -52,6 +56,9 @@ struct Options {
   std::string out;
   std::set<std::string> phases = {"free", "churn", "every10"};
   bool link_cuts = false;
+  // The churn phase also drains agents (SIGTERM: leave at the next step boundary) and kills
+  // the coordinator (kill -9, restarted at once on the same endpoint with its journal).
+  bool control_faults = false;
   std::string log_dir;  // every process's lines, one file each; empty: none kept
 };
 
