@@ -5,7 +5,7 @@
 // moves, give the core away (sched_yield: when ranks outnumber cores the peer may need this
 // very one) until `busy_poll` has passed since the last progress; then sleep in poll(2)
 // until woken or the deadline. Pure: the time is passed in; the links carry it out
-// (ShmLink::wait, RdmaLink::wait).
+// (transport/polling_wait.h, for ShmLink::wait and RdmaLink::wait).
 #pragma once
 
 #include <chrono>

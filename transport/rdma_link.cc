@@ -1,13 +1,12 @@
 // The RdmaLink's operations: posting sends and receives, waiting, aborting. The bytes
 // move in rdma_link_progress.cc.
 #include <fcntl.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 
-#include "transport/poll_pace.h"
+#include "transport/polling_wait.h"
 #include "transport/rdma_link_impl.h"
 
 namespace tributary::transport {
@@ -88,36 +87,14 @@ algorithms::Link::Handle RdmaLink::recv(int peer, algorithms::Tag tag, std::span
 
 Status RdmaLink::wait(Handle handle, Deadline deadline) {
   const std::uint32_t i = ops_.index_of(handle);
-  PollPace pace(std::chrono::steady_clock::now(), params_.busy_poll);
-  for (;;) {
-    bool moved;
-    {
-      std::lock_guard io(io_mu_);
-      moved = !abort_.raised() && progress();
-    }
-    if (ops_[i].done) return ops_.release(i);
-    if (abort_.raised()) {
-      ops_.free(i);
-      return abort_.status();
-    }
-    const TimePoint now = std::chrono::steady_clock::now();
-    if (deadline.passed(now)) {
-      // Detach the op, so that its buffer is never touched again.
-      std::lock_guard io(io_mu_);
-      Peer& peer = peers_[ops_[i].peer];
-      return ops_.time_out(i, peer, peer.head_written > 0, Inbound::kDirect, Inbound::kDiscard,
-                           peer_name(peer));
-    }
-    switch (pace.after(moved, now)) {
-      case PollPace::Next::kLook: break;
-      case PollPace::Next::kLookAtConnections: sleep(now); break;  // sleep(now): no sleep
-      case PollPace::Next::kYield: sched_yield(); break;
-      case PollPace::Next::kSleep:
-        sleep(deadline.at);
-        pace.slept(std::chrono::steady_clock::now());
-        break;
-    }
-  }
+  return wait_polling(
+      ops_, i, deadline, params_.busy_poll, abort_, io_mu_, [&] { return progress(); },
+      [&] {
+        Peer& peer = peers_[ops_[i].peer];
+        return ops_.time_out(i, peer, peer.head_written > 0, Inbound::kDirect, Inbound::kDiscard,
+                             peer_name(peer));
+      },
+      [] { return false; }, [&](TimePoint until) { sleep(until); });
 }
 
 bool RdmaLink::test(Handle handle) { return ops_[ops_.index_of(handle)].done || abort_.raised(); }

@@ -1,7 +1,6 @@
 // The ShmLink's operations: posting sends and receives, waiting, aborting, and the table
 // of operations in flight. The bytes move in shm_link_progress.cc.
 #include <fcntl.h>
-#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -9,7 +8,7 @@
 #include <cerrno>
 
 #include "transport/cross_memory.h"
-#include "transport/poll_pace.h"
+#include "transport/polling_wait.h"
 #include "transport/shm_link_impl.h"
 
 namespace tributary::transport {
@@ -126,49 +125,24 @@ void ShmLink::post_recv(std::uint32_t i) {
 
 Status ShmLink::wait(Handle handle, Deadline deadline) {
   const std::uint32_t i = ops_.index_of(handle);
-  PollPace pace(std::chrono::steady_clock::now(), params_.busy_poll);
-  for (;;) {
-    bool moved;
-    {
-      std::lock_guard io(io_mu_);
-      moved = !abort_.raised() && progress();
-    }
-    if (ops_[i].done) return ops_.release(i);
-    if (abort_.raised()) {
+  auto time_out = [&] {
+    Peer& peer = peers_[ops_[i].peer];
+    if (const auto it = peer.awaiting.find(ops_[i].body.token);
+        ops_[i].is_send && ops_[i].single_copy && it != peer.awaiting.end()) {
+      // Written, not yet read: the peer may still read the caller's buffer (a failed
+      // collective's), the ack that may follow finds nothing.
+      peer.awaiting.erase(it);
+      Status st = timed_out(peer_name(peer), ops_[i]);
       ops_.free(i);
-      return abort_.status();
+      return st;
     }
-    const TimePoint now = std::chrono::steady_clock::now();
-    if (deadline.passed(now)) {
-      // Detach the op, so that its buffer is never touched again.
-      std::lock_guard io(io_mu_);
-      Peer& peer = peers_[ops_[i].peer];
-      if (const auto it = peer.awaiting.find(ops_[i].body.token);
-          ops_[i].is_send && ops_[i].single_copy && it != peer.awaiting.end()) {
-        // Written, not yet read: the peer may still read the caller's buffer (a failed
-        // collective's), the ack that may follow finds nothing.
-        peer.awaiting.erase(it);
-        Status st = timed_out(peer_name(peer), ops_[i]);
-        ops_.free(i);
-        return st;
-      }
-      return ops_.time_out(i, peer, peer.head_written > 0, Inbound::kDirect, Inbound::kDiscard,
-                           peer_name(peer));
-    }
-    switch (pace.after(moved, now)) {
-      case PollPace::Next::kLook: break;
-      case PollPace::Next::kLookAtConnections: sleep(now); break;  // sleep(now): no sleep
-      case PollPace::Next::kYield: sched_yield(); break;
-      case PollPace::Next::kSleep:
-        if (read_early()) {
-          pace.found_work(now);  // acks to send: back to the rings
-          break;
-        }
-        sleep(deadline.at);
-        pace.slept(std::chrono::steady_clock::now());
-        break;
-    }
-  }
+    return ops_.time_out(i, peer, peer.head_written > 0, Inbound::kDirect, Inbound::kDiscard,
+                         peer_name(peer));
+  };
+  return wait_polling(
+      ops_, i, deadline, params_.busy_poll, abort_, io_mu_, [&] { return progress(); }, time_out,
+      [&] { return read_early(); },  // acks to send: back to the rings
+      [&](TimePoint until) { sleep(until); });
 }
 
 bool ShmLink::test(Handle handle) { return ops_[ops_.index_of(handle)].done || abort_.raised(); }
