@@ -1,11 +1,13 @@
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <numeric>
 #include <thread>
-
-#include <fcntl.h>
-#include <sys/socket.h>
 
 #include "algorithms/collectives.h"
 #include "algorithms/memory_link.h"
@@ -488,6 +490,39 @@ TEST(TcpLinkTest, MissingPeerTimesOutNamingIt) {
     EXPECT_EQ(s.code(), StatusCode::kTimedOut) << s.to_string();
     EXPECT_NE(s.message().find("rank 2 at " + c.addresses[2]), std::string::npos) << s.to_string();
   }
+}
+
+TEST(TcpLinkTest, ACancelledConnectSaysWhatItStillLacked) {
+  LogCapture logs;
+  Cluster c = make_cluster(2, logs);
+  // Rank 1's address is a listener that never accepts: rank 0's dial completes in its
+  // backlog and then hears nothing. Once it is there (the group has begun), a newer view
+  // makes the group moot (cancel_connect), and the error names the peer it still lacked.
+  const int silent = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(silent, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(silent, 4), 0);
+  ASSERT_EQ(::getsockname(silent, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string unanswered = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  Result<std::unique_ptr<algorithms::Link>> got = error(StatusCode::kInternal, "not run");
+  std::thread dialer([&] {
+    got = c.endpoints[0]->connect_group(1, 0, {c.addresses[0], unanswered}, soon());
+  });
+  pollfd pending{silent, POLLIN, 0};
+  EXPECT_EQ(::poll(&pending, 1, 20000), 1) << "rank 0 never dialled";
+  c.endpoints[0]->cancel_connect(2);
+  dialer.join();
+  ::close(silent);
+  ASSERT_EQ(got.status().code(), StatusCode::kAborted) << got.status().to_string();
+  EXPECT_NE(got.status().message().find("superseded by view 2"), std::string::npos)
+      << got.status().to_string();
+  EXPECT_NE(got.status().message().find("it still lacked rank 1 at " + unanswered),
+            std::string::npos)
+      << got.status().to_string();
 }
 
 TEST(TcpLinkTest, NewEpochGetsNewLinksWhileOldOnesStayUsable) {

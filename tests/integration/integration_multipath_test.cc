@@ -98,8 +98,13 @@ TEST(Multipath, SilentPreferredAddressGivesWayAfterTheAttemptDeadline) {
 }
 
 TEST(Multipath, NoAddressConnectsIsAClearError) {
-  const AgentsRun run =
-      run_agents({"--data-address", "127.0.0.1:1", "--join-timeout-ms", "3000"}, seconds(60));
+  // A job that needs both members (--min-world-size 2): whichever agent's connect deadline
+  // passes first reports and exits, the coordinator removes it, and the other must not
+  // carry on alone in that view; its connect of the first view, cancelled by the new one,
+  // still says what it lacked.
+  const AgentsRun run = run_agents(
+      {"--data-address", "127.0.0.1:1", "--join-timeout-ms", "3000", "--min-world-size", "2"},
+      seconds(60));
   ASSERT_EQ(run.codes.size(), static_cast<std::size_t>(kAgents)) << run.dump;
   for (int code : run.codes) {
     EXPECT_NE(code, 0) << run.dump;

@@ -166,24 +166,29 @@ void TcpEndpoint::Impl::on_deadline(const std::shared_ptr<Group>& g) {
       if (g->wanted[r] && g->slots[r].sock) return finish(g, Status());
     }
   }
-  std::string missing;
   bool auth = false;
-  for (int r = 0; r < g->size; ++r) {
-    const Slot& s = g->slots[r];
-    if (r == g->rank || !g->wanted[r] || s.sock) continue;
+  const std::string missing = describe_missing(*g, &auth);
+  finish(g, error(auth ? StatusCode::kAuthFailed : StatusCode::kTimedOut,
+                  "epoch " + std::to_string(g->epoch) +
+                      " group not complete by the deadline: " + missing));
+}
+
+std::string TcpEndpoint::Impl::describe_missing(const Group& g, bool* auth) const {
+  std::string missing;
+  for (int r = 0; r < g.size; ++r) {
+    const Slot& s = g.slots[r];
+    if (r == g.rank || !g.wanted[r] || s.sock) continue;
     if (!missing.empty()) missing += "; ";
-    missing += "rank " + std::to_string(r) + " at " + joined(g->addresses[r]);
-    missing += r < g->rank ? " never connected to us" : " not connected";
-    if (auto it = auth_failures_.find({g->epoch, r}); it != auth_failures_.end()) {
+    missing += "rank " + std::to_string(r) + " at " + joined(g.addresses[r]);
+    missing += r < g.rank ? " never connected to us" : " not connected";
+    if (auto it = auth_failures_.find({g.epoch, r}); it != auth_failures_.end()) {
       missing += " (" + it->second + ")";
-      auth = true;
+      if (auth != nullptr) *auth = true;
     } else if (!s.last_error.empty()) {
       missing += " (" + s.last_error + ")";
     }
   }
-  finish(g, error(auth ? StatusCode::kAuthFailed : StatusCode::kTimedOut,
-                  "epoch " + std::to_string(g->epoch) +
-                      " group not complete by the deadline: " + missing));
+  return missing;
 }
 
 void TcpEndpoint::Impl::maybe_complete(const std::shared_ptr<Group>& g) {
@@ -204,8 +209,12 @@ void TcpEndpoint::Impl::cancel_connect(std::uint64_t newer) {
   asio::post(io_, [this, newer] {
     // A copy: finish() resets group_, which must not pull the group out from under it.
     if (const std::shared_ptr<Group> g = group_; g && g->epoch < newer) {
-      finish(g, error(StatusCode::kAborted, "connecting view " + std::to_string(g->epoch) +
-                                                " superseded by view " + std::to_string(newer)));
+      // What it still lacked says why (a peer that was dialled in vain, refused, ...).
+      const std::string missing = describe_missing(*g, nullptr);
+      finish(g, error(StatusCode::kAborted,
+                      "connecting view " + std::to_string(g->epoch) + " superseded by view " +
+                          std::to_string(newer) +
+                          (missing.empty() ? "" : " (it still lacked " + missing + ")")));
     }
   });
 }

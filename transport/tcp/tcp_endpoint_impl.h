@@ -175,6 +175,10 @@ class TcpEndpoint::Impl {
   // ---- group lifecycle (tcp_endpoint.cc, I/O thread) ----
   void begin(const std::shared_ptr<Group>& g);
   void on_deadline(const std::shared_ptr<Group>& g);
+  // The peers a group still lacks, each with what its connection last saw ("rank 2 at
+  // host:port not connected (...: Connection refused)"); `auth` set when one failed to
+  // authenticate.
+  std::string describe_missing(const Group& g, bool* auth) const;
   void maybe_complete(const std::shared_ptr<Group>& g);
   void finish(const std::shared_ptr<Group>& g, Status st);
 
