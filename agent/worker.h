@@ -139,8 +139,12 @@ struct WorkerEnvironment {
   // The coordinator (control_client/control_plane.h); nullptr: a CoordinatorClient to
   // WorkerConfig::coordinator. Tests: control_client::MemoryCoordinator::connect().
   std::unique_ptr<control_client::ControlPlane> control;
-  // The clock of the step timing reported to the straggler policy (the time a step spends
-  // outside collectives); nullptr: the steady clock. It must outlive the Worker.
+  // The Worker's clock; nullptr: the steady clock. It must outlive the Worker. It times
+  // the steps reported to the straggler policy (the time a step spends outside
+  // collectives) and is the epoch machine's time: the deadlines it moves to a view by
+  // (recovery_timeout, join_timeout for the first view, the nudges for a view that does
+  // not come) pass on it. The waits that carry them out are real and get what remains on
+  // it, so a clock that does not move never lets them pass: a test that injects one drives it.
   const Clock* clock = nullptr;
   // Builds the links of each view (its epoch, this member's rank, the view's size) instead
   // of the data plane's transports: tests run Workers over an in-memory fabric to fail a

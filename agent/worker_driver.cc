@@ -14,8 +14,6 @@
 namespace tributary::agent {
 namespace {
 
-TimePoint now() { return std::chrono::steady_clock::now(); }
-
 // What the driver ends with when the machine asks for something it never asks for.
 runtime::Action broken(const std::string& why) {
   runtime::Action a;
@@ -41,6 +39,16 @@ struct Worker::Impl::CallContext {
   AttemptDeadline deadline;
   std::chrono::steady_clock::time_point t0, t_data;
 };
+
+Deadline Worker::Impl::real_deadline(TimePoint machine_until) const {
+  if (machine_until == TimePoint::max()) return Deadline{};
+  return Deadline{std::chrono::steady_clock::now() + (machine_until - machine_now())};
+}
+
+TimePoint Worker::Impl::machine_deadline(Deadline real) const {
+  if (real.at == TimePoint::max()) return TimePoint::max();
+  return machine_now() + (real.at - std::chrono::steady_clock::now());
+}
 
 void Worker::Impl::sync_machine() {
   // The link is replaced only on this thread (on_control_news() aborts it, never resets it).
@@ -105,15 +113,15 @@ runtime::Actions Worker::Impl::carry_out(const runtime::Action& a, CallContext* 
   using runtime::ActionKind;
   switch (a.kind) {
     case ActionKind::kWaitView: {
-      auto v = client->wait_for_view(a.epoch, Deadline{a.until});
+      auto v = client->wait_for_view(a.epoch, real_deadline(a.until));
       sync_machine();
-      return v ? machine.view_arrived(*v, now()) : machine.view_wait_failed(v.status(), now());
+      return v ? machine.view_arrived(*v, machine_now()) : machine.view_wait_failed(v.status(), machine_now());
     }
     case ActionKind::kSendReady: {
-      auto go = client->ready(a.ready, Deadline{a.until});
+      auto go = client->ready(a.ready, real_deadline(a.until));
       sync_machine();
-      if (!go) return machine.go_failed(go.status(), now());
-      return machine.go_arrived({go->commit_through, go->joiners, go->state_source}, now());
+      if (!go) return machine.go_failed(go.status(), machine_now());
+      return machine.go_arrived({go->commit_through, go->joiners, go->state_source}, machine_now());
     }
     case ActionKind::kConnect: {
       const ViewContext& here = *ctx;
@@ -123,16 +131,16 @@ runtime::Actions Worker::Impl::carry_out(const runtime::Action& a, CallContext* 
         spec.members.at(m.rank) = {m.id, m.data_address, m.capabilities, m.zone};
       }
       auto l = connect_links ? connect_links(here.epoch(), here.rank, here.size())
-                             : data_plane->connect(spec, Deadline{a.until});
+                             : data_plane->connect(spec, real_deadline(a.until));
       sync_machine();
-      if (!l) return machine.connect_failed(l.status(), now());
+      if (!l) return machine.connect_failed(l.status(), machine_now());
       connecting = std::move(*l);
-      return machine.connected(now());
+      return machine.connected(machine_now());
     }
     case ActionKind::kFitLinks: {
       const Status fitted = fit_links();
       sync_machine();
-      return machine.links_fitted(fitted, now());
+      return machine.links_fitted(fitted, machine_now());
     }
     case ActionKind::kRepairVote: {
       std::int64_t found[3] = {a.vote[0], a.vote[1], a.vote[2]};
@@ -143,8 +151,8 @@ runtime::Actions Worker::Impl::carry_out(const runtime::Action& a, CallContext* 
       const Status s = algorithms::all_reduce(*ctx->link, found, found, 3, DType::kInt64,
                                               ReduceOp::kMin, options);
       sync_machine();
-      if (!s.is_ok()) return machine.repair_failed(s, now());
-      return machine.repair_voted({found[0], found[1], found[2]}, now());
+      if (!s.is_ok()) return machine.repair_failed(s, machine_now());
+      return machine.repair_voted({found[0], found[1], found[2]}, machine_now());
     }
     case ActionKind::kRepairBroadcast: {
       std::vector<std::byte> blob = a.blob;
@@ -156,8 +164,8 @@ runtime::Actions Worker::Impl::carry_out(const runtime::Action& a, CallContext* 
       const Status s = algorithms::broadcast(*ctx->link, blob.data(), blob.data(), a.size,
                                              DType::kUInt8, a.root, options);
       sync_machine();
-      if (!s.is_ok()) return machine.repair_failed(s, now());
-      return machine.repair_received(blob, now());
+      if (!s.is_ok()) return machine.repair_failed(s, machine_now());
+      return machine.repair_received(blob, machine_now());
     }
     case ActionKind::kRunAttempt: return attempt(a, *call);
     case ActionKind::kRunAgreement: {
@@ -168,7 +176,7 @@ runtime::Actions Worker::Impl::carry_out(const runtime::Action& a, CallContext* 
       s = attempt_status(s, call->deadline, t1, config.collective_timeout, call->op, a.seq);
       attempt_ended(*call, s, t1);
       sync_machine();
-      return machine.agreement_done(s, now());
+      return machine.agreement_done(s, machine_now());
     }
     default: break;
   }
@@ -203,7 +211,7 @@ runtime::Actions Worker::Impl::attempt(const runtime::Action& a, CallContext& ca
   status =
       attempt_status(status, call.deadline, call.t_data, config.collective_timeout, call.op, a.seq);
   sync_machine();
-  runtime::Actions next = machine.data_phase_done(status, heard, call.reduced, now());
+  runtime::Actions next = machine.data_phase_done(status, heard, call.reduced, machine_now());
   if (next.empty() || next.back().kind != runtime::ActionKind::kRunAgreement) {
     attempt_ended(call, status, call.t_data);
   }
@@ -247,7 +255,8 @@ runtime::Action Worker::Impl::drive(runtime::Actions actions, CallContext* call)
 
 Status Worker::Impl::transition(Deadline deadline) {
   sync_machine();
-  const runtime::Action end = drive(machine.move(now(), deadline.at), nullptr);
+  const runtime::Action end =
+      drive(machine.move(machine_now(), machine_deadline(deadline)), nullptr);
   return end.kind == runtime::ActionKind::kMoved ? Status::ok() : end.status;
 }
 
@@ -264,7 +273,7 @@ Result<Outcome> Worker::Impl::run(std::string_view op, AlgorithmChoice choice, s
   call.fn = &fn;
   step_compute_seconds = std::max(step_compute_seconds, seconds_since_last_collective());
   sync_machine();
-  const runtime::Action end = drive(machine.call({bytes, reduced.size(), retry}, now()), &call);
+  const runtime::Action end = drive(machine.call({bytes, reduced.size(), retry}, machine_now()), &call);
   if (end.kind != runtime::ActionKind::kReturn) return end.status;
   last_collective_end = clock->now();
   Outcome outcome;

@@ -111,6 +111,13 @@ class Worker::Impl {
   // Posts what other threads learned (a newer view, eviction, abort, shutdown) to the
   // machine before it decides.
   void sync_machine();
+  // The machine's time is the Worker's clock (`clock`, WorkerEnvironment::clock): every
+  // deadline it decides by (the move's, the view nudges, the connect's) is on it, so a
+  // test that drives the clock drives them. The waits that carry a deadline out are real
+  // (sockets, the control plane) and get what remains of it on that clock.
+  TimePoint machine_now() const { return clock->now(); }
+  Deadline real_deadline(TimePoint machine_until) const;
+  TimePoint machine_deadline(Deadline real) const;
 
   // The view's cost model (worker_links.cc). Right after a view's links come up, on every
   // member: orders the ring (order_ring()), measures the ordered ring's links and fits the
@@ -330,7 +337,8 @@ class Worker::Impl {
   std::map<std::string, std::span<std::byte>> state;
   std::atomic<bool> drain_requested{false};
   std::uint64_t step = 0;
-  const Clock* clock = &SteadyClock::instance();  // step timing only (WorkerEnvironment)
+  // Step timing and the epoch machine's time (WorkerEnvironment::clock).
+  const Clock* clock = &SteadyClock::instance();
   TimePoint last_collective_end{};                // on `clock`; set by start()
   // The longest stretch this step spent outside collectives (computing): the straggler
   // policy's input, reported at the next step boundary.

@@ -120,8 +120,8 @@ inline std::vector<std::unique_ptr<Worker>> start_world(
   return by_rank;
 }
 
-// Destroys the Workers concurrently (null ones too): each one's leave waits out its
-// watcher's poll.
+// Destroys the Workers concurrently (null ones too): each one's leave settles its links
+// and tells the coordinator.
 inline void leave_all(std::vector<std::unique_ptr<Worker>>& workers) {
   std::vector<std::thread> threads;
   for (auto& w : workers) threads.emplace_back([&w] { w.reset(); });

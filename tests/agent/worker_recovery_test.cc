@@ -767,6 +767,32 @@ membership::MembershipConfig with_straggler_policy(int n) {
   return config;
 }
 
+// The epoch machine's deadlines pass on the Worker's clock (WorkerEnvironment::clock), not
+// by waiting them out: a member whose first view never comes (the initial world lacks a
+// member) fails its start at the join deadline of its own clock, a minute that the test
+// passes in an instant, within a view nudge of real time.
+TEST(WorkerRecovery, TheMovesDeadlinePassesOnTheWorkersClock) {
+  MemoryCoordinator coordinator(membership_config(2));  // the second member never comes
+  FakeClock clock;
+  WorkerConfig config = in_process::worker_config();
+  config.join_timeout = seconds(60);
+  auto started = std::async(std::launch::async, [&] {
+    return Worker::start(config, environment(coordinator, &clock)).status();
+  });
+  // Time passes on the Worker's clock, a minute at a time, until the start gives up (the
+  // first jump may come before the move has even taken its deadline from the clock).
+  const Deadline limit = Deadline::after(seconds(20));
+  while (started.wait_for(milliseconds(100)) != std::future_status::ready && !limit.passed()) {
+    clock.advance(seconds(61));
+  }
+  ASSERT_EQ(started.wait_for(seconds(0)), std::future_status::ready)
+      << "the start still waits after 20 s of real time and many minutes on its clock";
+  const Status st = started.get();
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.to_string();
+  EXPECT_NE(st.message().find("before the recovery deadline"), std::string::npos)
+      << st.to_string();
+}
+
 // A straggler: one member's steps take 1 s against the others' 100 ms. The straggler
 // policy evicts it after 3 steps, it learns why, and the others carry on without it: in
 // milliseconds.
