@@ -370,10 +370,12 @@ Actions EpochMachine::go_arrived(const GoInfo& go, TimePoint now) {
 Actions EpochMachine::connect_failed(const Status& status, TimePoint now) {
   if (wait_ != ActionKind::kConnect) return protocol_error("connect_failed");
   // A member vanished between Go and connecting (or a newer view superseded this one):
-  // report it unless a newer view is already here, and wait for the next view.
+  // report it unless a newer view is already here, and wait for the next view. Either way
+  // it is the latest word on connecting, for the error if no view ever connects (what a
+  // superseded connect still lacked is often why).
   Actions out;
+  move_.connect_failure = status;
   if (status.code() != StatusCode::kAborted) {
-    move_.connect_failure = status;
     out.push_back(log_line("cannot connect the links of view " + std::to_string(view_.epoch) +
                                ": " + status.to_string(),
                            Level::kWarning));
