@@ -43,14 +43,18 @@ void Worker::Impl::on_control_news(const Result<membership::View>& v) {
     data_plane->cancel_connect(v->epoch);  // links being built for an older view are moot
     {
       // A view that only lets leavers go (membership::View::leaves_only) does not end the
-      // collective running on the previous view's link: a member leaves only between its
-      // calls, so whatever the others still need of it was sent (or its link's abort
+      // collective running on the link of the view before it: a member leaves only between
+      // its calls, so whatever the others still need of it was sent (or its link's abort
       // notice fails what it never joined), and aborting here would make the others re-run
       // without it a collective it returned with their inputs (a training loop's last
-      // all-reduce, before each rank leaves). The next call moves to the view.
+      // all-reduce, before each rank leaves). Nor does a run of such views, one leaver
+      // after another, each the one after the last; a gap (a view not told) or any other
+      // view ends it. The next call moves to the newest view.
       std::lock_guard lock(link_mu);
       const std::uint64_t link_epoch = ctx->epoch();
-      const bool lets_it_finish = v->leaves_only && v->epoch == link_epoch + 1;
+      if (leaves_only_through < link_epoch) leaves_only_through = link_epoch;
+      const bool lets_it_finish = v->leaves_only && v->epoch == leaves_only_through + 1;
+      if (lets_it_finish) leaves_only_through = v->epoch;
       if (ctx->link && link_epoch < v->epoch && !lets_it_finish) {
         ctx->link->abort(error(StatusCode::kAborted, "view " + std::to_string(link_epoch) +
                                                          " superseded by view " +

@@ -316,6 +316,9 @@ class Worker::Impl {
   };
   PairMeasurement pairs;
   std::mutex link_mu;  // guards the replacement of `ctx` and its link (on_control_news reads both)
+  // The newest epoch up to which every view after the link's own only let leavers go, each
+  // told in turn (on_control_news); guarded by link_mu.
+  std::uint64_t leaves_only_through = 0;
 
   // The agent's side of the epoch protocol: sequence numbers, commit-through, the private
   // copy of a speculative return, the call in progress and the move to a view. Guarded by

@@ -39,7 +39,7 @@ class MemoryFabric::Impl {
         links_(),
         frozen_(size, false),
         dead_(size, false),
-        delay_(size, Duration::zero()),
+        delay_(static_cast<std::size_t>(size) * size, Duration::zero()),
         broken_(static_cast<std::size_t>(size) * size, false),
         silent_(static_cast<std::size_t>(size) * size, false),
         held_(static_cast<std::size_t>(size) * size) {}
@@ -56,7 +56,7 @@ class MemoryFabric::Impl {
   std::mutex mu_;
   std::vector<bool> frozen_;
   std::vector<bool> dead_;
-  std::vector<Duration> delay_;
+  std::vector<Duration> delay_;  // [from * size + to]
   std::vector<bool> broken_;  // [a * size + b]
   std::vector<bool> silent_;  // [a * size + b]: a's messages to b vanish
   struct Held {
@@ -101,7 +101,8 @@ class MemoryFabric::Impl::RankLink final : public PollableLink {
       m.bytes.assign(data.begin(), data.end());
       m.check = tag.check;
       m.stamp = stamp;
-      m.visible_at = std::chrono::steady_clock::now() + fabric_->delay_[rank_];
+      m.visible_at = std::chrono::steady_clock::now() +
+                     fabric_->delay_[static_cast<std::size_t>(rank_) * size() + peer];
       auto& held = fabric_->held_[static_cast<std::size_t>(rank_) * size() + peer];
       if (held.on) {
         held.messages.emplace_back(tag, std::move(m));
@@ -301,8 +302,12 @@ void MemoryFabric::set_combining(bool on) {
 }
 
 void MemoryFabric::set_delay(int rank, Duration delay) {
+  for (int to = 0; to < impl_->size_; ++to) set_delay(rank, to, delay);
+}
+
+void MemoryFabric::set_delay(int from, int to, Duration delay) {
   std::lock_guard lock(impl_->mu_);
-  impl_->delay_[rank] = delay;
+  impl_->delay_[static_cast<std::size_t>(from) * impl_->size_ + to] = delay;
 }
 
 void MemoryFabric::kill(int rank) {

@@ -30,6 +30,8 @@ class MemoryFabric {
   void set_combining(bool on);
   // Messages sent by `rank` become visible to their receiver `delay` after the send.
   void set_delay(int rank, Duration delay);
+  // Messages from `from` to `to` only, as above.
+  void set_delay(int from, int to, Duration delay);
   // `rank` is dead: its own operations fail with kAborted, peers waiting on it (now or
   // later) fail with kPeerLost, as when a process is killed and its sockets reset.
   void kill(int rank);

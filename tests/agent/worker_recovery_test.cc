@@ -458,6 +458,61 @@ TEST(WorkerRecovery, AViewThatOnlyLetsALeaverGoLetsTheOthersFinishItsLastAllRedu
   leave_all(by_rank);
 }
 
+// Two leavers, one after the other: rank 2 gets ranks 0's and 1's messages of the first
+// view late, so both return the all-reduce (everyone sends to everyone; no commit round
+// and no private copy, which would hold a leaver back until the others moved) and leave
+// while it is still inside. Views 2 and 3 each only let a leaver go: rank 2 finishes on
+// the first view's link with every input, as they did, instead of re-running it alone.
+TEST(WorkerRecovery, ARunOfViewsThatOnlyLetLeaversGoLetsTheOthersFinish) {
+  MemoryCoordinator coordinator(membership_config(3));
+  std::atomic<int> fabrics_made{0};
+  in_process::EpochFabrics fabrics([&](algorithms::MemoryFabric& f) {
+    if (fabrics_made.fetch_add(1) == 0) {
+      f.set_delay(0, 2, milliseconds(600));
+      f.set_delay(1, 2, milliseconds(600));
+    }
+  });
+  auto by_rank = in_process::start_world(
+      coordinator, 3,
+      {.configure =
+           [](int, WorkerConfig& c) {
+             c.algorithm = algorithms::AllReduceAlgorithm::kDirect;
+             c.agreement = false;
+             c.speculative_max_bytes = 0;
+           },
+       .connect_links = in_process::fabric_links(fabrics)});
+  ASSERT_EQ(by_rank.size(), 3u);
+  std::array<float, 3> values{1.0f, 2.0f, 3.0f};
+  std::array<Result<Outcome>, 3> outcomes{error(StatusCode::kInternal, "not run"),
+                                          error(StatusCode::kInternal, "not run"),
+                                          error(StatusCode::kInternal, "not run")};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      Worker& w = *by_rank[static_cast<std::size_t>(r)];
+      float& v = values[static_cast<std::size_t>(r)];
+      outcomes[static_cast<std::size_t>(r)] =
+          w.all_reduce(&v, &v, 1, DType::kFloat32, ReduceOp::kSum);
+      if (r == 1) {  // after rank 0: one leave view, then the other
+        EXPECT_TRUE(eventually([&] { return coordinator.view().epoch >= 2; }));
+      }
+      if (r < 2) {
+        EXPECT_TRUE(w.leave().is_ok());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int r = 0; r < 3; ++r) {
+    const auto& o = outcomes[static_cast<std::size_t>(r)];
+    ASSERT_TRUE(o.is_ok()) << "rank " << r << ": " << o.status().to_string();
+    EXPECT_EQ(values[static_cast<std::size_t>(r)], 6.0f) << "rank " << r;
+    EXPECT_EQ(o->epoch, 1u) << "rank " << r;
+    EXPECT_EQ(o->contributors, 3) << "rank " << r;
+  }
+  EXPECT_GE(coordinator.view().epoch, 3u) << "ranks 0 and 1 left while rank 2 was inside";
+  leave_all(by_rank);
+}
+
 // Sends in a seq space, per view, over every member's links.
 class SpaceCounter {
  public:
