@@ -326,7 +326,11 @@ Actions EpochMachine::view_arrived(const membership::View& view, TimePoint now) 
 Actions EpochMachine::go_failed(const Status& status, TimePoint now) {
   if (wait_ != ActionKind::kSendReady) return protocol_error("go_failed");
   if (status.code() == StatusCode::kAborted) return wait_view(now, {});  // a newer view
-  return move_failed(status, now);
+  if (move_.connect_failure.is_ok()) return move_failed(status, now);
+  // Why the views before this one did not do: often the reason (a peer nobody reaches).
+  return move_failed(error(status.code(), status.message() + "; connecting the last one failed: " +
+                                              move_.connect_failure.to_string()),
+                     now);
 }
 
 Actions EpochMachine::go_arrived(const GoInfo& go, TimePoint now) {
