@@ -28,8 +28,8 @@
 //    first (adopt it and ask again: the round is decided again there); RoundReady and
 //    RoundDone are repeated by the implementation until answered.
 //  - Liveness (heartbeats) is the implementation's business, not the caller's.
-//  - Thread-safety: every method may be called from any thread (the Worker's watcher
-//    waits for views while its collective thread reports failures).
+//  - Thread-safety: every method may be called from any thread (the Worker's idle
+//    recovery moves to a view while its user's thread reports failures, say).
 #pragma once
 
 #include <cstdint>

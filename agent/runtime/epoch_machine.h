@@ -173,7 +173,8 @@ class EpochMachine {
   void leaving(Status why) {
     if (leaving_.is_ok()) leaving_ = std::move(why);
   }
-  // A view newer than the current one exists (the watcher saw it): the next call moves first.
+  // A view newer than the current one exists (the control plane told of it): the next call
+  // moves first.
   void saw_epoch(Epoch epoch) {
     if (epoch > newest_epoch_) newest_epoch_ = epoch;
   }
