@@ -304,12 +304,11 @@ Actions EpochMachine::view_wait_failed(const Status& status, TimePoint now) {
     }
     return wait_view(now, std::move(out));
   }
-  std::string why =
-      "no new view from the coordinator before the recovery deadline (" + status.message() + ")";
-  if (!move_.connect_failure.is_ok()) {
-    why += "; connecting the last one failed: " + move_.connect_failure.to_string();
-  }
-  return move_failed(error(StatusCode::kUnavailable, why), now);
+  return move_failed(
+      error(StatusCode::kUnavailable,
+            with_last_connect("no new view from the coordinator before the recovery deadline (" +
+                              status.message() + ")")),
+      now);
 }
 
 Actions EpochMachine::view_arrived(const membership::View& view, TimePoint now) {
@@ -326,11 +325,16 @@ Actions EpochMachine::view_arrived(const membership::View& view, TimePoint now) 
 Actions EpochMachine::go_failed(const Status& status, TimePoint now) {
   if (wait_ != ActionKind::kSendReady) return protocol_error("go_failed");
   if (status.code() == StatusCode::kAborted) return wait_view(now, {});  // a newer view
-  if (move_.connect_failure.is_ok()) return move_failed(status, now);
-  // Why the views before this one did not do: often the reason (a peer nobody reaches).
-  return move_failed(error(status.code(), status.message() + "; connecting the last one failed: " +
-                                              move_.connect_failure.to_string()),
-                     now);
+  return move_failed(error(status.code(), with_last_connect(status.message())), now);
+}
+
+std::string EpochMachine::with_last_connect(std::string why) const {
+  // Why the views before did not do: often the reason the move failed (a peer nobody
+  // reaches).
+  if (!move_.connect_failure.is_ok()) {
+    why += "; connecting the last one failed: " + move_.connect_failure.to_string();
+  }
+  return why;
 }
 
 Actions EpochMachine::go_arrived(const GoInfo& go, TimePoint now) {

@@ -210,6 +210,8 @@ class EpochMachine {
                      Actions out = {});
   Actions wait_view(TimePoint now, Actions out);
   Actions move_failed(const Status& status, TimePoint now, Actions out = {});
+  // `why`, and what the move's last connect that did not complete said, if one did not.
+  std::string with_last_connect(std::string why) const;
   Actions new_links_failed(const Status& why, const char* during, Actions out = {});
   Actions start_repair(TimePoint now, Actions out);
   Actions repair_done(std::uint64_t through, TimePoint now, Actions out = {});
