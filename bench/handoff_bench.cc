@@ -11,6 +11,7 @@
 //   handoff_bench [--iters 2000] [--rounds 5] [--transport auto|tcp|shm]
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -87,7 +88,7 @@ int main(int argc, char** argv) {
   const std::vector<std::size_t> sizes = {4, 4096, 65536, 1 << 20};
   // [size][mode] -> the rounds' medians (us)
   std::vector<std::array<std::vector<double>, 2>> results(sizes.size());
-  bool ok = true;
+  std::atomic<bool> ok{true};  // rank threads clear it
   for (int round = 0; round < rounds; ++round) {
     for (std::size_t s = 0; s < sizes.size(); ++s) {
       for (int m0 = 0; m0 < 2; ++m0) {
