@@ -47,7 +47,8 @@ class PollableLink : public Link {
   virtual std::uint64_t stamp(Handle handle) const;
   // Appends to `out` the stamped messages from `peer` that arrived whole before a receive
   // was posted for them, each once. They stay for the receive that will take them, also
-  // after the connection to the peer fails (as every message that arrived whole does), so
+  // after the connection to the peer fails or this link is aborted (as every message that
+  // arrived whole does), so
   // a layered protocol may count them as received. Links that keep no such messages, or
   // cannot say, append nothing.
   virtual void report_early(int peer, std::vector<EarlyArrival>& out) {

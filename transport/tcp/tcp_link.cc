@@ -101,12 +101,14 @@ algorithms::Link::Handle TcpLink::receive(int peer, algorithms::Tag tag, std::sp
 void TcpLink::post_recv(std::uint32_t i) {
   Op& op = ops_[i];
   Peer& p = peers_[op.peer];
-  if (abort_.raised()) {
+  auto u = std::find_if(p.unexpected.begin(), p.unexpected.end(),
+                        [&](const transport::EarlyMessage& m) { return m.tag == op.tag; });
+  // After an abort only a message that arrived whole is still delivered (as in
+  // transport::match_early): a protocol over the link may have counted it as received.
+  if (abort_.raised() && (u == p.unexpected.end() || !u->complete)) {
     op.finish(abort_.status());
     return;
   }
-  auto u = std::find_if(p.unexpected.begin(), p.unexpected.end(),
-                        [&](const transport::EarlyMessage& m) { return m.tag == op.tag; });
   if (u == p.unexpected.end()) {
     if (p.failed.is_ok()) {
       p.posted.push_back(i);
