@@ -28,6 +28,14 @@ class PollableLink : public Link {
  public:
   virtual bool test(Handle handle) = 0;
   virtual void drive(Deadline until) = 0;
+  // One look without blocking (drive() with a deadline that has passed) that also says
+  // whether it moved any bytes, for a waiter's pacing: a link that polls memory keeps a
+  // waiter looking while bytes move, as its own wait() does. Links that cannot say look
+  // and answer false.
+  virtual bool look() {
+    drive(Deadline{TimePoint::min()});
+    return false;
+  }
   // Whether a waiter should keep polling this link while it makes progress rather than
   // sleep in drive(): true where nothing in the kernel wakes a sleeper when bytes arrive
   // (shared memory, where a sleep costs a doorbell through the peer's socket); false where

@@ -135,7 +135,7 @@ void FailoverLink::collect_early(Pair& p, bool acknowledge) {
     on_stamped_ack(p, stamp_ack(e.stamp));
     p.notes.push_back({index, e.tag, e.length});
     p.progress_at = now_;
-    large = large || e.length >= kAckedSendBytes;
+    large = large || e.length >= acked_send_bytes_[static_cast<std::size_t>(p.current)];
   }
   if (large && acknowledge) maybe_ack(p, true);  // its sender's wait() waits for it
 }

@@ -24,6 +24,10 @@ FailoverLink::FailoverLink(FailoverParams params,
   while (params_.path_names.size() < paths_.size()) {
     params_.path_names.push_back("path " + std::to_string(params_.path_names.size()));
   }
+  for (const auto& path : paths_) {
+    acked_send_bytes_.push_back(path->polls_best() ? kAckedSendBytesMemory
+                                                   : kAckedSendBytesSocket);
+  }
   const auto now = params_.clock->now();
   last_round_ = now;
   std::vector<Pair>(static_cast<std::size_t>(size_)).swap(pairs_);  // Pair does not move
@@ -177,21 +181,26 @@ Status FailoverLink::wait(Handle h, Deadline deadline) {
   TRIB_CHECK(found != ops_.end()) << "unknown or already waited handle " << h;
   CallerOp& op = found->second;
   Pair& p = pairs_[static_cast<std::size_t>(op.peer)];
-  auto spin_until = std::chrono::steady_clock::now() + params_.busy_poll;
+  auto window = [&] {
+    return paths_[static_cast<std::size_t>(p.current)]->polls_best() ? params_.memory_busy_poll
+                                                                     : params_.busy_poll;
+  };
+  auto spin_until = std::chrono::steady_clock::now() + window();
   for (;;) {
     if (!op.done && abort_.raised()) finish(h, abort_.status());
     const std::uint64_t before = completions_;
+    moved_ = false;
     if (!op.done) service();
     if (op.done) break;
     const auto now = std::chrono::steady_clock::now();
     if (deadline.passed(now)) return give_up(h, op);
     algorithms::PollableLink& path = *paths_[static_cast<std::size_t>(p.current)];
-    if (completions_ != before && path.polls_best()) {
+    if ((moved_ || completions_ != before) && path.polls_best()) {
       // Something moved on shared memory: keep polling, as its link does (a sleep would
       // cost the next message a doorbell). Over sockets the 50 us window stays fixed, as
       // in their links: polling through a long transfer takes the CPU from the processes
       // that have the work (8 agents on 2 cores stalled their pairs doing so).
-      spin_until = now + params_.busy_poll;
+      spin_until = now + window();
     } else if (now < spin_until) {
       sched_yield();  // when ranks outnumber cores the peer may need this very core
     } else {

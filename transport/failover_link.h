@@ -16,7 +16,7 @@
 // - A sent message is kept until it is acknowledged: while the caller's wait() has not
 //   returned, in the caller's buffer; afterwards, in a private copy taken when wait()
 //   returns. So a path change can always resend. In the fast stint a send of 64 KiB or
-//   more completes only when acknowledged (the receiver acknowledges such a message as
+//   more (1 MiB or more over sockets) completes only when acknowledged (the receiver acknowledges such a message as
 //   soon as it is in, or its path reports it arrived early: PollableLink::report_early),
 //   so it is never copied.
 // - A pair's path fails when an operation on it fails (kPeerLost, kBadFrame, ...) or,
@@ -40,7 +40,7 @@
 //   from any thread. Path links are owned.
 //
 // Costs: until a move, 8 bytes of stamp in each message's header, an acknowledgement per
-// 16 messages or 2 ms where nothing goes back, one per message of 64 KiB or more (whose
+// 16 messages or 2 ms where nothing goes back, one per message of 64 KiB (sockets: 1 MiB) or more (whose
 // send completes with it: no copy), and a copy of each smaller message whose wait()
 // returns before its acknowledgement; after one, one 40-byte descriptor per message, one
 // 8-byte acknowledgement per advance, and a copy of each message whose wait() returns
@@ -122,8 +122,15 @@ struct FailoverParams {
   Duration probe_interval = std::chrono::milliseconds(250);
   // How long a wait() polls the paths in use without blocking before it sleeps in one (as
   // the stream links do: a sleep costs every small message a scheduler wake-up, and over
-  // shared memory a doorbell through the peer's socket).
+  // shared memory a doorbell through the peer's socket): `busy_poll` on a socket path,
+  // `memory_busy_poll` after the last bytes moved on one that polls best (shared memory,
+  // RDMA). The second is longer than the links' own 50 us: a polling round here services
+  // every pair, so with more ranks than cores fewer rounds fit in a window, and a wait
+  // that gave up after one or two yields slept, cost its peer a doorbell and its own
+  // wake-up 2-4x the time of a 4-64 KiB all-reduce over shared memory at N = 8 on 2 cores
+  // (bench/results/failover_cost_2026-11-28.md).
   Duration busy_poll = std::chrono::microseconds(50);
+  Duration memory_busy_poll = std::chrono::microseconds(200);
   // Until a pair's first move its acknowledgements ride on the messages going back (the
   // stamp's top 24 bits); one of its own goes out only when this many messages, or this
   // long, went unacknowledged (the retained copies and the peer's stall clock need it).

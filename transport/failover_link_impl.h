@@ -51,8 +51,14 @@ inline constexpr std::size_t kResumeBytes = 16;      // path, generation, lowest
 inline constexpr std::size_t kProbeBytes = 8;        // generation
 // Fast stint: a message this large is acknowledged as soon as it is in (or has arrived
 // before its receive), and its send completes only with that acknowledgement: the
-// caller's buffer is what a resend would read until then, so nothing is copied.
-inline constexpr std::size_t kAckedSendBytes = 64 * 1024;
+// caller's buffer is what a resend would read until then, so nothing is copied. Smaller
+// ones are copied if they outlive their wait() unacknowledged. Where the path polls
+// memory an acknowledgement is a look away and waiting for it beats a copy from 64 KiB;
+// over a socket it is a system call and a wake-up on each side, dearer than copying
+// anything under 1 MiB (bench/results/failover_cost_2026-11-28.md). Both ends of a pair
+// use the same path, so they agree.
+inline constexpr std::size_t kAckedSendBytesMemory = 64 * 1024;
+inline constexpr std::size_t kAckedSendBytesSocket = 1024 * 1024;
 
 // A path as one pair sees it. A stalled path was left because nothing moved on it; it is
 // probed, and the pair moves back up to it when a probe is answered. A down path failed
@@ -281,6 +287,9 @@ class FailoverLink final : public algorithms::Link {
   // Something is under way with the peer (a peer that leaves when done closes every path:
   // worth a warning only when this holds).
   bool busy(const Pair& p) const;
+  // In the fast stint with nothing under way either way and nothing owed: a polling round
+  // between two full looks looks only for its early arrivals (service()).
+  bool quiet(const Pair& p) const;
 
   FailoverParams params_;
   std::vector<std::unique_ptr<algorithms::PollableLink>> paths_;
@@ -296,6 +305,8 @@ class FailoverLink final : public algorithms::Link {
   TimePoint last_round_{};  // ... and of the one before
   bool full_look_ = true;  // this round looks at every path (once a slice)
   std::uint64_t completions_ = 0;  // path operations collected so far (progress, for wait())
+  bool moved_ = false;  // a look of this service() round moved bytes (progress, for wait())
+  std::vector<std::size_t> acked_send_bytes_;  // per path: kAckedSendBytesMemory or ...Socket
   AbortState abort_;
   std::vector<algorithms::EarlyArrival> early_;  // collect_early's scratch
 };

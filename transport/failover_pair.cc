@@ -135,12 +135,24 @@ void FailoverLink::service() {
     for (std::size_t r = 0; !used && r < pairs_.size(); ++r) {
       used = pairs_[r].peer >= 0 && pairs_[r].current == static_cast<int>(k);
     }
-    if (used) paths_[k]->drive(Deadline{TimePoint::min()});
+    if (used && paths_[k]->look()) moved_ = true;
   }
   for (Pair& p : pairs_) {
     if (p.peer < 0 || !p.lost.is_ok()) continue;
+    if (!all && quiet(p)) {
+      // Nothing of ours under way with this peer: only what it sent before a receive
+      // was posted (a large one's sender waits for its acknowledgement) is looked for
+      // every round; the rest (a failed path, a resume) once a standby_look.
+      collect_early(p);
+      continue;
+    }
     service_pair(p);
   }
+}
+
+bool FailoverLink::quiet(const Pair& p) const {
+  return p.fast && !busy(p) && p.out.empty() && p.low <= p.ack_sent && !p.ack_urgent &&
+         p.ack_send_h == kNoHandle && p.notes.empty();
 }
 
 void FailoverLink::service_pair(Pair& p) {
@@ -370,7 +382,7 @@ void FailoverLink::service_arrivals(Pair& p) {
                                "a message from " + pair_name(p) + " without its number"),
                          false);
       }
-      const bool large = a.length >= kAckedSendBytes;
+      const bool large = a.length >= acked_send_bytes_[static_cast<std::size_t>(p.current)];
       finish_fast(p, a, *st, stamp);
       p.arrivals.erase(p.arrivals.begin() + static_cast<std::ptrdiff_t>(i));
       if (large) maybe_ack(p, true);  // its sender's wait() waits for it
@@ -489,7 +501,8 @@ void FailoverLink::service_sends(Pair& p) {
     if (!st->is_ok()) return fail_path(p, c, *st, false);
     // A large one of the fast stint finishes with its acknowledgement (release_acknowledged):
     // until then the caller's buffer is the copy a resend would read.
-    const bool awaits_ack = p.fast && o.size >= kAckedSendBytes && o.index >= p.acked;
+    const bool awaits_ack =
+        p.fast && o.size >= acked_send_bytes_[static_cast<std::size_t>(c)] && o.index >= p.acked;
     if (o.op != kNoHandle && !ops_.at(o.op).done && !awaits_ack) finish(o.op, Status());
   }
   drop_acknowledged(p);

@@ -99,6 +99,11 @@ Status RdmaLink::wait(Handle handle, Deadline deadline) {
 
 bool RdmaLink::test(Handle handle) { return ops_[ops_.index_of(handle)].done || abort_.raised(); }
 
+bool RdmaLink::look() {
+  std::lock_guard io(io_mu_);
+  return !abort_.raised() && progress();
+}
+
 void RdmaLink::drive(Deadline until) {
   {
     std::lock_guard io(io_mu_);

@@ -58,6 +58,7 @@ class RdmaLink final : public algorithms::PollableLink {
   void abort(const Status& reason) override;
   bool test(Handle handle) override;
   void drive(Deadline until) override;
+  bool look() override;
   int rank() const override { return params_.rank; }
   int size() const override { return params_.size; }
 

@@ -147,6 +147,11 @@ Status ShmLink::wait(Handle handle, Deadline deadline) {
 
 bool ShmLink::test(Handle handle) { return ops_[ops_.index_of(handle)].done || abort_.raised(); }
 
+bool ShmLink::look() {
+  std::lock_guard io(io_mu_);
+  return !abort_.raised() && progress();
+}
+
 void ShmLink::drive(Deadline until) {
   {
     std::lock_guard io(io_mu_);

@@ -72,6 +72,7 @@ class ShmLink final : public algorithms::PollableLink {
   void abort(const Status& reason) override;
   bool test(Handle handle) override;
   void drive(Deadline until) override;
+  bool look() override;
   bool polls_best() const override { return true; }
   int rank() const override { return params_.rank; }
   int size() const override { return params_.size; }

@@ -68,6 +68,7 @@ class FaultPath final : public algorithms::PollableLink {
     perturb();
     return inner_.test(h);
   }
+  bool look() override { return inner_.look(); }
   void drive(Deadline until) override {
     const bool blocks = !until.passed();  // a look without blocking takes no time
     inner_.drive(until);
