@@ -63,7 +63,8 @@ struct WorkerConfig {
   std::uint64_t shm_ring_bytes = std::uint64_t{4} << 20;  // per pair and direction
   // Receives that reduce as the bytes arrive, and shared-memory messages read straight from
   // the sender's memory (docs/transports.md): auto turns each on where this host runs more
-  // of the group's ranks than it has cores (single copy: twice as many), where they pay.
+  // of the group's ranks than it has cores (single copy: at least twice as many), where
+  // they pay.
   transport::PathChoice fused_receive = transport::PathChoice::kAuto;
   transport::PathChoice shm_single_copy = transport::PathChoice::kAuto;
   // Standby TCP paths per pair (a listener per data address but the first, or one over

@@ -32,8 +32,8 @@ inline void add_transport_flag(CLI::App& cmd, agent::WorkerConfig& w) {
   cmd.add_option_function<std::string>(
          "--shm-single-copy", choice(w.shm_single_copy),
          "shared-memory messages of 64 KiB and more read straight from the sender's memory "
-         "(one copy instead of two, where the OS allows it): auto (where this host runs more "
-         "than twice as many of the group's ranks as it has cores), on, off")
+         "(one copy instead of two, where the OS allows it): auto (where this host runs at "
+         "least twice as many of the group's ranks as it has cores), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
 }
 

@@ -49,7 +49,7 @@ std::string_view to_string(PathChoice choice) {
 ReceivePaths choose_receive_paths(PathChoice combine, PathChoice single_copy, int local_ranks,
                                   int cores) {
   const int c = cores < 1 ? 1 : cores;
-  return ReceivePaths{decide(combine, local_ranks > c), decide(single_copy, local_ranks > 2 * c)};
+  return ReceivePaths{decide(combine, local_ranks > c), decide(single_copy, local_ranks >= 2 * c)};
 }
 
 int ranks_on_this_host(const GroupSpec& spec) {

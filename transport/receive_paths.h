@@ -5,7 +5,9 @@
 // cost time (a combining receive up to 1.3x at N = 2, single copy up to 1.7x); when the
 // ranks outnumber the cores, every pass over memory is CPU time somebody waits for, and
 // combining saves 10-25%; single copy, whose rendezvous adds a round trip per message,
-// pays from twice as many ranks as cores (N = 8 on 2 cores: 0.6-0.8x of the time).
+// pays from twice as many ranks as cores (N = 8 on 2 cores: 0.6-0.8x of the time; N = 4:
+// 0.8x at 256 KiB-4 MiB, about even above; N = 3: no gain,
+// bench/results/single_copy_n4_2026-11-28.md).
 #pragma once
 
 #include <string_view>

@@ -13,7 +13,8 @@ TEST(ReceivePaths, AutoFusesWhereRanksOutnumberCores) {
   EXPECT_FALSE(paths(2, 2).combine) << "a core each: plain receives, in parallel";
   EXPECT_FALSE(paths(2, 2).single_copy);
   EXPECT_TRUE(paths(3, 2).combine);
-  EXPECT_FALSE(paths(4, 2).single_copy) << "single copy from twice as many ranks as cores";
+  EXPECT_FALSE(paths(3, 2).single_copy) << "single copy from twice as many ranks as cores";
+  EXPECT_TRUE(paths(4, 2).single_copy);
   EXPECT_TRUE(paths(5, 2).single_copy);
   EXPECT_TRUE(paths(8, 2).combine && paths(8, 2).single_copy);
   EXPECT_FALSE(paths(8, 64).combine) << "a big host";
