@@ -208,7 +208,9 @@ Result<std::unique_ptr<algorithms::Link>> ShmTransport::connect_group(const Grou
   params.rank = spec.rank;
   params.size = spec.size();
   params.max_frame_bytes = config_.max_frame_bytes;
-  params.busy_poll = config_.busy_poll;
+  params.busy_poll = ranks_on_this_host(spec) >= 2 * usable_cores()
+                         ? config_.oversubscribed_busy_poll
+                         : config_.busy_poll;
   params.combine = paths.combine;
   params.single_copy_bytes = paths.single_copy ? kSingleCopyBytes : 0;
   params.log = config_.log;

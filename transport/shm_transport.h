@@ -29,6 +29,12 @@ struct ShmTransportConfig {
   // Per direction and pair; a power of two. Larger rings wake the peers less often.
   std::uint64_t ring_bytes = std::uint64_t{4} << 20;
   Duration busy_poll = std::chrono::microseconds(50);
+  // ... where this host runs at least twice as many of the group's ranks as it has cores:
+  // a yield there hands the core to ranks that spin too, so a 50 us window ends after a
+  // yield or two and the wait sleeps, which costs the peer a doorbell and the sleeper a
+  // wake-up (N = 8 on 2 cores, 4-64 KiB: 0.67-0.78x the time with 200 us; N = 2: 1.1-1.2x,
+  // hence not everywhere; bench/results/shm_busy_poll_2026-11-28.md).
+  Duration oversubscribed_busy_poll = std::chrono::microseconds(200);
   std::uint64_t max_frame_bytes = std::uint64_t{1} << 30;
   // Combining receives and single-copy messages (receive_paths.h): auto decides per group
   // from the ranks on this host and its cores.
