@@ -12,6 +12,7 @@
 #include "algorithms/collectives.h"
 #include "algorithms/memory_link.h"
 #include "algorithms/pollable_link.h"
+#include "core/check.h"
 #include "core/reduce.h"
 #include "tests/agent/tcp_test_util.h"
 #include "tests/algorithms/test_values.h"
@@ -108,16 +109,21 @@ TEST(TcpLinkTest, SameTagMessagesMatchInOrderAndTagsOutOfOrder) {
   EXPECT_EQ(r3, m3);
 }
 
+// Rank r's link as the PollableLink a TCP link is (the failover link drives it so).
+algorithms::PollableLink* pollable(Cluster& c, int r) {
+  auto* link = dynamic_cast<algorithms::PollableLink*>(c.links[static_cast<std::size_t>(r)].get());
+  TRIB_CHECK(link != nullptr) << "a TCP link that is not pollable";
+  return link;
+}
+
 // A stamp rides in the frame header to the receive that takes the message, whether the
 // receive was waiting (direct) or posted after the message arrived (unexpected).
 TEST(TcpLinkTest, StampsReachTheReceiveThatTakesTheMessage) {
   LogCapture logs;
   Cluster c = make_cluster(2, logs);
   expect_all_ok(connect_all(c, 1));
-  auto* a = dynamic_cast<algorithms::PollableLink*>(c.links[0].get());
-  auto* b = dynamic_cast<algorithms::PollableLink*>(c.links[1].get());
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
+  algorithms::PollableLink* a = pollable(c, 0);
+  algorithms::PollableLink* b = pollable(c, 1);
   ASSERT_TRUE(a->carries_stamps());
   const std::string m1 = "early", m2 = "direct", m3 = "plain";
   std::string early(5, '\0'), direct(6, '\0'), plain(5, '\0');
@@ -150,10 +156,8 @@ TEST(TcpLinkTest, AMessageThatArrivedWholeBeforeALocalAbortIsStillDelivered) {
   LogCapture logs;
   Cluster c = make_cluster(2, logs);
   expect_all_ok(connect_all(c, 1));
-  auto* a = dynamic_cast<algorithms::PollableLink*>(c.links[0].get());
-  auto* b = dynamic_cast<algorithms::PollableLink*>(c.links[1].get());
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
+  algorithms::PollableLink* a = pollable(c, 0);
+  algorithms::PollableLink* b = pollable(c, 1);
   const std::string m = "arrived before the abort";
   ASSERT_TRUE(a->wait(a->send_stamped(1, Tag{1, 0, 0}, bytes_of(m), 5), soon()).is_ok());
   // Until b has it whole, as an early message (what the failover link counts).
