@@ -67,6 +67,11 @@ struct EarlyMessage {
   bool single_copy = false;
   std::uint64_t remote = 0;
   std::uint64_t token = 0;
+
+  // Still delivered to a receive posted after the link was aborted, as after its peer's
+  // connection failed: a protocol over the link may have counted it as received already
+  // (the failover link's early arrivals, read back from a path it left).
+  bool deliverable_after_abort() const { return complete && !single_copy; }
 };
 
 // The first abort() wins; every later operation fails with its status, and a blocked

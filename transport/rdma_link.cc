@@ -105,10 +105,7 @@ bool RdmaLink::look() {
 }
 
 void RdmaLink::drive(Deadline until) {
-  {
-    std::lock_guard io(io_mu_);
-    if (abort_.raised() || progress()) return;
-  }
+  if (look() || abort_.raised()) return;
   if (until.passed()) return;
   sleep(until.at);
 }

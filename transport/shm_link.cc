@@ -153,10 +153,7 @@ bool ShmLink::look() {
 }
 
 void ShmLink::drive(Deadline until) {
-  {
-    std::lock_guard io(io_mu_);
-    if (abort_.raised() || progress()) return;
-  }
+  if (look() || abort_.raised()) return;
   // A look without blocking (a failover link polling) reads the rings only: a system call
   // per look would make its polling cost more than the message. A blocking drive sleeps,
   // and looks at the connections: a dead peer is seen there.

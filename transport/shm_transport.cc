@@ -155,8 +155,10 @@ Result<std::unique_ptr<algorithms::Link>> ShmTransport::connect_group(const Grou
                         channels_.connect_channels(spec, deadline));
   std::vector<ShmPeer> peers;
   Status failed;
-  const ReceivePaths paths = choose_receive_paths(config_.combine, config_.single_copy,
-                                                  ranks_on_this_host(spec), usable_cores());
+  const int local_ranks = ranks_on_this_host(spec);
+  const int cores = usable_cores();
+  const ReceivePaths paths =
+      choose_receive_paths(config_.combine, config_.single_copy, local_ranks, cores);
   // Pairs in rank order on every member, so the two ends of each pair meet: the lowest
   // pair not yet set up is always next for both of its members.
   std::sort(channels.begin(), channels.end(),
@@ -208,9 +210,8 @@ Result<std::unique_ptr<algorithms::Link>> ShmTransport::connect_group(const Grou
   params.rank = spec.rank;
   params.size = spec.size();
   params.max_frame_bytes = config_.max_frame_bytes;
-  params.busy_poll = ranks_on_this_host(spec) >= 2 * usable_cores()
-                         ? config_.oversubscribed_busy_poll
-                         : config_.busy_poll;
+  params.busy_poll =
+      local_ranks >= 2 * cores ? config_.oversubscribed_busy_poll : config_.busy_poll;
   params.combine = paths.combine;
   params.single_copy_bytes = paths.single_copy ? kSingleCopyBytes : 0;
   params.log = config_.log;

@@ -66,12 +66,7 @@ std::deque<EarlyMessage>::iterator match_early(Peer& p, Ops& ops, std::uint32_t 
   auto& op = ops[i];
   const auto match = std::find_if(p.arrived.begin(), p.arrived.end(),
                                   [&](const EarlyMessage& a) { return a.tag == op.tag; });
-  // A message that arrived whole before the link was aborted is still delivered, as one
-  // that arrived before its peer's connection failed is: a protocol over the link may have
-  // counted it as received already (the failover link's early arrivals, read back from a
-  // path it left).
-  if (match != p.arrived.end() &&
-      (!abort.raised() || (match->complete && !match->single_copy))) {
+  if (match != p.arrived.end() && (!abort.raised() || match->deliverable_after_abort())) {
     return match;
   }
   if (abort.raised() || !p.failed.is_ok()) {

@@ -103,9 +103,7 @@ void TcpLink::post_recv(std::uint32_t i) {
   Peer& p = peers_[op.peer];
   auto u = std::find_if(p.unexpected.begin(), p.unexpected.end(),
                         [&](const transport::EarlyMessage& m) { return m.tag == op.tag; });
-  // After an abort only a message that arrived whole is still delivered (as in
-  // transport::match_early): a protocol over the link may have counted it as received.
-  if (abort_.raised() && (u == p.unexpected.end() || !u->complete)) {
+  if (abort_.raised() && (u == p.unexpected.end() || !u->deliverable_after_abort())) {
     op.finish(abort_.status());
     return;
   }
