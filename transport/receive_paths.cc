@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <thread>
 
 namespace tributary::transport {
@@ -51,6 +52,8 @@ ReceivePaths choose_receive_paths(PathChoice combine, PathChoice single_copy, in
   const int c = cores < 1 ? 1 : cores;
   return ReceivePaths{decide(combine, local_ranks > c), decide(single_copy, local_ranks >= 2 * c)};
 }
+
+bool core_per_rank(int local_ranks, int cores) { return local_ranks <= std::max(cores, 1); }
 
 int ranks_on_this_host(const GroupSpec& spec) {
   if (spec.rank < 0 || spec.rank >= spec.size()) return 1;

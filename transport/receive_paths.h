@@ -31,6 +31,10 @@ struct ReceivePaths {
 ReceivePaths choose_receive_paths(PathChoice combine, PathChoice single_copy, int local_ranks,
                                   int cores);
 
+// Pure: whether each of the `local_ranks` ranks has a core of its own, so that a wait may
+// poll longer before it sleeps, and without yielding (TcpGroupOptions::core_per_rank).
+bool core_per_rank(int local_ranks, int cores);
+
 // The ranks of `spec` on this host (this one included): members that advertise this
 // member's shared-memory host key, or whose first data address names the same host.
 int ranks_on_this_host(const GroupSpec& spec);

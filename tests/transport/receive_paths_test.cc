@@ -25,6 +25,16 @@ TEST(ReceivePaths, AutoFusesWhereRanksOutnumberCores) {
   EXPECT_FALSE(choose_receive_paths(kOff, kOff, 64, 1).single_copy);
 }
 
+TEST(ReceivePaths, ACorePerRankUpToAsManyRanksAsCores) {
+  EXPECT_TRUE(core_per_rank(1, 2));
+  EXPECT_TRUE(core_per_rank(2, 2)) << "N = 2 on 2 cores: waits spin without yielding";
+  EXPECT_FALSE(core_per_rank(3, 2));
+  EXPECT_FALSE(core_per_rank(8, 2));
+  EXPECT_TRUE(core_per_rank(8, 64));
+  EXPECT_TRUE(core_per_rank(1, 0)) << "no core known counts as one";
+  EXPECT_FALSE(core_per_rank(2, 0));
+}
+
 MemberAdvert member(std::string address, std::vector<std::string> caps = {}) {
   return MemberAdvert{0, std::move(address), std::move(caps), ""};
 }

@@ -422,7 +422,7 @@ Status TcpEndpoint::Impl::prepare(std::uint64_t epoch, std::vector<PeerSocket>& 
 
 Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::Impl::make_link(
     std::uint64_t epoch, int rank, int size, std::vector<PeerSocket> sockets, Deadline deadline,
-    bool combine, Status unconnected, const std::vector<std::string>& names) {
+    TcpGroupOptions options, Status unconnected, const std::vector<std::string>& names) {
   std::vector<std::string> addresses(names);
   addresses.resize(static_cast<std::size_t>(size));
   for (const PeerSocket& s : sockets) addresses[s.rank] = s.address;
@@ -448,8 +448,9 @@ Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::Impl::make_link(
   params.size = size;
   params.max_frame_bytes = config_.max_frame_bytes;
   params.max_unexpected_bytes = config_.max_unexpected_bytes;
-  params.busy_poll = config_.busy_poll;
-  params.combine = combine;
+  params.busy_poll = options.core_per_rank ? config_.core_per_rank_busy_poll : config_.busy_poll;
+  params.yield_while_spinning = !options.core_per_rank;
+  params.combine = options.combine;
   params.log = config_.log;
   params.counters = std::move(counters);
   params.unconnected = std::move(unconnected);
@@ -481,23 +482,23 @@ std::string TcpEndpoint::address() const { return impl_->address(); }
 
 Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::connect_group(
     std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
-    Deadline deadline, const std::vector<std::string>& zones, bool combine) {
+    Deadline deadline, const std::vector<std::string>& zones, TcpGroupOptions options) {
   const int size = static_cast<int>(addresses.size());
   TRIB_ASSIGN_OR_RETURN(
       std::vector<PeerSocket> sockets,
       impl_->connect_sockets(epoch, rank, addresses, deadline, impl_->tls_pairs(rank, size, zones)));
-  return impl_->make_link(epoch, rank, size, std::move(sockets), deadline, combine);
+  return impl_->make_link(epoch, rank, size, std::move(sockets), deadline, options);
 }
 
 Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::unconnected_link(
     std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
-    Status why, bool combine) {
+    Status why, TcpGroupOptions options) {
   const int size = static_cast<int>(addresses.size());
   if (rank < 0 || rank >= size) return error(StatusCode::kInvalidArgument, "bad rank");
   if (why.is_ok()) why = error(StatusCode::kPeerLost, "not connected");
   std::vector<std::string> names;
   for (const auto& a : addresses) names.push_back(a.empty() ? std::string() : a.front());
-  return impl_->make_link(epoch, rank, size, {}, Deadline::after(std::chrono::seconds(1)), combine,
+  return impl_->make_link(epoch, rank, size, {}, Deadline::after(std::chrono::seconds(1)), options,
                           std::move(why), names);
 }
 

@@ -45,6 +45,13 @@
 
 namespace tributary::transport {
 
+// What a group's TCP links do that depends on where its ranks run (TcpTransport decides
+// it from the group's adverts and this host's cores: transport/receive_paths.h).
+struct TcpGroupOptions {
+  bool combine = true;         // TcpLinkParams::combine
+  bool core_per_rank = false;  // this host runs no more of the group's ranks than it has cores
+};
+
 struct TcpEndpointConfig {
   std::string bind_host = "127.0.0.1";
   std::uint16_t port = 0;  // 0: an ephemeral port, read back with port()
@@ -60,8 +67,16 @@ struct TcpEndpointConfig {
   // How long one connection attempt to one of a peer's addresses may take before the
   // next address is tried (an address that drops packets never answers).
   Duration connect_attempt_timeout = std::chrono::seconds(1);
-  // Spin before sleeping in poll(2) inside Link::wait (see TcpLinkParams::busy_poll).
+  // Spin before sleeping in poll(2) inside Link::wait (see TcpLinkParams::busy_poll),
+  // yielding the core between looks: for groups whose ranks on this host outnumber its
+  // cores (TcpGroupOptions::core_per_rank false).
   Duration busy_poll = std::chrono::microseconds(50);
+  // The same where every rank of the group on this host has a core of its own: longer,
+  // and without yielding. A wait that sleeps costs its own wake-up and the sender a
+  // wake-up call: over loopback at N = 2 on 2 cores a 50 us window slept ~1.4 times per
+  // all-reduce of 1 MiB per rank, and that was most of what Tributary trailed Open MPI
+  // (which never sleeps) by (bench/results/tcp_wait_2026-11-28.md).
+  Duration core_per_rank_busy_poll = std::chrono::microseconds(500);
   // 0 keeps Linux's buffer autotuning, which on loopback beats any fixed size we could
   // set (a fixed SO_RCVBUF disables autotuning and is capped by net.core.rmem_max).
   int socket_buffer_bytes = 0;
@@ -112,15 +127,15 @@ class TcpEndpoint {
   // them in that order, each attempt bounded by connect_attempt_timeout, and keeps the
   // first that connects (then the list starts over, until the deadline). Returns a Link
   // with rank() == rank and size() == addresses.size(), or: kAuthFailed (a peer refused
-  // our secret or failed its challenge, or TLS failed), kStaleEpoch (epoch older than one already built
-  // here, or a peer has moved past it), kMismatch (a peer disagrees on ranks, group
-  // size or TLS), kTimedOut (someone missing at the deadline, named, with why each of its
-  // addresses failed), kInvalidArgument. One call at a time per endpoint.
-  // `zones`: each rank's zone label, for --tls cross-zone (empty: one zone). `combine`:
-  // the link's receives may combine (TcpLinkParams::combine).
+  // our secret or failed its challenge, or TLS failed), kStaleEpoch (epoch older than one already
+  // built here, or a peer has moved past it), kMismatch (a peer disagrees on ranks, group size or
+  // TLS), kTimedOut (someone missing at the deadline, named, with why each of its addresses
+  // failed), kInvalidArgument. One call at a time per endpoint. `zones`: each rank's zone label,
+  // for --tls cross-zone (empty: one zone). `options`: what the link does that depends on where the
+  // group's ranks run.
   Result<std::unique_ptr<algorithms::Link>> connect_group(
       std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
-      Deadline deadline, const std::vector<std::string>& zones = {}, bool combine = true);
+      Deadline deadline, const std::vector<std::string>& zones = {}, TcpGroupOptions options = {});
   // The same with one address per rank.
   Result<std::unique_ptr<algorithms::Link>> connect_group(std::uint64_t epoch, int rank,
                                                           const std::vector<std::string>& addresses,
@@ -157,7 +172,7 @@ class TcpEndpoint {
   // replace_peer_socket put one in. For a standby path that did not connect.
   Result<std::unique_ptr<algorithms::Link>> unconnected_link(
       std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
-      Status why, bool combine = true);
+      Status why, TcpGroupOptions options = {});
 
   TcpEndpointStats stats() const;
 

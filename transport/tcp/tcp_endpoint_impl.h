@@ -114,7 +114,7 @@ class TcpEndpoint::Impl {
   // name taken from `names` (by rank, may be empty).
   Result<std::unique_ptr<algorithms::Link>> make_link(std::uint64_t epoch, int rank, int size,
                                                       std::vector<PeerSocket> sockets,
-                                                      Deadline deadline, bool combine,
+                                                      Deadline deadline, TcpGroupOptions options,
                                                       Status unconnected = Status(),
                                                       const std::vector<std::string>& names = {});
   void cancel_connect(std::uint64_t newer);

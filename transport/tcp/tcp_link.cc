@@ -155,8 +155,10 @@ void TcpLink::post_recv(std::uint32_t i) {
 
 Status TcpLink::wait(Handle handle, Deadline deadline) {
   const std::uint32_t i = ops_.index_of(handle);
-  bool spinning = true;
-  const TimePoint spin_until = std::chrono::steady_clock::now() + params_.busy_poll;
+  // Spin until busy_poll has passed since the last look that found a socket ready, then
+  // sleep in poll(2): a payload that arrives over many reads keeps the wait spinning
+  // instead of costing a wake-up per segment (and the sender's wake-up call with it).
+  TimePoint spin_until = std::chrono::steady_clock::now() + params_.busy_poll;
   for (;;) {
     Op& op = ops_[i];
     if (op.done) return ops_.release(i);
@@ -166,8 +168,11 @@ Status TcpLink::wait(Handle handle, Deadline deadline) {
     }
     const TimePoint now = std::chrono::steady_clock::now();
     if (deadline.passed(now)) return time_out(i);
-    if (spinning && now >= spin_until) spinning = false;
-    progress(spinning ? Duration::zero() : deadline.at - now, deadline);
+    const bool spinning = now < spin_until;
+    if (progress(spinning ? Duration::zero() : deadline.at - now, deadline,
+                 params_.yield_while_spinning)) {
+      spin_until = std::chrono::steady_clock::now() + params_.busy_poll;
+    }
   }
 }
 

@@ -83,6 +83,11 @@ struct TcpLinkParams : transport::StreamLinkParams {
   // waits for its deadline.
   std::uint64_t max_unexpected_bytes = 256ull << 20;
   std::shared_ptr<LinkCounters> counters;  // required
+  // While polling, give the core away after each look that found nothing (sched_yield):
+  // where this host runs more of the group's ranks than it has cores, the peer a wait
+  // waits for may need this very core; where each rank has a core of its own, a yield is
+  // a system call for nothing.
+  bool yield_while_spinning = true;
   // An error: the peers without a socket are not connected yet (a standby path that did
   // not connect, re-dialled in the background): their operations fail with it at once
   // until replace_peer_socket puts a connection in. OK: every peer has a socket.

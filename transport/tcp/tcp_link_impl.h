@@ -146,7 +146,9 @@ class TcpLink final : public algorithms::PollableLink {
   // Polls every live socket for up to `timeout` and services what is ready.
   // `yield_when_idle`: a zero-timeout look that finds nothing gives the CPU away (the peer
   // may need this very core); not for a look at a link that is not the one waited on.
-  void progress(Duration timeout, Deadline deadline, bool yield_when_idle = true);
+  // True when a socket was ready (bytes moved or a failure was seen), false when the poll
+  // timed out or was interrupted.
+  bool progress(Duration timeout, Deadline deadline, bool yield_when_idle = true);
   void flush(Peer& p);
   void pump_read(Peer& p);
   // readv(2), or the same through TLS (drained until OpenSSL wants the socket). Bytes

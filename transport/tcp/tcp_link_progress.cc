@@ -31,7 +31,7 @@ timespec to_timespec(Duration d) {
 
 }  // namespace
 
-void TcpLink::progress(Duration timeout, Deadline deadline, bool yield_when_idle) {
+bool TcpLink::progress(Duration timeout, Deadline deadline, bool yield_when_idle) {
   pollfds_.clear();
   poll_peers_.clear();
   pollfds_.push_back(pollfd{abort_.wake_fd(), POLLIN, 0});
@@ -64,9 +64,9 @@ void TcpLink::progress(Duration timeout, Deadline deadline, bool yield_when_idle
     n = ::ppoll(pollfds_.data(), pollfds_.size(), &ts, nullptr);
   }
   // Timeout or EINTR: the caller re-checks its op and deadline.
-  if (n < 0 || (n == 0 && !tls_pending)) return;
+  if (n < 0 || (n == 0 && !tls_pending)) return false;
   std::lock_guard io(io_mu_);
-  if (abort_.raised()) return;
+  if (abort_.raised()) return true;
   for (std::size_t k = 0; k < poll_peers_.size(); ++k) {
     short re = pollfds_[k + 1].revents;
     Peer& p = *poll_peers_[k];
@@ -75,6 +75,7 @@ void TcpLink::progress(Duration timeout, Deadline deadline, bool yield_when_idle
     if (re & (POLLIN | POLLERR | POLLHUP)) pump_read(p);
     if (p.fd >= 0 && (re & POLLOUT) && !p.sendq.empty()) flush(p);
   }
+  return true;
 }
 
 void TcpLink::flush(Peer& p) {

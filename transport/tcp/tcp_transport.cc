@@ -49,11 +49,15 @@ std::vector<std::vector<std::string>> TcpTransport::paths(const transport::Group
   return out;
 }
 
-bool TcpTransport::combines(const transport::GroupSpec& spec) const {
-  return transport::choose_receive_paths(combine_, transport::PathChoice::kOff,
-                                         transport::ranks_on_this_host(spec),
-                                         transport::usable_cores())
-      .combine;
+TcpGroupOptions TcpTransport::group_options(const transport::GroupSpec& spec) const {
+  const int local_ranks = transport::ranks_on_this_host(spec);
+  const int cores = transport::usable_cores();
+  TcpGroupOptions options;
+  options.combine =
+      transport::choose_receive_paths(combine_, transport::PathChoice::kOff, local_ranks, cores)
+          .combine;
+  options.core_per_rank = transport::core_per_rank(local_ranks, cores);
+  return options;
 }
 
 Result<std::unique_ptr<algorithms::Link>> TcpTransport::connect_group(
@@ -62,13 +66,13 @@ Result<std::unique_ptr<algorithms::Link>> TcpTransport::connect_group(
   zones.reserve(spec.members.size());
   for (const transport::MemberAdvert& m : spec.members) zones.push_back(m.zone);
   return endpoint_.connect_group(spec.epoch, spec.rank, paths(spec), deadline, zones,
-                                 combines(spec));
+                                 group_options(spec));
 }
 
 Result<std::unique_ptr<algorithms::Link>> TcpTransport::unconnected_group(
     const transport::GroupSpec& spec, Status why) {
   return endpoint_.unconnected_link(spec.epoch, spec.rank, paths(spec), std::move(why),
-                                    combines(spec));
+                                    group_options(spec));
 }
 
 std::vector<transport::PeerTraffic> TcpTransport::traffic() const {

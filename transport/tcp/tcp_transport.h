@@ -54,8 +54,8 @@ class TcpTransport final : public transport::Transport, public transport::Channe
   TcpEndpoint& endpoint() const { return endpoint_; }
 
  private:
-  // Whether this group's links combine receives (transport/receive_paths.h).
-  bool combines(const transport::GroupSpec& spec) const;
+  // What this group's links do that depends on where its ranks run.
+  TcpGroupOptions group_options(const transport::GroupSpec& spec) const;
 
   TcpEndpoint& endpoint_;
   std::vector<std::string> addresses_;
