@@ -398,6 +398,8 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::with_standby(
                                 ")");
   }
   params.stall_deadline = stall_timeout_;
+  params.core_per_rank =
+      transport::core_per_rank(transport::ranks_on_this_host(spec), transport::usable_cores());
   params.log = log_;
   params.on_change = [this, e = spec.epoch](const transport::PathChange& c) {
     on_path_change(e, c);

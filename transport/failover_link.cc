@@ -182,8 +182,8 @@ Status FailoverLink::wait(Handle h, Deadline deadline) {
   CallerOp& op = found->second;
   Pair& p = pairs_[static_cast<std::size_t>(op.peer)];
   auto window = [&] {
-    return paths_[static_cast<std::size_t>(p.current)]->polls_best() ? params_.memory_busy_poll
-                                                                     : params_.busy_poll;
+    if (paths_[static_cast<std::size_t>(p.current)]->polls_best()) return params_.memory_busy_poll;
+    return params_.core_per_rank ? params_.core_per_rank_busy_poll : params_.busy_poll;
   };
   auto spin_until = std::chrono::steady_clock::now() + window();
   for (;;) {
@@ -195,14 +195,13 @@ Status FailoverLink::wait(Handle h, Deadline deadline) {
     const auto now = std::chrono::steady_clock::now();
     if (deadline.passed(now)) return give_up(h, op);
     algorithms::PollableLink& path = *paths_[static_cast<std::size_t>(p.current)];
-    if ((moved_ || completions_ != before) && path.polls_best()) {
-      // Something moved on shared memory: keep polling, as its link does (a sleep would
-      // cost the next message a doorbell). Over sockets the 50 us window stays fixed, as
-      // in their links: polling through a long transfer takes the CPU from the processes
-      // that have the work (8 agents on 2 cores stalled their pairs doing so).
+    if (moved_ || completions_ != before) {
+      // Something moved: keep polling, as the links do (a sleep would cost the next
+      // message a wake-up, over shared memory a doorbell too).
       spin_until = now + window();
     } else if (now < spin_until) {
-      sched_yield();  // when ranks outnumber cores the peer may need this very core
+      // When ranks outnumber cores the peer may need this very core.
+      if (!params_.core_per_rank) sched_yield();
     } else {
       const Deadline slice{std::min(deadline.at, now + params_.slice)};
       path.drive(slice);

@@ -131,6 +131,13 @@ struct FailoverParams {
   // (bench/results/failover_cost_2026-11-28.md).
   Duration busy_poll = std::chrono::microseconds(50);
   Duration memory_busy_poll = std::chrono::microseconds(200);
+  // Where this host runs no more of the group's ranks than it has cores
+  // (transport/receive_paths.h, core_per_rank): a wait polls socket paths too until
+  // `core_per_rank_busy_poll` has passed since the last progress, and does not yield
+  // between looks, as the TCP link's own wait does there
+  // (bench/results/tcp_wait_2026-11-28.md).
+  bool core_per_rank = false;
+  Duration core_per_rank_busy_poll = std::chrono::microseconds(500);
   // Until a pair's first move its acknowledgements ride on the messages going back (the
   // stamp's top 24 bits); one of its own goes out only when this many messages, or this
   // long, went unacknowledged (the retained copies and the peer's stall clock need it).
