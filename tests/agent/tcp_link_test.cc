@@ -1,11 +1,14 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
+#include <fstream>
 #include <numeric>
 #include <thread>
 
@@ -569,6 +572,72 @@ TEST(TcpLinkTest, NewEpochGetsNewLinksWhileOldOnesStayUsable) {
   expect_all_ok(run_ranks(3, [&](int r) { return exchange(*c.links[r], 777, 1); }));
   expect_all_ok(run_ranks(3, [&](int r) { return exchange(*old[r], 777, 1); }));
   EXPECT_EQ(c.endpoints[0]->stats().epoch, 2u);
+}
+
+// Where a group has a core per rank, its connections whose two ends are on this host get
+// TcpEndpointConfig::same_host_congestion (no pacing on loopback), on both sides and on a
+// reconnected pair too; elsewhere they keep the system's default.
+TEST(TcpLinkTest, SameHostConnectionsTakeTheConfiguredCongestionControlWithACorePerRank) {
+  auto congestion_of = [](int fd) {
+    char name[32] = {};
+    socklen_t len = sizeof(name);
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) != 0) return std::string("?");
+    return std::string(name, ::strnlen(name, len));
+  };
+  // Both ends of the connection to rank 1's listener: rank 0's dialled socket and rank
+  // 1's accepted one, found by port.
+  auto both_ends = [&](std::uint16_t port) {
+    std::vector<std::string> out;
+    for (int fd = 3; fd < 1024; ++fd) {
+      sockaddr_in local{}, peer{};
+      socklen_t a = sizeof(local), b = sizeof(peer);
+      if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &a) != 0 ||
+          ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &b) != 0 ||
+          local.sin_family != AF_INET) {
+        continue;
+      }
+      if (ntohs(peer.sin_port) == port || ntohs(local.sin_port) == port)
+        out.push_back(congestion_of(fd));
+    }
+    return out;
+  };
+  std::string system_default;
+  std::ifstream("/proc/sys/net/ipv4/tcp_congestion_control") >> system_default;
+  ASSERT_FALSE(system_default.empty());
+  for (const bool core_per_rank : {true, false}) {
+    LogCapture logs;
+    Cluster c;
+    for (int r = 0; r < 2; ++r) {
+      transport::TcpEndpointConfig config = test_config(logs, r);
+      config.same_host_congestion = "reno";
+      auto ep = transport::TcpEndpoint::listen(config);
+      ASSERT_TRUE(ep.is_ok()) << ep.status().to_string();
+      c.addresses.push_back((*ep)->address());
+      c.endpoints.push_back(std::move(*ep));
+    }
+    c.links.resize(2);
+    std::vector<std::vector<std::string>> addresses{{c.addresses[0]}, {c.addresses[1]}};
+    transport::TcpGroupOptions options;
+    options.core_per_rank = core_per_rank;
+    expect_all_ok(run_ranks(2, [&](int r) -> Status {
+      TRIB_ASSIGN_OR_RETURN(c.links[r], c.endpoints[r]->connect_group(
+                                            1, r, addresses, Deadline::after(10s), {}, options));
+      return Status();
+    }));
+    const std::string expected = core_per_rank ? "reno" : system_default;
+    EXPECT_EQ(both_ends(port_of(c.addresses[1])), (std::vector<std::string>{expected, expected}))
+        << "core per rank: " << core_per_rank;
+    if (core_per_rank) {
+      std::vector<transport::PeerSocket> got = cut_and_reconnect_pair01(c, 1);
+      for (int r = 0; r < 2; ++r) {
+        ASSERT_TRUE(transport::replace_peer_socket(*c.links[r], std::move(got[r])).is_ok());
+      }
+      EXPECT_EQ(both_ends(port_of(c.addresses[1])), (std::vector<std::string>{"reno", "reno"}))
+          << "after a reconnect";
+      expect_all_ok(run_ranks(2, [&](int r) { return exchange(*c.links[r], 1000, 1); }));
+    }
+  }
+  EXPECT_EQ(transport::TcpEndpointConfig{}.same_host_congestion, "cubic");
 }
 
 // A pair whose connection failed gets a new one at the same epoch (TcpEndpoint::reconnect,

@@ -77,6 +77,11 @@ struct TcpEndpointConfig {
   // all-reduce of 1 MiB per rank, and that was most of what Tributary trailed Open MPI
   // (which never sleeps) by (bench/results/tcp_wait_2026-11-28.md).
   Duration core_per_rank_busy_poll = std::chrono::microseconds(500);
+  // TCP congestion control for the connections of groups with a core per rank
+  // (TcpGroupOptions::core_per_rank) whose two ends are on this host: no pacing on
+  // loopback (transport/tcp/congestion.h says why, and why not elsewhere). Empty: the
+  // system's default everywhere.
+  std::string same_host_congestion = "cubic";
   // 0 keeps Linux's buffer autotuning, which on loopback beats any fixed size we could
   // set (a fixed SO_RCVBUF disables autotuning and is capped by net.core.rmem_max).
   int socket_buffer_bytes = 0;

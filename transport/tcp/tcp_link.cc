@@ -9,10 +9,11 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/crc32c.h"
+#include "transport/stream_inbound.h"
+#include "transport/tcp/congestion.h"
 #include "transport/tcp/tcp_link_impl.h"
 #include "transport/tcp/tls_stream.h"
-#include "transport/stream_inbound.h"
-#include "core/crc32c.h"
 
 namespace tributary::transport {
 
@@ -30,6 +31,7 @@ TcpLink::TcpLink(TcpLinkParams params, std::vector<PeerSocket> sockets, int wake
     Peer& p = peers_[s.rank];
     TRIB_CHECK(p.fd < 0) << "two sockets for rank " << s.rank;
     p.fd = s.fd;
+    set_same_host_congestion(p.fd, params_.same_host_congestion);
     p.address = std::move(s.address);
     p.staging.reset(new std::byte[kStagingBytes]);
     if (s.tls) {
@@ -229,6 +231,7 @@ void TcpLink::replace_peer(PeerSocket socket) {
   p.head_sent = 0;
   p.tls_write_pending = false;
   p.fd = socket.fd;
+  set_same_host_congestion(p.fd, params_.same_host_congestion);
   p.address = std::move(socket.address);
   if (!p.staging) p.staging.reset(new std::byte[kStagingBytes]);
   p.tls = std::move(socket.tls);

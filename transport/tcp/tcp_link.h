@@ -88,6 +88,9 @@ struct TcpLinkParams : transport::StreamLinkParams {
   // waits for may need this very core; where each rank has a core of its own, a yield is
   // a system call for nothing.
   bool yield_while_spinning = true;
+  // Set on each connection whose two ends are on this host, when it comes into the link
+  // (transport/tcp/congestion.h); empty: every connection keeps the system's default.
+  std::string same_host_congestion;
   // An error: the peers without a socket are not connected yet (a standby path that did
   // not connect, re-dialled in the background): their operations fail with it at once
   // until replace_peer_socket puts a connection in. OK: every peer has a socket.
