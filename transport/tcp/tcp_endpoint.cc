@@ -448,7 +448,7 @@ Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::Impl::make_link(
   params.size = size;
   params.max_frame_bytes = config_.max_frame_bytes;
   params.max_unexpected_bytes = config_.max_unexpected_bytes;
-  params.busy_poll = options.core_per_rank ? config_.core_per_rank_busy_poll : config_.busy_poll;
+  params.busy_poll = config_.busy_poll;
   params.yield_while_spinning = !options.core_per_rank;
   if (options.core_per_rank) params.same_host_congestion = config_.same_host_congestion;
   params.combine = options.combine;

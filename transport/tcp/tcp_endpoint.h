@@ -67,16 +67,14 @@ struct TcpEndpointConfig {
   // How long one connection attempt to one of a peer's addresses may take before the
   // next address is tried (an address that drops packets never answers).
   Duration connect_attempt_timeout = std::chrono::seconds(1);
-  // Spin before sleeping in poll(2) inside Link::wait (see TcpLinkParams::busy_poll),
-  // yielding the core between looks: for groups whose ranks on this host outnumber its
-  // cores (TcpGroupOptions::core_per_rank false).
-  Duration busy_poll = std::chrono::microseconds(50);
-  // The same where every rank of the group on this host has a core of its own: longer,
-  // and without yielding. A wait that sleeps costs its own wake-up and the sender a
-  // wake-up call: over loopback at N = 2 on 2 cores a 50 us window slept ~1.4 times per
-  // all-reduce of 1 MiB per rank, and that was most of what Tributary trailed Open MPI
-  // (which never sleeps) by (bench/results/tcp_wait_2026-11-28.md).
-  Duration core_per_rank_busy_poll = std::chrono::microseconds(500);
+  // How long Link::wait polls after the last look that found a socket ready before it
+  // sleeps in poll(2) (TcpLinkParams::busy_poll; it yields the core between looks only
+  // where the group's ranks on this host outnumber its cores). A wait that sleeps costs
+  // its own wake-up and the sender a wake-up call: with 50 us, at N = 2 on 2 cores, a wait
+  // slept ~1.4 times per all-reduce of 1 MiB per rank, most of what Tributary trailed
+  // Open MPI (which never sleeps) by; with 8 ranks on 2 cores 500 us beat 50 by 6-16% at
+  // 1-4 MiB (bench/results/tcp_wait_2026-11-28.md).
+  Duration busy_poll = std::chrono::microseconds(500);
   // TCP congestion control for the connections of groups with a core per rank
   // (TcpGroupOptions::core_per_rank) whose two ends are on this host: no pacing on
   // loopback (transport/tcp/congestion.h says why, and why not elsewhere). Empty: the
