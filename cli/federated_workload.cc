@@ -138,6 +138,7 @@ Result<FederatedSummary> run_federated(
       }
       return Status::ok();
     }
+    if (final_round) summary.world_size = static_cast<int>(outcome->contributors.size());
     if (outcome->contributed) {
       ++summary.contributed;
       samples = 0;
@@ -165,7 +166,6 @@ Result<FederatedSummary> run_federated(
   summary.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   summary.test_accuracy = model.evaluate(split.test).accuracy;
-  summary.world_size = w.size();
   summary.rank = w.rank();
   summary.params_sha256 = to_hex(Sha256::of(std::as_bytes(model.params())));
   TRIB_RETURN_IF_ERROR(w.leave());

@@ -46,6 +46,8 @@ struct FederatedSummary {
   int failed = 0;           // rounds below min_participants
   double test_accuracy = 0;
   double seconds = 0;
+  // Members in the final round (everyone's): read from its outcome, not from the view
+  // afterwards, which shrinks as soon as a member that finished first leaves.
   int world_size = 0;
   int rank = -1;
   std::string params_sha256;  // of the final parameters: equal on every member
