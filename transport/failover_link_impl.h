@@ -55,10 +55,13 @@ inline constexpr std::size_t kProbeBytes = 8;        // generation
 // ones are copied if they outlive their wait() unacknowledged. Where the path polls
 // memory an acknowledgement is a look away and waiting for it beats a copy from 64 KiB;
 // over a socket it is a system call and a wake-up on each side, dearer than copying
-// anything under 1 MiB (bench/results/failover_cost_2026-11-28.md). Both ends of a pair
-// use the same path, so they agree.
+// anything under 256 KiB: with 1 MiB, the 256 KiB-1 MiB pieces of halving-doubling and
+// double trees were copied, and the failover link took 1.15-1.31x the plain link's time at
+// 512 KiB-2 MiB; with 256 KiB 1.00-1.21x (bench/results/failover_acked_send_2026-11-28.md;
+// 1 MiB was chosen on an earlier VM, bench/results/failover_cost_2026-11-28.md). Both ends
+// of a pair use the same path, so they agree.
 inline constexpr std::size_t kAckedSendBytesMemory = 64 * 1024;
-inline constexpr std::size_t kAckedSendBytesSocket = 1024 * 1024;
+inline constexpr std::size_t kAckedSendBytesSocket = 256 * 1024;
 
 // A path as one pair sees it. A stalled path was left because nothing moved on it; it is
 // probed, and the pair moves back up to it when a probe is answered. A down path failed
