@@ -16,9 +16,9 @@
 // - A sent message is kept until it is acknowledged: while the caller's wait() has not
 //   returned, in the caller's buffer; afterwards, in a private copy taken when wait()
 //   returns. So a path change can always resend. In the fast stint a send of 64 KiB or
-//   more (256 KiB or more over sockets) completes only when acknowledged (the receiver acknowledges such a message as
-//   soon as it is in, or its path reports it arrived early: PollableLink::report_early),
-//   so it is never copied.
+//   more (256 KiB or more over sockets) completes only when acknowledged (the receiver
+//   acknowledges such a message as soon as it is in, or its path reports it arrived early:
+//   PollableLink::report_early), so it is never copied.
 // - A pair's path fails when an operation on it fails (kPeerLost, kBadFrame, ...) or,
 //   unless it is the pair's last path, when a message has stayed unacknowledged for the
 //   stall deadline. The pair then moves to its next path: each side sends, on it, a resume
@@ -40,10 +40,10 @@
 //   from any thread. Path links are owned.
 //
 // Costs: until a move, 8 bytes of stamp in each message's header, an acknowledgement per
-// 16 messages or 2 ms where nothing goes back, one per message of 64 KiB (sockets: 256 KiB) or more (whose
-// send completes with it: no copy), and a copy of each smaller message whose wait()
-// returns before its acknowledgement; after one, one 40-byte descriptor per message, one
-// 8-byte acknowledgement per advance, and a copy of each message whose wait() returns
+// 16 messages or 2 ms where nothing goes back, one per message of 64 KiB (sockets: 256 KiB)
+// or more (whose send completes with it: no copy), and a copy of each smaller message whose
+// wait() returns before its acknowledgement; after one, one 40-byte descriptor per message,
+// one 8-byte acknowledgement per advance, and a copy of each message whose wait() returns
 // before its acknowledgement arrived.
 #pragma once
 
