@@ -16,7 +16,7 @@ bool overlaps(const std::byte* a, const std::byte* b, std::size_t n) {
 
 void FailoverLink::post_fast(Pair& p, Handle h) {
   CallerOp& op = ops_.at(h);
-  algorithms::PollableLink& link = *paths_.front();
+  algorithms::PollableLink& link = *paths_[static_cast<std::size_t>(p.current)];
   Arrival& a = p.arrivals.emplace_back();
   a.fast = true;
   a.target = h;
@@ -25,12 +25,14 @@ void FailoverLink::post_fast(Pair& p, Handle h) {
   const std::span<std::byte> dst(op.data, op.size);
   if (!op.combine) {
     a.under = link.recv(p.peer, op.tag, dst);
-  } else if (!overlaps(op.data, op.combine->operand, op.size)) {
+  } else if (link.combines() && !overlaps(op.data, op.combine->operand, op.size)) {
     // Combined in place as it lands; received again after a move, it is recomputed from
     // the operand, so a partly combined destination does no harm.
     a.under = link.recv_combine(p.peer, op.tag, dst, *op.combine);
   } else {
-    // In place over its own operand, a partly combined destination could not be redone.
+    // In place over its own operand, a partly combined destination could not be redone;
+    // and a pair whose path does not combine (not the link's first: path_peers) combines
+    // from a buffer, as after a move.
     a.buffer = pool_.take(op.size);
     a.under = link.recv(p.peer, op.tag, std::span<std::byte>(a.buffer.get(), op.size));
   }
@@ -75,7 +77,7 @@ void FailoverLink::end_fast(Pair& p) {
     } else {
       if (it->under != kNoHandle) {
         cancel(c, it->under);
-        if (p.state[static_cast<std::size_t>(c)] != PathState::kDown) {
+        if (connected(p.state[static_cast<std::size_t>(c)])) {
           p.discards.push_back({c, paths_[static_cast<std::size_t>(c)]->recv(
                                        p.peer, ops_.at(it->target).tag, std::span<std::byte>())});
         }

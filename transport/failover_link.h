@@ -31,6 +31,9 @@
 // - A path whose connection failed with an error is down until a new connection is put
 //   in (FailoverParams::on_down and reconnects): it is then probed, and the pair moves back
 //   up to it when a probe is answered, as after a stall.
+// - Paths per pair: a path may carry only some pairs (FailoverParams::path_peers: shared
+//   memory to the members on this host, TCP to the others); each pair's path list is the
+//   paths that carry it, in order, and it starts on the first.
 // - Only when every path of a pair has failed does the pair fail (what arrived whole
 //   before is still delivered, to a receive posted before or after), as a plain link's pair
 //   fails today: its operations end with the last path's error, naming the peer.
@@ -105,6 +108,13 @@ struct FailoverParams {
   std::uint64_t epoch = 0;
   // Names of the paths (for logs and metrics), most preferred first; one per path link.
   std::vector<std::string> path_names;
+  // Which pairs each path carries: path_peers[k][r] is false where path k has no
+  // connection to rank r and never will (its transport cannot reach that member: shared
+  // memory to one on another host). For that pair the path does not exist: nothing is
+  // posted, probed or re-dialled on it, and the pair starts on the first path that carries
+  // it (its fast stint there, when that path carries stamps). Empty, or path k's entry
+  // empty: path k carries every pair. Both ends of a pair must agree (the view decides).
+  std::vector<std::vector<bool>> path_peers;
   // What logs call each rank (e.g. "rank 2 (member 7)"); "rank r" where empty.
   std::vector<std::string> rank_names;
   // How long a message may stay unacknowledged before its path is given up (not for a
@@ -172,7 +182,8 @@ Status drain(algorithms::Link& link, Deadline deadline);
 Result<std::unique_ptr<algorithms::PollableLink>> as_path(std::unique_ptr<algorithms::Link> link);
 
 // `paths[k]` is path k's link of the same group (same rank and size, same epoch), most
-// preferred first; at least one. kInternal when the OS refuses an eventfd.
+// preferred first; at least one. kInvalidArgument when FailoverParams::path_peers leaves
+// a pair without a path; kInternal when the OS refuses an eventfd.
 Result<std::unique_ptr<algorithms::Link>> make_failover_link(
     FailoverParams params, std::vector<std::unique_ptr<algorithms::PollableLink>> paths);
 

@@ -65,8 +65,17 @@ inline constexpr std::size_t kAckedSendBytesSocket = 256 * 1024;
 
 // A path as one pair sees it. A stalled path was left because nothing moved on it; it is
 // probed, and the pair moves back up to it when a probe is answered. A down path failed
-// with an error (a reset, a close, a corrupt frame): its connection is gone for this link.
-enum class PathState { kUp, kStalled, kDown };
+// with an error (a reset, a close, a corrupt frame): its connection is gone until a new one
+// is put in. An absent path does not carry this pair at all (FailoverParams::path_peers:
+// shared memory to a member on another host): nothing is ever posted on it for the pair.
+enum class PathState { kUp, kStalled, kDown, kAbsent };
+// Whether the pair may have operations on the path (listeners, probes, resumes).
+inline bool connected(PathState s) { return s == PathState::kUp || s == PathState::kStalled; }
+
+// FailoverParams::path_peers: whether path `path` carries the pair with `peer`, and the
+// first path that does (-1: none).
+bool carries(const FailoverParams& params, std::size_t path, int peer);
+int first_path(const FailoverParams& params, std::size_t paths, int peer);
 
 // A fast-stint message's stamp: its index + 1 in the low 40 bits (so that 0, a plain
 // send's, is never one), and the low 24 bits of the sender's own `low` above them: the
@@ -205,8 +214,9 @@ class FailoverLink final : public algorithms::Link {
   int size() const override { return size_; }
   Handle send(int peer, algorithms::Tag tag, std::span<const std::byte> data) override;
   Handle recv(int peer, algorithms::Tag tag, std::span<std::byte> data) override;
-  // As the first path: its receives combine in place in the fast stint; after a move the
-  // payload is received into a buffer and combined from there.
+  // As the first path: its receives combine in place in the fast stint; after a move, or
+  // on a pair whose path is another that does not combine (path_peers), the payload is
+  // received into a buffer and combined from there.
   bool combines() const override { return paths_.front()->combines(); }
   Handle recv_combine(int peer, algorithms::Tag tag, std::span<std::byte> data,
                       const algorithms::Combine& c) override;

@@ -180,7 +180,7 @@ void FailoverLink::service_probes(Pair& p) {
   if (!full_look_) return;
   for (int k = 0; k < static_cast<int>(paths_.size()); ++k) {
     const auto i = static_cast<std::size_t>(k);
-    if (p.state[i] == PathState::kDown) continue;
+    if (!connected(p.state[i])) continue;
     // A listener or a probe's send failing on the current path is also seen, in order,
     // by its descriptor and acknowledgement receives (service_controls): left to them.
     auto failed = [&](const std::optional<Status>& st) {
@@ -276,7 +276,7 @@ void FailoverLink::service_controls(Pair& p) {
     return fail_path(p, c, *failure, false);
   }
   for (int k = 0; k < static_cast<int>(paths_.size()); ++k) {
-    if (p.state[static_cast<std::size_t>(k)] == PathState::kDown) continue;
+    if (!connected(p.state[static_cast<std::size_t>(k)])) continue;
     // The other paths moved bytes only if this round looked at them.
     if (k != c && !full_look_) continue;
     std::optional<Status> st = collect(k, p.resume_h[static_cast<std::size_t>(k)]);
@@ -547,7 +547,7 @@ void FailoverLink::on_resume(Pair& p, int path, std::uint32_t generation, std::u
 
 void FailoverLink::fail_path(Pair& p, int path, const Status& why, bool stall) {
   auto& state = p.state[static_cast<std::size_t>(path)];
-  if (state == PathState::kDown) return;
+  if (!connected(state)) return;
   if (path != p.current || !stall) {
     // Its connection failed: gone until a new one is put in (on_down).
     state = PathState::kDown;
@@ -652,7 +652,9 @@ void FailoverLink::move_to(Pair& p, int path, std::uint32_t generation, const st
 }
 
 void FailoverLink::lose_pair(Pair& p, const Status& last) {
-  const std::string tried = std::to_string(paths_.size()) + " path(s)";
+  const auto count = std::count_if(p.state.begin(), p.state.end(),
+                                   [](PathState s) { return s != PathState::kAbsent; });
+  const std::string tried = std::to_string(count) + " path(s)";
   p.lost = error(last.code(), last.message() + " (every path to " + pair_name(p) +
                                   " has failed: " + tried + ")");
   params_.log.log(busy(p) ? LogLevel::kWarn : LogLevel::kDebug,

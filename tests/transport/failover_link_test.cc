@@ -72,10 +72,7 @@ class TwoPaths {
     params.stall_deadline = stall;
     params.probe_interval = std::chrono::milliseconds(20);
     params.clock = &clock_;
-    params.on_change = [this, r](const transport::PathChange& c) {
-      std::lock_guard lock(mu_);
-      changes_.push_back({r, c});
-    };
+    params.on_change = [this, r](const transport::PathChange& c) { note(r, c); };
     if (tune) tune(params);
     auto made = transport::make_failover_link(std::move(params), std::move(paths));
     EXPECT_TRUE(made.is_ok());
@@ -107,6 +104,14 @@ class TwoPaths {
       if (c.recovered != (c.to >= 0 && c.to < c.from)) return true;
     }
     return false;
+  }
+  void note(int r, const transport::PathChange& c) {
+    std::lock_guard lock(mu_);
+    changes_.push_back({r, c});
+  }
+  std::size_t changes() {
+    std::lock_guard lock(mu_);
+    return changes_.size();
   }
   bool any_lost() {
     std::lock_guard lock(mu_);
@@ -924,6 +929,111 @@ TEST(FailoverLink, SilentLastPathEndsAtTheCallersDeadline) {
   EXPECT_EQ(statuses[0].code(), StatusCode::kTimedOut) << statuses[0].to_string();
   EXPECT_TRUE(paths.moved(0, 1));
   EXPECT_FALSE(paths.any_lost());
+}
+
+// Two "hosts" of two ranks each.
+bool same_host(int a, int b) { return a / 2 == b / 2; }
+
+// Paths per pair (FailoverParams::path_peers): with four ranks on two "hosts", the pairs
+// inside a host run on path 0 and the others on path 1 from the start. Path 0 between
+// hosts is silent (a link there would be a pulled cable), so a pair that used it would
+// stall and move: nobody moves, and every algorithm gives the bits of a plain link; also
+// when the paths combine receives (the cross-host pairs then combine from a buffer on a
+// path that is not the link's first). Then a cut on path 0 inside a host moves only that
+// pair, to path 1, mid-collective.
+TEST(FailoverLink, PathsPerPairStartEachPairOnTheFirstPathThatCarriesIt) {
+  constexpr int kRanks = 4;
+  constexpr std::size_t kCount = 2053;
+  const AllReduceAlgorithm algorithms[] = {
+      AllReduceAlgorithm::kRing, AllReduceAlgorithm::kTree, AllReduceAlgorithm::kDoubleTree,
+      AllReduceAlgorithm::kHalvingDoubling, AllReduceAlgorithm::kDirect};
+  for (AllReduceAlgorithm algorithm : algorithms) {
+    for (bool combining : {false, true}) {
+      for (bool cut : {false, true}) {
+        const std::string what = std::string(to_string(algorithm)) +
+                                 (combining ? " combining" : "") + (cut ? " with a cut" : "");
+        const auto expected = reference(algorithm, kRanks, kCount, combining);
+        TwoPaths paths(kRanks, 2, combining);
+        paths.fabric(1).set_combining(false);  // only path 0 reduces as it receives
+        for (int a = 0; a < kRanks; ++a) {
+          for (int b = a + 1; b < kRanks; ++b) {
+            if (!same_host(a, b)) paths.fabric(0).silence_link(a, b);
+          }
+        }
+        std::atomic<bool> fired{false};
+        std::atomic<int> drained{0};
+        std::vector<std::vector<float>> out(kRanks, std::vector<float>(kCount));
+        const auto statuses = testing::run_ranks(kRanks, [&](int r) {
+          std::unique_ptr<algorithms::Link> link;
+          {
+            std::vector<std::unique_ptr<PollableLink>> made;
+            for (int k = 0; k < 2; ++k) {
+              auto path = std::make_unique<FaultPath>(paths.fabric(k).pollable(r), &paths.clock());
+              if (cut && r == 0 && k == 0) {
+                path->fire_at(3, [&] {
+                  fired = true;
+                  paths.fabric(0).fail_link(0, 1);
+                });
+              }
+              made.push_back(std::move(path));
+            }
+            transport::FailoverParams params;
+            params.epoch = 1;
+            params.path_names = {"shm", "tcp"};
+            params.stall_deadline = std::chrono::milliseconds(200);
+            params.clock = &paths.clock();
+            params.path_peers.assign(2, std::vector<bool>(kRanks, true));
+            for (int peer = 0; peer < kRanks; ++peer) {
+              params.path_peers[0][static_cast<std::size_t>(peer)] = same_host(r, peer);
+            }
+            params.on_change = [&paths, r](const transport::PathChange& c) { paths.note(r, c); };
+            auto link_or = transport::make_failover_link(std::move(params), std::move(made));
+            if (!link_or.is_ok()) return link_or.status();
+            link = std::move(*link_or);
+          }
+          const std::vector<float> in = random_floats(r, kCount);
+          TRIB_RETURN_IF_ERROR(all_reduce(*link, in.data(), out[static_cast<std::size_t>(r)].data(),
+                                          kCount, DType::kFloat32, ReduceOp::kSum,
+                                          options_for(algorithm)));
+          algorithms::CollectiveOptions after = options_for(algorithm);
+          after.seq = 4;
+          TRIB_RETURN_IF_ERROR(barrier(*link, after));
+          return serve_until_all_drained(*link, drained, kRanks);
+        });
+        for (int r = 0; r < kRanks; ++r) {
+          const auto i = static_cast<std::size_t>(r);
+          ASSERT_TRUE(statuses[i].is_ok())
+              << what << ": rank " << r << ": " << statuses[i].to_string();
+          EXPECT_EQ(std::memcmp(out[i].data(), expected[i].data(), kCount * sizeof(float)), 0)
+              << what << ": rank " << r << " differs from a plain link";
+        }
+        if (cut && fired.load()) {
+          EXPECT_TRUE(paths.moved(0, 1)) << what;
+          EXPECT_TRUE(paths.moved(1, 0)) << what;
+          EXPECT_EQ(paths.changes(), 2u) << what << ": a pair other than 0-1 moved";
+        } else {
+          EXPECT_EQ(paths.changes(), 0u) << what << ": a pair moved without a fault";
+        }
+        EXPECT_FALSE(paths.any_lost()) << what;
+      }
+    }
+  }
+}
+
+// A pair that no path carries is refused when the link is made, not found at its first
+// message.
+TEST(FailoverLink, APairWithoutAnyPathIsRefused) {
+  MemoryFabric a(3), b(3);
+  std::vector<std::unique_ptr<PollableLink>> paths;
+  paths.push_back(std::make_unique<FaultPath>(a.pollable(0)));
+  paths.push_back(std::make_unique<FaultPath>(b.pollable(0)));
+  transport::FailoverParams params;
+  params.path_peers = {{false, true, false}, {false, true, false}};
+  auto made = transport::make_failover_link(params, std::move(paths));
+  ASSERT_FALSE(made.is_ok());
+  EXPECT_EQ(made.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(made.status().message().find("carries rank 2"), std::string::npos)
+      << made.status().to_string();
 }
 
 }  // namespace
