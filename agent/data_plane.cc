@@ -163,7 +163,9 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const DataPlaneConfig& confi
   // auto: a standby only where there is another network to fall back to (a second data
   // address; RDMA, whose standby is TCP). Over a single network a standby is a second
   // connection on the same wire, worth its cost only when asked for (--failover).
-  const bool another_network = d->addresses_.size() >= 2 || d->rdma_ != nullptr;
+  // (An RDMA transport in the table without a device advertises nothing: no network.)
+  const bool rdma_device = d->rdma_ != nullptr && !d->rdma_->advertise().empty();
+  const bool another_network = d->addresses_.size() >= 2 || rdma_device;
   d->failover_ = config.failover;
   if (config.failover == transport::PathChoice::kOn ||
       (config.failover == transport::PathChoice::kAuto && another_network)) {
