@@ -129,6 +129,7 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const DataPlaneConfig& confi
     sc.single_copy = config.shm_single_copy;
     sc.log = log;
     auto shm = std::make_unique<transport::ShmTransport>(sc, *tcp);
+    d->shm_ = shm.get();
     ordered.push_back(std::move(shm));
   }
   // RDMA between shared memory and TCP: in a build with libibverbs; it advertises only
@@ -167,6 +168,9 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const DataPlaneConfig& confi
   const bool rdma_device = d->rdma_ != nullptr && !d->rdma_->advertise().empty();
   const bool another_network = d->addresses_.size() >= 2 || rdma_device;
   d->failover_ = config.failover;
+  // Also for a group that mixes transports without a standby (its pairs' paths are [shared
+  // memory, TCP]).
+  d->stall_timeout_ = config.stall_timeout;
   if (config.failover == transport::PathChoice::kOn ||
       (config.failover == transport::PathChoice::kAuto && another_network)) {
     // A standby listener per data address but the first (same hosts, its own port); the
@@ -191,7 +195,6 @@ Result<std::unique_ptr<DataPlane>> DataPlane::start(const DataPlaneConfig& confi
           std::make_unique<transport::TcpTransport>(*endpoint, std::move(addresses), standby_name(k)));
       d->standby_endpoints_.push_back(std::move(endpoint));
     }
-    d->stall_timeout_ = config.stall_timeout;
   }
   return d;
 }
@@ -238,6 +241,34 @@ void DataPlane::cancel_connect(std::uint64_t newer_epoch) {
 
 std::uint16_t DataPlane::port() const { return endpoint_->port(); }
 
+std::vector<bool> DataPlane::pairs_on_shared_memory(const transport::GroupSpec& spec) const {
+  // Only where TCP would carry the whole group (shared memory cannot, and nothing
+  // between them can), and the failover link may multiplex the two.
+  if (shm_ == nullptr || tcp_ == nullptr || failover_ == transport::PathChoice::kOff ||
+      spec.size() < 3) {
+    return {};
+  }
+  auto carrier = table_->group_transport(spec);
+  if (!carrier || *carrier != tcp_) return {};
+  // Whether the group mixes depends on every pair, not only this member's: a member alone
+  // on its host runs the same link over the same paths as the others (its shared-memory
+  // path carries none of its pairs), or the two ends of its pairs would speak differently.
+  const auto n = static_cast<std::size_t>(spec.size());
+  bool any = false;
+  for (std::size_t i = 0; i < n && !any; ++i) {
+    for (std::size_t j = i + 1; j < n && !any; ++j) {
+      any = table_->choose(spec.members[i], spec.members[j]) == shm_;
+    }
+  }
+  if (!any) return {};
+  std::vector<bool> local(n, false);
+  const transport::MemberAdvert& self = spec.members[static_cast<std::size_t>(spec.rank)];
+  for (std::size_t r = 0; r < n; ++r) {
+    if (static_cast<int>(r) != spec.rank) local[r] = table_->choose(self, spec.members[r]) == shm_;
+  }
+  return local;
+}
+
 Result<std::unique_ptr<algorithms::Link>> DataPlane::connect(const transport::GroupSpec& spec,
                                                              Deadline deadline) {
   // The last group's reconnects end here: an endpoint connects one group at a time.
@@ -268,6 +299,9 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::connect(const transport::Gr
       standbys = 0;
     }
   }
+  // Members on several hosts, some sharing one: shared memory between those, TCP to the
+  // others, one link over both (the view decides, so every member mixes alike).
+  const std::vector<bool> local = pairs_on_shared_memory(spec);
   // Every path connects at once: the standbys' handshakes overlap the table's.
   std::vector<std::future<Result<std::unique_ptr<algorithms::Link>>>> more;
   for (std::size_t k = 0; k < standbys; ++k) {
@@ -276,16 +310,34 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::connect(const transport::Gr
       return standby->connect_group(spec, deadline);
     }));
   }
-  auto connected = table_->connect_group(spec, deadline);
-  if (!connected) {
+  auto cancel_standbys = [&] {
     for (std::size_t k = 0; k < more.size(); ++k) {
       standbys_[k]->cancel_connect(spec.epoch + 1);
       more[k].wait();
     }
-    return connected.status();
+  };
+  Primary primary;
+  if (local.empty()) {
+    auto connected = table_->connect_group(spec, deadline);
+    if (!connected) {
+      cancel_standbys();
+      return connected.status();
+    }
+    primary.transport = connected->transport;
+    primary.paths = connected->paths;
+    primary.links.push_back(std::move(connected->link));
+    primary.names.push_back(connected->transport);
+    primary.carriers.push_back(connected->carrier);
+    primary.peers.emplace_back();
+  } else {
+    auto connected = connect_mixed(spec, local, deadline);
+    if (!connected) {
+      cancel_standbys();
+      return connected.status();
+    }
+    primary = std::move(*connected);
   }
-  transport::ConnectedGroup group = std::move(*connected);
-  std::unique_ptr<algorithms::Link> link = std::move(group.link);
+  std::unique_ptr<algorithms::Link> link;
   bool failover = false;
   // The table's path is up; a standby that is not by half a stall timeout later (its
   // address unreachable, a firewall, its network down for now) would only hold the group
@@ -302,44 +354,108 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::connect(const transport::Gr
     if (late) standbys_[k]->endpoint().cancel_group(spec.epoch);
     standby_links.push_back(more[k].get());
     if (late && !standby_links.back()) {
-      standby_links.back() = error(
-          StatusCode::kTimedOut,
-          "not up " + std::to_string(grace_for.count()) + " ms (half the stall timeout) after the " +
-              group.transport + " path");
+      standby_links.back() =
+          error(StatusCode::kTimedOut, "not up " + std::to_string(grace_for.count()) +
+                                           " ms (half the stall timeout) after the " +
+                                           primary.transport + " path");
     }
   }
-  if (!standby_links.empty()) {
-    TRIB_ASSIGN_OR_RETURN(link, with_standby(spec, std::move(link), group.transport,
-                                             std::move(standby_links), &failover));
+  const Primary kept{
+      {}, primary.names, primary.carriers, primary.peers, primary.transport, primary.paths};
+  if (!standby_links.empty() || primary.links.size() > 1) {
+    TRIB_ASSIGN_OR_RETURN(
+        link, with_standby(spec, std::move(primary), std::move(standby_links), &failover));
+  } else {
+    link = std::move(primary.links.front());
   }
   std::string line;
   for (int r = 0; r < spec.size(); ++r) {
     if (r == spec.rank) continue;
     line += (line.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " (member " +
-            std::to_string(spec.members[r].member) + ") over " + group.paths[r];
+            std::to_string(spec.members[r].member) + ") over " + kept.paths[r];
   }
   log_.info("epoch " + std::to_string(spec.epoch) + ": member " +
             std::to_string(spec.members[spec.rank].member) + " (rank " + std::to_string(spec.rank) +
             ") data paths: " + (line.empty() ? "none" : line) +
-            (failover ? "; standby " + standby_list(standbys) + " per pair (stall timeout " +
-                            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                               stall_timeout_)
-                                               .count()) +
-                            " ms)"
-                      : ""));
+            (failover && standbys > 0
+                 ? "; standby " + standby_list(standbys) + " per pair (stall timeout " +
+                       std::to_string(
+                           std::chrono::duration_cast<std::chrono::milliseconds>(stall_timeout_)
+                               .count()) +
+                       " ms)"
+                 : ""));
   std::lock_guard lock(mu_);
   group_epoch_ = spec.epoch;
-  group_transport_ = group.transport;
-  group_carrier_ = group.carrier;
+  group_transport_ = kept.transport;
   group_members_.clear();
   for (const auto& m : spec.members) group_members_.push_back(m.member);
   group_addresses_.clear();
   for (const auto& m : spec.members) group_addresses_.push_back(m.data_address);
+  group_path_names_ = kept.names;
+  group_path_carriers_ = kept.carriers;
+  group_path_peers_ = kept.peers;
+  const std::size_t used_standbys = failover ? standbys : 0;
+  for (std::size_t k = 0; k < used_standbys; ++k) {
+    group_path_names_.push_back(standby_name(k));
+    group_path_carriers_.push_back(standbys_[k].get());
+    group_path_peers_.emplace_back();
+  }
   group_path_.assign(static_cast<std::size_t>(spec.size()), 0);
+  for (int r = 0; r < spec.size(); ++r) {
+    group_path_[static_cast<std::size_t>(r)] = first_group_path(r);
+  }
   group_moves_.assign(static_cast<std::size_t>(spec.size()), 0);
   group_last_move_.assign(static_cast<std::size_t>(spec.size()), std::string());
-  group_standbys_ = failover ? standbys : 0;
   return link;
+}
+
+Result<DataPlane::Primary> DataPlane::connect_mixed(const transport::GroupSpec& spec,
+                                                    const std::vector<bool>& local,
+                                                    Deadline deadline) {
+  // One connection per pair, as for a TCP group; those to members on this host are
+  // handed to shared memory, as its doorbells, and the TCP link starts without them: its
+  // path for those pairs is their fallback, dialled in the background (the redialer), as a
+  // standby that did not connect at the view's start.
+  std::vector<std::string> zones;
+  for (const auto& m : spec.members) zones.push_back(m.zone);
+  // kUnavailable: the failover link takes the failure for what it is, not news.
+  const Status why = error(StatusCode::kUnavailable,
+                           "shared memory carries this pair; its TCP path is not up yet");
+  TRIB_ASSIGN_OR_RETURN(transport::TcpEndpoint::SplitGroup split,
+                        endpoint_->connect_split(spec.epoch, spec.rank, tcp_->paths(spec), local,
+                                                 why, deadline, zones, tcp_->group_options(spec)));
+  std::vector<transport::PeerChannel> channels;
+  for (transport::PeerSocket& s : split.borrowed) {
+    channels.push_back({s.rank, s.fd, std::move(s.address)});
+  }
+  TRIB_ASSIGN_OR_RETURN(auto shm_link, shm_->connect_over(spec, std::move(channels), deadline));
+  Primary out;
+  out.transport = "shm+tcp";
+  out.links.push_back(std::move(shm_link));
+  out.links.push_back(std::move(split.link));
+  out.names = {"shm", "tcp"};
+  out.carriers = {shm_, tcp_};
+  std::vector<bool> shm_peers(local);
+  out.peers = {std::move(shm_peers), {}};
+  out.paths.assign(static_cast<std::size_t>(spec.size()), "");
+  for (int r = 0; r < spec.size(); ++r) {
+    if (r != spec.rank)
+      out.paths[static_cast<std::size_t>(r)] = local[static_cast<std::size_t>(r)] ? "shm" : "tcp";
+  }
+  log_.info("epoch " + std::to_string(spec.epoch) +
+            ": members on several hosts, some sharing this one: shared memory to those, TCP to "
+            "the others (--no-failover: TCP to every member)");
+  return out;
+}
+
+int DataPlane::first_group_path(int rank) const {
+  for (std::size_t k = 0; k < group_path_peers_.size(); ++k) {
+    const auto& peers = group_path_peers_[k];
+    if (peers.empty() || (static_cast<std::size_t>(rank) < peers.size() && peers[rank])) {
+      return static_cast<int>(k);
+    }
+  }
+  return 0;
 }
 
 bool DataPlane::group_on_shared_memory() const { return group_transport() == "shm"; }
@@ -350,19 +466,24 @@ std::string DataPlane::group_transport() const {
 }
 
 Result<std::unique_ptr<algorithms::Link>> DataPlane::with_standby(
-    const transport::GroupSpec& spec, std::unique_ptr<algorithms::Link> primary,
-    const std::string& primary_name,
+    const transport::GroupSpec& spec, Primary primary,
     std::vector<Result<std::unique_ptr<algorithms::Link>>> standbys, bool* failover) {
   const std::string epoch = "epoch " + std::to_string(spec.epoch) + ": ";
-  if (dynamic_cast<algorithms::PollableLink*>(primary.get()) == nullptr) {
-    // The same on every member (it depends on the transport, which the view decides).
-    log_.warn(epoch + "the " + primary_name + " link cannot be a failover path: no failover");
-    return primary;
-  }
   std::vector<std::unique_ptr<algorithms::PollableLink>> paths;
+  for (std::size_t k = 0; k < primary.links.size(); ++k) {
+    if (dynamic_cast<algorithms::PollableLink*>(primary.links[k].get()) == nullptr) {
+      // The same on every member (it depends on the transport, which the view decides).
+      log_.warn(epoch + "the " + primary.names[k] + " link cannot be a failover path: no failover");
+      if (primary.links.size() > 1) {
+        return error(StatusCode::kInternal,
+                     "the " + primary.names[k] + " link cannot be one path of a mixed group");
+      }
+      return std::move(primary.links.front());
+    }
+    TRIB_ASSIGN_OR_RETURN(auto path, transport::as_path(std::move(primary.links[k])));
+    paths.push_back(std::move(path));
+  }
   std::vector<bool> absent(standbys.size(), false);  // no link at all: nothing to re-dial into
-  TRIB_ASSIGN_OR_RETURN(auto first, transport::as_path(std::move(primary)));
-  paths.push_back(std::move(first));
   for (std::size_t k = 0; k < standbys.size(); ++k) {
     auto& standby = standbys[k];
     if (standby) {
@@ -392,8 +513,9 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::with_standby(
   }
   transport::FailoverParams params;
   params.epoch = spec.epoch;
-  params.path_names = {primary_name};
+  params.path_names = primary.names;
   for (std::size_t k = 0; k < standbys.size(); ++k) params.path_names.push_back(standby_name(k));
+  params.path_peers = primary.peers;
   for (int r = 0; r < spec.size(); ++r) {
     params.rank_names.push_back("rank " + std::to_string(r) + " (member " +
                                 std::to_string(spec.members[static_cast<std::size_t>(r)].member) +
@@ -409,11 +531,15 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::with_standby(
   // The TCP paths whose connections fail, or never came up, are re-dialled in the
   // background (not shared memory or RDMA).
   std::vector<PathRedialer::Path> redial(paths.size());
-  if (primary_name == "tcp" && tcp_ != nullptr) {
-    redial[0] = {&tcp_->endpoint(), tcp_->paths(spec)};
+  for (std::size_t k = 0; k < primary.names.size(); ++k) {
+    if (primary.names[k] == "tcp" && tcp_ != nullptr)
+      redial[k] = {&tcp_->endpoint(), tcp_->paths(spec)};
   }
+  const std::size_t first_standby = primary.names.size();
   for (std::size_t k = 0; k < standbys.size(); ++k) {
-    if (!absent[k]) redial[k + 1] = {standby_endpoints_[k].get(), standbys_[k]->paths(spec)};
+    if (!absent[k]) {
+      redial[first_standby + k] = {standby_endpoints_[k].get(), standbys_[k]->paths(spec)};
+    }
   }
   std::vector<std::string> zones;
   for (const auto& m : spec.members) zones.push_back(m.zone);
@@ -455,7 +581,10 @@ void DataPlane::on_path_change(std::uint64_t epoch, const transport::PathChange&
 }
 
 std::string DataPlane::path_name(int index, bool current) const {
-  if (index == 0) return current ? group_transport_ : "earlier";
+  if (current && index >= 0 && static_cast<std::size_t>(index) < group_path_names_.size()) {
+    return group_path_names_[static_cast<std::size_t>(index)];
+  }
+  if (index == 0) return "earlier";
   return standby_name(static_cast<std::size_t>(index - 1));
 }
 
@@ -476,16 +605,17 @@ std::vector<PeerPath> DataPlane::paths() const {
   };
   // Each transport says what its latest group moved: the current group's, since every
   // one of them connected (or, a standby that did not, built its link) for this view.
-  if (group_carrier_ != nullptr) {
-    for (const auto& t : group_carrier_->traffic()) {
-      out.push_back({t.rank, member(t.rank), t.address, group_transport_, t.bytes_sent,
-                     t.bytes_received, on(t.rank, 0)});
-    }
-  }
-  for (std::size_t k = 0; k < group_standbys_ && k < standbys_.size(); ++k) {
-    for (const auto& t : standbys_[k]->traffic()) {
-      out.push_back({t.rank, member(t.rank), t.address, standby_name(k), t.bytes_sent,
-                     t.bytes_received, on(t.rank, static_cast<int>(k) + 1)});
+  // A path that does not carry a pair (shared memory to another host) is none of its paths.
+  for (std::size_t k = 0; k < group_path_carriers_.size(); ++k) {
+    if (group_path_carriers_[k] == nullptr) continue;
+    const auto& peers = group_path_peers_[k];
+    for (const auto& t : group_path_carriers_[k]->traffic()) {
+      if (!peers.empty() && (t.rank < 0 || static_cast<std::size_t>(t.rank) >= peers.size() ||
+                             !peers[static_cast<std::size_t>(t.rank)])) {
+        continue;
+      }
+      out.push_back({t.rank, member(t.rank), t.address, group_path_names_[k], t.bytes_sent,
+                     t.bytes_received, on(t.rank, static_cast<int>(k))});
     }
   }
   return out;

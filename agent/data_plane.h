@@ -49,6 +49,7 @@
 
 namespace tributary::transport {
 class RdmaTransport;
+class ShmTransport;
 struct PathChange;
 }
 
@@ -156,14 +157,32 @@ class DataPlane {
 
  private:
   DataPlane() = default;
-  // The failover link over `primary` and the standbys (in path order), or `primary` alone
-  // (logged why).
+  // The paths a group connects before its standbys: the table's transport alone, or in a
+  // group that mixes transports shared memory (the pairs on this host) and TCP.
+  struct Primary {
+    std::vector<std::unique_ptr<algorithms::Link>> links;
+    std::vector<std::string> names;               // path names: "shm", "tcp", ...
+    std::vector<transport::Transport*> carriers;  // the transports behind them
+    std::vector<std::vector<bool>> peers;         // FailoverParams::path_peers
+    std::string transport;                        // the group's: "tcp", "shm", "shm+tcp"
+    std::vector<std::string> paths;               // by rank, the pair's first path
+  };
+  // By rank, the peers that shared memory carries, where the group mixes transports: its
+  // members on several hosts, some pair of them on one (any pair: a member alone on its
+  // host runs the same paths, all its pairs on TCP), TCP the table's transport for the
+  // whole group, and failover not off. Empty: one transport carries the group.
+  std::vector<bool> pairs_on_shared_memory(const transport::GroupSpec& spec) const;
+  Result<Primary> connect_mixed(const transport::GroupSpec& spec, const std::vector<bool>& local,
+                                Deadline deadline);
+  // The failover link over the primary paths and the standbys (in path order), or the
+  // primary link alone (logged why).
   Result<std::unique_ptr<algorithms::Link>> with_standby(
-      const transport::GroupSpec& spec, std::unique_ptr<algorithms::Link> primary,
-      const std::string& primary_name,
+      const transport::GroupSpec& spec, Primary primary,
       std::vector<Result<std::unique_ptr<algorithms::Link>>> standbys, bool* failover);
   // The path name of failover path `index` in the current group (0: the table's).
   std::string path_name(int index, bool current) const;
+  // The first path of the current group that carries the pair with `rank`.
+  int first_group_path(int rank) const;
   void on_path_change(std::uint64_t epoch, const transport::PathChange& change);
 
   std::unique_ptr<transport::TcpEndpoint> endpoint_;
@@ -177,6 +196,8 @@ class DataPlane {
   std::vector<std::unique_ptr<transport::TcpEndpoint>> standby_endpoints_;
   std::vector<std::unique_ptr<transport::TcpTransport>> standbys_;
   transport::TcpTransport* tcp_ = nullptr;  // the table's TCP entry (owned by table_); nullptr when not in it
+  transport::ShmTransport* shm_ =
+      nullptr;  // the table's shared memory (owned by table_), or nullptr
   // Re-dials the current group's TCP paths whose connections failed (path_redialer.h).
   std::unique_ptr<PathRedialer> redialer_;
   Duration stall_timeout_{};
@@ -187,14 +208,17 @@ class DataPlane {
   mutable std::mutex mu_;
   std::uint64_t group_epoch_ = 0;
   std::string group_transport_;
-  transport::Transport* group_carrier_ = nullptr;  // the table's entry that carries it
   std::vector<std::uint64_t> group_members_;
   std::vector<std::string> group_addresses_;  // by rank: the view's data_address
-  // by rank: 0 the table's transport, k the standby k - 1, -1 none
+  // The current group's failover paths (the primary paths, then the standbys in use):
+  // names, transports, and which pairs each carries (FailoverParams::path_peers).
+  std::vector<std::string> group_path_names_;
+  std::vector<transport::Transport*> group_path_carriers_;
+  std::vector<std::vector<bool>> group_path_peers_;
+  // by rank: the index of the path in use in the above, -1 none
   std::vector<int> group_path_;
   std::vector<std::uint32_t> group_moves_;       // by rank, this group's
   std::vector<std::string> group_last_move_;     // by rank: "from -> to (cause)"
-  std::size_t group_standbys_ = 0;  // standby paths in the current group
   std::vector<PathChangeCount> path_changes_;
   std::atomic<std::uint64_t> path_change_total_{0};
 };

@@ -559,9 +559,12 @@ void FailoverLink::fail_path(Pair& p, int path, const Status& why, bool stall) {
     state = PathState::kStalled;
   }
   if (path != p.current) {
-    params_.log.log(busy(p) ? LogLevel::kWarn : LogLevel::kDebug,
-                    "epoch " + std::to_string(params_.epoch) + ": " + name_of(rank_) +
-                        " to " + pair_name(p) + ": standby path " +
+    // kUnavailable: a path that was never connected for the pair, as its transport said
+    // when the link was made (a mixed group's TCP fallback, dialled now): expected.
+    const bool news = busy(p) && why.code() != StatusCode::kUnavailable;
+    params_.log.log(news ? LogLevel::kWarn : LogLevel::kDebug,
+                    "epoch " + std::to_string(params_.epoch) + ": " + name_of(rank_) + " to " +
+                        pair_name(p) + ": standby path " +
                         params_.path_names[static_cast<std::size_t>(path)] +
                         " failed: " + why.to_string());
     return;

@@ -16,7 +16,7 @@ ShmLink::ShmLink(ShmLinkParams params, std::vector<ShmPeer> peers, int wake_fd)
     : params_(std::move(params)), peers_(static_cast<std::size_t>(params_.size)), abort_(wake_fd) {
   TRIB_CHECK(params_.counters != nullptr && params_.counters->size() == params_.size);
   TRIB_CHECK(params_.rank >= 0 && params_.rank < params_.size);
-  TRIB_CHECK(peers.size() + 1 == peers_.size()) << "one segment per peer, not " << peers.size();
+  TRIB_CHECK(peers.size() < peers_.size()) << "more segments than peers: " << peers.size();
   for (ShmPeer& s : peers) {
     TRIB_CHECK(s.rank >= 0 && s.rank < params_.size && s.rank != params_.rank && s.fd >= 0 &&
                peers_[s.rank].fd < 0)
@@ -34,6 +34,15 @@ ShmLink::ShmLink(ShmLinkParams params, std::vector<ShmPeer> peers, int wake_fd)
     p.peer_reads = s.peer_reads;
   }
   peers_[params_.rank].rank = params_.rank;
+  // A peer without a segment is on another host (a group that mixes transports): its
+  // operations fail at once, as over a connection that failed, and another path carries it.
+  for (int r = 0; r < params_.size; ++r) {
+    Peer& p = peers_[static_cast<std::size_t>(r)];
+    if (r == params_.rank || p.fd >= 0) continue;
+    p.rank = r;
+    p.failed = error(StatusCode::kUnavailable,
+                     "rank " + std::to_string(r) + " is on another host: no shared memory with it");
+  }
 }
 
 ShmLink::~ShmLink() {

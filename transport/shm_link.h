@@ -80,8 +80,9 @@ inline constexpr std::size_t kPieceBytes = 256 * 1024;
 // trip costs more than the copy it saves.
 inline constexpr std::uint64_t kSingleCopyBytes = std::uint64_t{64} << 10;
 
-// Takes ownership of the connections (closed on failure too). kInternal when the OS
-// refuses an eventfd or a socket option.
+// Takes ownership of the connections (closed on failure too). `peers`: every peer on this
+// host (in a group that mixes transports, not every rank: the others' operations fail at
+// once with kUnavailable). kInternal when the OS refuses an eventfd or a socket option.
 Result<std::unique_ptr<algorithms::Link>> make_shm_link(ShmLinkParams params,
                                                         std::vector<ShmPeer> peers);
 

@@ -153,6 +153,11 @@ Result<std::unique_ptr<algorithms::Link>> ShmTransport::connect_group(const Grou
                                                                       Deadline deadline) {
   TRIB_ASSIGN_OR_RETURN(std::vector<PeerChannel> channels,
                         channels_.connect_channels(spec, deadline));
+  return connect_over(spec, std::move(channels), deadline);
+}
+
+Result<std::unique_ptr<algorithms::Link>> ShmTransport::connect_over(
+    const GroupSpec& spec, std::vector<PeerChannel> channels, Deadline deadline) {
   std::vector<ShmPeer> peers;
   Status failed;
   const int local_ranks = ranks_on_this_host(spec);

@@ -58,6 +58,12 @@ class ShmTransport final : public Transport {
   bool can_connect(const MemberAdvert& self, const MemberAdvert& peer) const override;
   Result<std::unique_ptr<algorithms::Link>> connect_group(const GroupSpec& spec,
                                                           Deadline deadline) override;
+  // The same over connections made already: one per peer on this host, in a group that
+  // mixes transports (its pairs to other hosts fail at once: another path carries them).
+  // Takes the connections (closed on failure too).
+  Result<std::unique_ptr<algorithms::Link>> connect_over(const GroupSpec& spec,
+                                                         std::vector<PeerChannel> channels,
+                                                         Deadline deadline);
   void cancel_connect(std::uint64_t) override {}  // the channel source is cancelled itself
 
   std::vector<PeerTraffic> traffic() const override;

@@ -2,13 +2,14 @@
 // list: for a pair of members the first entry whose can_connect() says yes is that pair's
 // path, and what a member advertises is the table's adverts, entry by entry.
 //
-// One transport carries a whole group: the first entry, in table order, that can
-// connect every pair of the group's members (computed from the adverts alone, so every
-// member reaches the same answer without talking). A single-host group therefore runs
-// over shared memory and a multi-host one over TCP; a group whose pairs would pick
-// different transports (some members sharing a host, some not) runs over the one every
-// pair can use, and the log says so. Mixing transports inside one group needs a link
-// that drives several transports from one wait, which is not built (docs/transports.md).
+// connect_group() connects a whole group over one transport: the first entry, in table
+// order, that can connect every pair of the group's members (computed from the adverts
+// alone, so every member reaches the same answer without talking). A single-host group
+// therefore runs over shared memory and a multi-host one over TCP; a group whose pairs
+// would pick different transports (some members sharing a host, some not) runs over the
+// one every pair can use, and the log says so. The agent's data plane mixes shared memory
+// and TCP per pair in such a group instead (agent/data_plane.h, choose() per pair, one
+// failover link over both: docs/transports.md, "Transports per pair").
 //
 // Threading: connect_group() from one thread at a time; cancel_connect() from any.
 #pragma once

@@ -491,6 +491,40 @@ Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::connect_group(
   return impl_->make_link(epoch, rank, size, std::move(sockets), deadline, options);
 }
 
+Result<TcpEndpoint::SplitGroup> TcpEndpoint::connect_split(
+    std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
+    const std::vector<bool>& borrowed, Status why, Deadline deadline,
+    const std::vector<std::string>& zones, TcpGroupOptions options) {
+  const int size = static_cast<int>(addresses.size());
+  if (borrowed.size() != addresses.size()) {
+    return error(StatusCode::kInvalidArgument, "connect_split: " + std::to_string(borrowed.size()) +
+                                                   " marks for " + std::to_string(size) + " ranks");
+  }
+  std::vector<bool> tls = impl_->tls_pairs(rank, size, zones);
+  tls.resize(static_cast<std::size_t>(size), false);
+  for (std::size_t r = 0; r < borrowed.size(); ++r) {
+    if (borrowed[r]) tls[r] = false;  // the other transport's bytes never cross the network
+  }
+  TRIB_ASSIGN_OR_RETURN(std::vector<PeerSocket> sockets,
+                        impl_->connect_sockets(epoch, rank, addresses, deadline, std::move(tls)));
+  SplitGroup out;
+  std::vector<PeerSocket> mine;
+  for (PeerSocket& s : sockets) {
+    (borrowed[static_cast<std::size_t>(s.rank)] ? out.borrowed : mine).push_back(std::move(s));
+  }
+  if (why.is_ok()) why = error(StatusCode::kPeerLost, "not connected");
+  std::vector<std::string> names;
+  for (const auto& a : addresses) names.push_back(a.empty() ? std::string() : a.front());
+  auto link = impl_->make_link(epoch, rank, size, std::move(mine), deadline, options,
+                               std::move(why), names);
+  if (!link.is_ok()) {
+    for (PeerSocket& s : out.borrowed) ::close(s.fd);
+    return link.status();
+  }
+  out.link = std::move(*link);
+  return out;
+}
+
 Result<std::unique_ptr<algorithms::Link>> TcpEndpoint::unconnected_link(
     std::uint64_t epoch, int rank, const std::vector<std::vector<std::string>>& addresses,
     Status why, TcpGroupOptions options) {

@@ -144,6 +144,21 @@ class TcpEndpoint {
                                                           const std::vector<std::string>& addresses,
                                                           Deadline deadline,
                                                           const std::vector<std::string>& zones = {});
+  // A group that mixes transports: every pair connects once, as in connect_group; the
+  // pairs marked in `borrowed` (by rank) come back as connections of their own (blocking,
+  // without TLS, as connect_sockets' are), for a transport that builds its link over them
+  // (shared memory with the members on this host), and the others carry the returned TCP
+  // link, where the borrowed pairs' operations fail with `why` until reconnect() and
+  // replace_peer_socket put a TCP connection in (their fallback path). Same errors.
+  struct SplitGroup {
+    std::unique_ptr<algorithms::Link> link;
+    std::vector<PeerSocket> borrowed;
+  };
+  Result<SplitGroup> connect_split(std::uint64_t epoch, int rank,
+                                   const std::vector<std::vector<std::string>>& addresses,
+                                   const std::vector<bool>& borrowed, Status why, Deadline deadline,
+                                   const std::vector<std::string>& zones = {},
+                                   TcpGroupOptions options = {});
   // The authenticated connections alone (blocking sockets, the caller owns them), for a
   // transport that builds its own link over them; same rules and errors.
   Result<std::vector<PeerSocket>> connect_sockets(

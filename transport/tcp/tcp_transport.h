@@ -52,11 +52,10 @@ class TcpTransport final : public transport::Transport, public transport::Channe
   // What connect_group dials: every rank's addresses on this transport, by rank.
   std::vector<std::vector<std::string>> paths(const transport::GroupSpec& spec) const;
   TcpEndpoint& endpoint() const { return endpoint_; }
-
- private:
   // What this group's links do that depends on where its ranks run.
   TcpGroupOptions group_options(const transport::GroupSpec& spec) const;
 
+ private:
   TcpEndpoint& endpoint_;
   std::vector<std::string> addresses_;
   std::string name_;
