@@ -43,6 +43,7 @@ two_hosts_up() {
       sh -c 'mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec sleep 86400' &
     TWO_HOSTS_HOLDER[h]=$!
     PIDS+=($!)
+    disown "$!"  # killed at the caller's cleanup, without a "Killed" line
   done
   for h in 0 1; do
     for ((t = 0; t < 100; t++)); do
