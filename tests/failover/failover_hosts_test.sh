@@ -6,7 +6,8 @@
 # reference) in the default configuration (no flag): the group mixes transports, shared
 # memory between the agents of a host and TCP across hosts, one link over both. Every
 # agent's "data paths" line names shared memory for its neighbour and TCP for the others;
-# every step is correct and agreed, in epoch 1 throughout.
+# every step is correct and agreed, in epoch 1 throughout; `tributary status` shows each pair
+# on its path with its path list (shm>tcp inside a host, tcp across).
 #
 # With `kill`, an agent of the second host is killed (kill -9) mid-run: the survivors train
 # on in a new view in which the last agent of that host is alone there (its pairs all on TCP,
@@ -54,7 +55,7 @@ done
 [[ -s $WORK/endpoint ]] || fail "the coordinator did not bind"
 ENDPOINT=$(cat "$WORK/endpoint")
 
-STEPS=${STEPS:-240}
+STEPS=${STEPS:-$([[ $MODE == plain ]] && echo 600 || echo 240)}
 COUNT=${COUNT:-65536}
 declare -a AGENT
 for ((i = 0; i < N; i++)); do
@@ -90,6 +91,26 @@ for ((i = 0; i < N; i++)); do
       fail "agent $i: agent $j (rank ${RANK[j]}) is not over $want: $line"
   done
 done
+
+# What `tributary status` shows of the pairs, as the agents report them: the path each is
+# on and its path list (shm>tcp inside a host; tcp alone across). (Not with `kill`, whose
+# kill must land mid-run.)
+STATUS=$WORK/status.txt
+for ((t = 0; t < 100; t++)); do
+  [[ $MODE == plain ]] || break
+  (on_switch "$BIN" status --coordinator "$ENDPOINT" >"$STATUS.new" 2>&1) || true
+  if grep -q "shm 10.84.0.[12]:[0-9]* (agent; paths shm>tcp)" "$STATUS.new" &&
+    grep -q "tcp 10.84.0.[12]:[0-9]* (agent)" "$STATUS.new"; then
+    mv "$STATUS.new" "$STATUS"
+    break
+  fi
+  kill -0 "${AGENT[0]}" 2>/dev/null || break
+  sleep 0.1
+done
+if [[ $MODE == plain ]]; then
+  [[ -s $STATUS ]] || fail "tributary status never showed pairs on shm>tcp and on tcp: $(cat "$STATUS.new")"
+  sed -n '/^links/,/^$/p' "$STATUS" | head -8
+fi
 
 LAST=$N
 if [[ $MODE == kill ]]; then
