@@ -9,11 +9,15 @@
 # every step is correct and agreed, in epoch 1 throughout; `tributary status` shows each pair
 # on its path with its path list (shm>tcp inside a host, tcp across).
 #
+# With `cut`, host 0's pair loses its shared memory mid-run (its doorbell connection killed
+# at both ends, `ss -K`): the pair moves to its TCP path, dialled in the background at the
+# view's start, without a view change; the other host's pair stays on shared memory.
+#
 # With `kill`, an agent of the second host is killed (kill -9) mid-run: the survivors train
 # on in a new view in which the last agent of that host is alone there (its pairs all on TCP,
 # the first host's pair still on shared memory), every step correct and agreed.
 #
-#   failover_hosts_test.sh TRIBUTARY_BIN [plain|kill]   # STEPS, COUNT from the environment
+#   failover_hosts_test.sh TRIBUTARY_BIN [plain|cut|kill]   # STEPS, COUNT from the environment
 #
 # Needs root, network and mount namespaces; otherwise exits 77 (skipped) saying why.
 set -euo pipefail
@@ -112,6 +116,27 @@ if [[ $MODE == plain ]]; then
   sed -n '/^links/,/^$/p' "$STATUS" | head -8
 fi
 
+if [[ $MODE == cut ]]; then
+  # Both agents of host 0 have their pair's TCP path up (dialled in the background).
+  for ((t = 0; t < 200; t++)); do
+    up=0
+    for i in 0 1; do grep -q "to rank .*: path tcp reconnected" "$WORK/agent$i.err" && up=$((up + 1)); done
+    [[ $up == 2 ]] && break
+    sleep 0.05
+  done
+  [[ $up == 2 ]] || fail "host 0's pair never got its TCP path up"
+  # The pair's shared memory rides on its oldest connection inside the host (its doorbell
+  # and pulse; the TCP path's came later): killed at both ends (ss -K), the shared-memory
+  # path fails with an error and the pair moves to TCP mid-run.
+  local_conns=$( (on_host 0 ss -tnHe state established "( src 10.84.0.1 and dst 10.84.0.1 )") 2>/dev/null |
+    sed -n 's/^.* 10\.84\.0\.1:\([0-9]*\) *10\.84\.0\.1:\([0-9]*\) .*ino:\([0-9]*\).*/\3 \1 \2/p' | sort -n)
+  doorbell=$(head -1 <<<"$local_conns")
+  [[ -n $doorbell ]] || fail "no connection inside host 0"
+  read -r _ sport dport <<<"$doorbell"
+  (on_host 0 ss -K state established "( sport = :$sport and dport = :$dport ) or ( sport = :$dport and dport = :$sport )") >/dev/null 2>&1
+  echo "host 0's doorbell connection ($sport -> $dport) killed at step $(grep -c '^soak step' "$WORK/agent0.out")"
+fi
+
 LAST=$N
 if [[ $MODE == kill ]]; then
   KILL_AT=$((STEPS / 6))
@@ -131,7 +156,7 @@ for ((i = 0; i < LAST; i++)); do
   steps=$(grep -c "^soak step" "$WORK/agent$i.out" || true)
   [[ $steps -ge $STEPS ]] || fail "agent $i committed $steps of $STEPS steps"
   grep -q "^soak step.* WRONG" "$WORK/agent$i.out" && fail "agent $i committed a wrong sum"
-  if [[ $MODE == plain ]]; then
+  if [[ $MODE != kill ]]; then
     grep "^soak step" "$WORK/agent$i.out" | grep -qv " view 1 " &&
       fail "agent $i saw a view change: $(grep '^soak step' "$WORK/agent$i.out" | grep -v ' view 1 ' | head -1)"
   fi
@@ -140,6 +165,15 @@ sums=$(for ((i = 0; i < LAST; i++)); do grep "^soak step" "$WORK/agent$i.out" | 
 [[ $sums -eq $STEPS ]] || fail "the agents disagree on some step ($sums distinct step sums for $STEPS steps)"
 grep -q "shared memory to those, TCP to the others" "$WORK/agent0.err" ||
   fail "agent 0 did not log that the group mixes transports"
+if [[ $MODE == cut ]]; then
+  grep -h "to rank .*: path shm -> tcp (" "$WORK/agent0.err" "$WORK/agent1.err" | head -2
+  grep -q "to rank .*: path shm -> tcp (error" "$WORK/agent0.err" "$WORK/agent1.err" ||
+    fail "host 0's pair did not move from shm to tcp for the error"
+  grep -q "path shm -> tcp" "$WORK/agent2.err" "$WORK/agent3.err" &&
+    fail "host 1's pair moved too: $(grep -h 'path shm -> tcp' "$WORK/agent2.err" "$WORK/agent3.err" | head -1)"
+  echo "PASSED: 4 agents on 2 hosts, host 0's shared memory cut mid-run: its pair on TCP, $STEPS correct, agreed steps in epoch 1"
+  exit 0
+fi
 if [[ $MODE == kill ]]; then
   # A later view without agent 3: agent 2 is alone on host 1 (TCP to both), agents 0 and 1
   # still share memory.
