@@ -27,7 +27,8 @@ MODE=${2:-plain}
 source "$(dirname "$0")/../netns_preflight.sh"
 source "$(dirname "$0")/../support/two_hosts.sh"
 netns_preflight unshare "no unshare(1) (util-linux)" nsenter "no nsenter(1) (util-linux)"
-unshare -m --propagation private true 2>/dev/null || skip "cannot create a mount namespace here"
+unshare -m --propagation private sh -c 'mount -t tmpfs tmpfs /dev/shm' 2>/dev/null ||
+  skip "cannot mount a /dev/shm of its own in a mount namespace here"
 
 N=4
 P=th$$
