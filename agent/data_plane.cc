@@ -4,12 +4,13 @@
 #include <charconv>
 #include <future>
 
-#include "transport/tcp/tcp_transport.h"
 #include "agent/worker.h"
 #include "transport/absent_path.h"
 #include "transport/failover_link.h"
+#include "transport/pair_route_link.h"
 #include "transport/rdma_transport.h"
 #include "transport/shm_transport.h"
+#include "transport/tcp/tcp_transport.h"
 
 namespace tributary::agent {
 namespace {
@@ -243,9 +244,8 @@ std::uint16_t DataPlane::port() const { return endpoint_->port(); }
 
 std::vector<bool> DataPlane::pairs_on_shared_memory(const transport::GroupSpec& spec) const {
   // Only where TCP would carry the whole group (shared memory cannot, and nothing
-  // between them can), and the failover link may multiplex the two.
-  if (shm_ == nullptr || tcp_ == nullptr || failover_ == transport::PathChoice::kOff ||
-      spec.size() < 3) {
+  // between them can).
+  if (shm_ == nullptr || tcp_ == nullptr || spec.size() < 3) {
     return {};
   }
   auto carrier = table_->group_transport(spec);
@@ -360,9 +360,25 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::connect(const transport::Gr
                                            primary.transport + " path");
     }
   }
-  const Primary kept{
-      {}, primary.names, primary.carriers, primary.peers, primary.transport, primary.paths};
-  if (!standby_links.empty() || primary.links.size() > 1) {
+  // Without failover a mixed group's pairs have one path each: a pair on this host has no
+  // TCP path (status and metrics list only the path that carries it).
+  const bool routed =
+      primary.links.size() > 1 && standby_links.empty() && failover_ != transport::PathChoice::kOn;
+  Primary kept{{},           primary.names, primary.carriers, primary.peers, primary.transport,
+               primary.paths};
+  if (routed) {
+    std::vector<bool> tcp_peers(static_cast<std::size_t>(spec.size()), false);
+    for (int r = 0; r < spec.size(); ++r) {
+      tcp_peers[static_cast<std::size_t>(r)] =
+          r != spec.rank && !local[static_cast<std::size_t>(r)];
+    }
+    kept.peers[1] = std::move(tcp_peers);
+  }
+  if (routed) {
+    // A group that mixes transports with no failover (one network, or --no-failover): each
+    // pair on its transport, nothing added.
+    TRIB_ASSIGN_OR_RETURN(link, with_routes(spec, std::move(primary)));
+  } else if (!standby_links.empty() || primary.links.size() > 1) {
     TRIB_ASSIGN_OR_RETURN(
         link, with_standby(spec, std::move(primary), std::move(standby_links), &failover));
   } else {
@@ -443,9 +459,27 @@ Result<DataPlane::Primary> DataPlane::connect_mixed(const transport::GroupSpec& 
       out.paths[static_cast<std::size_t>(r)] = local[static_cast<std::size_t>(r)] ? "shm" : "tcp";
   }
   log_.info("epoch " + std::to_string(spec.epoch) +
-            ": members on several hosts, some sharing this one: shared memory to those, TCP to "
-            "the others (--no-failover: TCP to every member)");
+            ": members on several hosts, some sharing a host: shared memory between those, TCP "
+            "to the others");
   return out;
+}
+
+Result<std::unique_ptr<algorithms::Link>> DataPlane::with_routes(const transport::GroupSpec& spec,
+                                                                 Primary primary) {
+  std::vector<std::unique_ptr<algorithms::PollableLink>> paths;
+  for (std::size_t k = 0; k < primary.links.size(); ++k) {
+    auto path = transport::as_path(std::move(primary.links[k]));
+    if (!path) {
+      return error(StatusCode::kInternal,
+                   "the " + primary.names[k] + " link cannot be one path of a mixed group");
+    }
+    paths.push_back(std::move(*path));
+  }
+  transport::PairRouteParams params;
+  params.path_peers = primary.peers;
+  params.core_per_rank =
+      transport::core_per_rank(transport::ranks_on_this_host(spec), transport::usable_cores());
+  return transport::make_pair_route_link(std::move(params), std::move(paths));
 }
 
 int DataPlane::first_group_path(int rank) const {

@@ -169,11 +169,15 @@ class DataPlane {
   };
   // By rank, the peers that shared memory carries, where the group mixes transports: its
   // members on several hosts, some pair of them on one (any pair: a member alone on its
-  // host runs the same paths, all its pairs on TCP), TCP the table's transport for the
-  // whole group, and failover not off. Empty: one transport carries the group.
+  // host runs the same paths, all its pairs on TCP), and TCP the table's transport for the
+  // whole group. Empty: one transport carries the group.
   std::vector<bool> pairs_on_shared_memory(const transport::GroupSpec& spec) const;
   Result<Primary> connect_mixed(const transport::GroupSpec& spec, const std::vector<bool>& local,
                                 Deadline deadline);
+  // A mixed group's link without failover: each pair on its primary path
+  // (transport/pair_route_link.h).
+  Result<std::unique_ptr<algorithms::Link>> with_routes(const transport::GroupSpec& spec,
+                                                        Primary primary);
   // The failover link over the primary paths and the standbys (in path order), or the
   // primary link alone (logged why).
   Result<std::unique_ptr<algorithms::Link>> with_standby(

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # A group that spans hosts, several members on each: transports per pair (shared memory
-# inside a host, TCP across; the default) against the same group over TCP alone
-# (--no-failover, which keeps such a group on one transport), interleaved for -r rounds.
+# inside a host, TCP across; the default, "mixed"; and the same with --failover, whose link
+# can move a pair, "mixed+failover") against the same group over TCP alone (--transport
+# tcp, "tcp"), interleaved for -r rounds.
 # The two hosts are network namespaces with a /dev/shm each (tests/support/two_hosts.sh),
 # N agents split between them, their traffic across the hosts over a veth pair and a
 # bridge. Prints nccl-tests style rows per round and, per size, the medians of rank 0's
-# time column and their ratio (< 1: mixing is faster), with the load average.
+# time column and their ratios to TCP alone (< 1: faster), with the load average.
 #
 #   bench/hosts_mixed.sh [-n "4 8"] [-b 4096] [-e 16777216] [-f 4] [-i 40] [-r 5]
 #                        [--tributary PATH] [--out FILE]
@@ -82,10 +83,11 @@ trap 'cleanup; rm -f "$raw"' EXIT
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 for ((r = 1; r <= rounds; r++)); do
   for n in $sizes_n; do
-    if ((r % 2)); then modes="mixed tcp"; else modes="tcp mixed"; fi
+    if ((r % 2)); then modes="mixed failover tcp"; else modes="tcp failover mixed"; fi
     for m in $modes; do
       flag=""
-      [[ $m == tcp ]] && flag="--no-failover"
+      [[ $m == tcp ]] && flag="--transport tcp"
+      [[ $m == failover ]] && flag="--failover"
       run "$n" "$flag" | awk -v r="$r" -v n="$n" -v m="$m" '{ print r, n, m, $1, $5, $6, $9 }' >>"$raw"
     done
   done
@@ -95,8 +97,8 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 {
   echo "$(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load before $load_before, after $load_after; iters $iters per size, $rounds rounds"
   echo
-  echo "| N | size | mixed algo | mixed us | TCP alone algo | TCP alone us | mixed / TCP | wrong |"
-  echo "|---|---|---|---|---|---|---|---|"
+  echo "| N | size | algo (mixed / tcp) | mixed us | mixed+failover us | TCP alone us | mixed / TCP | mixed+failover / TCP | wrong |"
+  echo "|---|---|---|---|---|---|---|---|---|"
   awk '
     function median(list,   a, k, c, t) {
       c = split(list, a, " ")
@@ -108,8 +110,8 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
     END {
       for (k in keys) {
         split(k, p, " ")
-        mm = median(times[k, "mixed"]); mt = median(times[k, "tcp"])
-        printf "%d %d | %s | %s | %s | %.1f | %s | %.1f | %.2f | %d |\n", p[1], p[2], p[1], human(p[2]), algo[k, "mixed"], mm, algo[k, "tcp"], mt, (mt > 0 ? mm / mt : 0), wrong[k]
+        mm = median(times[k, "mixed"]); mf = median(times[k, "failover"]); mt = median(times[k, "tcp"])
+        printf "%d %d | %s | %s | %s / %s | %.1f | %.1f | %.1f | %.2f | %.2f | %d |\n", p[1], p[2], p[1], human(p[2]), algo[k, "mixed"], algo[k, "tcp"], mm, mf, mt, (mt > 0 ? mm / mt : 0), (mt > 0 ? mf / mt : 0), wrong[k]
       }
     }' "$raw" | sort -k1,1n -k2,2n | cut -d' ' -f3-
   echo

@@ -37,9 +37,9 @@ FailoverLink::FailoverLink(FailoverParams params,
     p.peer = r;
     p.state.assign(paths_.size(), PathState::kUp);
     for (std::size_t k = 0; k < paths_.size(); ++k) {
-      if (!carries(params_, k, r)) p.state[k] = PathState::kAbsent;
+      if (!path_carries(params_.path_peers, k, r)) p.state[k] = PathState::kAbsent;
     }
-    p.current = first_path(params_, paths_.size(), r);
+    p.current = first_path(params_.path_peers, paths_.size(), r);
     TRIB_CHECK(p.current >= 0) << "no path carries rank " << r;
     p.resume_h.assign(paths_.size(), kNoHandle);
     p.resume_in.resize(paths_.size());
@@ -311,43 +311,11 @@ std::string FailoverLink::name_of(int rank) const {
   return "rank " + std::to_string(rank);
 }
 
-bool carries(const FailoverParams& params, std::size_t path, int peer) {
-  if (path >= params.path_peers.size() || params.path_peers[path].empty()) return true;
-  const auto& peers = params.path_peers[path];
-  return peer >= 0 && static_cast<std::size_t>(peer) < peers.size() &&
-         peers[static_cast<std::size_t>(peer)];
-}
-
-int first_path(const FailoverParams& params, std::size_t paths, int peer) {
-  for (std::size_t k = 0; k < paths; ++k) {
-    if (carries(params, k, peer)) return static_cast<int>(k);
-  }
-  return -1;
-}
-
 Result<std::unique_ptr<algorithms::Link>> make_failover_link(
     FailoverParams params, std::vector<std::unique_ptr<algorithms::PollableLink>> paths) {
   if (paths.empty()) return error(StatusCode::kInvalidArgument, "a failover link needs a path");
-  const int rank = paths.front()->rank();
-  const int size = paths.front()->size();
-  if (params.path_peers.size() > paths.size()) {
-    return error(StatusCode::kInvalidArgument, "path_peers names " +
-                                                   std::to_string(params.path_peers.size()) +
-                                                   " paths of " + std::to_string(paths.size()));
-  }
-  for (const auto& peers : params.path_peers) {
-    if (!peers.empty() && peers.size() != static_cast<std::size_t>(size)) {
-      return error(StatusCode::kInvalidArgument,
-                   "path_peers: an entry of " + std::to_string(peers.size()) +
-                       " ranks for a group of " + std::to_string(size));
-    }
-  }
-  for (int r = 0; r < size; ++r) {
-    if (r != rank && first_path(params, paths.size(), r) < 0) {
-      return error(StatusCode::kInvalidArgument,
-                   "no path of the failover link carries rank " + std::to_string(r));
-    }
-  }
+  TRIB_RETURN_IF_ERROR(check_path_peers(params.path_peers, paths.size(), paths.front()->rank(),
+                                        paths.front()->size()));
   TRIB_ASSIGN_OR_RETURN(int wake, make_wake_fd());
   return std::unique_ptr<algorithms::Link>(
       std::make_unique<FailoverLink>(std::move(params), std::move(paths), wake));

@@ -19,6 +19,7 @@
 #include "core/check.h"
 #include "transport/failover_link.h"
 #include "transport/link_ops.h"
+#include "transport/path_peers.h"
 #include "transport/payload_pool.h"
 
 namespace tributary::transport {
@@ -71,11 +72,6 @@ inline constexpr std::size_t kAckedSendBytesSocket = 256 * 1024;
 enum class PathState { kUp, kStalled, kDown, kAbsent };
 // Whether the pair may have operations on the path (listeners, probes, resumes).
 inline bool connected(PathState s) { return s == PathState::kUp || s == PathState::kStalled; }
-
-// FailoverParams::path_peers: whether path `path` carries the pair with `peer`, and the
-// first path that does (-1: none).
-bool carries(const FailoverParams& params, std::size_t path, int peer);
-int first_path(const FailoverParams& params, std::size_t paths, int peer);
 
 // A fast-stint message's stamp: its index + 1 in the low 40 bits (so that 0, a plain
 // send's, is never one), and the low 24 bits of the sender's own `low` above them: the

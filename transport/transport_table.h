@@ -9,7 +9,7 @@
 // would pick different transports (some members sharing a host, some not) runs over the
 // one every pair can use, and the log says so. The agent's data plane mixes shared memory
 // and TCP per pair in such a group instead (agent/data_plane.h, choose() per pair, one
-// failover link over both: docs/transports.md, "Transports per pair").
+// link over both: docs/transports.md, "One transport per group, or per pair").
 //
 // Threading: connect_group() from one thread at a time; cancel_connect() from any.
 #pragma once
