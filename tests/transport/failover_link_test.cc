@@ -1020,21 +1020,5 @@ TEST(FailoverLink, PathsPerPairStartEachPairOnTheFirstPathThatCarriesIt) {
   }
 }
 
-// A pair that no path carries is refused when the link is made, not found at its first
-// message.
-TEST(FailoverLink, APairWithoutAnyPathIsRefused) {
-  MemoryFabric a(3), b(3);
-  std::vector<std::unique_ptr<PollableLink>> paths;
-  paths.push_back(std::make_unique<FaultPath>(a.pollable(0)));
-  paths.push_back(std::make_unique<FaultPath>(b.pollable(0)));
-  transport::FailoverParams params;
-  params.path_peers = {{false, true, false}, {false, true, false}};
-  auto made = transport::make_failover_link(params, std::move(paths));
-  ASSERT_FALSE(made.is_ok());
-  EXPECT_EQ(made.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(made.status().message().find("carries rank 2"), std::string::npos)
-      << made.status().to_string();
-}
-
 }  // namespace
 }  // namespace tributary

@@ -4,6 +4,9 @@
 // pair. Every algorithm gives the bits of a plain link.
 #include "transport/pair_route_link.h"
 
+#include "transport/failover_link.h"
+#include "transport/path_peers.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -124,19 +127,25 @@ TEST(PairRouteLink, CombinesOnlyWhereEveryPathInUseDoes) {
   EXPECT_FALSE((*link)->combines());
 }
 
+// A pair that no path carries is refused when either multi-path link is made, not found at
+// its first message; so is a routing link of one path.
 TEST(PairRouteLink, APairWithoutAPathOrASinglePathIsRefused) {
   MemoryFabric a(3), b(3);
-  {
+  const transport::PathPeers no_rank_2 = {{false, true, false}, {false, true, false}};
+  auto two_paths = [&] {
     std::vector<std::unique_ptr<PollableLink>> paths;
     paths.push_back(std::make_unique<FaultPath>(a.pollable(0)));
     paths.push_back(std::make_unique<FaultPath>(b.pollable(0)));
-    transport::PairRouteParams params;
-    params.path_peers = {{false, true, false}, {false, true, false}};
-    auto made = transport::make_pair_route_link(params, std::move(paths));
-    ASSERT_FALSE(made.is_ok());
-    EXPECT_EQ(made.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(made.status().message().find("carries rank 2"), std::string::npos)
-        << made.status().to_string();
+    return paths;
+  };
+  transport::PairRouteParams route;
+  route.path_peers = no_rank_2;
+  transport::FailoverParams failover;
+  failover.path_peers = no_rank_2;
+  for (const Status& st : {transport::make_pair_route_link(route, two_paths()).status(),
+                           transport::make_failover_link(failover, two_paths()).status()}) {
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+    EXPECT_NE(st.message().find("carries rank 2"), std::string::npos) << st.to_string();
   }
   std::vector<std::unique_ptr<PollableLink>> one;
   one.push_back(std::make_unique<FaultPath>(a.pollable(0)));
