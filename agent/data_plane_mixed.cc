@@ -63,8 +63,7 @@ Result<DataPlane::Primary> DataPlane::connect_mixed(const transport::GroupSpec& 
   out.links.push_back(std::move(split.link));
   out.names = {"shm", "tcp"};
   out.carriers = {shm_, tcp_};
-  std::vector<bool> shm_peers(local);
-  out.peers = {std::move(shm_peers), {}};
+  out.peers = {local, {}};
   out.paths.assign(static_cast<std::size_t>(spec.size()), "");
   for (int r = 0; r < spec.size(); ++r) {
     if (r != spec.rank)

@@ -3,7 +3,6 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <atomic>
 #include <unordered_map>
 
 #include "core/check.h"
@@ -66,7 +65,7 @@ class PairRouteLink final : public algorithms::Link {
     ops_.erase(found);
     algorithms::PollableLink& path = *paths_[static_cast<std::size_t>(k)];
     const Duration window = path.polls_best()       ? params_.memory_busy_poll
-                            : params_.core_per_rank ? std::chrono::microseconds(500)
+                            : params_.core_per_rank ? params_.core_per_rank_busy_poll
                                                     : params_.busy_poll;
     auto spin_until = std::chrono::steady_clock::now() + window;
     for (;;) {

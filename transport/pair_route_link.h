@@ -32,6 +32,7 @@ struct PairRouteParams {
   Duration busy_poll = std::chrono::microseconds(50);
   Duration memory_busy_poll = std::chrono::microseconds(200);
   bool core_per_rank = false;
+  Duration core_per_rank_busy_poll = std::chrono::microseconds(500);
   Duration slice = std::chrono::milliseconds(1);
 };
 
