@@ -117,9 +117,7 @@ class MemoryFabric::Impl::RankLink final : public PollableLink {
 
   Handle recv(int peer, Tag tag, std::span<std::byte> data) override {
     TRIB_CHECK(peer >= 0 && peer < size() && peer != rank_) << "bad peer " << peer;
-    const Handle h = next_handle_++;
-    recvs_.emplace(h, PendingRecv{peer, tag, data, std::nullopt});
-    return h;
+    return post(PendingRecv{peer, tag, data, std::nullopt});
   }
 
   bool combines() const override { return fabric_->combining_; }
@@ -128,9 +126,7 @@ class MemoryFabric::Impl::RankLink final : public PollableLink {
     TRIB_CHECK(combines()) << "recv_combine() on a fabric that does not combine";
     TRIB_CHECK(peer >= 0 && peer < size() && peer != rank_) << "bad peer " << peer;
     TRIB_CHECK(data.size() % dtype_size(c.dtype) == 0) << "partial element";
-    const Handle h = next_handle_++;
-    recvs_.emplace(h, PendingRecv{peer, tag, data, c});
-    return h;
+    return post(PendingRecv{peer, tag, data, c});
   }
 
   void report_early(int peer, std::vector<EarlyArrival>& out) override {
@@ -138,7 +134,14 @@ class MemoryFabric::Impl::RankLink final : public PollableLink {
     const auto now = std::chrono::steady_clock::now();
     for (auto& [key, box] : mailbox_) {
       if (key.first != peer) continue;
+      // The first messages of the box go to the receives posted for them already.
+      const auto q = queues_.find(key);
+      std::size_t claimed = q == queues_.end() ? 0 : q->second.size();
       for (Message& m : box) {
+        if (claimed > 0) {
+          --claimed;
+          continue;
+        }
         if (m.reported || m.stamp == 0 || m.visible_at > now) continue;
         m.reported = true;
         out.push_back({key.second, m.bytes.size(), m.stamp});
@@ -158,21 +161,19 @@ class MemoryFabric::Impl::RankLink final : public PollableLink {
       stamps_.erase(h);
       return st;
     }
-    auto it = recvs_.find(h);
-    TRIB_CHECK(it != recvs_.end()) << "unknown handle " << h;
-    const PendingRecv pending = it->second;
-    recvs_.erase(it);
-
+    TRIB_CHECK(recvs_.count(h) > 0) << "unknown handle " << h;
     std::unique_lock lock(fabric_->mu_);
     for (;;) {
       TimePoint wake = deadline.at;
-      std::uint64_t ignored = 0;
-      if (std::optional<Status> st = try_complete(pending, &wake, &ignored)) {
-        return *std::move(st);
+      if (settle(h, &wake)) {
+        lock.unlock();
+        return wait(h, deadline);  // finished: collected as a send is
       }
       if (deadline.passed()) {
+        const int peer = recvs_.at(h).peer;
+        withdraw(h);
         return error(StatusCode::kTimedOut,
-                     "no message from rank " + std::to_string(pending.peer) + " before deadline");
+                     "no message from rank " + std::to_string(peer) + " before deadline");
       }
       if (wake == TimePoint::max()) {
         cv_.wait(lock);
@@ -184,18 +185,10 @@ class MemoryFabric::Impl::RankLink final : public PollableLink {
 
   bool test(Handle h) override {
     if (sends_.count(h) > 0) return true;
-    auto it = recvs_.find(h);
-    TRIB_CHECK(it != recvs_.end()) << "unknown handle " << h;
+    TRIB_CHECK(recvs_.count(h) > 0) << "unknown handle " << h;
     std::lock_guard lock(fabric_->mu_);
     TimePoint wake = TimePoint::max();
-    std::uint64_t stamp = 0;
-    std::optional<Status> st = try_complete(it->second, &wake, &stamp);
-    if (!st) return false;
-    if (stamp != 0) stamps_[h] = stamp;
-    // Completed now: the receive becomes a finished send-like entry for wait() to collect.
-    recvs_.erase(it);
-    sends_.emplace(h, *std::move(st));
-    return true;
+    return settle(h, &wake);
   }
 
   void drive(Deadline until) override {
@@ -215,62 +208,107 @@ class MemoryFabric::Impl::RankLink final : public PollableLink {
     cv_.notify_all();
   }
 
-  // With fabric_->mu_ held: the receive's outcome if it has one now (and the message's
-  // stamp in *stamp); otherwise lowers *wake to when a delayed message becomes visible.
-  std::optional<Status> try_complete(const PendingRecv& pending, TimePoint* wake,
-                                     std::uint64_t* stamp) {
-    if (!aborted_.is_ok()) return aborted_;
-    const auto now = std::chrono::steady_clock::now();
-    auto box = mailbox_.find({pending.peer, pending.tag});
-    if (box != mailbox_.end() && !box->second.empty()) {
-      Message& m = box->second.front();
-      if (m.visible_at > now) {
-        *wake = std::min(*wake, m.visible_at);
-        return std::nullopt;
-      }
-      Status st;
-      if (m.bytes.size() != pending.out.size() || m.check != pending.tag.check) {
-        st = error(StatusCode::kMismatch, "rank " + std::to_string(pending.peer) + " sent " +
-                                              std::to_string(m.bytes.size()) + " bytes (check " +
-                                              std::to_string(m.check) + "), expected " +
-                                              std::to_string(pending.out.size()) + " (check " +
-                                              std::to_string(pending.tag.check) + ")");
-      } else if (!m.bytes.empty() && pending.combine) {
-        const Combine& c = *pending.combine;
-        const std::size_t count = m.bytes.size() / dtype_size(c.dtype);
-        if (c.incoming_first) {
-          reduce_to(pending.out.data(), m.bytes.data(), c.operand, count, c.dtype, c.op);
-        } else {
-          reduce_to(pending.out.data(), c.operand, m.bytes.data(), count, c.dtype, c.op);
-        }
-      } else if (!m.bytes.empty()) {
-        std::memcpy(pending.out.data(), m.bytes.data(), m.bytes.size());
-      }
-      *stamp = m.stamp;
-      box->second.pop_front();
-      if (box->second.empty()) mailbox_.erase(box);
-      return st;
-    }
-    if (fabric_->dead_[pending.peer] || fabric_->is_broken(rank_, pending.peer)) {
-      return error(StatusCode::kPeerLost,
-                   "rank " + std::to_string(pending.peer) + " is unreachable");
-    }
-    return std::nullopt;
-  }
-
   // Guarded by fabric_->mu_.
   std::map<std::pair<int, Tag>, std::deque<Message>> mailbox_;
   Status aborted_;
   std::condition_variable cv_;  // waited on with fabric_->mu_, by this rank only
 
  private:
+  using Key = std::pair<int, Tag>;
+
+  Handle post(PendingRecv pending) {
+    const Handle h = next_handle_++;
+    std::lock_guard lock(fabric_->mu_);  // report_early reads the queues
+    queues_[{pending.peer, pending.tag}].push_back(h);
+    recvs_.emplace(h, std::move(pending));
+    return h;
+  }
+
+  // With fabric_->mu_ held: receive h is over (moved to sends_ with its outcome, as a
+  // finished send is) or not yet; in the latter case lowers *wake to when a delayed
+  // message becomes visible. Messages of one (peer, tag) go to its receives in the order
+  // they were posted, whichever of them is tested: the earlier ones take theirs first.
+  bool settle(Handle h, TimePoint* wake) {
+    const PendingRecv& pending = recvs_.at(h);
+    if (!aborted_.is_ok()) {
+      complete(h, aborted_, 0);
+      return true;
+    }
+    const Key key{pending.peer, pending.tag};
+    const auto now = std::chrono::steady_clock::now();
+    auto& queue = queues_.at(key);
+    for (;;) {
+      auto box = mailbox_.find(key);
+      if (box == mailbox_.end() || box->second.empty()) break;
+      Message& m = box->second.front();
+      if (m.visible_at > now) {
+        *wake = std::min(*wake, m.visible_at);
+        break;
+      }
+      const Handle head = queue.front();
+      deliver(recvs_.at(head), m, head);
+      box->second.pop_front();
+      if (box->second.empty()) mailbox_.erase(box);
+      if (head == h) return true;
+    }
+    if (fabric_->dead_[pending.peer] || fabric_->is_broken(rank_, pending.peer)) {
+      complete(
+          h,
+          error(StatusCode::kPeerLost, "rank " + std::to_string(pending.peer) + " is unreachable"),
+          0);
+      return true;
+    }
+    return false;
+  }
+
+  // With fabric_->mu_ held: message m is the one receive `h` takes.
+  void deliver(const PendingRecv& pending, const Message& m, Handle h) {
+    Status st;
+    if (m.bytes.size() != pending.out.size() || m.check != pending.tag.check) {
+      st = error(StatusCode::kMismatch, "rank " + std::to_string(pending.peer) + " sent " +
+                                            std::to_string(m.bytes.size()) + " bytes (check " +
+                                            std::to_string(m.check) + "), expected " +
+                                            std::to_string(pending.out.size()) + " (check " +
+                                            std::to_string(pending.tag.check) + ")");
+    } else if (!m.bytes.empty() && pending.combine) {
+      const Combine& c = *pending.combine;
+      const std::size_t count = m.bytes.size() / dtype_size(c.dtype);
+      if (c.incoming_first) {
+        reduce_to(pending.out.data(), m.bytes.data(), c.operand, count, c.dtype, c.op);
+      } else {
+        reduce_to(pending.out.data(), c.operand, m.bytes.data(), count, c.dtype, c.op);
+      }
+    } else if (!m.bytes.empty()) {
+      std::memcpy(pending.out.data(), m.bytes.data(), m.bytes.size());
+    }
+    complete(h, std::move(st), m.stamp);
+  }
+
+  // Receive h is over: out of its queue, its outcome (and stamp) kept for wait().
+  void complete(Handle h, Status st, std::uint64_t stamp) {
+    if (stamp != 0) stamps_[h] = stamp;
+    withdraw(h);
+    sends_.emplace(h, std::move(st));
+  }
+
+  void withdraw(Handle h) {
+    auto it = recvs_.find(h);
+    const Key key{it->second.peer, it->second.tag};
+    auto q = queues_.find(key);
+    std::erase(q->second, h);
+    if (q->second.empty()) queues_.erase(q);
+    recvs_.erase(it);
+  }
+
   Impl* fabric_;
   int rank_;
   // Touched only by the owning thread.
   Handle next_handle_ = 1;
   std::unordered_map<Handle, Status> sends_;
   std::unordered_map<Handle, PendingRecv> recvs_;
-  std::unordered_map<Handle, std::uint64_t> stamps_;  // receives test() finished, nonzero
+  std::unordered_map<Handle, std::uint64_t> stamps_;  // finished receives' nonzero stamps
+  // Pending receives per (peer, tag), in post order; read by report_early under mu_.
+  std::map<Key, std::deque<Handle>> queues_;
 };
 
 void MemoryFabric::Impl::wake(int rank) { links_[rank]->cv_.notify_all(); }
