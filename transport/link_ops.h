@@ -238,6 +238,11 @@ class OpTable {
   std::vector<std::uint32_t> free_;
 };
 
+// Whether a message of `length` bytes with `check` fits receive `op`: checked before
+// match_status, so that the peer's name (a string built per call) is made only for an error.
+inline bool fits(const PendingOp& op, std::uint64_t length, std::uint32_t check) {
+  return length == op.size && check == op.tag.check;
+}
 // kMismatch unless a message of `length` bytes with `check` fits receive `op`.
 Status match_status(const std::string& peer, const PendingOp& op, std::uint64_t length,
                     std::uint32_t check);

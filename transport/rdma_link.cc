@@ -78,7 +78,9 @@ algorithms::Link::Handle RdmaLink::recv(int peer, algorithms::Tag tag, std::span
   Peer& p = peers_[peer];
   const auto match = match_early(p, ops_, i, abort_);
   if (match == p.arrived.end()) return ops_.handle_of(i);
-  Status st = match_status(peer_name(p), op, match->length, match->tag.check);
+  Status st = fits(op, match->length, match->tag.check)
+                  ? Status()
+                  : match_status(peer_name(p), op, match->length, match->tag.check);
   const std::uint64_t have = match->complete ? match->length : match->length - p.remaining;
   if (st.is_ok() && have > 0) std::memcpy(op.data, match->bytes.get(), have);
   take_early(p, ops_, pool_, match, i, std::move(st));

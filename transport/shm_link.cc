@@ -117,7 +117,9 @@ void ShmLink::post_recv(std::uint32_t i) {
     p.arrived.erase(match);
     return deliver_single_copy(p, i, m.remote, m.token, m.length);
   }
-  Status st = match_status(peer_name(p), op, match->length, match->tag.check);
+  Status st = fits(op, match->length, match->tag.check)
+                  ? Status()
+                  : match_status(peer_name(p), op, match->length, match->tag.check);
   const std::uint64_t have = match->complete ? match->length : match->length - p.remaining;
   if (st.is_ok() && op.combine) {
     // An incomplete one is the message in progress, whose rest the peer's cursor takes

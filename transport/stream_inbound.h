@@ -117,9 +117,10 @@ void fail_stream_peer(Peer& p, Ops& ops, PayloadPool& pool, Status st) {
 
 // A header has arrived, checked by the link: sets where its `length` payload bytes go;
 // its `stamp` goes with it (PendingOp::stamp, EarlyMessage::stamp).
-// The caller ends the payload at once when `length` is 0.
-template <typename Peer, typename Ops>
-void start_inbound(Peer& p, Ops& ops, PayloadPool& pool, const std::string& peer_name,
+// The caller ends the payload at once when `length` is 0. `peer_name()` names the peer in
+// a mismatch's error (only then: it builds a string).
+template <typename Peer, typename Ops, typename PeerName>
+void start_inbound(Peer& p, Ops& ops, PayloadPool& pool, const PeerName& peer_name,
                    const algorithms::Tag& tag, std::uint64_t length, std::uint64_t stamp,
                    bool notice) {
   p.length = p.remaining = length;
@@ -139,7 +140,9 @@ void start_inbound(Peer& p, Ops& ops, PayloadPool& pool, const std::string& peer
     p.dst = a.bytes.get();
   } else {
     ops[*posted].stamp = stamp;
-    Status st = match_status(peer_name, ops[*posted], length, tag.check);
+    Status st = fits(ops[*posted], length, tag.check)
+                    ? Status()
+                    : match_status(peer_name(), ops[*posted], length, tag.check);
     p.state = st.is_ok() ? Inbound::kDirect : Inbound::kDiscard;
     p.dst = st.is_ok() ? ops[*posted].data : nullptr;
     p.direct_op = *posted;

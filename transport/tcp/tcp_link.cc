@@ -120,7 +120,9 @@ void TcpLink::post_recv(std::uint32_t i) {
   }
   const bool in_flight = !u->complete;
   op.stamp = u->stamp;
-  Status st = transport::match_status(peer_name(p), op, u->length, u->tag.check);
+  Status st = transport::fits(op, u->length, u->tag.check)
+                  ? Status()
+                  : transport::match_status(peer_name(p), op, u->length, u->tag.check);
   const std::uint64_t have = in_flight ? u->length - p.remaining : u->length;
   if (st.is_ok() && have > 0) {
     if (op.combine) {

@@ -401,7 +401,9 @@ bool TcpLink::begin_payload(Peer& p, const FrameHeader& h) {
       p.posted.erase(posted);
       Op& op = ops_[i];
       op.stamp = h.stamp;
-      Status st = transport::match_status(peer_name(p), op, h.length, h.check);
+      Status st = transport::fits(op, h.length, h.check)
+                      ? Status()
+                      : transport::match_status(peer_name(p), op, h.length, h.check);
       if (st.is_ok()) {
         p.state = RecvState::kDirect;
         p.dst = op.data;
