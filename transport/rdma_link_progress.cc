@@ -198,8 +198,9 @@ void RdmaLink::begin_payload(Peer& p) {
                   ", kind " + std::to_string(h.kind) + ", length " + std::to_string(h.length)),
         true);
   }
-  start_inbound(p, ops_, pool_, [&] { return peer_name(p); }, algorithms::Tag{h.seq, h.slot, h.check}, h.length, 0,
-                h.kind == 1);
+  start_inbound(
+      p, ops_, pool_, [&] { return peer_name(p); }, algorithms::Tag{h.seq, h.slot, h.check},
+      h.length, 0, h.kind == 1);
   if (p.remaining == 0) end_payload(p);
 }
 

@@ -144,8 +144,9 @@ void ShmLink::begin_payload(Peer& p) {
     p.length = p.remaining = sizeof(SingleCopyBody);
     return;
   }
-  start_inbound(p, ops_, pool_, [&] { return peer_name(p); }, algorithms::Tag{h.seq, h.slot, h.check}, h.length, h.stamp,
-                h.kind == RingHeader::kNotice);
+  start_inbound(
+      p, ops_, pool_, [&] { return peer_name(p); }, algorithms::Tag{h.seq, h.slot, h.check},
+      h.length, h.stamp, h.kind == RingHeader::kNotice);
   if (p.state == Inbound::kDirect && ops_[p.direct_op].combine) {
     p.combining.start(*ops_[p.direct_op].combine, p.dst);
   }
@@ -181,8 +182,8 @@ void ShmLink::take_single_copy(Peer& p) {
 void ShmLink::deliver_single_copy(Peer& p, std::uint32_t i, std::uint64_t remote,
                                   std::uint64_t token, std::uint64_t length) {
   Op& op = ops_[i];
-  Status st =
-      fits(op, length, op.tag.check) ? Status() : match_status(peer_name(p), op, length, op.tag.check);
+  Status st = fits(op, length, op.tag.check) ? Status()
+                                             : match_status(peer_name(p), op, length, op.tag.check);
   if (st.is_ok() && op.combine) {
     if (!bounce_) bounce_.reset(new std::byte[kBounceBytes]);
     CombineCursor cursor;
