@@ -12,7 +12,6 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "algorithms/seq_space.h"
@@ -130,6 +129,56 @@ struct CallerOp {
   bool attached = false;    // a receive that an Arrival will fill
   bool done = false;
   Status status;
+};
+
+// The callers' operations by handle: slots reused through a free list (no allocation per
+// operation once warm), a handle naming its slot and the slot's use, so a stale one is
+// caught. Entries stay where they are while others come and go.
+class CallerOps {
+ public:
+  Handle open() {
+    std::uint32_t i;
+    if (!free_.empty()) {
+      i = free_.back();
+      free_.pop_back();
+    } else {
+      i = static_cast<std::uint32_t>(slots_.size());
+      slots_.emplace_back();
+    }
+    Slot& s = slots_[i];
+    s.live = true;  // its op was reset by erase()
+    return (static_cast<Handle>(s.use) << 32) | (i + 1);
+  }
+  // nullptr unless `h` names a live operation.
+  CallerOp* find(Handle h) {
+    const std::uint64_t i = (h & 0xffffffffu) - 1;
+    if ((h & 0xffffffffu) == 0 || i >= slots_.size()) return nullptr;
+    Slot& s = slots_[i];
+    return s.live && s.use == (h >> 32) ? &s.op : nullptr;
+  }
+  CallerOp& at(Handle h) {
+    CallerOp* op = find(h);
+    TRIB_CHECK(op != nullptr) << "unknown or finished operation " << h;
+    return *op;
+  }
+  void erase(Handle h) {
+    TRIB_CHECK(find(h) != nullptr) << "unknown or finished operation " << h;
+    const auto i = static_cast<std::uint32_t>((h & 0xffffffffu) - 1);
+    Slot& s = slots_[i];
+    s.live = false;
+    s.op = CallerOp{};  // nothing of the caller's kept
+    ++s.use;
+    free_.push_back(i);
+  }
+
+ private:
+  struct Slot {
+    std::uint32_t use = 0;
+    bool live = false;
+    CallerOp op;
+  };
+  std::deque<Slot> slots_;
+  std::vector<std::uint32_t> free_;
 };
 
 // Fast stint: a message that arrived whole on the pair's path before its receive was
@@ -250,7 +299,8 @@ class FailoverLink final : public algorithms::Link {
 
   // ---- the pair protocol (failover_pair.cc) ----
   // One round: moves bytes on every path without blocking, then looks at every pair.
-  void service();
+  // `now`: the steady clock's reading, taken by the caller just before.
+  void service(std::chrono::steady_clock::time_point now);
   // Puts in the new connections of failed paths that arrived (FailoverParams::on_down;
   // failover_reconnect.cc).
   void take_reconnections();
@@ -258,6 +308,17 @@ class FailoverLink final : public algorithms::Link {
   void service_controls(Pair& p);
   void service_arrivals(Pair& p);
   void service_sends(Pair& p);
+  // One path operation of the pair looked at: still in flight, over (and handled), or
+  // its path failed (and the pair moved or was lost).
+  enum class Step { kPending, kDone, kPathFailed };
+  // The fast receive p.arrivals[i] (erased when over).
+  Step step_fast(Pair& p, std::size_t i);
+  // The send of `o` on the pair's current path.
+  Step step_out(Pair& p, Outgoing& o);
+  // wait()'s first look in the fast stint: the waited operation's own path operation,
+  // after a look at its path; true when that finished it. A whole round (service()) is
+  // still due once a standby_look, and whenever this does not finish it.
+  bool poll_own(Handle h, const CallerOp& op, std::chrono::steady_clock::time_point now);
   void check_stall(Pair& p);
   // A path-level operation finished: collect it (nullopt while in flight), and the
   // stamp of what a receive took into *stamp.
@@ -305,11 +366,11 @@ class FailoverLink final : public algorithms::Link {
   int rank_ = 0;
   int size_ = 1;
   std::vector<Pair> pairs_;  // by rank; pairs_[rank_] unused
-  std::unordered_map<Handle, CallerOp> ops_;
+  CallerOps ops_;
   PayloadPool pool_;
-  Handle next_handle_ = 1;
   std::uint64_t next_order_ = 0;
   std::chrono::steady_clock::time_point last_full_look_{};
+  std::chrono::steady_clock::time_point last_service_{};  // the last whole round
   TimePoint now_{};  // the stall clock at the start of the current service() round
   TimePoint last_round_{};  // ... and of the one before
   bool full_look_ = true;  // this round looks at every path (once a slice)

@@ -113,8 +113,8 @@ void FailoverLink::post_out(Pair& p, Outgoing& o) {
                        std::span<const std::byte>(o.data, o.size));
 }
 
-void FailoverLink::service() {
-  const auto now = std::chrono::steady_clock::now();
+void FailoverLink::service(std::chrono::steady_clock::time_point now) {
+  last_service_ = now;
   // The stall clock, read once a round (the same reading when it is the steady clock).
   now_ = params_.clock == &SteadyClock::instance() ? now : params_.clock->now();
   if (now_ - last_round_ >= params_.stall_deadline / 2) {
@@ -367,25 +367,9 @@ void FailoverLink::service_arrivals(Pair& p) {
   for (std::size_t i = 0; i < p.arrivals.size();) {
     Arrival& a = p.arrivals[i];
     if (a.fast) {
-      std::uint64_t stamp = 0;
-      std::optional<Status> st = collect(p.current, a.under, &stamp);
-      if (!st) {
-        ++i;
-        continue;
-      }
-      if (!st->is_ok() && st->code() != StatusCode::kMismatch) {
-        return fail_path(p, p.current, *st, false);  // end_fast posts it again
-      }
-      if (stamp_index1(stamp) == 0) {
-        return fail_path(p, p.current,
-                         error(StatusCode::kBadFrame,
-                               "a message from " + pair_name(p) + " without its number"),
-                         false);
-      }
-      const bool large = a.length >= acked_send_bytes_[static_cast<std::size_t>(p.current)];
-      finish_fast(p, a, *st, stamp);
-      p.arrivals.erase(p.arrivals.begin() + static_cast<std::ptrdiff_t>(i));
-      if (large) maybe_ack(p, true);  // its sender's wait() waits for it
+      const Step step = step_fast(p, i);
+      if (step == Step::kPathFailed) return;
+      if (step == Step::kPending) ++i;
       continue;
     }
     std::optional<Status> st = a.complete ? std::nullopt : collect(p.current, a.under);
@@ -406,6 +390,29 @@ void FailoverLink::service_arrivals(Pair& p) {
     }
   }
   maybe_ack(p);
+}
+
+FailoverLink::Step FailoverLink::step_fast(Pair& p, std::size_t i) {
+  Arrival& a = p.arrivals[i];
+  std::uint64_t stamp = 0;
+  std::optional<Status> st = collect(p.current, a.under, &stamp);
+  if (!st) return Step::kPending;
+  if (!st->is_ok() && st->code() != StatusCode::kMismatch) {
+    fail_path(p, p.current, *st, false);  // end_fast posts it again
+    return Step::kPathFailed;
+  }
+  if (stamp_index1(stamp) == 0) {
+    fail_path(
+        p, p.current,
+        error(StatusCode::kBadFrame, "a message from " + pair_name(p) + " without its number"),
+        false);
+    return Step::kPathFailed;
+  }
+  const bool large = a.length >= acked_send_bytes_[static_cast<std::size_t>(p.current)];
+  finish_fast(p, a, *st, stamp);
+  p.arrivals.erase(p.arrivals.begin() + static_cast<std::ptrdiff_t>(i));
+  if (large) maybe_ack(p, true);  // its sender's wait() waits for it
+  return Step::kDone;
 }
 
 void FailoverLink::on_arrival(Arrival& a) {
@@ -492,20 +499,29 @@ void FailoverLink::drop_acknowledged(Pair& p) {
 void FailoverLink::service_sends(Pair& p) {
   const int c = p.current;
   for (Outgoing& o : p.out) {
-    if (o.path != c) continue;
-    if (std::optional<Status> st = collect(c, o.descriptor_h); st && !st->is_ok()) {
-      return fail_path(p, c, *st, false);
-    }
-    std::optional<Status> st = collect(c, o.data_h);
-    if (!st) continue;
-    if (!st->is_ok()) return fail_path(p, c, *st, false);
-    // A large one of the fast stint finishes with its acknowledgement (release_acknowledged):
-    // until then the caller's buffer is the copy a resend would read.
-    const bool awaits_ack =
-        p.fast && o.size >= acked_send_bytes_[static_cast<std::size_t>(c)] && o.index >= p.acked;
-    if (o.op != kNoHandle && !ops_.at(o.op).done && !awaits_ack) finish(o.op, Status());
+    if (o.path == c && step_out(p, o) == Step::kPathFailed) return;
   }
   drop_acknowledged(p);
+}
+
+FailoverLink::Step FailoverLink::step_out(Pair& p, Outgoing& o) {
+  const int c = p.current;
+  if (std::optional<Status> st = collect(c, o.descriptor_h); st && !st->is_ok()) {
+    fail_path(p, c, *st, false);
+    return Step::kPathFailed;
+  }
+  std::optional<Status> st = collect(c, o.data_h);
+  if (!st) return Step::kPending;
+  if (!st->is_ok()) {
+    fail_path(p, c, *st, false);
+    return Step::kPathFailed;
+  }
+  // A large one of the fast stint finishes with its acknowledgement (release_acknowledged):
+  // until then the caller's buffer is the copy a resend would read.
+  const bool awaits_ack =
+      p.fast && o.size >= acked_send_bytes_[static_cast<std::size_t>(c)] && o.index >= p.acked;
+  if (o.op != kNoHandle && !ops_.at(o.op).done && !awaits_ack) finish(o.op, Status());
+  return Step::kDone;
 }
 
 void FailoverLink::check_stall(Pair& p) {
