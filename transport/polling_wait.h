@@ -26,6 +26,8 @@ template <typename Ops, typename Progress, typename TimeOut, typename WorkBefore
 Status wait_polling(Ops& ops, std::uint32_t i, Deadline deadline, Duration busy_poll,
                     const AbortState& abort, std::mutex& io_mu, Progress progress,
                     TimeOut time_out, WorkBeforeSleep work_before_sleep, Sleep sleep) {
+  // Done already (a layered link collecting what its test() saw finish): no look, no clock.
+  if (ops[i].done) return ops.release(i);
   PollPace pace(std::chrono::steady_clock::now(), busy_poll);
   for (;;) {
     bool moved;

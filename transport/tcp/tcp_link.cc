@@ -159,6 +159,7 @@ void TcpLink::post_recv(std::uint32_t i) {
 
 Status TcpLink::wait(Handle handle, Deadline deadline) {
   const std::uint32_t i = ops_.index_of(handle);
+  if (ops_[i].done) return ops_.release(i);  // no clock reading for what is over already
   // Spin until busy_poll has passed since the last look that found a socket ready, then
   // sleep in poll(2): a payload that arrives over many reads keeps the wait spinning
   // instead of costing a wake-up per segment (and the sender's wake-up call with it).
