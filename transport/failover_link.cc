@@ -198,7 +198,8 @@ Status FailoverLink::wait(Handle h, Deadline deadline) {
     if (!op.done && abort_.raised()) finish(h, abort_.status());
     const std::uint64_t before = completions_;
     moved_ = false;
-    if (!op.done && poll_own(h, op, now) == OwnLook::kRound) service(now);
+    int looked = -1;
+    if (!op.done && poll_own(h, op, now, &looked) == OwnLook::kRound) service(now, looked);
     if (op.done) break;
     now = std::chrono::steady_clock::now();
     if (deadline.passed(now)) return give_up(h, op);
@@ -233,7 +234,8 @@ Status FailoverLink::wait(Handle h, Deadline deadline) {
 }
 
 FailoverLink::OwnLook FailoverLink::poll_own(Handle h, const CallerOp& op,
-                                             std::chrono::steady_clock::time_point now) {
+                                             std::chrono::steady_clock::time_point now,
+                                             int* looked) {
   Pair& p = pairs_[static_cast<std::size_t>(op.peer)];
   if (!p.fast || !p.lost.is_ok() || now - last_service_ >= params_.standby_look) {
     return OwnLook::kRound;
@@ -241,6 +243,7 @@ FailoverLink::OwnLook FailoverLink::poll_own(Handle h, const CallerOp& op,
   const int c = p.current;
   algorithms::PollableLink& path = *paths_[static_cast<std::size_t>(c)];
   const bool moved = path.look();
+  *looked = c;
   if (moved) moved_ = true;
   Step step = Step::kPathFailed;  // not found: the round looks
   if (op.is_send) {

@@ -299,8 +299,9 @@ class FailoverLink final : public algorithms::Link {
 
   // ---- the pair protocol (failover_pair.cc) ----
   // One round: moves bytes on every path without blocking, then looks at every pair.
-  // `now`: the steady clock's reading, taken by the caller just before.
-  void service(std::chrono::steady_clock::time_point now);
+  // `now`: the steady clock's reading, taken by the caller just before; `looked`: a path
+  // the caller has just looked at (poll_own), not looked at again, or -1.
+  void service(std::chrono::steady_clock::time_point now, int looked = -1);
   // Puts in the new connections of failed paths that arrived (FailoverParams::on_down;
   // failover_reconnect.cc).
   void take_reconnections();
@@ -320,7 +321,9 @@ class FailoverLink final : public algorithms::Link {
   // or nothing moved on the path (the round would find nothing new but what time brings:
   // it runs once a standby_look whatever happens, and at once outside the fast stint).
   enum class OwnLook { kDone, kQuiet, kRound };
-  OwnLook poll_own(Handle h, const CallerOp& op, std::chrono::steady_clock::time_point now);
+  // *looked: the path it looked at, or -1.
+  OwnLook poll_own(Handle h, const CallerOp& op, std::chrono::steady_clock::time_point now,
+                   int* looked);
   void check_stall(Pair& p);
   // A path-level operation finished: collect it (nullopt while in flight), and the
   // stamp of what a receive took into *stamp.

@@ -113,7 +113,7 @@ void FailoverLink::post_out(Pair& p, Outgoing& o) {
                        std::span<const std::byte>(o.data, o.size));
 }
 
-void FailoverLink::service(std::chrono::steady_clock::time_point now) {
+void FailoverLink::service(std::chrono::steady_clock::time_point now, int looked) {
   last_service_ = now;
   round_wanted_ = false;
   // The stall clock, read once a round (the same reading when it is the steady clock).
@@ -136,7 +136,7 @@ void FailoverLink::service(std::chrono::steady_clock::time_point now) {
     for (std::size_t r = 0; !used && r < pairs_.size(); ++r) {
       used = pairs_[r].peer >= 0 && pairs_[r].current == static_cast<int>(k);
     }
-    if (used && paths_[k]->look()) moved_ = true;
+    if (used && static_cast<int>(k) != looked && paths_[k]->look()) moved_ = true;
   }
   for (Pair& p : pairs_) {
     if (p.peer < 0 || !p.lost.is_ok()) continue;

@@ -199,6 +199,11 @@ void TcpLink::drive(Deadline until) {
   progress(look ? Duration::zero() : until.at - now, until, !look);
 }
 
+bool TcpLink::look() {
+  if (!abort_.raised()) (void)progress(Duration::zero(), Deadline{TimePoint::min()}, false);
+  return false;
+}
+
 void TcpLink::abort(const Status& reason) {
   transport::abort_stream_link(abort_, io_mu_, peers_, reason,
                                [this](const Status& r) { notify_peers(r); });
