@@ -1,5 +1,6 @@
 #include "transport/shm_segment.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -8,9 +9,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <string_view>
 
 #include "core/hash.h"
 
@@ -218,6 +221,34 @@ Result<ShmSegment> ShmSegment::open(const std::string& name, std::uint64_t epoch
 }
 
 void ShmSegment::unlink(const std::string& name) { ::shm_unlink(name.c_str()); }
+
+int ShmSegment::sweep_stale(std::chrono::system_clock::time_point now, Duration older_than) {
+  constexpr std::string_view kPrefix = "tributary-";
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return 0;
+  int removed = 0;
+  while (const dirent* e = ::readdir(dir)) {
+    const std::string_view name(e->d_name);
+    // Exactly random_name()'s shape: the prefix and 32 hex digits.
+    if (name.size() != kPrefix.size() + 32 || !name.starts_with(kPrefix) ||
+        !std::all_of(name.begin() + kPrefix.size(), name.end(),
+                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; })) {
+      continue;
+    }
+    struct stat st {};
+    if (::fstatat(::dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+      continue;
+    }
+    const auto modified = std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(
+            std::chrono::seconds(st.st_mtim.tv_sec) +
+            std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
+    if (now - modified < older_than) continue;
+    if (::shm_unlink(("/" + std::string(name)).c_str()) == 0) ++removed;
+  }
+  ::closedir(dir);
+  return removed;
+}
 
 ShmRing ShmSegment::ring(int which) const {
   auto* control = reinterpret_cast<RingControl*>(base_ + kControlOffset[which]);

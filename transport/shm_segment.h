@@ -16,10 +16,12 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "core/clock.h"
 #include "core/status.h"
 
 namespace tributary::transport {
@@ -94,6 +96,12 @@ class ShmSegment {
   static Result<ShmSegment> open(const std::string& name, std::uint64_t epoch, int low_rank,
                                  int high_rank);
   static void unlink(const std::string& name);
+  // Unlinks the segments in /dev/shm with names random_name() makes that were last
+  // modified `older_than` before `now` or earlier: a name lives for one round trip of the
+  // setup, bounded by its deadline, so such a one was left by a process killed in that
+  // window (kill -9 of an agent while it connected a view) and holds its rings' memory
+  // until the next boot. Returns how many it removed.
+  static int sweep_stale(std::chrono::system_clock::time_point now, Duration older_than);
 
   std::uint64_t ring_bytes() const { return ring_bytes_; }
   // The ring this rank writes into, and the one it reads from.

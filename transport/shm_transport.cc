@@ -138,6 +138,16 @@ std::string host_key() {
 ShmTransport::ShmTransport(ShmTransportConfig config, ChannelSource& channels)
     : config_(std::move(config)), channels_(channels) {
   if (config_.host_key.empty()) config_.host_key = host_key();
+  // A segment's name lives for one round trip of a view's setup (seconds at most, bounded
+  // by its deadline): one this old was left by a member killed in that window.
+  constexpr Duration kStaleSegmentAge = std::chrono::minutes(10);
+  if (const int removed =
+          ShmSegment::sweep_stale(std::chrono::system_clock::now(), kStaleSegmentAge);
+      removed > 0) {
+    config_.log.info("removed " + std::to_string(removed) +
+                     " shared-memory segment(s) in /dev/shm left by members killed while they "
+                     "connected (older than 10 minutes)");
+  }
 }
 
 std::vector<std::string> ShmTransport::advertise() const { return {"shm:" + config_.host_key}; }

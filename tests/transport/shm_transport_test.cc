@@ -1,11 +1,16 @@
 // ShmTransport: which pairs it connects (host keys), and building a group over
 // authenticated connections (here socketpairs from a fake channel source): segments
-// offered, mapped and unlinked, a working link, and a garbage offer refused.
+// offered, mapped and unlinked, a working link, and a garbage offer refused; and the sweep of
+// segments left in /dev/shm by members killed while they connected.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <ctime>
 #include <map>
 
 #include "algorithms/collectives.h"
@@ -150,6 +155,35 @@ TEST(ShmTransport, APeerThatNeverAnswersFailsAtTheDeadline) {
   auto link = t.connect_group(spec, Deadline::after(200ms));
   ::close(fd);
   EXPECT_EQ(link.status().code(), StatusCode::kTimedOut) << link.status().to_string();
+}
+
+// A member killed while it set up a pair leaves the segment's name (and its rings' memory)
+// in /dev/shm until the next boot; the next ShmTransport removes names of our shape older
+// than ten minutes, and nothing else.
+TEST(ShmSegment, StaleSegmentsAreSweptAndEverythingElseKept) {
+  using transport::ShmSegment;
+  auto old_name = ShmSegment::random_name();
+  auto fresh_name = ShmSegment::random_name();
+  ASSERT_TRUE(old_name.is_ok() && fresh_name.is_ok());
+  const std::string other_name = "/tributary-not-a-segment-of-ours";
+  ASSERT_TRUE(ShmSegment::create(*old_name, 1, 0, 1, 4096).is_ok());
+  ASSERT_TRUE(ShmSegment::create(*fresh_name, 1, 0, 1, 4096).is_ok());
+  const int other = ::shm_open(other_name.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(other, 0);
+  ::close(other);
+  auto path = [](const std::string& name) { return "/dev/shm" + name; };
+  // An hour old: the old segment and the file of another shape.
+  const timespec an_hour_ago{::time(nullptr) - 3600, 0};
+  const timespec times[2] = {an_hour_ago, an_hour_ago};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path(*old_name).c_str(), times, 0), 0);
+  ASSERT_EQ(::utimensat(AT_FDCWD, path(other_name).c_str(), times, 0), 0);
+
+  ShmSegment::sweep_stale(std::chrono::system_clock::now(), std::chrono::minutes(10));
+  EXPECT_NE(::access(path(*old_name).c_str(), F_OK), 0);
+  EXPECT_EQ(::access(path(*fresh_name).c_str(), F_OK), 0);
+  EXPECT_EQ(::access(path(other_name).c_str(), F_OK), 0);
+  ShmSegment::unlink(*fresh_name);
+  ShmSegment::unlink(other_name);
 }
 
 }  // namespace
