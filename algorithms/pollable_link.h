@@ -36,9 +36,6 @@ class PollableLink : public Link {
     drive(Deadline{TimePoint::min()});
     return false;
   }
-  // Whether look() says when it moved bytes (false: "false" means nothing). A waiter that
-  // skips work after a look that moved nothing may do so only here.
-  virtual bool looks_tell() const { return false; }
   // Whether a waiter should keep polling this link while it makes progress rather than
   // sleep in drive(): true where nothing in the kernel wakes a sleeper when bytes arrive
   // (shared memory, where a sleep costs a doorbell through the peer's socket); false where

@@ -199,7 +199,7 @@ Status FailoverLink::wait(Handle h, Deadline deadline) {
     const std::uint64_t before = completions_;
     moved_ = false;
     int looked = -1;
-    if (!op.done && poll_own(h, op, now, &looked) == OwnLook::kRound) service(now, looked);
+    if (!op.done && !poll_own(h, op, now, &looked)) service(now, looked);
     if (op.done) break;
     now = std::chrono::steady_clock::now();
     if (deadline.passed(now)) return give_up(h, op);
@@ -233,36 +233,28 @@ Status FailoverLink::wait(Handle h, Deadline deadline) {
   return st;
 }
 
-FailoverLink::OwnLook FailoverLink::poll_own(Handle h, const CallerOp& op,
-                                             std::chrono::steady_clock::time_point now,
-                                             int* looked) {
+bool FailoverLink::poll_own(Handle h, const CallerOp& op, std::chrono::steady_clock::time_point now,
+                            int* looked) {
   Pair& p = pairs_[static_cast<std::size_t>(op.peer)];
-  if (!p.fast || !p.lost.is_ok() || now - last_service_ >= params_.standby_look) {
-    return OwnLook::kRound;
-  }
+  if (!p.fast || !p.lost.is_ok() || now - last_service_ >= params_.standby_look) return false;
   const int c = p.current;
-  algorithms::PollableLink& path = *paths_[static_cast<std::size_t>(c)];
-  const bool moved = path.look();
+  if (paths_[static_cast<std::size_t>(c)]->look()) moved_ = true;
   *looked = c;
-  if (moved) moved_ = true;
-  Step step = Step::kPathFailed;  // not found: the round looks
   if (op.is_send) {
     for (Outgoing& o : p.out) {
       if (o.op != h) continue;
-      if (o.path == c) step = step_out(p, o);
+      if (o.path == c) (void)step_out(p, o);
       break;
     }
   } else {
     for (std::size_t i = 0; i < p.arrivals.size(); ++i) {
       const Arrival& a = p.arrivals[i];
       if (a.target != h) continue;
-      if (a.fast) step = step_fast(p, i);
+      if (a.fast) (void)step_fast(p, i);
       break;
     }
   }
-  if (op.done) return OwnLook::kDone;
-  const bool quiet = path.looks_tell() && !moved && step == Step::kPending && !round_wanted_;
-  return quiet ? OwnLook::kQuiet : OwnLook::kRound;
+  return op.done;
 }
 
 Status FailoverLink::give_up(Handle h, CallerOp& op) {

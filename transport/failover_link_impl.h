@@ -317,13 +317,10 @@ class FailoverLink final : public algorithms::Link {
   // The send of `o` on the pair's current path.
   Step step_out(Pair& p, Outgoing& o);
   // wait()'s first look in the fast stint: the waited operation's own path operation,
-  // after a look at its path. A whole round (service()) follows unless that finished it
-  // or nothing moved on the path (the round would find nothing new but what time brings:
-  // it runs once a standby_look whatever happens, and at once outside the fast stint).
-  enum class OwnLook { kDone, kQuiet, kRound };
-  // *looked: the path it looked at, or -1.
-  OwnLook poll_own(Handle h, const CallerOp& op, std::chrono::steady_clock::time_point now,
-                   int* looked);
+  // after a look at its path (*looked: that path, or -1); true when that finished it.
+  // Otherwise a whole round (service()) follows, as it does once a standby_look anyway.
+  bool poll_own(Handle h, const CallerOp& op, std::chrono::steady_clock::time_point now,
+                int* looked);
   void check_stall(Pair& p);
   // A path-level operation finished: collect it (nullopt while in flight), and the
   // stamp of what a receive took into *stamp.
@@ -376,7 +373,6 @@ class FailoverLink final : public algorithms::Link {
   std::uint64_t next_order_ = 0;
   std::chrono::steady_clock::time_point last_full_look_{};
   std::chrono::steady_clock::time_point last_service_{};  // the last whole round
-  bool round_wanted_ = false;  // something waits for the next whole round (poll_own)
   TimePoint now_{};  // the stall clock at the start of the current service() round
   TimePoint last_round_{};  // ... and of the one before
   bool full_look_ = true;  // this round looks at every path (once a slice)

@@ -115,7 +115,6 @@ void FailoverLink::post_out(Pair& p, Outgoing& o) {
 
 void FailoverLink::service(std::chrono::steady_clock::time_point now, int looked) {
   last_service_ = now;
-  round_wanted_ = false;
   // The stall clock, read once a round (the same reading when it is the steady clock).
   now_ = params_.clock == &SteadyClock::instance() ? now : params_.clock->now();
   if (now_ - last_round_ >= params_.stall_deadline / 2) {
@@ -458,12 +457,8 @@ void FailoverLink::maybe_ack(Pair& p, bool now) {
   }
   if (p.ack_send_h != kNoHandle) {
     // The last one is still going out: a sender may be waiting for this one (a large
-    // message's send completes with it), so it goes as soon as the last is out: the next
-    // round's business, whatever the looks say.
-    if (now) {
-      p.ack_urgent = true;
-      round_wanted_ = true;
-    }
+    // message's send completes with it), so it goes as soon as the last is out.
+    if (now) p.ack_urgent = true;
     return;
   }
   p.ack_urgent = false;

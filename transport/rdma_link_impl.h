@@ -59,7 +59,6 @@ class RdmaLink final : public algorithms::PollableLink {
   bool test(Handle handle) override;
   void drive(Deadline until) override;
   bool look() override;
-  bool looks_tell() const override { return true; }
   int rank() const override { return params_.rank; }
   int size() const override { return params_.size; }
 

@@ -69,7 +69,6 @@ class FaultPath final : public algorithms::PollableLink {
     return inner_.test(h);
   }
   bool look() override { return inner_.look(); }
-  bool looks_tell() const override { return inner_.looks_tell(); }
   void drive(Deadline until) override {
     const bool blocks = !until.passed();  // a look without blocking takes no time
     inner_.drive(until);

@@ -54,8 +54,8 @@ class TcpLink final : public algorithms::PollableLink {
   bool test(Handle handle) override;
   void drive(Deadline until) override;
   // drive() with a passed deadline, minus its clock reading. It does not say whether it
-  // moved bytes (looks_tell: false): a failover link's waits that kept polling while TCP
-  // looks moved bytes, instead of sleeping in poll(2), slowed oversubscribed groups.
+  // moved bytes (answers false): a failover link's waits that kept polling while TCP looks
+  // moved bytes, instead of sleeping in poll(2), slowed oversubscribed groups.
   bool look() override;
 
   // A new connection to socket.rank in place of its old one (replace_peer_socket).
