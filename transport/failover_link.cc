@@ -236,7 +236,7 @@ Status FailoverLink::wait(Handle h, Deadline deadline) {
 bool FailoverLink::poll_own(Handle h, const CallerOp& op, std::chrono::steady_clock::time_point now,
                             int* looked) {
   Pair& p = pairs_[static_cast<std::size_t>(op.peer)];
-  if (!p.fast || !p.lost.is_ok() || now - last_service_ >= params_.standby_look) return false;
+  if (!p.fast || !p.lost.is_ok() || now - last_service_ >= kOwnLookWindow) return false;
   const int c = p.current;
   if (paths_[static_cast<std::size_t>(c)]->look()) moved_ = true;
   *looked = c;

@@ -61,6 +61,11 @@ inline constexpr std::size_t kProbeBytes = 8;        // generation
 // 1 MiB was chosen on an earlier VM, bench/results/failover_cost_2026-11-28.md). Both ends
 // of a pair use the same path, so they agree.
 inline constexpr std::size_t kAckedSendBytesMemory = 64 * 1024;
+// A wait() whose own look finished its operation skips the round over every pair and path
+// (FailoverLink::poll_own) only this long after the last one: what the look moved for
+// other pairs (an early arrival whose sender waits for its acknowledgement), and the pairs
+// on other paths (a mixed group's TCP pairs), wait at most this long for a round.
+inline constexpr Duration kOwnLookWindow = std::chrono::microseconds(100);
 inline constexpr std::size_t kAckedSendBytesSocket = 256 * 1024;
 
 // A path as one pair sees it. A stalled path was left because nothing moved on it; it is
@@ -318,7 +323,7 @@ class FailoverLink final : public algorithms::Link {
   Step step_out(Pair& p, Outgoing& o);
   // wait()'s first look in the fast stint: the waited operation's own path operation,
   // after a look at its path (*looked: that path, or -1); true when that finished it.
-  // Otherwise a whole round (service()) follows, as it does once a standby_look anyway.
+  // Otherwise a whole round (service()) follows, as it does once a kOwnLookWindow anyway.
   bool poll_own(Handle h, const CallerOp& op, std::chrono::steady_clock::time_point now,
                 int* looked);
   void check_stall(Pair& p);
