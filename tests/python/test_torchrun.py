@@ -46,7 +46,22 @@ def agents(commands, timeout=150):
                 p.kill()
                 p.communicate()
     for p, out in zip(procs, outputs):
-        assert p.returncode == 0, out[-4000:]
+        assert p.returncode == 0, failure(out)
+
+
+def failure(out):
+    """What a failed launch printed that says why: the workers' tracebacks and error lines
+    (the agents' info logs would push them out of a plain tail), then the tail."""
+    lines = out.splitlines()
+    why, in_traceback = [], False
+    for line in lines:
+        if line.startswith("Traceback") or "[rank" in line and "Traceback" in line:
+            in_traceback = True
+        if in_traceback or " error " in line or "Error:" in line or " warn " in line:
+            why.append(line)
+        if in_traceback and not line.startswith((" ", "Traceback")) and line.strip():
+            in_traceback = False
+    return "\n".join(why[:80]) + "\n--- tail ---\n" + out[-3000:]
 
 
 def results(out_dir, world):
