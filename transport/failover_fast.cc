@@ -59,6 +59,29 @@ void FailoverLink::finish_fast(Pair& p, Arrival& a, const Status& st, std::uint6
   pool_.give_back(std::move(a.buffer));
 }
 
+FailoverLink::Step FailoverLink::step_fast(Pair& p, std::size_t i) {
+  Arrival& a = p.arrivals[i];
+  std::uint64_t stamp = 0;
+  std::optional<Status> st = collect(p.current, a.under, &stamp);
+  if (!st) return Step::kPending;
+  if (!st->is_ok() && st->code() != StatusCode::kMismatch) {
+    fail_path(p, p.current, *st, false);  // end_fast posts it again
+    return Step::kPathFailed;
+  }
+  if (stamp_index1(stamp) == 0) {
+    fail_path(
+        p, p.current,
+        error(StatusCode::kBadFrame, "a message from " + pair_name(p) + " without its number"),
+        false);
+    return Step::kPathFailed;
+  }
+  const bool large = a.length >= acked_send_bytes_[static_cast<std::size_t>(p.current)];
+  finish_fast(p, a, *st, stamp);
+  p.arrivals.erase(p.arrivals.begin() + static_cast<std::ptrdiff_t>(i));
+  if (large) maybe_ack(p, true);  // its sender's wait() waits for it
+  return Step::kDone;
+}
+
 void FailoverLink::end_fast(Pair& p) {
   // Before the resume says what was received: every fast receive the path finished counts
   // (the index from its stamp); the others are withdrawn from the path and wait for the

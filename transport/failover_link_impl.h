@@ -287,6 +287,15 @@ class FailoverLink final : public algorithms::Link {
   void match_posted(Pair& p, Handle h);
   // A receive on a lost pair: what arrived whole before the loss, or the loss.
   void match_or_fail(Pair& p, Handle h);
+  // wait()'s first look in the fast stint: the waited operation's own path operation,
+  // after a look at its path (*looked: that path, or -1); true when that finished it.
+  // Otherwise a whole round (service()) follows, as it does once a kOwnLookWindow anyway.
+  bool poll_own(Handle h, const CallerOp& op, std::chrono::steady_clock::time_point now,
+                int* looked);
+
+  // One path operation of the pair looked at: still in flight, over (and handled), or
+  // its path failed (and the pair moved or was lost).
+  enum class Step { kPending, kDone, kPathFailed };
 
   // ---- the fast stint (failover_fast.cc) ----
   // The caller's receive `h` posted on the path as it is.
@@ -298,6 +307,8 @@ class FailoverLink final : public algorithms::Link {
   void collect_early(Pair& p, bool acknowledge = true);
   // An acknowledgement that came in a stamp (its low 24 bits).
   void on_stamped_ack(Pair& p, std::uint64_t low24);
+  // The fast receive p.arrivals[i] (erased when over).
+  Step step_fast(Pair& p, std::size_t i);
   // The fast stint ends: what its receives took counts, the rest are posted again, and
   // what arrived early is read back from the path into arrivals.
   void end_fast(Pair& p);
@@ -314,18 +325,8 @@ class FailoverLink final : public algorithms::Link {
   void service_controls(Pair& p);
   void service_arrivals(Pair& p);
   void service_sends(Pair& p);
-  // One path operation of the pair looked at: still in flight, over (and handled), or
-  // its path failed (and the pair moved or was lost).
-  enum class Step { kPending, kDone, kPathFailed };
-  // The fast receive p.arrivals[i] (erased when over).
-  Step step_fast(Pair& p, std::size_t i);
   // The send of `o` on the pair's current path.
   Step step_out(Pair& p, Outgoing& o);
-  // wait()'s first look in the fast stint: the waited operation's own path operation,
-  // after a look at its path (*looked: that path, or -1); true when that finished it.
-  // Otherwise a whole round (service()) follows, as it does once a kOwnLookWindow anyway.
-  bool poll_own(Handle h, const CallerOp& op, std::chrono::steady_clock::time_point now,
-                int* looked);
   void check_stall(Pair& p);
   // A path-level operation finished: collect it (nullopt while in flight), and the
   // stamp of what a receive took into *stamp.

@@ -23,14 +23,18 @@ std::array<std::byte, 4> bytes(int v) {
   return b;
 }
 
-TEST(MemoryLink, SameTagMessagesGoToReceivesInPostOrderWhateverIsTestedFirst) {
-  MemoryFabric fabric(2);
+// Rank 0 sends to rank 1, which has posted two receives of one tag, `a` then `b`.
+struct MemoryLinkTwoReceives : ::testing::Test {
+  MemoryFabric fabric{2};
   PollableLink& to = fabric.pollable(1);
   PollableLink& from = fabric.pollable(0);
   std::array<std::byte, 4> first{};
   std::array<std::byte, 4> second{};
   const Handle a = to.recv(0, kTag, first);
   const Handle b = to.recv(0, kTag, second);
+};
+
+TEST_F(MemoryLinkTwoReceives, SameTagMessagesGoToReceivesInPostOrderWhateverIsTestedFirst) {
   // Only the first message is in: the second receive, tested first, must not take it.
   const auto one = bytes(1);
   ASSERT_TRUE(from.wait(from.send(1, kTag, one), Deadline::after(std::chrono::seconds(1))).is_ok());
@@ -45,14 +49,7 @@ TEST(MemoryLink, SameTagMessagesGoToReceivesInPostOrderWhateverIsTestedFirst) {
   EXPECT_EQ(second, two);
 }
 
-TEST(MemoryLink, AWithdrawnReceiveLeavesItsMessageToTheNext) {
-  MemoryFabric fabric(2);
-  PollableLink& to = fabric.pollable(1);
-  PollableLink& from = fabric.pollable(0);
-  std::array<std::byte, 4> first{};
-  std::array<std::byte, 4> second{};
-  const Handle a = to.recv(0, kTag, first);
-  const Handle b = to.recv(0, kTag, second);
+TEST_F(MemoryLinkTwoReceives, AWithdrawnReceiveLeavesItsMessageToTheNext) {
   // A wait whose deadline has passed withdraws a receive that has nothing yet.
   EXPECT_EQ(to.wait(a, Deadline{TimePoint::min()}).code(), StatusCode::kTimedOut);
   const auto one = bytes(1);
