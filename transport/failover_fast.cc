@@ -16,7 +16,7 @@ bool overlaps(const std::byte* a, const std::byte* b, std::size_t n) {
 
 void FailoverLink::post_fast(Pair& p, Handle h) {
   CallerOp& op = ops_.at(h);
-  algorithms::PollableLink& link = *paths_[static_cast<std::size_t>(p.current)];
+  algorithms::PollableLink& link = *paths_[static_cast<std::size_t>(p.route.current())];
   Arrival& a = p.arrivals.emplace_back();
   a.fast = true;
   a.target = h;
@@ -62,20 +62,20 @@ void FailoverLink::finish_fast(Pair& p, Arrival& a, const Status& st, std::uint6
 FailoverLink::Step FailoverLink::step_fast(Pair& p, std::size_t i) {
   Arrival& a = p.arrivals[i];
   std::uint64_t stamp = 0;
-  std::optional<Status> st = collect(p.current, a.under, &stamp);
+  std::optional<Status> st = collect(p.route.current(), a.under, &stamp);
   if (!st) return Step::kPending;
   if (!st->is_ok() && st->code() != StatusCode::kMismatch) {
-    fail_path(p, p.current, *st, false);  // end_fast posts it again
+    fail_path(p, p.route.current(), *st, false);  // end_fast posts it again
     return Step::kPathFailed;
   }
   if (stamp_index1(stamp) == 0) {
     fail_path(
-        p, p.current,
+        p, p.route.current(),
         error(StatusCode::kBadFrame, "a message from " + pair_name(p) + " without its number"),
         false);
     return Step::kPathFailed;
   }
-  const bool large = a.length >= acked_send_bytes_[static_cast<std::size_t>(p.current)];
+  const bool large = a.length >= acked_send_bytes_[static_cast<std::size_t>(p.route.current())];
   finish_fast(p, a, *st, stamp);
   p.arrivals.erase(p.arrivals.begin() + static_cast<std::ptrdiff_t>(i));
   if (large) maybe_ack(p, true);  // its sender's wait() waits for it
@@ -87,7 +87,7 @@ void FailoverLink::end_fast(Pair& p) {
   // (the index from its stamp); the others are withdrawn from the path and wait for the
   // resent messages' descriptors. One withdrawn from a path that may come back leaves a
   // receive there that reads and drops the message should it still arrive.
-  const int c = p.current;
+  const int c = p.route.current();
   for (auto it = p.arrivals.begin(); it != p.arrivals.end();) {
     if (!it->fast) {
       ++it;
@@ -100,7 +100,7 @@ void FailoverLink::end_fast(Pair& p) {
     } else {
       if (it->under != kNoHandle) {
         cancel(c, it->under);
-        if (connected(p.state[static_cast<std::size_t>(c)])) {
+        if (connected(p.route.state(c))) {
           p.discards.push_back({c, paths_[static_cast<std::size_t>(c)]->recv(
                                        p.peer, ops_.at(it->target).tag, std::span<std::byte>())});
         }
@@ -150,7 +150,7 @@ void FailoverLink::end_fast(Pair& p) {
 
 void FailoverLink::collect_early(Pair& p, bool acknowledge) {
   early_.clear();
-  paths_[static_cast<std::size_t>(p.current)]->report_early(p.peer, early_);
+  paths_[static_cast<std::size_t>(p.route.current())]->report_early(p.peer, early_);
   bool large = false;
   for (const algorithms::EarlyArrival& e : early_) {
     if (stamp_index1(e.stamp) == 0) continue;  // not the failover link's
@@ -160,7 +160,7 @@ void FailoverLink::collect_early(Pair& p, bool acknowledge) {
     on_stamped_ack(p, stamp_ack(e.stamp));
     p.notes.push_back({index, e.tag, e.length});
     p.progress_at = now_;
-    large = large || e.length >= acked_send_bytes_[static_cast<std::size_t>(p.current)];
+    large = large || e.length >= acked_send_bytes_[static_cast<std::size_t>(p.route.current())];
   }
   if (large && acknowledge) maybe_ack(p, true);  // its sender's wait() waits for it
 }

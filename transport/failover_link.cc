@@ -35,12 +35,13 @@ FailoverLink::FailoverLink(FailoverParams params,
     if (r == rank_) continue;
     Pair& p = pairs_[static_cast<std::size_t>(r)];
     p.peer = r;
-    p.state.assign(paths_.size(), PathState::kUp);
+    std::vector<bool> carried(paths_.size());
     for (std::size_t k = 0; k < paths_.size(); ++k) {
-      if (!path_carries(params_.path_peers, k, r)) p.state[k] = PathState::kAbsent;
+      carried[k] = path_carries(params_.path_peers, k, r);
     }
-    p.current = first_path(params_.path_peers, paths_.size(), r);
-    TRIB_CHECK(p.current >= 0) << "no path carries rank " << r;
+    TRIB_CHECK(first_path(params_.path_peers, paths_.size(), r) >= 0)
+        << "no path carries rank " << r;
+    p.route = PairPaths(carried, now);
     p.resume_h.assign(paths_.size(), kNoHandle);
     p.resume_in.resize(paths_.size());
     p.probe_h.assign(paths_.size(), kNoHandle);
@@ -52,10 +53,9 @@ FailoverLink::FailoverLink(FailoverParams params,
     p.probe_send_h.assign(paths_.size(), kNoHandle);
     p.probe_out.resize(paths_.size());
     p.progress_at = now;
-    p.probed_at = now;
-    p.fast = paths_[static_cast<std::size_t>(p.current)]->carries_stamps();
+    p.fast = paths_[static_cast<std::size_t>(p.route.current())]->carries_stamps();
     for (int k = 0; k < static_cast<int>(paths_.size()); ++k) {
-      if (p.state[static_cast<std::size_t>(k)] == PathState::kAbsent) continue;
+      if (p.route.state(k) == PathState::kAbsent) continue;
       post_resume_listener(p, k);
       post_probe_listeners(p, k);
     }
@@ -188,7 +188,8 @@ Status FailoverLink::wait(Handle h, Deadline deadline) {
   CallerOp& op = *found;
   Pair& p = pairs_[static_cast<std::size_t>(op.peer)];
   auto window = [&] {
-    if (paths_[static_cast<std::size_t>(p.current)]->polls_best()) return params_.memory_busy_poll;
+    if (paths_[static_cast<std::size_t>(p.route.current())]->polls_best())
+      return params_.memory_busy_poll;
     return params_.core_per_rank ? params_.core_per_rank_busy_poll : params_.busy_poll;
   };
   // One reading of the clock a round (a system call's worth on some VMs: 50 ns here).
@@ -203,7 +204,7 @@ Status FailoverLink::wait(Handle h, Deadline deadline) {
     if (op.done) break;
     now = std::chrono::steady_clock::now();
     if (deadline.passed(now)) return give_up(h, op);
-    algorithms::PollableLink& path = *paths_[static_cast<std::size_t>(p.current)];
+    algorithms::PollableLink& path = *paths_[static_cast<std::size_t>(p.route.current())];
     if (moved_ || completions_ != before) {
       // Something moved: keep polling, as the links do (a sleep would cost the next
       // message a wake-up, over shared memory a doorbell too).
@@ -237,7 +238,7 @@ bool FailoverLink::poll_own(Handle h, const CallerOp& op, std::chrono::steady_cl
                             int* looked) {
   Pair& p = pairs_[static_cast<std::size_t>(op.peer)];
   if (!p.fast || !p.lost.is_ok() || now - last_service_ >= kOwnLookWindow) return false;
-  const int c = p.current;
+  const int c = p.route.current();
   if (paths_[static_cast<std::size_t>(c)]->look()) moved_ = true;
   *looked = c;
   if (op.is_send) {
@@ -275,7 +276,7 @@ Status FailoverLink::give_up(Handle h, CallerOp& op) {
     std::erase(p.posted, h);
     for (auto it = p.arrivals.begin(); it != p.arrivals.end(); ++it) {
       if (it->target != h) continue;
-      if (it->under != kNoHandle) cancel(p.current, it->under);
+      if (it->under != kNoHandle) cancel(p.route.current(), it->under);
       p.arrivals.erase(it);
       break;
     }
@@ -307,7 +308,7 @@ Status FailoverLink::drain(Deadline deadline) {
                                               std::to_string(pending->next_index - pending->acked) +
                                               " message(s) before the deadline");
     }
-    paths_[static_cast<std::size_t>(pending->current)]->drive(
+    paths_[static_cast<std::size_t>(pending->route.current())]->drive(
         Deadline{std::min(deadline.at, now + params_.slice)});
   }
 }

@@ -1,6 +1,7 @@
 // The FailoverLink behind make_failover_link (failover_link.h): its records and its
 // parts, the Link operations (failover_link.cc), the pair protocol that numbers,
-// acknowledges, and moves a pair between paths (failover_pair.cc), that protocol's
+// acknowledges, and moves a pair between paths (failover_pair.cc; which path, and when to
+// move, is decided by the pure PairPaths of pair_paths.h), that protocol's
 // fast stint before a pair's first move (failover_fast.cc), and the new connections of
 // failed paths (failover_reconnect.cc). Internal to transport/.
 #pragma once
@@ -18,6 +19,7 @@
 #include "core/check.h"
 #include "transport/failover_link.h"
 #include "transport/link_ops.h"
+#include "transport/pair_paths.h"
 #include "transport/path_peers.h"
 #include "transport/payload_pool.h"
 
@@ -67,15 +69,6 @@ inline constexpr std::size_t kAckedSendBytesMemory = 64 * 1024;
 // on other paths (a mixed group's TCP pairs), wait at most this long for a round.
 inline constexpr Duration kOwnLookWindow = std::chrono::microseconds(100);
 inline constexpr std::size_t kAckedSendBytesSocket = 256 * 1024;
-
-// A path as one pair sees it. A stalled path was left because nothing moved on it; it is
-// probed, and the pair moves back up to it when a probe is answered. A down path failed
-// with an error (a reset, a close, a corrupt frame): its connection is gone until a new one
-// is put in. An absent path does not carry this pair at all (FailoverParams::path_peers:
-// shared memory to a member on another host): nothing is ever posted on it for the pair.
-enum class PathState { kUp, kStalled, kDown, kAbsent };
-// Whether the pair may have operations on the path (listeners, probes, resumes).
-inline bool connected(PathState s) { return s == PathState::kUp || s == PathState::kStalled; }
 
 // A fast-stint message's stamp: its index + 1 in the low 40 bits (so that 0, a plain
 // send's, is never one), and the low 24 bits of the sender's own `low` above them: the
@@ -204,13 +197,10 @@ struct Discard {
 // One peer: which path carries it and the protocol state of both directions.
 struct Pair {
   int peer = -1;
-  int current = 0;
+  // The pair's path, its generation and every path's state; the rules that move it.
+  PairPaths route;
   // The fast stint: no move yet and path 0 carries stamps (header comment above).
   bool fast = false;
-  // Moves so far (both sides agree once a move is answered): descriptors, payload tags,
-  // resumes and probes carry it, so what an earlier stint left on a path is told apart.
-  std::uint32_t generation = 0;
-  std::vector<PathState> state;  // per path
   Status lost;                   // every path failed: the pair's operations fail with this
   std::vector<Handle> resume_h;
   std::vector<std::array<std::byte, kResumeBytes>> resume_in;
@@ -227,7 +217,6 @@ struct Pair {
   std::vector<std::array<std::byte, kProbeBytes>> probe_answer_out;
   std::vector<Handle> probe_send_h;
   std::vector<std::array<std::byte, kProbeBytes>> probe_out;
-  TimePoint probed_at{};
   std::vector<Discard> discards;
   // Sending.
   std::uint64_t next_index = 0;

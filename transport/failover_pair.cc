@@ -73,7 +73,7 @@ void FailoverLink::cancel_listeners(Pair& p, int path) {
 }
 
 void FailoverLink::post_controls(Pair& p) {
-  algorithms::PollableLink& link = *paths_[static_cast<std::size_t>(p.current)];
+  algorithms::PollableLink& link = *paths_[static_cast<std::size_t>(p.route.current())];
   p.descriptor_h =
       link.recv(p.peer, control_tag(Control::kDescriptor), std::span<std::byte>(p.descriptor_in));
   p.ack_h = link.recv(p.peer, control_tag(Control::kAck), std::span<std::byte>(p.ack_in));
@@ -90,9 +90,9 @@ void FailoverLink::post_out(Pair& p, Outgoing& o) {
   // A resend of a message whose send already completed: the caller may take its buffer
   // back any moment, so it goes from a copy.
   if (o.op != kNoHandle && ops_.at(o.op).done) keep_copy(o);
-  algorithms::PollableLink& link = *paths_[static_cast<std::size_t>(p.current)];
-  o.path = p.current;
-  o.generation = p.generation;
+  algorithms::PollableLink& link = *paths_[static_cast<std::size_t>(p.route.current())];
+  o.path = p.route.current();
+  o.generation = p.route.generation();
   if (p.fast) {
     // Under the caller's tag, numbered by the stamp: the receive takes it in place.
     o.data_h = link.send_stamped(p.peer, o.tag, std::span<const std::byte>(o.data, o.size),
@@ -107,9 +107,9 @@ void FailoverLink::post_out(Pair& p, Outgoing& o) {
   le::store<std::uint32_t>(o.descriptor.data() + 16, o.tag.slot);
   le::store<std::uint32_t>(o.descriptor.data() + 20, o.tag.check);
   le::store<std::uint64_t>(o.descriptor.data() + 24, o.size);
-  le::store<std::uint32_t>(o.descriptor.data() + 32, p.generation);
+  le::store<std::uint32_t>(o.descriptor.data() + 32, p.route.generation());
   o.descriptor_h = link.send(p.peer, control_tag(Control::kDescriptor), o.descriptor);
-  o.data_h = link.send(p.peer, payload_tag(o.index, p.generation),
+  o.data_h = link.send(p.peer, payload_tag(o.index, p.route.generation()),
                        std::span<const std::byte>(o.data, o.size));
 }
 
@@ -133,7 +133,7 @@ void FailoverLink::service(std::chrono::steady_clock::time_point now, int looked
   for (std::size_t k = 0; k < paths_.size(); ++k) {
     bool used = all;
     for (std::size_t r = 0; !used && r < pairs_.size(); ++r) {
-      used = pairs_[r].peer >= 0 && pairs_[r].current == static_cast<int>(k);
+      used = pairs_[r].peer >= 0 && pairs_[r].route.current() == static_cast<int>(k);
     }
     if (used && static_cast<int>(k) != looked && paths_[k]->look()) moved_ = true;
   }
@@ -156,21 +156,21 @@ bool FailoverLink::quiet(const Pair& p) const {
 }
 
 void FailoverLink::service_pair(Pair& p) {
-  const int before = p.current;
+  const int before = p.route.current();
   service_controls(p);
-  if (!p.lost.is_ok() || p.current != before) return;
+  if (!p.lost.is_ok() || p.route.current() != before) return;
   if (p.fast) collect_early(p);
   service_arrivals(p);
-  if (!p.lost.is_ok() || p.current != before) return;
+  if (!p.lost.is_ok() || p.route.current() != before) return;
   service_sends(p);
-  if (!p.lost.is_ok() || p.current != before) return;
+  if (!p.lost.is_ok() || p.route.current() != before) return;
   // One that waited for a message back may be due by now; one wanted at once may have
   // waited for the last to go out.
   maybe_ack(p, p.ack_urgent);
   check_stall(p);
-  if (!p.lost.is_ok() || p.current != before) return;
+  if (!p.lost.is_ok() || p.route.current() != before) return;
   service_probes(p);
-  if (!p.lost.is_ok() || p.current != before) return;
+  if (!p.lost.is_ok() || p.route.current() != before) return;
   maybe_probe(p);
 }
 
@@ -180,11 +180,11 @@ void FailoverLink::service_probes(Pair& p) {
   if (!full_look_) return;
   for (int k = 0; k < static_cast<int>(paths_.size()); ++k) {
     const auto i = static_cast<std::size_t>(k);
-    if (!connected(p.state[i])) continue;
+    if (!connected(p.route.state(k))) continue;
     // A listener or a probe's send failing on the current path is also seen, in order,
     // by its descriptor and acknowledgement receives (service_controls): left to them.
     auto failed = [&](const std::optional<Status>& st) {
-      return st && !st->is_ok() && k != p.current;
+      return st && !st->is_ok() && k != p.route.current();
     };
     if (std::optional<Status> st = collect(k, p.probe_h[i])) {
       if (failed(st)) return fail_path(p, k, *st, false);
@@ -220,27 +220,27 @@ void FailoverLink::service_probes(Pair& p) {
       const std::uint32_t generation = le::load<std::uint32_t>(p.probe_ack_in[i].data());
       p.probe_ack_h[i] = paths_[i]->recv(p.peer, control_tag(Control::kProbeAck),
                                          std::span<std::byte>(p.probe_ack_in[i]));
-      if (generation == p.generation && k < p.current && p.state[i] == PathState::kStalled) {
-        p.state[i] = PathState::kUp;
-        return move_to(p, k, p.generation + 1, "a probe was answered on it", false, false, true);
+      if (p.route.on_probe_answer(k, generation)) {
+        return move_to(p, k, p.route.generation() + 1, "a probe was answered on it", false, false,
+                       true);
       }
     }
   }
 }
 
 void FailoverLink::maybe_probe(Pair& p) {
-  if (now_ - p.probed_at < params_.probe_interval) return;
+  if (!p.route.probe_due(now_, params_.probe_interval)) return;
   bool probed = false;
-  for (int k = 0; k < p.current; ++k) {
+  for (int k = 0; k < p.route.current(); ++k) {
     const auto i = static_cast<std::size_t>(k);
     // One probe in flight per path: a path that still holds the last one gets no other.
-    if (p.state[i] != PathState::kStalled || p.probe_send_h[i] != kNoHandle) continue;
-    le::store<std::uint32_t>(p.probe_out[i].data(), p.generation);
+    if (!p.route.wants_probe(k) || p.probe_send_h[i] != kNoHandle) continue;
+    le::store<std::uint32_t>(p.probe_out[i].data(), p.route.generation());
     p.probe_send_h[i] = paths_[i]->send(p.peer, control_tag(Control::kProbe),
                                         std::span<const std::byte>(p.probe_out[i]));
     probed = true;
   }
-  if (probed) p.probed_at = now_;
+  if (probed) p.route.probed(now_);
 }
 
 void FailoverLink::service_controls(Pair& p) {
@@ -249,7 +249,7 @@ void FailoverLink::service_controls(Pair& p) {
   // descriptors, payloads and acknowledgements readable before the close, which fails
   // every receive still posted. Its error is acted on after them, as a plain link's
   // receives match what arrived before a close.
-  const int c = p.current;
+  const int c = p.route.current();
   std::optional<Status> failure;
   while (std::optional<Status> st = collect(c, p.descriptor_h)) {
     if (!st->is_ok()) {
@@ -257,7 +257,7 @@ void FailoverLink::service_controls(Pair& p) {
       break;
     }
     on_descriptor(p);
-    if (p.current != c || !p.lost.is_ok()) return;
+    if (p.route.current() != c || !p.lost.is_ok()) return;
     p.descriptor_h = paths_[static_cast<std::size_t>(c)]->recv(
         p.peer, control_tag(Control::kDescriptor), std::span<std::byte>(p.descriptor_in));
   }
@@ -272,11 +272,11 @@ void FailoverLink::service_controls(Pair& p) {
   }
   if (failure) {
     service_arrivals(p);
-    if (p.current != c || !p.lost.is_ok()) return;
+    if (p.route.current() != c || !p.lost.is_ok()) return;
     return fail_path(p, c, *failure, false);
   }
   for (int k = 0; k < static_cast<int>(paths_.size()); ++k) {
-    if (!connected(p.state[static_cast<std::size_t>(k)])) continue;
+    if (!connected(p.route.state(k))) continue;
     // The other paths moved bytes only if this round looked at them.
     if (k != c && !full_look_) continue;
     std::optional<Status> st = collect(k, p.resume_h[static_cast<std::size_t>(k)]);
@@ -284,7 +284,7 @@ void FailoverLink::service_controls(Pair& p) {
     if (!st->is_ok()) {
       if (k == c) {  // payloads that arrived before the close are delivered first
         service_arrivals(p);
-        if (p.current != c || !p.lost.is_ok()) return;
+        if (p.route.current() != c || !p.lost.is_ok()) return;
       }
       return fail_path(p, k, *st, false);
     }
@@ -319,15 +319,16 @@ void FailoverLink::on_descriptor(Pair& p) {
   if (a.length > params_.max_message_bytes ||
       (a.tag.seq >> algorithms::kSeqSpaceShift) >=
           static_cast<std::uint8_t>(algorithms::SeqSpace::kFailoverPayload)) {
-    return fail_path(p, p.current, error(StatusCode::kBadFrame, "a malformed descriptor"), false);
+    return fail_path(p, p.route.current(), error(StatusCode::kBadFrame, "a malformed descriptor"),
+                     false);
   }
-  if (generation != p.generation) {
+  if (generation != p.route.generation()) {
     // Left on this path by an earlier stint (the pair moved away and back): its message
     // was resent since under the current generation. Its payload, if it was sent at all,
     // is read and dropped by a receive that wants no bytes (a length mismatch).
-    p.discards.push_back({p.current, paths_[static_cast<std::size_t>(p.current)]->recv(
-                                         p.peer, payload_tag(a.index, generation),
-                                         std::span<std::byte>())});
+    p.discards.push_back(
+        {p.route.current(), paths_[static_cast<std::size_t>(p.route.current())]->recv(
+                                p.peer, payload_tag(a.index, generation), std::span<std::byte>())});
     return;
   }
   p.progress_at = now_;
@@ -357,7 +358,7 @@ void FailoverLink::on_descriptor(Pair& p) {
     a.buffer = pool_.take(static_cast<std::size_t>(a.length));
     dst = a.buffer.get();
   }
-  a.under = paths_[static_cast<std::size_t>(p.current)]->recv(
+  a.under = paths_[static_cast<std::size_t>(p.route.current())]->recv(
       p.peer, payload_tag(a.index, generation),
       std::span<std::byte>(dst, static_cast<std::size_t>(a.length)));
   p.arrivals.push_back(std::move(a));
@@ -372,12 +373,12 @@ void FailoverLink::service_arrivals(Pair& p) {
       if (step == Step::kPending) ++i;
       continue;
     }
-    std::optional<Status> st = a.complete ? std::nullopt : collect(p.current, a.under);
+    std::optional<Status> st = a.complete ? std::nullopt : collect(p.route.current(), a.under);
     if (!st) {
       ++i;
       continue;
     }
-    if (!st->is_ok()) return fail_path(p, p.current, *st, false);
+    if (!st->is_ok()) return fail_path(p, p.route.current(), *st, false);
     a.complete = true;
     p.progress_at = now_;
     mark_received(p, a.index);
@@ -440,7 +441,7 @@ void FailoverLink::maybe_ack(Pair& p, bool now) {
   }
   p.ack_urgent = false;
   le::store<std::uint64_t>(p.ack_out.data(), p.low);
-  p.ack_send_h = paths_[static_cast<std::size_t>(p.current)]->send(
+  p.ack_send_h = paths_[static_cast<std::size_t>(p.route.current())]->send(
       p.peer, control_tag(Control::kAck), std::span<const std::byte>(p.ack_out));
   p.ack_sent = p.low;
   p.ack_due = false;
@@ -474,7 +475,7 @@ void FailoverLink::drop_acknowledged(Pair& p) {
 }
 
 void FailoverLink::service_sends(Pair& p) {
-  const int c = p.current;
+  const int c = p.route.current();
   for (Outgoing& o : p.out) {
     if (o.path == c && step_out(p, o) == Step::kPathFailed) return;
   }
@@ -482,7 +483,7 @@ void FailoverLink::service_sends(Pair& p) {
 }
 
 FailoverLink::Step FailoverLink::step_out(Pair& p, Outgoing& o) {
-  const int c = p.current;
+  const int c = p.route.current();
   if (std::optional<Status> st = collect(c, o.descriptor_h); st && !st->is_ok()) {
     fail_path(p, c, *st, false);
     return Step::kPathFailed;
@@ -503,81 +504,64 @@ FailoverLink::Step FailoverLink::step_out(Pair& p, Outgoing& o) {
 
 void FailoverLink::check_stall(Pair& p) {
   if (p.acked >= p.next_index && !p.awaiting_resume) return;
-  const bool later = std::any_of(p.state.begin() + p.current + 1, p.state.end(),
-                                 [](PathState s) { return s == PathState::kUp; });
-  if (!later) return;  // the pair's last path: the caller's deadline decides
+  if (!p.route.may_leave_for_stall())
+    return;  // the pair's last path: the caller's deadline decides
   const Duration quiet = now_ - p.progress_at;
   if (quiet < params_.stall_deadline) return;
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(quiet).count();
-  fail_path(p, p.current,
+  fail_path(p, p.route.current(),
             error(StatusCode::kTimedOut,
                   "no acknowledgement from " + pair_name(p) + " for " + std::to_string(ms) + " ms"),
             true);
 }
 
 void FailoverLink::on_resume(Pair& p, int path, std::uint32_t generation, std::uint64_t low) {
-  if (generation < p.generation) return;  // from before a later move: stale
-  // Both sides moved at once in the same generation: the one further down the list wins
-  // (it knows of more failures), the other follows.
-  if (generation == p.generation && path < p.current) return;
-  if (generation > p.generation || path > p.current) {
-    if (path > p.current) {
-      // The peer left the paths above this one: they are suspect here too, and probed.
-      for (int j = 0; j < path; ++j) {
-        auto& s = p.state[static_cast<std::size_t>(j)];
-        if (s == PathState::kUp) s = PathState::kStalled;
-      }
-    }
-    move_to(p, path, generation, pair_name(p) + " resumed on it", false, true);
+  switch (p.route.on_resume(path, generation)) {
+    case PairPaths::Resume::kStale: return;
+    case PairPaths::Resume::kFollow:
+      move_to(p, path, generation, pair_name(p) + " resumed on it", false, true);
+      break;
+    case PairPaths::Resume::kAccept: break;
   }
   if (low > p.acked) on_ack(p, low);
   p.awaiting_resume = false;
   p.progress_at = now_;
   for (Outgoing& o : p.out) {
-    if (o.path != p.current && o.index >= p.acked) post_out(p, o);
+    if (o.path != p.route.current() && o.index >= p.acked) post_out(p, o);
   }
 }
 
 void FailoverLink::fail_path(Pair& p, int path, const Status& why, bool stall) {
-  auto& state = p.state[static_cast<std::size_t>(path)];
-  if (!connected(state)) return;
-  if (path != p.current || !stall) {
-    // Its connection failed: gone until a new one is put in (on_down).
-    state = PathState::kDown;
+  const PairPaths::Failure f = p.route.on_failure(path, stall);
+  using Verdict = PairPaths::Failure::Verdict;
+  if (f.verdict == Verdict::kIgnored) return;
+  if (f.down) {
+    // Its connection failed: gone until a new one is put in (on_down). (A stall of the
+    // pair's path keeps its listeners, for the peer's probes and resumes.)
     cancel_listeners(p, path);
     if (params_.on_down && !abort_.raised()) params_.on_down(path, p.peer);
-  } else {
-    // Nothing moved on it: it may come back. Its listeners stay, for the peer's probes
-    // and resumes.
-    state = PathState::kStalled;
   }
-  if (path != p.current) {
-    // kUnavailable: a path that was never connected for the pair, as its transport said
-    // when the link was made (a mixed group's TCP fallback, dialled now): expected.
-    const bool news = busy(p) && why.code() != StatusCode::kUnavailable;
-    params_.log.log(news ? LogLevel::kWarn : LogLevel::kDebug,
-                    "epoch " + std::to_string(params_.epoch) + ": " + name_of(rank_) + " to " +
-                        pair_name(p) + ": standby path " +
-                        params_.path_names[static_cast<std::size_t>(path)] +
-                        " failed: " + why.to_string());
-    return;
-  }
-  // The first path that works; failing that, a stalled one (that may have come back: the
-  // pair's last chance, where the caller's deadline decides); failing that, none.
-  for (PathState wanted : {PathState::kUp, PathState::kStalled}) {
-    for (int k = 0; k < static_cast<int>(paths_.size()); ++k) {
-      if (k != path && p.state[static_cast<std::size_t>(k)] == wanted) {
-        return move_to(p, k, p.generation + 1, why.to_string(), stall, false);
-      }
+  switch (f.verdict) {
+    case Verdict::kStandby: {
+      // kUnavailable: a path that was never connected for the pair, as its transport said
+      // when the link was made (a mixed group's TCP fallback, dialled now): expected.
+      const bool news = busy(p) && why.code() != StatusCode::kUnavailable;
+      params_.log.log(news ? LogLevel::kWarn : LogLevel::kDebug,
+                      "epoch " + std::to_string(params_.epoch) + ": " + name_of(rank_) + " to " +
+                          pair_name(p) + ": standby path " +
+                          params_.path_names[static_cast<std::size_t>(path)] +
+                          " failed: " + why.to_string());
+      return;
     }
+    case Verdict::kMove: return move_to(p, f.to, f.generation, why.to_string(), stall, false);
+    case Verdict::kLost: leave_current(p); return lose_pair(p, why);
+    case Verdict::kIgnored: return;
   }
-  leave_current(p);
-  lose_pair(p, why);
 }
 
 void FailoverLink::leave_current(Pair& p) {
   if (p.fast) end_fast(p);
-  const int c = p.current;
+  const int c = p.route.current();
   cancel(c, p.descriptor_h);
   cancel(c, p.ack_h);
   cancel(c, p.ack_send_h);
@@ -611,16 +595,13 @@ void FailoverLink::leave_current(Pair& p) {
 
 void FailoverLink::move_to(Pair& p, int path, std::uint32_t generation, const std::string& reason,
                            bool stall, bool by_peer, bool recovery) {
-  const int from = p.current;
+  const int from = p.route.current();
   // Back up to a path that answers again: this side's probe, or the peer's move up (a
   // move down to a stalled path, every better one having failed, is no recovery).
   const bool recovered = recovery || (by_peer && path < from);
   leave_current(p);
   if (!p.read_back.is_ok()) return lose_pair(p, p.read_back);
-  p.current = path;
-  p.generation = generation;
-  p.state[static_cast<std::size_t>(path)] = PathState::kUp;
-  p.probed_at = now_;
+  p.route.enter(path, generation, now_);
   p.awaiting_resume = true;
   p.progress_at = now_;
   post_controls(p);
@@ -648,16 +629,14 @@ void FailoverLink::move_to(Pair& p, int path, std::uint32_t generation, const st
 }
 
 void FailoverLink::lose_pair(Pair& p, const Status& last) {
-  const auto count = std::count_if(p.state.begin(), p.state.end(),
-                                   [](PathState s) { return s != PathState::kAbsent; });
-  const std::string tried = std::to_string(count) + " path(s)";
+  const std::string tried = std::to_string(p.route.carrying()) + " path(s)";
   p.lost = error(last.code(), last.message() + " (every path to " + pair_name(p) +
                                   " has failed: " + tried + ")");
   params_.log.log(busy(p) ? LogLevel::kWarn : LogLevel::kDebug,
                   "epoch " + std::to_string(params_.epoch) + ": " + name_of(rank_) +
                       " to " + pair_name(p) + ": no path left: " + p.lost.to_string());
   if (params_.on_change) {
-    params_.on_change(PathChange{p.peer, p.current, -1, last.to_string(), false, false});
+    params_.on_change(PathChange{p.peer, p.route.current(), -1, last.to_string(), false, false});
   }
   for (int k = 0; k < static_cast<int>(paths_.size()); ++k) cancel_listeners(p, k);
   if (p.resume_send_h != kNoHandle) cancel(p.resume_send_path, p.resume_send_h);

@@ -26,8 +26,7 @@ void FailoverLink::take_reconnections() {
       continue;
     }
     Pair& p = pairs_[static_cast<std::size_t>(r.peer)];
-    auto& state = p.state[static_cast<std::size_t>(r.path)];
-    if (!p.lost.is_ok() || state != PathState::kDown || !r.install) continue;
+    if (!p.lost.is_ok() || p.route.state(r.path) != PathState::kDown || !r.install) continue;
     const std::string& name = params_.path_names[static_cast<std::size_t>(r.path)];
     if (Status st = r.install(*paths_[static_cast<std::size_t>(r.path)]); !st.is_ok()) {
       params_.log.warn("epoch " + std::to_string(params_.epoch) + ": " + name_of(rank_) + " to " +
@@ -37,13 +36,12 @@ void FailoverLink::take_reconnections() {
     }
     // Below the pair's path: it has to prove itself (a probe answered, which takes the
     // peer's new connection too) before the pair moves back up to it.
-    state = r.path < p.current ? PathState::kStalled : PathState::kUp;
+    p.route.on_reconnected(r.path, now_, params_.probe_interval);
     post_resume_listener(p, r.path);
     post_probe_listeners(p, r.path);
-    p.probed_at = now_ - params_.probe_interval;
     params_.log.info("epoch " + std::to_string(params_.epoch) + ": " + name_of(rank_) + " to " +
                      pair_name(p) + ": path " + name + " reconnected" +
-                     (r.path < p.current ? "; probing it" : ""));
+                     (r.path < p.route.current() ? "; probing it" : ""));
   }
 }
 
