@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds here what a GPU machine runs but cannot build (it has no package registry), and puts
 # it into build/gpu-carry (ignored by git; ~35 MB):
-#  - gpu_test, gpu_bench (the kernels' tests and bench; the CUDA runtime is linked statically);
+#  - gpu_test, gpu_bench (the kernels' tests and bench; the CUDA runtime is linked statically),
+#    gpu_ipc_bench (the CUDA IPC all-reduce across processes, with its injected failure);
 #  - libtributary_runtime.so (the agent runtime the Python extensions load) and the
 #    `tributary` binary (the Python tests start a coordinator with it): gpu/device_check.sh
 #    compiles the Python extensions there against them (gpu/device_build);
@@ -17,16 +18,16 @@ carry=$root/build/gpu-carry
 if [[ ! -f $build/build.ninja ]]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 fi
-ninja -C "$build" -j"${JOBS:-2}" gpu_test gpu_bench tributary_python_runtime tributary
+ninja -C "$build" -j"${JOBS:-2}" gpu_test gpu_bench gpu_ipc_bench tributary_python_runtime tributary
 rm -rf "$carry"
 mkdir -p "$carry/lib"
-cp "$build/tests/gpu/gpu_test" "$build/bench/gpu_bench" "$build/cli/tributary" \
+cp "$build/tests/gpu/gpu_test" "$build/bench/gpu_bench" "$build/bench/gpu_ipc_bench" "$build/cli/tributary" \
    "$build/python/tributary/libtributary_runtime.so" "$carry/"
-ldd "$carry/gpu_test" "$carry/gpu_bench" "$carry/tributary" "$carry/libtributary_runtime.so" |
+ldd "$carry/gpu_test" "$carry/gpu_bench" "$carry/gpu_ipc_bench" "$carry/tributary" "$carry/libtributary_runtime.so" |
   awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
   grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*|libpthread|libdl|librt)\.so' |
   while read -r lib; do cp -L "$lib" "$carry/lib/"; done
-strip --strip-unneeded "$carry"/gpu_test "$carry"/gpu_bench "$carry"/tributary \
+strip --strip-unneeded "$carry"/gpu_test "$carry"/gpu_bench "$carry"/gpu_ipc_bench "$carry"/tributary \
   "$carry"/libtributary_runtime.so 2>/dev/null || true
 du -sh "$carry"
 echo "carry: build/gpu-carry   command: bash gpu/device_check.sh (docs/gpu.md)"

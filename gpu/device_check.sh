@@ -8,10 +8,13 @@
 #      CUDA tensors, stream order, DDP on cuda:0 at world sizes 2 and 4 against the CPU job);
 #   3. DDP step time, tributary vs gloo, the same CUDA job at world sizes 2 and 4
 #      (gpu/ddp_step_time.py);
-#   4. gpu_test, compute-sanitizer memcheck and racecheck on a subset (gpu/run_on_device.sh).
+#   4. the CUDA IPC all-reduce across processes, 2 and 4 ranks on the one GPU, with an
+#      injected IPC failure (bench/gpu_ipc_bench.cc);
+#   5. gpu_test, compute-sanitizer memcheck and racecheck on a subset (gpu/run_on_device.sh).
 # (The torch backend's checks first: the kernels have run_on_device.sh of their own.)
 # Writes to $OUT (at most 8 files come back): summary.md (a table of the steps and the key
-# lines), device.txt, build.log, gpu_test.log, sanitizer.log, test_cuda.log, ddp_step_time.md.
+# lines), device.txt, build.log, gpu_test.log, sanitizer.log, test_cuda.log, ddp_step_time.md,
+# gpu_ipc.md.
 # Without a GPU (the rehearsal here) every step runs that can: the build, gpu_test (its tests
 # skip), the CUDA tests (skipped, with their reason), the step-time script on CPU tensors.
 #   OUT=/tmp/x TRIBUTARY_DEVICE_PYTHON=.venv/bin/python bash gpu/device_check.sh   # rehearsal
@@ -119,7 +122,29 @@ if ((built == 0)); then
   rm -f "$out/ddp_step_time.table"
 fi
 
-# 4. Kernels: gpu_test, compute-sanitizer (memcheck, racecheck) on a subset.
+# 4. The CUDA IPC all-reduce across processes on the one GPU: busbw against the staged path
+# and a device-to-device copy, every size checked exact, and an injected IPC failure
+# mid-collective that must complete on the staged path (bench/gpu_ipc_bench.cc). Without a
+# GPU the same protocol runs over shared host memory (a rehearsal, not a measurement).
+if ((have_gpu)); then
+  ipc_memory=cuda
+  ipc_sizes=(-b 64K -e 256M -f 4 --rounds 3 --iters 3)
+else
+  ipc_memory=host
+  ipc_sizes=(-b 4K -e 4M -f 16 --rounds 1 --iters 1)
+fi
+for n in 2 4; do
+  bounded 60 "CUDA IPC all-reduce, $n ranks (gpu_ipc_bench --memory $ipc_memory)" "$out/gpu_ipc.log" \
+    "$carry/gpu_ipc_bench" --memory "$ipc_memory" --ranks "$n" "${ipc_sizes[@]}" --timeout-s 50
+done
+{
+  echo "# CUDA IPC all-reduce vs the staged path ($ipc_memory memory): $device_line"
+  echo '```'
+  grep -vE "^### " "$out/gpu_ipc.log"
+  echo '```'
+} > "$out/gpu_ipc.md"
+
+# 5. Kernels: gpu_test, compute-sanitizer (memcheck, racecheck) on a subset.
 bounded 200 "gpu_test + compute-sanitizer (gpu/run_on_device.sh)" "$out/run_on_device.log" \
   env OUT="$out" SKIP_BENCH=1 RACECHECK=1 SANITIZER_TIMEOUT=60 bash gpu/run_on_device.sh
 
@@ -142,6 +167,7 @@ bounded 200 "gpu_test + compute-sanitizer (gpu/run_on_device.sh)" "$out/run_on_d
     "$out/gpu_test.log" "$out/sanitizer.log" "$out/run_on_device.log" 2>/dev/null |
     awk '!seen[$0]++' | head -30
   grep -hE "passed|failed|skipped|SKIPPED|FAILED|Error" "$out/test_cuda.log" 2>/dev/null | tail -15
+  grep -hE "^# injected|a rank failed|WRONG|gpu_ipc_bench rank" "$out/gpu_ipc.log" 2>/dev/null | head -12
   echo '```'
   echo
   echo "## DDP step time"
@@ -159,6 +185,7 @@ bounded 200 "gpu_test + compute-sanitizer (gpu/run_on_device.sh)" "$out/run_on_d
   [[ -f $out/device.txt ]] && { echo; echo "--- gpu/run_on_device.sh:"; cat "$out/device.txt"; }
 } > "$out/device.tmp"
 mv "$out/device.tmp" "$out/device.txt"
-rm -f "$out/facts.tmp" "$out/run_on_device.log" "$out/ddp_step_time.log" "$out/gpu_bench.md"
+rm -f "$out/facts.tmp" "$out/run_on_device.log" "$out/ddp_step_time.log" "$out/gpu_bench.md" \
+  "$out/gpu_ipc.log"
 cat "$summary"
 ls "$out"

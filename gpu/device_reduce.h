@@ -22,6 +22,14 @@ namespace tributary::gpu {
 Status reduce_into(void* d_dst, const void* d_src, std::size_t count, DType dtype, ReduceOp op,
                    cudaStream_t stream);
 
+// dst[i] = srcs[0][i] (op) srcs[1][i] (op) ... in source order (each step as reduce_into
+// rounds it), one pass over the sources; `divide_by` > 0 then divides once as
+// scale_by_count(divide_by) would (kAvg). dst may alias a source exactly. At most
+// kMaxReduceSources sources (fold more in several calls, dst as the first source).
+inline constexpr int kMaxReduceSources = 8;
+Status reduce_sources(void* d_dst, const void* const* d_srcs, int sources, std::size_t count,
+                      DType dtype, ReduceOp op, int divide_by, cudaStream_t stream);
+
 // data[i] /= contributors (>= 1), rounded as core's scale_by_count.
 Status scale_by_count(void* d_data, std::size_t count, DType dtype, int contributors,
                       cudaStream_t stream);

@@ -116,7 +116,110 @@ Status launch_op(void* dst, const void* src, std::size_t n, ReduceOp op, cudaStr
   return error(StatusCode::kInvalidArgument, "gpu reduce_into: bad op");
 }
 
+// dst = srcs[0] (op) srcs[1] (op) ... in source order, each pairwise step rounded as in
+// reduce_kernel; `divisor` > 0 divides once at the end (kAvg). One pass over the sources.
+struct Sources {
+  const void* p[kMaxReduceSources];
+  int n;
+};
+
+template <typename E, typename Op, bool kVector>
+__global__ void __launch_bounds__(kThreads)
+    reduce_sources_kernel(typename E::T* dst, Sources srcs, std::uint64_t n, float divisor) {
+  using T = typename E::T;
+  constexpr std::uint64_t kPer = kVector ? 16 / sizeof(T) : 1;
+  const std::uint64_t groups = n / kPer;
+  const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
+  auto finish = [divisor](T v) {
+    return divisor > 0.0f ? E::narrow(__fdiv_rn(E::widen(v), divisor)) : v;
+  };
+  for (std::uint64_t g = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; g < groups;
+       g += stride) {
+    if constexpr (kVector) {
+      uint4 acc = reinterpret_cast<const uint4*>(srcs.p[0])[g];
+      T* a = reinterpret_cast<T*>(&acc);
+      for (int r = 1; r < srcs.n; ++r) {
+        const uint4 sv = reinterpret_cast<const uint4*>(srcs.p[r])[g];
+        const T* s = reinterpret_cast<const T*>(&sv);
+#pragma unroll
+        for (std::uint64_t k = 0; k < kPer; ++k) a[k] = combine<E, Op>(a[k], s[k]);
+      }
+#pragma unroll
+      for (std::uint64_t k = 0; k < kPer; ++k) a[k] = finish(a[k]);
+      reinterpret_cast<uint4*>(dst)[g] = acc;
+    } else {
+      T acc = static_cast<const T*>(srcs.p[0])[g];
+      for (int r = 1; r < srcs.n; ++r)
+        acc = combine<E, Op>(acc, static_cast<const T*>(srcs.p[r])[g]);
+      dst[g] = finish(acc);
+    }
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    for (std::uint64_t i = groups * kPer; i < n; ++i) {
+      T acc = static_cast<const T*>(srcs.p[0])[i];
+      for (int r = 1; r < srcs.n; ++r)
+        acc = combine<E, Op>(acc, static_cast<const T*>(srcs.p[r])[i]);
+      dst[i] = finish(acc);
+    }
+  }
+}
+
+template <typename E, typename Op>
+Status launch_sources(void* dst, const Sources& srcs, std::size_t n, float divisor,
+                      cudaStream_t stream) {
+  using T = typename E::T;
+  bool vec = reinterpret_cast<std::uintptr_t>(dst) % 16 == 0;
+  for (int r = 0; r < srcs.n; ++r)
+    vec = vec && reinterpret_cast<std::uintptr_t>(srcs.p[r]) % 16 == 0;
+  auto* d = static_cast<T*>(dst);
+  if (vec) {
+    reduce_sources_kernel<E, Op, true>
+        <<<detail::grid_for(n / (16 / sizeof(T)) + 1, kThreads), kThreads, 0, stream>>>(d, srcs, n,
+                                                                                        divisor);
+  } else {
+    reduce_sources_kernel<E, Op, false>
+        <<<detail::grid_for(n, kThreads), kThreads, 0, stream>>>(d, srcs, n, divisor);
+  }
+  return detail::launch_status("gpu reduce_sources");
+}
+
+template <typename E>
+Status launch_sources_op(void* dst, const Sources& srcs, std::size_t n, ReduceOp op, float divisor,
+                         cudaStream_t stream) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg: return launch_sources<E, OpSum>(dst, srcs, n, divisor, stream);
+    case ReduceOp::kProd: return launch_sources<E, OpProd>(dst, srcs, n, divisor, stream);
+    case ReduceOp::kMin: return launch_sources<E, OpMin>(dst, srcs, n, divisor, stream);
+    case ReduceOp::kMax: return launch_sources<E, OpMax>(dst, srcs, n, divisor, stream);
+  }
+  return error(StatusCode::kInvalidArgument, "gpu reduce_sources: bad op");
+}
+
 }  // namespace
+
+Status reduce_sources(void* d_dst, const void* const* d_srcs, int sources, std::size_t count,
+                      DType dtype, ReduceOp op, int divide_by, cudaStream_t stream) {
+  if (sources < 1 || sources > kMaxReduceSources) {
+    return error(StatusCode::kInvalidArgument, "gpu reduce_sources: " + std::to_string(sources) +
+                                                   " sources (1.." +
+                                                   std::to_string(kMaxReduceSources) + ")");
+  }
+  if (count == 0) return Status::ok();
+  Sources srcs{};
+  srcs.n = sources;
+  for (int r = 0; r < sources; ++r) srcs.p[r] = d_srcs[r];
+  const float divisor = divide_by > 0 ? static_cast<float>(divide_by) : 0.0f;
+  switch (dtype) {
+    case DType::kFloat32: return launch_sources_op<F32>(d_dst, srcs, count, op, divisor, stream);
+    case DType::kFloat16: return launch_sources_op<F16>(d_dst, srcs, count, op, divisor, stream);
+    case DType::kBFloat16: return launch_sources_op<BF16>(d_dst, srcs, count, op, divisor, stream);
+    default: break;
+  }
+  return error(
+      StatusCode::kInvalidArgument,
+      "gpu reduce_sources: dtype " + std::string(to_string(dtype)) + " is reduced on the CPU only");
+}
 
 Status reduce_into(void* d_dst, const void* d_src, std::size_t count, DType dtype, ReduceOp op,
                    cudaStream_t stream) {

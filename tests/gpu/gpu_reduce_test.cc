@@ -128,3 +128,64 @@ TEST(GpuReduce, OtherTypesAreRefused) {
 
 }  // namespace
 }  // namespace tributary::gpu
+
+namespace tributary::gpu {
+namespace {
+
+// reduce_sources (the CUDA IPC all-reduce's one-pass fold) against core's left fold:
+// dst = s0 op s1 op ... (op sK), then the kAvg division, to the bit, aligned or not.
+void check_sources(DType dtype, ReduceOp op, int sources, std::size_t n, std::size_t misalign) {
+  SCOPED_TRACE(std::string(to_string(dtype)) + " " + std::string(to_string(op)) +
+               " sources=" + std::to_string(sources) + " n=" + std::to_string(n) +
+               " misalign=" + std::to_string(misalign));
+  const std::size_t size = dtype_size(dtype);
+  std::vector<std::vector<unsigned char>> in;
+  std::vector<DeviceBuffer<unsigned char>> dev;
+  std::vector<const void*> ptrs;
+  for (int s = 0; s < sources; ++s) {
+    in.push_back(random_bits(n, size, static_cast<std::uint32_t>(100 * s + n)));
+    dev.emplace_back((n + misalign) * size);
+  }
+  for (int s = 0; s < sources; ++s) {
+    unsigned char* p = dev[static_cast<std::size_t>(s)].get() + misalign * size;
+    TRIB_CUDA_OK(
+        cudaMemcpy(p, in[static_cast<std::size_t>(s)].data(), n * size, cudaMemcpyHostToDevice));
+    ptrs.push_back(p);
+  }
+  DeviceBuffer<unsigned char> d_dst((n + misalign) * size);
+  unsigned char* dd = d_dst.get() + misalign * size;
+  const int divide = op == ReduceOp::kAvg ? sources : 0;
+  TRIB_OK(reduce_sources(dd, ptrs.data(), sources, n, dtype, op, divide, nullptr));
+  std::vector<unsigned char> want = in[0];
+  for (int s = 1; s < sources; ++s)
+    reduce_into(want.data(), in[static_cast<std::size_t>(s)].data(), n, dtype, op);
+  if (divide > 0) scale_by_count(want.data(), n, dtype, divide);
+  std::vector<unsigned char> got(n * size);
+  TRIB_CUDA_OK(cudaMemcpy(got.data(), dd, n * size, cudaMemcpyDeviceToHost));
+  const long long d = first_difference(want.data(), got.data(), n * size);
+  ASSERT_EQ(d, -1) << "differs first at element " << d / static_cast<long long>(size);
+}
+
+TEST(GpuReduce, ReduceSourcesIsTheLeftFoldBitForBit) {
+  TRIB_REQUIRE_GPU();
+  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax}) {
+      for (int sources : {1, 2, 3, 8}) {
+        for (std::size_t n : {1ull, 1000ull, 1'000'003ull}) {
+          check_sources(dtype, op, sources, n, 0);
+          check_sources(dtype, op, sources, n, 1);
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+TEST(GpuReduce, ReduceSourcesRefusesTooManySources) {
+  const void* p[9] = {};
+  EXPECT_EQ(reduce_sources(nullptr, p, 9, 10, DType::kFloat32, ReduceOp::kSum, 0, nullptr).code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tributary::gpu
