@@ -188,6 +188,9 @@ class TributaryBackend final : public c10d::Backend {
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
                                                int tag) override;
+  // dist.monitored_barrier, as gloo runs it (monitored_barrier.cc): synchronous; rank 0
+  // raises naming the ranks that did not arrive within the timeout.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
 
 #ifdef TRIBUTARY_TORCH_HAS_SPLIT
   bool supportsSplitting() const override { return true; }
@@ -234,6 +237,7 @@ class TributaryBackend final : public c10d::Backend {
   // finish() takes them down: an operation after shutdown raises instead.
   std::mutex finish_mu_;
   bool finished_ = false;  // guarded by finish_mu_
+  std::atomic<std::uint32_t> monitored_rounds_{0};  // monitoredBarrier calls so far (its tags)
   // Held by abort() while it closes the queue and the point-to-point engine, and by finish()
   // while it takes them away, so that abort() never reaches one being destroyed.
   std::mutex abort_mu_;

@@ -2,7 +2,8 @@
 with nothing started but the worker processes (env:// as torchrun sets it; each group starts
 its own coordinator): subgroups of every shape with their collectives interleaved with the
 default group's, point-to-point rings, coalesced collectives, uneven all-to-all, sparse
-all_reduce and abort() (workers/dist_groups.py holds the cases and their references)."""
+all_reduce and abort() (workers/dist_groups.py holds the cases and their references); and
+monitored_barrier (workers/dist_monitored_barrier.py)."""
 
 import pytest
 
@@ -54,3 +55,10 @@ def test_a_second_group_on_the_same_store_forms_its_own_cluster(tmp_path):
     results = run_torch_workers(tmp_path, n, "reinit.py", timeout=120)
     for r in results:
         assert r["cases"]["sums"] == [n * (n - 1) / 2, n * (n - 1) / 2 + n], r
+
+
+def test_monitored_barrier_passes_and_names_the_rank_that_did_not_come(tmp_path):
+    results = run_torch_workers(tmp_path, 3, "dist_monitored_barrier.py", timeout=120)
+    for rank, r in enumerate(results):
+        assert r["cases"] == {"all_pass": "ok", "collective_after": "ok",
+                              "missing_rank": "ok"}, (rank, r["cases"])
