@@ -496,6 +496,10 @@ Result<std::unique_ptr<algorithms::Link>> DataPlane::with_standby(
   redialer_->start(spec.epoch, spec.rank, std::move(redial), std::move(zones), inbox);
   params.reconnects = inbox;
   params.on_down = [this, e = spec.epoch](int path, int peer) { redialer_->want(e, path, peer); };
+  // A pair whose every path failed with an error waits for a new connection as long as a
+  // path may stall unnoticed, unless a knock finds its peer's process gone (then at once).
+  params.stranded_grace = stall_timeout_;
+  params.on_stranded = [this, e = spec.epoch](int peer) { redialer_->knock(e, peer); };
   TRIB_ASSIGN_OR_RETURN(auto link, transport::make_failover_link(std::move(params), std::move(paths)));
   *failover = true;
   return link;

@@ -4,10 +4,11 @@
 
 #include <algorithm>
 
+#include "transport/failover_link.h"
+#include "transport/tcp/knock.h"
 #include "transport/tcp/tcp_endpoint.h"
 #include "transport/tcp/tcp_link.h"
 #include "transport/tcp/tls_stream.h"
-#include "transport/failover_link.h"
 
 namespace tributary::agent {
 namespace {
@@ -47,6 +48,7 @@ PathRedialer::~PathRedialer() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (knock_thread_.joinable()) knock_thread_.join();
 }
 
 void PathRedialer::start(std::uint64_t epoch, int rank, std::vector<Path> paths,
@@ -59,7 +61,9 @@ void PathRedialer::start(std::uint64_t epoch, int rank, std::vector<Path> paths,
   zones_ = std::move(zones);
   inbox_ = std::move(inbox);
   wanted_.clear();
+  knocks_.clear();
   if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  if (!knock_thread_.joinable()) knock_thread_ = std::thread([this] { run_knocks(); });
 }
 
 void PathRedialer::want(std::uint64_t epoch, int path, int peer) {
@@ -76,19 +80,78 @@ void PathRedialer::want(std::uint64_t epoch, int path, int peer) {
   cv_.notify_all();
 }
 
+void PathRedialer::knock(std::uint64_t epoch, int peer) {
+  {
+    std::lock_guard lock(mu_);
+    if (epoch != epoch_ || !inbox_ || peer < 0 || peer == rank_) return;
+    knocks_.insert(peer);
+  }
+  cv_.notify_all();
+}
+
 void PathRedialer::stop() {
   std::unique_lock lock(mu_);
   wanted_.clear();
+  knocks_.clear();
   inbox_.reset();
   paths_.clear();
   epoch_ = 0;
   cancel_attempt();
-  cv_.wait(lock, [&] { return !busy_; });
+  cv_.wait(lock, [&] { return !busy_ && !knocking_; });
 }
 
 std::uint64_t PathRedialer::reconnects() const {
   std::lock_guard lock(mu_);
   return reconnects_;
+}
+
+void PathRedialer::run_knock(std::unique_lock<std::mutex>& lock) {
+  const int peer = *knocks_.begin();
+  knocks_.erase(knocks_.begin());
+  const std::uint64_t epoch = epoch_;
+  const std::shared_ptr<transport::ReconnectInbox> inbox = inbox_;
+  std::vector<std::vector<std::string>> addresses;  // the peer's, on each TCP path
+  for (const Path& p : paths_) {
+    if (p.endpoint != nullptr && peer < static_cast<int>(p.addresses.size()) &&
+        !p.addresses[static_cast<std::size_t>(peer)].empty()) {
+      addresses.push_back(p.addresses[static_cast<std::size_t>(peer)]);
+    }
+  }
+  if (addresses.empty() || !inbox) return;
+  knocking_ = true;
+  lock.unlock();
+  // Gone only if every path says so: one that accepts, or stays silent, may come back.
+  Status gone;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const auto& a : addresses) {
+    Status st = transport::knock(a, Deadline::after(params_.knock));
+    if (st.code() != StatusCode::kPeerLost) {
+      gone = Status();
+      break;
+    }
+    gone = st;
+  }
+  lock.lock();
+  knocking_ = false;
+  cv_.notify_all();
+  if (gone.is_ok() || epoch != epoch_) return;
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  log_.info("epoch " + std::to_string(epoch) + ": rank " + std::to_string(peer) +
+            " is gone: " + gone.message() + " (knocked in " + std::to_string(ms) + " ms)");
+  inbox->post({-1, peer, {}, gone});
+}
+
+void PathRedialer::run_knocks() {
+  std::unique_lock lock(mu_);
+  while (!quit_) {
+    if (knocks_.empty()) {
+      cv_.wait(lock);
+      continue;
+    }
+    run_knock(lock);
+  }
 }
 
 void PathRedialer::run() {
@@ -156,9 +219,11 @@ void PathRedialer::run() {
       ++reconnects_;
       log_.info(where + ": a new connection to rank " + std::to_string(peer) + " at " +
                 h->socket.address + "; handed to the link");
-      inbox->post({path, peer, [h](algorithms::PollableLink& link) {
+      inbox->post({path, peer,
+                   [h](algorithms::PollableLink& link) {
                      return replace_peer_socket(link.carrier(), h->release());
-                   }});
+                   },
+                   Status()});
     }
   }
 }

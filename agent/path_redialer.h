@@ -2,10 +2,10 @@
 // (transport/failover_link.h, FailoverParams::on_down), in the background, and hands
 // each new connection to the group's failover link, which puts it in on its own thread.
 //
-// One thread, one attempt at a time per path: each attempt is a TcpEndpoint::reconnect
-// of every peer still wanted on that path, bounded by `attempt` (the lower rank dials,
-// the higher waits for it; both ends of a failed pair want it, each from its own link).
-// After an attempt that connects nobody the path waits before the next one, from
+// One thread, one attempt at a time per path (and one for a stranded pair's knocks: knock()): each
+// attempt is a TcpEndpoint::reconnect of every peer still wanted on that path, bounded by `attempt`
+// (the lower rank dials, the higher waits for it; both ends of a failed pair want it, each from its
+// own link). After an attempt that connects nobody the path waits before the next one, from
 // `first_pause` doubling to `max_pause` (a peer whose network is down is not dialled in a
 // loop); one that connects someone starts the pauses over. Nothing here blocks the
 // caller of want(): it only queues. A new group (start) or stop() drops what an earlier
@@ -34,6 +34,8 @@ class TcpEndpoint;
 namespace tributary::agent {
 
 struct RedialParams {
+  // How long a knock waits for each address of a stranded pair's peer (knock()).
+  Duration knock = std::chrono::milliseconds(250);
   Duration attempt = std::chrono::milliseconds(1500);
   Duration first_pause = std::chrono::milliseconds(50);
   Duration max_pause = std::chrono::milliseconds(800);
@@ -59,6 +61,12 @@ class PathRedialer {
   // From the link's thread: path `path` to `peer` failed (ignored for another epoch or a
   // path that is not re-dialled).
   void want(std::uint64_t epoch, int path, int peer);
+  // From the link's thread: every path to `peer` failed (FailoverParams::on_stranded).
+  // Finds out, before any re-dial, whether the peer's process is gone: when every TCP
+  // path's addresses of it refuse a connection (transport/tcp/knock.h) the link is told
+  // (a Reconnection with `gone`) and fails the pair at once instead of waiting out its
+  // grace; when one accepts, or does not answer, nothing is said. Ignored for another epoch.
+  void knock(std::uint64_t epoch, int peer);
   // Drops every wish and waits for the attempt in progress to end (the caller cancels
   // the endpoints' connects first to make that prompt). start() may follow.
   void stop();
@@ -72,6 +80,10 @@ class PathRedialer {
     Duration pause{};
   };
   void run();
+  // The knocks' own thread (a knock must not wait behind an attempt of up to `attempt`).
+  void run_knocks();
+  // Knocks at the first peer of knocks_ (unlocking while it does). Under mu_.
+  void run_knock(std::unique_lock<std::mutex>& lock);
   // Ends the attempt in progress, if any, with kAborted. Under mu_.
   void cancel_attempt();
 
@@ -81,6 +93,7 @@ class PathRedialer {
   std::condition_variable cv_;
   bool quit_ = false;
   bool busy_ = false;  // an attempt is under way (outside the lock)
+  bool knocking_ = false;                               // a knock is under way (outside the lock)
   transport::TcpEndpoint* attempt_endpoint_ = nullptr;  // ... on this endpoint, for this epoch
   std::uint64_t attempt_epoch_ = 0;
   std::uint64_t epoch_ = 0;
@@ -89,8 +102,10 @@ class PathRedialer {
   std::vector<std::string> zones_;
   std::shared_ptr<transport::ReconnectInbox> inbox_;
   std::map<int, Wanted> wanted_;  // by path
+  std::set<int> knocks_;          // peers to knock at
   std::uint64_t reconnects_ = 0;
   std::thread thread_;
+  std::thread knock_thread_;
 };
 
 }  // namespace tributary::agent

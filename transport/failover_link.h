@@ -36,7 +36,10 @@
 //   paths that carry it, in order, and it starts on the first.
 // - Only when every path of a pair has failed does the pair fail (what arrived whole
 //   before is still delivered, to a receive posted before or after), as a plain link's pair
-//   fails today: its operations end with the last path's error, naming the peer.
+//   fails today: its operations end with the last path's error, naming the peer. Where
+//   paths are re-dialled, a pair whose every path failed with an error first waits up to
+//   FailoverParams::stranded_grace for a new connection of one and goes on there, unless
+//   its peer is found gone (FailoverParams::on_stranded, Reconnection::gone).
 // - The resume travels over the new path's own link, which is authenticated like the first
 //   (the same handshake, the same epoch): nothing here weakens the paths' checks.
 // - Threading: one thread issues operations and drives the paths inside wait(); abort()
@@ -88,6 +91,10 @@ struct Reconnection {
   // the pair not lost, the link not aborted); otherwise it is destroyed unrun, and must
   // then let go of what it holds.
   std::function<Status(algorithms::PollableLink&)> install;
+  // Instead of a connection: the peer is gone (its addresses refuse connections), as found
+  // after FailoverParams::on_stranded; a pair waiting for a new connection to it fails now
+  // with this. OK for a connection.
+  Status gone;
 };
 
 // Where reconnections reach a link: any thread posts, the link's thread takes them at
@@ -167,6 +174,19 @@ struct FailoverParams {
   // for the link's life.
   std::function<void(int path, int peer)> on_down;
   std::shared_ptr<ReconnectInbox> reconnects;
+  // Waiting out a pair whose every path failed with an error (each connection reset or
+  // closed: an operator's `ss -K`, a middlebox that dropped its state, a corrupt frame on
+  // the last path), where paths are re-dialled (on_down and reconnects set): for up to this
+  // long the pair keeps its operations and waits for a new connection of any of its paths,
+  // then resumes on it as after a move (nothing lost, nothing twice, no view change).
+  // Past it, or when the peer is found gone, the pair fails as it would at once without it.
+  // Zero: it fails at once. A silent pair never waits here: its last path has no stall
+  // deadline (the caller's deadline decides).
+  Duration stranded_grace{0};
+  // Called on the link's thread when a pair starts waiting so: whoever re-dials may find
+  // out sooner that the peer is gone (transport/tcp/knock.h) and post a Reconnection with
+  // `gone` set, which ends the wait. May be empty.
+  std::function<void(int peer)> on_stranded;
   Logger log{"link"};
 };
 

@@ -202,6 +202,10 @@ struct Pair {
   // The fast stint: no move yet and path 0 carries stamps (header comment above).
   bool fast = false;
   Status lost;                   // every path failed: the pair's operations fail with this
+  // Every path failed with an error and the pair waits for a new connection of one until
+  // then (FailoverParams::stranded_grace), its operations held; unset otherwise.
+  std::optional<TimePoint> stranded_until;
+  Status stranded_why;  // the last path's error: the loss, should the wait end so
   std::vector<Handle> resume_h;
   std::vector<std::array<std::byte, kResumeBytes>> resume_in;
   std::array<std::byte, kResumeBytes> resume_out{};
@@ -303,6 +307,11 @@ class FailoverLink final : public algorithms::Link {
   void end_fast(Pair& p);
 
   // ---- the pair protocol (failover_pair.cc) ----
+  // Whether a pair whose every path failed waits for a new connection (stranded_grace,
+  // paths re-dialled, the link not aborted).
+  bool may_strand() const;
+  // The pair waits so (its current path left): operations held, on_stranded told.
+  void strand(Pair& p, const Status& why);
   // One round: moves bytes on every path without blocking, then looks at every pair.
   // `now`: the steady clock's reading, taken by the caller just before; `looked`: a path
   // the caller has just looked at (poll_own), not looked at again, or -1.

@@ -139,6 +139,17 @@ void FailoverLink::service(std::chrono::steady_clock::time_point now, int looked
   }
   for (Pair& p : pairs_) {
     if (p.peer < 0 || !p.lost.is_ok()) continue;
+    if (p.stranded_until) {
+      // No path to service: a new connection (take_reconnections) or the end of the wait.
+      if (now_ >= *p.stranded_until) {
+        const auto ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(params_.stranded_grace).count();
+        lose_pair(p, error(p.stranded_why.code(), p.stranded_why.message() +
+                                                      "; no new connection within " +
+                                                      std::to_string(ms) + " ms"));
+      }
+      continue;
+    }
     if (!all && quiet(p)) {
       // Nothing of ours under way with this peer: only what it sent before a receive
       // was posted (a large one's sender waits for its acknowledgement) is looked for
@@ -554,7 +565,10 @@ void FailoverLink::fail_path(Pair& p, int path, const Status& why, bool stall) {
       return;
     }
     case Verdict::kMove: return move_to(p, f.to, f.generation, why.to_string(), stall, false);
-    case Verdict::kLost: leave_current(p); return lose_pair(p, why);
+    case Verdict::kLost:
+      leave_current(p);
+      if (f.down && p.read_back.is_ok() && may_strand()) return strand(p, why);
+      return lose_pair(p, why);
     case Verdict::kIgnored: return;
   }
 }
@@ -628,7 +642,26 @@ void FailoverLink::move_to(Pair& p, int path, std::uint32_t generation, const st
   }
 }
 
+bool FailoverLink::may_strand() const {
+  return params_.stranded_grace > Duration::zero() && params_.on_down && params_.reconnects &&
+         !abort_.raised();
+}
+
+void FailoverLink::strand(Pair& p, const Status& why) {
+  p.stranded_until = now_ + params_.stranded_grace;
+  p.stranded_why = why;
+  p.awaiting_resume = true;  // sends wait, as after a move, for the resume on the new path
+  if (p.resume_send_h != kNoHandle) cancel(p.resume_send_path, p.resume_send_h);
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(params_.stranded_grace).count();
+  params_.log.warn("epoch " + std::to_string(params_.epoch) + ": " + name_of(rank_) + " to " +
+                   pair_name(p) + ": every path failed (the last: " + why.to_string() +
+                   "); waiting up to " + std::to_string(ms) + " ms for a new connection");
+  if (params_.on_stranded) params_.on_stranded(p.peer);
+}
+
 void FailoverLink::lose_pair(Pair& p, const Status& last) {
+  p.stranded_until.reset();
   const std::string tried = std::to_string(p.route.carrying()) + " path(s)";
   p.lost = error(last.code(), last.message() + " (every path to " + pair_name(p) +
                                   " has failed: " + tried + ")");

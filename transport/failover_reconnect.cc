@@ -21,11 +21,14 @@ std::vector<Reconnection> ReconnectInbox::take() {
 
 void FailoverLink::take_reconnections() {
   for (Reconnection& r : params_.reconnects->take()) {
-    if (r.path < 0 || r.path >= static_cast<int>(paths_.size()) || r.peer < 0 ||
-        r.peer >= size_ || r.peer == rank_ || abort_.raised()) {
+    if (r.peer < 0 || r.peer >= size_ || r.peer == rank_ || abort_.raised()) continue;
+    Pair& p = pairs_[static_cast<std::size_t>(r.peer)];
+    if (!r.gone.is_ok()) {
+      // The peer is gone: a pair waiting for a new connection to it waits no longer.
+      if (p.lost.is_ok() && p.stranded_until) lose_pair(p, r.gone);
       continue;
     }
-    Pair& p = pairs_[static_cast<std::size_t>(r.peer)];
+    if (r.path < 0 || r.path >= static_cast<int>(paths_.size())) continue;
     if (!p.lost.is_ok() || p.route.state(r.path) != PathState::kDown || !r.install) continue;
     const std::string& name = params_.path_names[static_cast<std::size_t>(r.path)];
     if (Status st = r.install(*paths_[static_cast<std::size_t>(r.path)]); !st.is_ok()) {
@@ -35,13 +38,22 @@ void FailoverLink::take_reconnections() {
       continue;
     }
     // Below the pair's path: it has to prove itself (a probe answered, which takes the
-    // peer's new connection too) before the pair moves back up to it.
+    // peer's new connection too) before the pair moves back up to it. A stranded pair's
+    // only way on: it moves there at once, and its resume meets the peer's.
+    const bool stranded = p.stranded_until.has_value();
     p.route.on_reconnected(r.path, now_, params_.probe_interval);
     post_resume_listener(p, r.path);
     post_probe_listeners(p, r.path);
     params_.log.info("epoch " + std::to_string(params_.epoch) + ": " + name_of(rank_) + " to " +
                      pair_name(p) + ": path " + name + " reconnected" +
-                     (r.path < p.route.current() ? "; probing it" : ""));
+                     (stranded                     ? "; the pair goes on there"
+                      : r.path < p.route.current() ? "; probing it"
+                                                   : ""));
+    if (stranded) {
+      p.stranded_until.reset();
+      move_to(p, r.path, p.route.generation() + 1, "a new connection after every path failed",
+              false, false, /*recovery=*/true);
+    }
   }
 }
 

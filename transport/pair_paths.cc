@@ -71,10 +71,13 @@ bool PairPaths::on_probe_answer(int path, std::uint32_t generation) {
   return true;
 }
 
+bool PairPaths::stranded() const { return std::none_of(state_.begin(), state_.end(), connected); }
+
 bool PairPaths::on_reconnected(int path, TimePoint now, Duration probe_interval) {
+  const bool only_way_on = stranded();
   PathState& s = state_[static_cast<std::size_t>(path)];
   if (s != PathState::kDown) return false;
-  s = path < current_ ? PathState::kStalled : PathState::kUp;
+  s = path < current_ && !only_way_on ? PathState::kStalled : PathState::kUp;
   probed_at_ = now - probe_interval;
   return true;
 }

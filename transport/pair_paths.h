@@ -86,10 +86,16 @@ class PairPaths {
   // (in generation + 1); the path is up again then.
   bool on_probe_answer(int path, std::uint32_t generation);
 
+  // Whether no path is left connected (every one the pair had failed with an error): the
+  // pair either fails or waits for a new connection (FailoverParams::stranded_grace).
+  bool stranded() const;
+
   // ---- a new connection of a down path was put in ----
   // Returns false (nothing changes) unless the path is down. Below the pair's path it
   // comes back stalled: it has to prove itself (a probe answered, which takes the peer's
   // new connection too) before the pair moves back up to it, and it is probed at once.
+  // For a stranded pair it comes back up, wherever it is: the pair's only way on, which
+  // the link takes at once (a move, which the peer's resume confirms).
   bool on_reconnected(int path, TimePoint now, Duration probe_interval);
 
   // ---- the move itself ----

@@ -295,6 +295,15 @@ class PathChanges {
       return c.first == r && c.second.peer == peer && c.second.from == from && c.second.to == to;
     });
   }
+  // Where the last move of rank r's pair with `peer` went (-1: none, or the pair failed).
+  int last_to(int r, int peer) const {
+    std::lock_guard lock(mu_);
+    int to = -1;
+    for (const auto& c : changes_) {
+      if (c.first == r && c.second.peer == peer) to = c.second.to;
+    }
+    return to;
+  }
   int moves_of(int r, int peer) const {
     std::lock_guard lock(mu_);
     return static_cast<int>(std::count_if(changes_.begin(), changes_.end(), [&](const auto& c) {
@@ -533,6 +542,153 @@ TEST(FailoverReconnect, AStandbyThatNeverConnectedIsDialledLaterAndCarriesThePai
   }
   EXPECT_TRUE(changes.moved(0, 1, 0, 1) && changes.moved(1, 0, 0, 1)) << logs.dump();
   EXPECT_TRUE(logs.contains("path tcp:second reconnected")) << logs.dump();
+}
+
+// Every path of one pair fails at once mid-collective (both of rank 0's connections to
+// rank 1 shut down: an operator's ss -K, a middlebox that dropped its state): with a grace
+// (FailoverParams::stranded_grace) the pair waits for a new connection instead of failing,
+// the knock finds rank 1 alive, both paths are re-dialled, and the pair goes on where the
+// first new connection is, then back up to the preferred path: every round's result right,
+// no error anywhere (in the agent: no view change).
+TEST(FailoverStranded, APairWhoseEveryPathFailsWaitsForANewConnectionAndGoesOn) {
+  constexpr int kRanks = 3;
+  constexpr std::size_t kCount = (64 << 10) / sizeof(float) + 3;
+  testing::LogCapture logs;
+  const auto expected = plain_tcp_sums(kRanks, kCount, logs);
+  testing::Cluster first = testing::make_cluster(kRanks, logs);
+  testing::Cluster second = testing::make_cluster(kRanks, logs);
+  for (const Status& st : testing::connect_all(first, 1)) ASSERT_TRUE(st.is_ok()) << st.to_string();
+  for (const Status& st : testing::connect_all(second, 1))
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+  const auto first_addresses = one_address_each(first);
+  const auto second_addresses = one_address_each(second);
+  const int cut_fd = testing::socket_to_port(testing::port_of(first.addresses[1]));
+  ASSERT_GE(cut_fd, 0);
+  const int standby_fd = testing::socket_to_port(testing::port_of(second.addresses[1]));
+  ASSERT_GE(standby_fd, 0);
+
+  PathChanges changes;
+  auto redialers = redialer_each(kRanks, logs);
+  std::atomic<bool> fired{false};
+  std::atomic<int> drained{0};
+  std::vector<int> bad_rounds(kRanks, 0);
+  const auto statuses = testing::run_ranks(kRanks, [&](int r) -> Status {
+    const auto i = static_cast<std::size_t>(r);
+    auto inbox = std::make_shared<transport::ReconnectInbox>();
+    redialers[i]->start(1, r,
+                        {{first.endpoints[i].get(), first_addresses},
+                         {second.endpoints[i].get(), second_addresses}},
+                        {}, inbox);
+    std::vector<std::unique_ptr<algorithms::PollableLink>> paths;
+    TRIB_ASSIGN_OR_RETURN(auto a, transport::as_path(std::move(first.links[i])));
+    TRIB_ASSIGN_OR_RETURN(auto b, transport::as_path(std::move(second.links[i])));
+    auto cut = std::make_unique<testing::FaultPath>(std::move(a));
+    if (r == 0) {
+      cut->fire_at(40, [&fired, cut_fd, standby_fd] {  // mid-collective, both at once
+        fired = true;
+        ::shutdown(cut_fd, SHUT_RDWR);
+        ::shutdown(standby_fd, SHUT_RDWR);
+      });
+    }
+    paths.push_back(std::move(cut));
+    paths.push_back(std::move(b));
+    transport::FailoverParams params = reconnect_params(r, changes, *redialers[i], inbox, logs);
+    params.probe_interval = std::chrono::milliseconds(20);
+    params.stranded_grace = std::chrono::seconds(5);
+    params.on_stranded = [&redialers, i](int peer) { redialers[i]->knock(1, peer); };
+    TRIB_ASSIGN_OR_RETURN(auto link, transport::make_failover_link(params, std::move(paths)));
+    // Rank 0 says when to stop: once both ends are back on the preferred path after the cut.
+    auto back_up = [&] {
+      return fired && changes.last_to(0, 1) == 0 && changes.last_to(1, 0) == 0 &&
+             changes.moves_of(0, 1) >= 1 && changes.moves_of(1, 0) >= 1;
+    };
+    TRIB_RETURN_IF_ERROR(reduce_rounds(
+                             *link, r, expected[i], &bad_rounds[i], [](std::uint64_t) {}, back_up)
+                             .status());
+    changes.end();
+    return drain_together(*link, drained, kRanks);
+  });
+  ASSERT_TRUE(fired.load()) << "the cut never happened";
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_TRUE(statuses[static_cast<std::size_t>(r)].is_ok())
+        << "rank " << r << ": " << statuses[static_cast<std::size_t>(r)].to_string() << "\n"
+        << logs.dump();
+    EXPECT_EQ(bad_rounds[static_cast<std::size_t>(r)], 0) << "rank " << r;
+  }
+  EXPECT_TRUE(logs.contains("every path failed")) << logs.dump();
+  EXPECT_TRUE(logs.contains("the pair goes on there")) << logs.dump();
+  EXPECT_FALSE(logs.contains("is gone")) << logs.dump();
+  EXPECT_EQ(changes.last_to(0, 1), 0) << logs.dump();
+  EXPECT_EQ(changes.last_to(1, 0), 0) << logs.dump();
+  // The other pairs never moved.
+  EXPECT_EQ(changes.moves_of(0, 2) + changes.moves_of(2, 0) + changes.moves_of(1, 2) +
+                changes.moves_of(2, 1),
+            0);
+}
+
+// The same pair's peer is gone (its process ended: its listeners closed, then its
+// connections): the knock finds every address refusing, and the pair fails at once with
+// kPeerLost, long before its grace, as a member failure; nothing waits it out.
+TEST(FailoverStranded, APairWhosePeerIsGoneFailsAtOnceNotAfterItsGrace) {
+  constexpr int kRanks = 2;
+  constexpr std::size_t kCount = 4096;
+  testing::LogCapture logs;
+  testing::Cluster first = testing::make_cluster(kRanks, logs);
+  testing::Cluster second = testing::make_cluster(kRanks, logs);
+  for (const Status& st : testing::connect_all(first, 1)) ASSERT_TRUE(st.is_ok()) << st.to_string();
+  for (const Status& st : testing::connect_all(second, 1))
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+  const auto first_addresses = one_address_each(first);
+  const auto second_addresses = one_address_each(second);
+  PathChanges changes;
+  auto redialers = redialer_each(kRanks, logs);
+  constexpr auto kGrace = std::chrono::seconds(20);
+  std::atomic<bool> first_round_done{false};
+  double failed_after_s = -1;
+  const auto statuses = testing::run_ranks(kRanks, [&](int r) -> Status {
+    const auto i = static_cast<std::size_t>(r);
+    auto inbox = std::make_shared<transport::ReconnectInbox>();
+    redialers[i]->start(1, r,
+                        {{first.endpoints[i].get(), first_addresses},
+                         {second.endpoints[i].get(), second_addresses}},
+                        {}, inbox);
+    std::vector<std::unique_ptr<algorithms::PollableLink>> paths;
+    TRIB_ASSIGN_OR_RETURN(auto a, transport::as_path(std::move(first.links[i])));
+    TRIB_ASSIGN_OR_RETURN(auto b, transport::as_path(std::move(second.links[i])));
+    paths.push_back(std::move(a));
+    paths.push_back(std::move(b));
+    transport::FailoverParams params = reconnect_params(r, changes, *redialers[i], inbox, logs);
+    params.stranded_grace = kGrace;
+    params.on_stranded = [&redialers, i](int peer) { redialers[i]->knock(1, peer); };
+    TRIB_ASSIGN_OR_RETURN(auto link, transport::make_failover_link(params, std::move(paths)));
+    const auto in = random_floats(r, kCount);
+    std::vector<float> out(kCount);
+    TRIB_RETURN_IF_ERROR(all_reduce(*link, in.data(), out.data(), kCount, DType::kFloat32,
+                                    ReduceOp::kSum, options_for(AllReduceAlgorithm::kRing, 1)));
+    if (r == 1) {
+      // The process ends: nothing listens any more, then its connections close.
+      redialers[i]->stop();
+      first.endpoints[i].reset();
+      second.endpoints[i].reset();
+      link.reset();
+      first_round_done = true;
+      return Status();
+    }
+    while (!first_round_done.load()) std::this_thread::yield();
+    const auto t0 = std::chrono::steady_clock::now();
+    algorithms::CollectiveOptions o = options_for(AllReduceAlgorithm::kRing, 2);
+    o.deadline = Deadline::after(std::chrono::seconds(60));
+    const Status st =
+        all_reduce(*link, in.data(), out.data(), kCount, DType::kFloat32, ReduceOp::kSum, o);
+    failed_after_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    redialers[i]->stop();
+    return st;
+  });
+  EXPECT_TRUE(statuses[1].is_ok()) << statuses[1].to_string();
+  EXPECT_EQ(statuses[0].code(), StatusCode::kPeerLost) << statuses[0].to_string() << "\n"
+                                                       << logs.dump();
+  EXPECT_LT(failed_after_s, 5.0) << "waited out the grace for a peer that is gone\n" << logs.dump();
+  EXPECT_TRUE(logs.contains("is gone")) << logs.dump();
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, FailoverReconnect, ::testing::Bool(),

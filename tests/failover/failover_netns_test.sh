@@ -35,6 +35,13 @@
 # back up ("tcp-standby -> tcp"), every step correct, epoch 1 throughout; `tributary status`
 # shows each pair's path, path list and moves as the agents report them.
 #
+# With `resetall`, every data connection of agent 1 is killed at once, on A and on B (`ss
+# -K`; its control connection to the coordinator on B is spared): each of its pairs has no
+# path left and, rather than fail (a new view for every member), waits for a new connection
+# ("every path failed ...; waiting up to 1000 ms for a new connection"), finds by a knock
+# that the peer is alive, re-dials, and goes on where the first new connection is ("the
+# pair goes on there"), every step correct, epoch 1 throughout.
+#
 # With `kill`, the last agent is also killed (kill -9) at the moment A goes down: a path
 # failing while a peer dies still ends in the member-failure protocol (its pairs lose both
 # paths at once), and the survivors train on in a new view, every step correct and agreed.
@@ -48,7 +55,7 @@
 # standby path ("tcp -> tcp-standby", not on to tcp-standby-2), every step correct, epoch 1
 # throughout.
 #
-#   failover_netns_test.sh TRIBUTARY_BIN [N [kill|return|flap|shm|three|reset|late]]   # STEPS, COUNT (floats per all-reduce)
+#   failover_netns_test.sh TRIBUTARY_BIN [N [kill|return|flap|shm|three|reset|resetall|late]]   # STEPS, COUNT (floats per all-reduce)
 #                                                     # from the environment
 #
 # Needs root and network namespaces; otherwise exits 77 (skipped) saying why.
@@ -125,7 +132,7 @@ if [[ $MODE == late ]]; then
   ip -n "$SW" link set "${P}B1s" down
   echo "agent 1's port on network B down before the agents start"
 fi
-STEPS=${STEPS:-$(case $MODE in return | three | reset | late) echo 400 ;; flap) echo 900 ;; *) echo 120 ;; esac)}
+STEPS=${STEPS:-$(case $MODE in return | three | reset | resetall | late) echo 400 ;; flap) echo 900 ;; *) echo 120 ;; esac)}
 PRIMARY=tcp
 if [[ $MODE == shm ]]; then
   PRIMARY=shm
@@ -172,11 +179,13 @@ if [[ $MODE == late ]]; then
 fi
 if [[ $MODE == shm || $MODE == reset ]]; then
   ip netns exec "${P}_h1" ss -K dst 10.81.0.0/24 >/dev/null
+elif [[ $MODE == resetall ]]; then
+  ip netns exec "${P}_h1" ss -K "dst 10.81.0.0/24 or ( dst 10.82.0.0/24 and not dst 10.82.0.254 )" >/dev/null
 else
   ip -n "${P}_h1" link set ethA down
 fi
 CUT=$(date +%s.%N)
-echo "$([[ $MODE == shm || $MODE == reset ]] && echo "agent 1's connections on A killed" || echo "network A down under agent 1") at step $(grep -c '^soak step' "$WORK/agent1.out")"
+echo "$(case $MODE in shm | reset) echo "agent 1's connections on A killed" ;; resetall) echo "agent 1's data connections on A and B killed" ;; *) echo "network A down under agent 1" ;; esac) at step $(grep -c '^soak step' "$WORK/agent1.out")"
 LAST=$N
 if [[ $MODE == kill ]]; then
   kill -9 "${AGENT[N - 1]}"
@@ -188,7 +197,7 @@ fi
 # Agent 1's metrics while it trains on (they sync every 64 collectives).
 SCRAPED=$WORK/agent1.metrics
 # (Not with `reset`: its pairs are back on A before a scrape could show them on B.)
-if [[ $MODE != kill && $MODE != reset ]] && command -v curl >/dev/null; then
+if [[ $MODE != kill && $MODE != reset && $MODE != resetall ]] && command -v curl >/dev/null; then
   while kill -0 "${AGENT[1]}" 2>/dev/null; do
     ip netns exec "${P}_h1" curl -s --max-time 1 http://127.0.0.1:9464/metrics >"$SCRAPED.new" || true
     if grep -q "^tributary_link_fallbacks_total{.*from=\"$PRIMARY\".*to=\"tcp-standby\"" "$SCRAPED.new"; then
@@ -309,14 +318,27 @@ done
 # Every agent committed the same sums.
 sums=$(for ((i = 0; i < N; i++)); do grep "^soak step" "$WORK/agent$i.out" | awk '{print $3, $NF == "ok" ? $(NF - 1) : "x"}'; done | sort -u | wc -l)
 [[ $sums -eq $STEPS ]] || fail "the agents disagree on some step ($sums distinct step sums for $STEPS steps)"
-# Agent 1 moved its pairs from A (tcp) to B (tcp-standby), naming both ends and paths.
-grep -q "rank .* to rank .*: path $PRIMARY -> tcp-standby" "$WORK/agent1.err" ||
-  fail "agent 1 logged no move from $PRIMARY to the standby path"
-grep -h "path $PRIMARY -> tcp-standby" "$WORK"/agent*.err | head -4
-# From the cut to agent 1's first move (its log's clock is this machine's).
-first=$(grep -h "path $PRIMARY -> tcp-standby" "$WORK/agent1.err" | awk '{print $1}' | sort | head -1)
-moved=$(date -d "$first" +%s.%N)
-echo "first move $(awk -v a="$CUT" -v b="$moved" 'BEGIN {printf "%.0f", (b - a) * 1000}') ms after the cut (stall timeout $STALL_MS ms)"
+if [[ $MODE == resetall ]]; then
+  # Agent 1's pairs waited for a new connection instead of failing, and went on.
+  grep -q "rank .* to rank .*: every path failed (the last: .*); waiting up to $STALL_MS ms for a new connection" "$WORK/agent1.err" ||
+    fail "agent 1 logged no pair waiting for a new connection"
+  grep -q "rank .* to rank .*: path tcp\(-standby\)\? reconnected; the pair goes on there" "$WORK/agent1.err" ||
+    fail "agent 1 logged no pair going on over a new connection"
+  grep -q " is gone" "$WORK"/agent*.err && fail "a knock found a live agent gone: $(grep -h -m1 ' is gone' "$WORK"/agent*.err)"
+  grep -q "no new connection within" "$WORK"/agent*.err && fail "a pair waited out its grace: $(grep -h -m1 'no new connection within' "$WORK"/agent*.err)"
+  grep -h "every path failed\|the pair goes on there" "$WORK/agent1.err" | head -4
+  on=$(grep -h "the pair goes on there" "$WORK/agent1.err" | awk '{print $1}' | sort | tail -1)
+  echo "last pair of agent 1 going on $(awk -v a="$CUT" -v b="$(date -d "$on" +%s.%N)" 'BEGIN {printf "%.0f", (b - a) * 1000}') ms after the cut"
+else
+  # Agent 1 moved its pairs from A (tcp) to B (tcp-standby), naming both ends and paths.
+  grep -q "rank .* to rank .*: path $PRIMARY -> tcp-standby" "$WORK/agent1.err" ||
+    fail "agent 1 logged no move from $PRIMARY to the standby path"
+  grep -h "path $PRIMARY -> tcp-standby" "$WORK"/agent*.err | head -4
+  # From the cut to agent 1's first move (its log's clock is this machine's).
+  first=$(grep -h "path $PRIMARY -> tcp-standby" "$WORK/agent1.err" | awk '{print $1}' | sort | head -1)
+  moved=$(date -d "$first" +%s.%N)
+  echo "first move $(awk -v a="$CUT" -v b="$moved" 'BEGIN {printf "%.0f", (b - a) * 1000}') ms after the cut (stall timeout $STALL_MS ms)"
+fi
 if [[ $MODE == three ]]; then
   grep -q "rank .* to rank .*: path tcp-standby -> tcp-standby-2" "$WORK/agent1.err" ||
     fail "agent 1 never moved on to network C after B went down too"
@@ -360,7 +382,7 @@ if [[ $MODE == reset ]]; then
     grep -E '^tributary_link_(reconnects|recoveries)_total' "$WORK/agent1.reconnects"
   fi
   echo "last pair back on A $(awk -v a="$CUT" -v b="$(date -d "$back" +%s.%N)" 'BEGIN {printf "%.0f", (b - a) * 1000}') ms after the cut"
-elif command -v curl >/dev/null; then
+elif [[ $MODE != resetall ]] && command -v curl >/dev/null; then
   [[ -s $SCRAPED ]] || fail "agent 1's /metrics never counted a move to tcp-standby"
   grep -q '^tributary_peer_transport{.*transport="tcp-standby".*} 1' "$SCRAPED" ||
     fail "agent 1's /metrics shows no peer on tcp-standby: $(grep peer_transport "$SCRAPED")"
@@ -372,6 +394,7 @@ case $MODE in
   shm) what="agent 1's shared-memory paths failed mid-run (pulse connections killed)" ;;
   three) what="networks A then B cut under agent 1 mid-run, its pairs on C" ;;
   reset) what="agent 1's connections on A reset mid-run, re-dialled, its pairs back on A" ;;
+  resetall) what="every data connection of agent 1 reset at once mid-run, its pairs waiting for new ones and going on" ;;
   late) what="the standby path absent at the view's start, re-dialled, then A cut under agent 1: pairs on the standby" ;;
   *) what="network A cut under agent 1 mid-run" ;;
 esac

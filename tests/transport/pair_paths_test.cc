@@ -294,6 +294,26 @@ TEST(PairPaths, OnlyADownPathTakesAReconnection) {
   EXPECT_EQ(p.state(2), PathState::kAbsent);
 }
 
+TEST(PairPaths, APairIsStrandedWhenNoPathIsConnectedAndAnyReconnectionIsItsWayOn) {
+  PairPaths p = three_paths();
+  EXPECT_FALSE(p.stranded());
+  move(p, p.on_failure(0, false));  // 0 down, on 1
+  ASSERT_EQ(p.on_failure(2, false).verdict, Verdict::kStandby);
+  EXPECT_FALSE(p.stranded());
+  ASSERT_EQ(p.on_failure(1, false).verdict, Verdict::kLost);
+  EXPECT_TRUE(p.stranded());
+  // Path 0 is above the pair's path 1, but the only way on: up, not stalled.
+  EXPECT_TRUE(p.on_reconnected(0, kStart, kProbe));
+  EXPECT_EQ(p.state(0), PathState::kUp);
+  EXPECT_FALSE(p.stranded());
+  // A stalled path is still connected: a pair that has one is not stranded.
+  PairPaths q({true, true}, kStart);
+  ASSERT_EQ(q.on_failure(0, /*stall=*/true).verdict, Verdict::kMove);
+  q.enter(1, 1, kStart);
+  ASSERT_EQ(q.on_failure(1, false).verdict, Verdict::kMove);  // the stalled one: last chance
+  EXPECT_FALSE(q.stranded());
+}
+
 TEST(PairPaths, ALostPairComesBackThroughAReconnectionOfItsPath) {
   PairPaths p({true}, kStart);
   ASSERT_EQ(p.on_failure(0, false).verdict, Verdict::kLost);
