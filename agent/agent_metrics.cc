@@ -108,8 +108,9 @@ Result<std::unique_ptr<AgentMetrics>> AgentMetrics::serve(const std::string& bin
            .Name("tributary_link_fallbacks_total")
            .Help(
                "Times the link to a peer moved from one data path to another (--failover), "
-               "by peer, path names and cause (error, stall, peer: the peer moved first); "
-               "to=none: every path to the peer failed")
+               "by peer, path names and cause (error, stall, peer: the peer moved first; "
+               "waiting: every path failed with an error and the pair waits for a new "
+               "connection); to=none: every path to the peer failed")
            .Register(r);
   impl->path_recoveries =
       &prometheus::BuildCounter()

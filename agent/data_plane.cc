@@ -514,7 +514,11 @@ void DataPlane::on_path_change(std::uint64_t epoch, const transport::PathChange&
   const std::string from = path_name(c.from, current);
   const std::string to = c.to < 0 ? "none" : path_name(c.to, current);
   // A move back up to a path that returned is a recovery, whichever side moved first.
-  const std::string cause = c.recovered ? "recovered" : c.stall ? "stall" : c.by_peer ? "peer" : "error";
+  const std::string cause = c.recovered  ? "recovered"
+                            : c.stranded ? "waiting"
+                            : c.stall    ? "stall"
+                            : c.by_peer  ? "peer"
+                                         : "error";
   const std::string peer =
       current && c.peer >= 0 && c.peer < static_cast<int>(group_addresses_.size())
           ? group_addresses_[static_cast<std::size_t>(c.peer)]

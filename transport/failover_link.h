@@ -79,6 +79,10 @@ struct PathChange {
   bool by_peer = false;  // the peer's resume arrived first
   // Back up to a path left earlier by a stall (`to` < `from`): a probe on it was answered.
   bool recovered = false;
+  // Every path failed with an error and the pair waits for a new connection (`to` = -1
+  // for now; FailoverParams::stranded_grace). It then goes on (a change with `recovered`)
+  // or fails (`to` = -1 again).
+  bool stranded = false;
 };
 
 // A new connection for a path whose connection failed (FailoverParams::on_down), from

@@ -657,6 +657,11 @@ void FailoverLink::strand(Pair& p, const Status& why) {
   params_.log.warn("epoch " + std::to_string(params_.epoch) + ": " + name_of(rank_) + " to " +
                    pair_name(p) + ": every path failed (the last: " + why.to_string() +
                    "); waiting up to " + std::to_string(ms) + " ms for a new connection");
+  if (params_.on_change) {
+    PathChange c{p.peer, p.route.current(), -1, why.to_string(), false, false, false};
+    c.stranded = true;
+    params_.on_change(c);
+  }
   if (params_.on_stranded) params_.on_stranded(p.peer);
 }
 
