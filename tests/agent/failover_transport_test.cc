@@ -386,49 +386,82 @@ Status drain_together(algorithms::Link& link, std::atomic<int>& drained, int ran
   return Status();
 }
 
+// Two TCP networks of one group (epoch 1), each a listening cluster, and a PathRedialer per
+// rank over both: the setting of the reconnect and stranded-pair tests.
+struct TwoNetworks {
+  TwoNetworks(int ranks, testing::LogCapture& logs)
+      : first(testing::make_cluster(ranks, logs)),
+        second(testing::make_cluster(ranks, logs)),
+        first_addresses(one_address_each(first)),
+        second_addresses(one_address_each(second)),
+        redialers(redialer_each(ranks, logs)) {}
+  // Connects the group on both networks; every rank's Status, both networks'.
+  std::vector<Status> connect() {
+    std::vector<Status> all = testing::connect_all(first, 1);
+    for (Status& st : testing::connect_all(second, 1)) all.push_back(std::move(st));
+    return all;
+  }
+  // Rank 0's side of its connection to rank 1 on a network (it dialled rank 1's listener).
+  static int socket_to_rank1(const testing::Cluster& c) {
+    return testing::socket_to_port(testing::port_of(c.addresses[1]));
+  }
+  // Rank r's failover paths, [first, second], the first in a FaultPath (`*cut`, for
+  // fire_at), and its redialer started on both for epoch 1, into `*inbox`.
+  Result<std::vector<std::unique_ptr<algorithms::PollableLink>>> paths_of(
+      int r, std::shared_ptr<transport::ReconnectInbox>* inbox, testing::FaultPath** cut) {
+    const auto i = static_cast<std::size_t>(r);
+    *inbox = std::make_shared<transport::ReconnectInbox>();
+    redialers[i]->start(1, r,
+                        {{first.endpoints[i].get(), first_addresses},
+                         {second.endpoints[i].get(), second_addresses}},
+                        {}, *inbox);
+    std::vector<std::unique_ptr<algorithms::PollableLink>> paths;
+    TRIB_ASSIGN_OR_RETURN(auto a, transport::as_path(std::move(first.links[i])));
+    TRIB_ASSIGN_OR_RETURN(auto b, transport::as_path(std::move(second.links[i])));
+    auto wrapped = std::make_unique<testing::FaultPath>(std::move(a));
+    *cut = wrapped.get();
+    paths.push_back(std::move(wrapped));
+    paths.push_back(std::move(b));
+    return paths;
+  }
+
+  testing::Cluster first;
+  testing::Cluster second;
+  std::vector<std::vector<std::string>> first_addresses;
+  std::vector<std::vector<std::string>> second_addresses;
+  std::vector<std::unique_ptr<agent::PathRedialer>> redialers;
+};
+
 TEST_P(FailoverReconnect, AClosedPathIsRedialledAndThePairMovesBackUp) {
   const bool standby_first = GetParam();
   constexpr int kRanks = 3;
   constexpr std::size_t kCount = (64 << 10) / sizeof(float) + 3;
   testing::LogCapture logs;
   const auto expected = plain_tcp_sums(kRanks, kCount, logs);
-  testing::Cluster first = testing::make_cluster(kRanks, logs);
-  testing::Cluster second = testing::make_cluster(kRanks, logs);
-  for (const Status& st : testing::connect_all(first, 1)) ASSERT_TRUE(st.is_ok()) << st.to_string();
-  for (const Status& st : testing::connect_all(second, 1)) ASSERT_TRUE(st.is_ok()) << st.to_string();
-  const auto first_addresses = one_address_each(first);
-  const auto second_addresses = one_address_each(second);
-  // Rank 0's side of its preferred connection to rank 1 (it dialled rank 1's listener).
-  const int cut_fd = testing::socket_to_port(testing::port_of(first.addresses[1]));
+  TwoNetworks nets(kRanks, logs);
+  for (const Status& st : nets.connect()) ASSERT_TRUE(st.is_ok()) << st.to_string();
+  const int cut_fd = TwoNetworks::socket_to_rank1(nets.first);
   ASSERT_GE(cut_fd, 0);
-  const int standby_fd = testing::socket_to_port(testing::port_of(second.addresses[1]));
+  const int standby_fd = TwoNetworks::socket_to_rank1(nets.second);
   ASSERT_GE(standby_fd, 0);
 
   PathChanges changes;
-  auto redialers = redialer_each(kRanks, logs);
+  auto& redialers = nets.redialers;
   std::atomic<bool> fired{false};
   std::atomic<int> drained{0};
   int rounds = 0;
   std::vector<int> bad_rounds(kRanks, 0);
   const auto statuses = testing::run_ranks(kRanks, [&](int r) -> Status {
     const auto i = static_cast<std::size_t>(r);
-    auto inbox = std::make_shared<transport::ReconnectInbox>();
-    redialers[i]->start(1, r,
-                        {{first.endpoints[i].get(), first_addresses},
-                         {second.endpoints[i].get(), second_addresses}},
-                        {}, inbox);
-    std::vector<std::unique_ptr<algorithms::PollableLink>> paths;
-    TRIB_ASSIGN_OR_RETURN(auto a, transport::as_path(std::move(first.links[i])));
-    TRIB_ASSIGN_OR_RETURN(auto b, transport::as_path(std::move(second.links[i])));
-    auto cut = std::make_unique<testing::FaultPath>(std::move(a));
+    std::shared_ptr<transport::ReconnectInbox> inbox;
+    testing::FaultPath* cut = nullptr;
+    TRIB_ASSIGN_OR_RETURN(auto paths, nets.paths_of(r, &inbox, &cut));
     if (r == 0 && !standby_first) {
       cut->fire_at(40, [&fired, cut_fd] {  // mid-collective: the 40th send on it
         fired = true;
         ::shutdown(cut_fd, SHUT_RDWR);
       });
     }
-    paths.push_back(std::move(cut));
-    paths.push_back(std::move(b));
     transport::FailoverParams params = reconnect_params(r, changes, *redialers[i], inbox, logs);
     params.probe_interval = std::chrono::milliseconds(20);
     TRIB_ASSIGN_OR_RETURN(auto link, transport::make_failover_link(params, std::move(paths)));
@@ -562,34 +595,23 @@ TEST(FailoverStranded, APairWhoseEveryPathFailsWaitsForANewConnectionAndGoesOn) 
   constexpr std::size_t kCount = (64 << 10) / sizeof(float) + 3;
   testing::LogCapture logs;
   const auto expected = plain_tcp_sums(kRanks, kCount, logs);
-  testing::Cluster first = testing::make_cluster(kRanks, logs);
-  testing::Cluster second = testing::make_cluster(kRanks, logs);
-  for (const Status& st : testing::connect_all(first, 1)) ASSERT_TRUE(st.is_ok()) << st.to_string();
-  for (const Status& st : testing::connect_all(second, 1))
-    ASSERT_TRUE(st.is_ok()) << st.to_string();
-  const auto first_addresses = one_address_each(first);
-  const auto second_addresses = one_address_each(second);
-  const int cut_fd = testing::socket_to_port(testing::port_of(first.addresses[1]));
+  TwoNetworks nets(kRanks, logs);
+  for (const Status& st : nets.connect()) ASSERT_TRUE(st.is_ok()) << st.to_string();
+  const int cut_fd = TwoNetworks::socket_to_rank1(nets.first);
   ASSERT_GE(cut_fd, 0);
-  const int standby_fd = testing::socket_to_port(testing::port_of(second.addresses[1]));
+  const int standby_fd = TwoNetworks::socket_to_rank1(nets.second);
   ASSERT_GE(standby_fd, 0);
 
   PathChanges changes;
-  auto redialers = redialer_each(kRanks, logs);
+  auto& redialers = nets.redialers;
   std::atomic<bool> fired{false};
   std::atomic<int> drained{0};
   std::vector<int> bad_rounds(kRanks, 0);
   const auto statuses = testing::run_ranks(kRanks, [&](int r) -> Status {
     const auto i = static_cast<std::size_t>(r);
-    auto inbox = std::make_shared<transport::ReconnectInbox>();
-    redialers[i]->start(1, r,
-                        {{first.endpoints[i].get(), first_addresses},
-                         {second.endpoints[i].get(), second_addresses}},
-                        {}, inbox);
-    std::vector<std::unique_ptr<algorithms::PollableLink>> paths;
-    TRIB_ASSIGN_OR_RETURN(auto a, transport::as_path(std::move(first.links[i])));
-    TRIB_ASSIGN_OR_RETURN(auto b, transport::as_path(std::move(second.links[i])));
-    auto cut = std::make_unique<testing::FaultPath>(std::move(a));
+    std::shared_ptr<transport::ReconnectInbox> inbox;
+    testing::FaultPath* cut = nullptr;
+    TRIB_ASSIGN_OR_RETURN(auto paths, nets.paths_of(r, &inbox, &cut));
     if (r == 0) {
       cut->fire_at(40, [&fired, cut_fd, standby_fd] {  // mid-collective, both at once
         fired = true;
@@ -597,8 +619,6 @@ TEST(FailoverStranded, APairWhoseEveryPathFailsWaitsForANewConnectionAndGoesOn) 
         ::shutdown(standby_fd, SHUT_RDWR);
       });
     }
-    paths.push_back(std::move(cut));
-    paths.push_back(std::move(b));
     transport::FailoverParams params = reconnect_params(r, changes, *redialers[i], inbox, logs);
     params.probe_interval = std::chrono::milliseconds(20);
     params.stranded_grace = std::chrono::seconds(5);
@@ -644,30 +664,18 @@ TEST(FailoverStranded, APairWhosePeerIsGoneFailsAtOnceNotAfterItsGrace) {
   constexpr int kRanks = 2;
   constexpr std::size_t kCount = 4096;
   testing::LogCapture logs;
-  testing::Cluster first = testing::make_cluster(kRanks, logs);
-  testing::Cluster second = testing::make_cluster(kRanks, logs);
-  for (const Status& st : testing::connect_all(first, 1)) ASSERT_TRUE(st.is_ok()) << st.to_string();
-  for (const Status& st : testing::connect_all(second, 1))
-    ASSERT_TRUE(st.is_ok()) << st.to_string();
-  const auto first_addresses = one_address_each(first);
-  const auto second_addresses = one_address_each(second);
+  TwoNetworks nets(kRanks, logs);
+  for (const Status& st : nets.connect()) ASSERT_TRUE(st.is_ok()) << st.to_string();
   PathChanges changes;
-  auto redialers = redialer_each(kRanks, logs);
+  auto& redialers = nets.redialers;
   constexpr auto kGrace = std::chrono::seconds(20);
   std::atomic<bool> first_round_done{false};
   double failed_after_s = -1;
   const auto statuses = testing::run_ranks(kRanks, [&](int r) -> Status {
     const auto i = static_cast<std::size_t>(r);
-    auto inbox = std::make_shared<transport::ReconnectInbox>();
-    redialers[i]->start(1, r,
-                        {{first.endpoints[i].get(), first_addresses},
-                         {second.endpoints[i].get(), second_addresses}},
-                        {}, inbox);
-    std::vector<std::unique_ptr<algorithms::PollableLink>> paths;
-    TRIB_ASSIGN_OR_RETURN(auto a, transport::as_path(std::move(first.links[i])));
-    TRIB_ASSIGN_OR_RETURN(auto b, transport::as_path(std::move(second.links[i])));
-    paths.push_back(std::move(a));
-    paths.push_back(std::move(b));
+    std::shared_ptr<transport::ReconnectInbox> inbox;
+    testing::FaultPath* unused = nullptr;
+    TRIB_ASSIGN_OR_RETURN(auto paths, nets.paths_of(r, &inbox, &unused));
     transport::FailoverParams params = reconnect_params(r, changes, *redialers[i], inbox, logs);
     params.stranded_grace = kGrace;
     params.on_stranded = [&redialers, i](int peer) { redialers[i]->knock(1, peer); };
@@ -679,8 +687,8 @@ TEST(FailoverStranded, APairWhosePeerIsGoneFailsAtOnceNotAfterItsGrace) {
     if (r == 1) {
       // The process ends: nothing listens any more, then its connections close.
       redialers[i]->stop();
-      first.endpoints[i].reset();
-      second.endpoints[i].reset();
+      nets.first.endpoints[i].reset();
+      nets.second.endpoints[i].reset();
       link.reset();
       first_round_done = true;
       return Status();

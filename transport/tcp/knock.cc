@@ -12,22 +12,12 @@
 #include <chrono>
 #include <cstring>
 
+#include "transport/tcp/host_port.h"
+
 namespace tributary::transport {
 namespace {
 
 enum class Answer { kAccepted, kRefused, kSilent };
-
-bool split(const std::string& address, std::string* host, std::string* port) {
-  const auto colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) return false;
-  *host = address.substr(0, colon);
-  *port = address.substr(colon + 1);
-  if (host->front() == '[') {
-    if (host->size() < 3 || host->back() != ']') return false;
-    *host = host->substr(1, host->size() - 2);
-  }
-  return true;
-}
 
 Answer knock_one(const sockaddr* to, socklen_t len, Deadline deadline) {
   const int fd = ::socket(to->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -66,7 +56,7 @@ Status knock(const std::vector<std::string>& addresses, Deadline deadline) {
   bool silent = false;
   for (const std::string& address : addresses) {
     std::string host, port;
-    if (!split(address, &host, &port)) {
+    if (!split_host_port(address, &host, &port)) {
       return error(StatusCode::kInvalidArgument, "knock: bad address '" + address + "'");
     }
     addrinfo hints{};

@@ -8,24 +8,12 @@
 #include <cerrno>
 #include <cstring>
 
-#include "transport/tcp/tcp_endpoint_impl.h"
 #include "core/check.h"
+#include "transport/tcp/host_port.h"
+#include "transport/tcp/tcp_endpoint_impl.h"
 
 namespace tributary::transport {
 namespace {
-
-// "host:port" or "[v6]:port".
-bool split_address(const std::string& address, std::string* host, std::string* port) {
-  const auto colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) return false;
-  *host = address.substr(0, colon);
-  *port = address.substr(colon + 1);
-  if (host->front() == '[') {
-    if (host->size() < 3 || host->back() != ']') return false;
-    *host = host->substr(1, host->size() - 2);
-  }
-  return true;
-}
 
 std::string joined(const std::vector<std::string>& addresses) {
   std::string out;
@@ -330,7 +318,7 @@ Result<std::vector<PeerSocket>> TcpEndpoint::Impl::connect_sockets(
       }
       for (const std::string& address : addresses[peer]) {
         std::string host, port;
-        if (!split_address(address, &host, &port)) {
+        if (!split_host_port(address, &host, &port)) {
           return error(StatusCode::kInvalidArgument, "bad address '" + address + "' for rank " +
                                                          std::to_string(peer) +
                                                          " (want host:port)");
