@@ -51,8 +51,9 @@ class TwoPaths {
       fabrics_.back()->set_combining(combining);
     }
   }
-  // Applied to every link's parameters before it is made.
+  // Applied to every link's parameters before it is made (the second with the rank).
   std::function<void(transport::FailoverParams&)> tune;
+  std::function<void(int, transport::FailoverParams&)> tune_rank;
   MemoryFabric& fabric(int k) { return *fabrics_[static_cast<std::size_t>(k)]; }
   FakeClock& clock() { return clock_; }
 
@@ -74,6 +75,7 @@ class TwoPaths {
     params.clock = &clock_;
     params.on_change = [this, r](const transport::PathChange& c) { note(r, c); };
     if (tune) tune(params);
+    if (tune_rank) tune_rank(r, params);
     auto made = transport::make_failover_link(std::move(params), std::move(paths));
     EXPECT_TRUE(made.is_ok());
     return std::move(*made);
@@ -112,6 +114,13 @@ class TwoPaths {
   std::size_t changes() {
     std::lock_guard lock(mu_);
     return changes_.size();
+  }
+  bool any_stranded() {
+    std::lock_guard lock(mu_);
+    for (const auto& [who, c] : changes_) {
+      if (c.stranded && c.to == -1) return true;
+    }
+    return false;
   }
   bool any_lost() {
     std::lock_guard lock(mu_);
@@ -797,6 +806,79 @@ TEST(FailoverLink, EveryPathGoneIsAPeerFailure) {
         << st.to_string();
   }
   EXPECT_TRUE(paths.any_lost());
+}
+
+// Where paths are re-dialled (on_down, reconnects) and a grace is set, a pair whose every
+// path failed waits for a new connection (FailoverParams::stranded_grace) and says so
+// (on_stranded, a change to no path marked stranded). None comes: when the grace has
+// passed on the link's clock, it fails as it would have at once, saying it waited.
+TEST(FailoverLink, AStrandedPairFailsWhenItsGracePassesWithoutANewConnection) {
+  TwoPaths paths(2);
+  std::vector<std::shared_ptr<transport::ReconnectInbox>> inboxes = {
+      std::make_shared<transport::ReconnectInbox>(), std::make_shared<transport::ReconnectInbox>()};
+  std::atomic<int> told{0};
+  paths.tune_rank = [&](int r, transport::FailoverParams& p) {
+    p.stranded_grace = std::chrono::milliseconds(300);
+    p.on_down = [](int, int) {};  // re-dialled by nobody: no new connection comes
+    p.reconnects = inboxes[static_cast<std::size_t>(r)];
+    p.on_stranded = [&told, r](int peer) {
+      if (peer == 1 - r) ++told;
+    };
+  };
+  paths.fabric(0).fail_link(0, 1);
+  paths.fabric(1).fail_link(0, 1);
+  const auto statuses = testing::run_ranks(2, [&](int r) -> Status {
+    auto link = paths.link(r, std::chrono::milliseconds(200));
+    std::vector<std::byte> buf(64);
+    const auto h = r == 0 ? link->send(1, Tag{1, 0, 0}, buf) : link->recv(0, Tag{1, 0, 0}, buf);
+    return link->wait(h, Deadline::after(std::chrono::seconds(20)));
+  });
+  for (int r = 0; r < 2; ++r) {
+    const Status& st = statuses[static_cast<std::size_t>(r)];
+    EXPECT_EQ(st.code(), StatusCode::kPeerLost) << st.to_string();
+    EXPECT_NE(st.message().find("no new connection within 300 ms"), std::string::npos)
+        << st.to_string();
+  }
+  EXPECT_EQ(told.load(), 2);
+  EXPECT_TRUE(paths.any_stranded());
+  EXPECT_TRUE(paths.any_lost());
+}
+
+// The same wait, ended at once by whoever re-dials finding the peer gone
+// (Reconnection::gone, as the agent's knock posts it): not after the grace.
+TEST(FailoverLink, AGoneNoticeEndsAStrandedPairsWaitAtOnce) {
+  TwoPaths paths(2);
+  std::vector<std::shared_ptr<transport::ReconnectInbox>> inboxes = {
+      std::make_shared<transport::ReconnectInbox>(), std::make_shared<transport::ReconnectInbox>()};
+  paths.tune_rank = [&](int r, transport::FailoverParams& p) {
+    p.stranded_grace = std::chrono::hours(1);
+    p.on_down = [](int, int) {};
+    auto inbox = inboxes[static_cast<std::size_t>(r)];
+    p.reconnects = inbox;
+    p.on_stranded = [inbox](int peer) {
+      transport::Reconnection gone;
+      gone.peer = peer;
+      gone.gone = error(StatusCode::kPeerLost, "test: nothing listens there");
+      inbox->post(std::move(gone));
+    };
+  };
+  paths.fabric(0).fail_link(0, 1);
+  paths.fabric(1).fail_link(0, 1);
+  const auto start = std::chrono::steady_clock::now();
+  const auto statuses = testing::run_ranks(2, [&](int r) -> Status {
+    auto link = paths.link(r, std::chrono::milliseconds(200));
+    std::vector<std::byte> buf(64);
+    const auto h = r == 0 ? link->send(1, Tag{1, 0, 0}, buf) : link->recv(0, Tag{1, 0, 0}, buf);
+    return link->wait(h, Deadline::after(std::chrono::seconds(20)));
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  for (int r = 0; r < 2; ++r) {
+    const Status& st = statuses[static_cast<std::size_t>(r)];
+    EXPECT_EQ(st.code(), StatusCode::kPeerLost) << st.to_string();
+    EXPECT_NE(st.message().find("test: nothing listens there"), std::string::npos)
+        << st.to_string();
+  }
+  EXPECT_TRUE(paths.any_stranded());
 }
 
 // Rank 0's standby never connected (an absent path: transport/absent_path.h) while the
