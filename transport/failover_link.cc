@@ -39,9 +39,7 @@ FailoverLink::FailoverLink(FailoverParams params,
     for (std::size_t k = 0; k < paths_.size(); ++k) {
       carried[k] = path_carries(params_.path_peers, k, r);
     }
-    TRIB_CHECK(first_path(params_.path_peers, paths_.size(), r) >= 0)
-        << "no path carries rank " << r;
-    p.route = PairPaths(carried, now);
+    p.route = PairPaths(carried, now);  // make_failover_link refused a pair without one
     p.resume_h.assign(paths_.size(), kNoHandle);
     p.resume_in.resize(paths_.size());
     p.probe_h.assign(paths_.size(), kNoHandle);

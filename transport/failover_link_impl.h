@@ -307,18 +307,21 @@ class FailoverLink final : public algorithms::Link {
   void end_fast(Pair& p);
 
   // ---- the pair protocol (failover_pair.cc) ----
+  // One round: moves bytes on every path without blocking, then looks at every pair.
+  // `now`: the steady clock's reading, taken by the caller just before; `looked`: a path
+  // the caller has just looked at (poll_own), not looked at again, or -1.
+  void service(std::chrono::steady_clock::time_point now, int looked = -1);
+  // ---- new connections of failed paths (failover_reconnect.cc) ----
+  // Puts in the new connections of failed paths that arrived (FailoverParams::on_down),
+  // and acts on gone notices.
+  void take_reconnections();
   // Whether a pair whose every path failed waits for a new connection (stranded_grace,
   // paths re-dialled, the link not aborted).
   bool may_strand() const;
   // The pair waits so (its current path left): operations held, on_stranded told.
   void strand(Pair& p, const Status& why);
-  // One round: moves bytes on every path without blocking, then looks at every pair.
-  // `now`: the steady clock's reading, taken by the caller just before; `looked`: a path
-  // the caller has just looked at (poll_own), not looked at again, or -1.
-  void service(std::chrono::steady_clock::time_point now, int looked = -1);
-  // Puts in the new connections of failed paths that arrived (FailoverParams::on_down;
-  // failover_reconnect.cc).
-  void take_reconnections();
+  // A stranded pair whose grace has passed on the link's clock fails.
+  void expire_stranded(Pair& p);
   void service_pair(Pair& p);
   void service_controls(Pair& p);
   void service_arrivals(Pair& p);

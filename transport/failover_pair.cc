@@ -141,13 +141,7 @@ void FailoverLink::service(std::chrono::steady_clock::time_point now, int looked
     if (p.peer < 0 || !p.lost.is_ok()) continue;
     if (p.stranded_until) {
       // No path to service: a new connection (take_reconnections) or the end of the wait.
-      if (now_ >= *p.stranded_until) {
-        const auto ms =
-            std::chrono::duration_cast<std::chrono::milliseconds>(params_.stranded_grace).count();
-        lose_pair(p, error(p.stranded_why.code(), p.stranded_why.message() +
-                                                      "; no new connection within " +
-                                                      std::to_string(ms) + " ms"));
-      }
+      expire_stranded(p);
       continue;
     }
     if (!all && quiet(p)) {
@@ -640,29 +634,6 @@ void FailoverLink::move_to(Pair& p, int path, std::uint32_t generation, const st
   if (params_.on_change) {
     params_.on_change(PathChange{p.peer, from, path, reason, stall, by_peer, recovered});
   }
-}
-
-bool FailoverLink::may_strand() const {
-  return params_.stranded_grace > Duration::zero() && params_.on_down && params_.reconnects &&
-         !abort_.raised();
-}
-
-void FailoverLink::strand(Pair& p, const Status& why) {
-  p.stranded_until = now_ + params_.stranded_grace;
-  p.stranded_why = why;
-  p.awaiting_resume = true;  // sends wait, as after a move, for the resume on the new path
-  if (p.resume_send_h != kNoHandle) cancel(p.resume_send_path, p.resume_send_h);
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(params_.stranded_grace).count();
-  params_.log.warn("epoch " + std::to_string(params_.epoch) + ": " + name_of(rank_) + " to " +
-                   pair_name(p) + ": every path failed (the last: " + why.to_string() +
-                   "); waiting up to " + std::to_string(ms) + " ms for a new connection");
-  if (params_.on_change) {
-    PathChange c{p.peer, p.route.current(), -1, why.to_string(), false, false, false};
-    c.stranded = true;
-    params_.on_change(c);
-  }
-  if (params_.on_stranded) params_.on_stranded(p.peer);
 }
 
 void FailoverLink::lose_pair(Pair& p, const Status& last) {

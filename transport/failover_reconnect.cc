@@ -1,6 +1,9 @@
 // The new connections of a FailoverLink's failed paths (failover_link.h,
 // FailoverParams::on_down): the inbox they arrive in from whoever re-dialled them, and
-// putting them in on the link's own thread.
+// putting them in on the link's own thread; and a pair whose every path failed, waiting
+// for one (FailoverParams::stranded_grace).
+#include <chrono>
+#include <string>
 #include <utility>
 
 #include "transport/failover_link_impl.h"
@@ -55,6 +58,38 @@ void FailoverLink::take_reconnections() {
               false, false, /*recovery=*/true);
     }
   }
+}
+
+bool FailoverLink::may_strand() const {
+  return params_.stranded_grace > Duration::zero() && params_.on_down && params_.reconnects &&
+         !abort_.raised();
+}
+
+void FailoverLink::strand(Pair& p, const Status& why) {
+  p.stranded_until = now_ + params_.stranded_grace;
+  p.stranded_why = why;
+  p.awaiting_resume = true;  // sends wait, as after a move, for the resume on the new path
+  if (p.resume_send_h != kNoHandle) cancel(p.resume_send_path, p.resume_send_h);
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(params_.stranded_grace).count();
+  params_.log.warn("epoch " + std::to_string(params_.epoch) + ": " + name_of(rank_) + " to " +
+                   pair_name(p) + ": every path failed (the last: " + why.to_string() +
+                   "); waiting up to " + std::to_string(ms) + " ms for a new connection");
+  if (params_.on_change) {
+    PathChange c{p.peer, p.route.current(), -1, why.to_string(), false, false, false};
+    c.stranded = true;
+    params_.on_change(c);
+  }
+  if (params_.on_stranded) params_.on_stranded(p.peer);
+}
+
+void FailoverLink::expire_stranded(Pair& p) {
+  if (!p.stranded_until || now_ < *p.stranded_until) return;
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(params_.stranded_grace).count();
+  lose_pair(p,
+            error(p.stranded_why.code(), p.stranded_why.message() + "; no new connection within " +
+                                             std::to_string(ms) + " ms"));
 }
 
 }  // namespace tributary::transport

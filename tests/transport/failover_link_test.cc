@@ -786,18 +786,24 @@ TEST(FailoverLink, AnOversizedDescriptorFailsThePathWithBadFrame) {
 
 // Every path of the pair breaks: the pair fails as a plain link's would (kPeerLost, the
 // peer named), at once rather than at the deadline.
+// Rank 0 sends one 64-byte message to rank 1 over failover links of `paths` (stall
+// deadline 200 ms), each waiting up to `deadline`: each rank's Status.
+std::vector<Status> one_message(TwoPaths& paths, Duration deadline) {
+  return testing::run_ranks(2, [&](int r) -> Status {
+    auto link = paths.link(r, std::chrono::milliseconds(200));
+    std::vector<std::byte> buf(64);
+    const auto until = Deadline::after(deadline);
+    const auto h = r == 0 ? link->send(1, Tag{1, 0, 0}, buf) : link->recv(0, Tag{1, 0, 0}, buf);
+    return link->wait(h, until);
+  });
+}
+
 TEST(FailoverLink, EveryPathGoneIsAPeerFailure) {
   TwoPaths paths(2);
   paths.fabric(0).fail_link(0, 1);
   paths.fabric(1).fail_link(0, 1);
   const auto start = std::chrono::steady_clock::now();
-  const auto statuses = testing::run_ranks(2, [&](int r) -> Status {
-    auto link = paths.link(r, std::chrono::milliseconds(200));
-    std::vector<std::byte> buf(64);
-    const auto deadline = Deadline::after(std::chrono::seconds(10));
-    const auto h = r == 0 ? link->send(1, Tag{1, 0, 0}, buf) : link->recv(0, Tag{1, 0, 0}, buf);
-    return link->wait(h, deadline);
-  });
+  const auto statuses = one_message(paths, std::chrono::seconds(10));
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   for (int r = 0; r < 2; ++r) {
     const Status& st = statuses[static_cast<std::size_t>(r)];
@@ -827,12 +833,7 @@ TEST(FailoverLink, AStrandedPairFailsWhenItsGracePassesWithoutANewConnection) {
   };
   paths.fabric(0).fail_link(0, 1);
   paths.fabric(1).fail_link(0, 1);
-  const auto statuses = testing::run_ranks(2, [&](int r) -> Status {
-    auto link = paths.link(r, std::chrono::milliseconds(200));
-    std::vector<std::byte> buf(64);
-    const auto h = r == 0 ? link->send(1, Tag{1, 0, 0}, buf) : link->recv(0, Tag{1, 0, 0}, buf);
-    return link->wait(h, Deadline::after(std::chrono::seconds(20)));
-  });
+  const auto statuses = one_message(paths, std::chrono::seconds(20));
   for (int r = 0; r < 2; ++r) {
     const Status& st = statuses[static_cast<std::size_t>(r)];
     EXPECT_EQ(st.code(), StatusCode::kPeerLost) << st.to_string();
@@ -865,12 +866,7 @@ TEST(FailoverLink, AGoneNoticeEndsAStrandedPairsWaitAtOnce) {
   paths.fabric(0).fail_link(0, 1);
   paths.fabric(1).fail_link(0, 1);
   const auto start = std::chrono::steady_clock::now();
-  const auto statuses = testing::run_ranks(2, [&](int r) -> Status {
-    auto link = paths.link(r, std::chrono::milliseconds(200));
-    std::vector<std::byte> buf(64);
-    const auto h = r == 0 ? link->send(1, Tag{1, 0, 0}, buf) : link->recv(0, Tag{1, 0, 0}, buf);
-    return link->wait(h, Deadline::after(std::chrono::seconds(20)));
-  });
+  const auto statuses = one_message(paths, std::chrono::seconds(20));
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   for (int r = 0; r < 2; ++r) {
     const Status& st = statuses[static_cast<std::size_t>(r)];
