@@ -10,7 +10,11 @@
 // A rank that did not arrive makes rank 0's receive time out, which fails the group's
 // point-to-point links (their errors are sticky: point_to_point.h), so the ranks waiting
 // for their release fail at once, saying rank 0 has the faulty rank's name, rather than
-// after their own timeout.
+// after their own timeout. The same stickiness means that when one rank's link fails early
+// (the rank left: its connection closed), rank 0's receives from ranks that had not arrived
+// yet fail with that rank's error: those are not named as failing (they may have been on
+// their way), only said to be unchecked. A timeout is different: every receive shares the
+// deadline, so each one that failed was still waiting when it passed.
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -29,7 +33,7 @@ constexpr std::uint32_t kCheck = 0x6d6f6e69;  // "moni": a receive of anything e
 // the one-byte buffers the operations use) until the last of them ran.
 class Pending : public std::enable_shared_from_this<Pending> {
  public:
-  explicit Pending(std::size_t n) : status_(n), buffers_(n) {}
+  explicit Pending(std::size_t n) : status_(n), order_(n), buffers_(n) {}
   std::span<std::byte> buffer(std::size_t i) { return {&buffers_[i], 1}; }
   PointToPoint::Done done(std::size_t i) {
     std::lock_guard lock(mu_);
@@ -37,6 +41,7 @@ class Pending : public std::enable_shared_from_this<Pending> {
     return [self = shared_from_this(), i](const Status& s) {
       std::lock_guard lock(self->mu_);
       self->status_[i] = s;
+      self->order_[i] = self->finished_++;
       if (--self->left_ == 0) self->cv_.notify_all();
     };
   }
@@ -49,16 +54,29 @@ class Pending : public std::enable_shared_from_this<Pending> {
     std::lock_guard lock(mu_);
     return status_[i];
   }
+  // The position of operation i among those finished (0: the first).
+  std::size_t order(std::size_t i) {
+    std::lock_guard lock(mu_);
+    return order_[i];
+  }
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   int left_ = 0;
+  std::size_t finished_ = 0;
   std::vector<Status> status_;
+  std::vector<std::size_t> order_;
   std::vector<std::byte> buffers_;
 };
 
 std::string ms(std::chrono::milliseconds t) { return std::to_string(t.count()) + " ms"; }
+
+std::string join(const std::vector<int>& ranks) {
+  std::string list;
+  for (int r : ranks) list += (list.empty() ? "" : ", ") + std::to_string(r);
+  return list;
+}
 
 }  // namespace
 
@@ -99,21 +117,40 @@ void TributaryBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool w
     }
   }
   const bool all_done = pending->wait(guard);
+  // The rank whose receive failed first caused the failure; see the file's comment for who
+  // else is named.
+  int first = -1;
+  for (int r = 1; r < size_ && all_done; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    if (pending->status(i).is_ok()) continue;
+    if (first < 0 || pending->order(i) < pending->order(static_cast<std::size_t>(first))) first = r;
+  }
+  const bool timed_out =
+      !all_done || (first > 0 && pending->status(static_cast<std::size_t>(first)).code() ==
+                                     StatusCode::kTimedOut);
   std::vector<int> missing;
+  std::vector<int> unchecked;
   std::string why;
   for (int r = 1; r < size_; ++r) {
     const Status st = all_done ? pending->status(static_cast<std::size_t>(r))
                                : error(StatusCode::kTimedOut, "no answer");
     if (st.is_ok()) continue;
+    if (!timed_out && r != first) {
+      unchecked.push_back(r);
+      continue;
+    }
     missing.push_back(r);
     if (why.empty()) why = st.to_string();
     if (!wait_all_ranks) break;
   }
   if (!missing.empty()) {
-    std::string list;
-    for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
-    TORCH_CHECK(false, "tributary: [Rank 0]: Rank", missing.size() > 1 ? "s " : " ", list,
-                " failed to pass monitoredBarrier in ", ms(timeout), " (", why, ")");
+    std::string also;
+    if (wait_all_ranks && !unchecked.empty()) {
+      also = "; rank" + std::string(unchecked.size() > 1 ? "s " : " ") + join(unchecked) +
+             " could not be checked after that";
+    }
+    TORCH_CHECK(false, "tributary: [Rank 0]: Rank", missing.size() > 1 ? "s " : " ", join(missing),
+                " failed to pass monitoredBarrier in ", ms(timeout), " (", why, ")", also);
   }
   auto sends = std::make_shared<Pending>(n);
   {

@@ -61,4 +61,4 @@ def test_monitored_barrier_passes_and_names_the_rank_that_did_not_come(tmp_path)
     results = run_torch_workers(tmp_path, 3, "dist_monitored_barrier.py", timeout=120)
     for rank, r in enumerate(results):
         assert r["cases"] == {"all_pass": "ok", "collective_after": "ok",
-                              "missing_rank": "ok"}, (rank, r["cases"])
+                              "missing_rank": "ok", "departed_rank": "ok"}, (rank, r["cases"])
