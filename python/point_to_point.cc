@@ -14,6 +14,9 @@ namespace {
 constexpr Duration kDriveSlice = std::chrono::milliseconds(1);
 // The group's one epoch: its links never change (a fixed group).
 constexpr std::uint64_t kEpoch = 1;
+// Every message is sent stamped (any nonzero stamp) so that the link reports it when it
+// holds it whole before a receive was posted: what a receive from any member looks for.
+constexpr std::uint64_t kStamp = 1;
 
 // "address\ncapability\ncapability...": what a member publishes (neither contains a newline).
 std::string advert_of(const agent::DataPlane& plane) {
@@ -80,7 +83,8 @@ Result<std::unique_ptr<PointToPoint>> PointToPoint::connect(agent::WorkerConfig 
   return p;
 }
 
-PointToPoint::PointToPoint(int rank, int size) : rank_(rank), size_(size) {}
+PointToPoint::PointToPoint(int rank, int size)
+    : rank_(rank), size_(size), early_(static_cast<std::size_t>(size)) {}
 
 PointToPoint::~PointToPoint() { close(error(StatusCode::kAborted, "the group was destroyed")); }
 
@@ -103,6 +107,18 @@ void PointToPoint::recv(int peer, std::uint32_t tag, std::uint32_t check, std::s
   op.tag = {tag, 0, check};
   op.data = data;
   op.deadline = deadline;
+  op.done = std::move(done);
+  submit(std::move(op));
+}
+
+void PointToPoint::recv_any(std::uint32_t tag, std::uint32_t check, std::span<std::byte> data,
+                            Deadline deadline, std::function<void(int)> from, Done done) {
+  Op op;
+  op.peer = -1;
+  op.tag = {tag, 0, check};
+  op.data = data;
+  op.deadline = deadline;
+  op.from = std::move(from);
   op.done = std::move(done);
   submit(std::move(op));
 }
@@ -137,6 +153,60 @@ void PointToPoint::fail(const Status& why) {
   link_->abort(why);
 }
 
+void PointToPoint::note_early(int peer) {
+  std::vector<algorithms::EarlyArrival> fresh;
+  pollable_->report_early(peer, fresh);
+  auto& early = early_[static_cast<std::size_t>(peer)];
+  early.insert(early.end(), fresh.begin(), fresh.end());
+}
+
+algorithms::Link::Handle PointToPoint::post_recv(Op& op) {
+  note_early(op.peer);
+  auto& early = early_[static_cast<std::size_t>(op.peer)];
+  for (auto it = early.begin(); it != early.end(); ++it) {
+    if (it->tag == op.tag) {
+      early.erase(it);
+      break;
+    }
+  }
+  return link_->recv(op.peer, op.tag, op.data);
+}
+
+void PointToPoint::match_any(std::vector<Op>& pending) {
+  // Each in posting order; one that finds nothing leaves nothing for a later one of its tag.
+  for (auto op = any_.begin(); op != any_.end();) {
+    int found = -1;
+    for (int k = 0; k < size_ && found < 0; ++k) {
+      const int peer = (next_any_peer_ + k) % size_;
+      if (peer == rank_) continue;
+      note_early(peer);
+      auto& early = early_[static_cast<std::size_t>(peer)];
+      for (auto it = early.begin(); it != early.end(); ++it) {
+        if (it->tag == op->tag) {
+          early.erase(it);
+          found = peer;
+          break;
+        }
+      }
+    }
+    if (found < 0) {
+      if (op->deadline.passed()) {
+        fail(error(StatusCode::kTimedOut, "recv from any rank (tag " + std::to_string(op->tag.seq) +
+                                              "): no message before the deadline"));
+        return;
+      }
+      ++op;
+      continue;
+    }
+    next_any_peer_ = (found + 1) % size_;
+    op->peer = found;
+    if (op->from) op->from(found);
+    op->handle = link_->recv(op->peer, op->tag, op->data);
+    pending.push_back(std::move(*op));
+    op = any_.erase(op);
+  }
+}
+
 void PointToPoint::run() {
   std::vector<Op> pending;
   for (;;) {
@@ -145,7 +215,7 @@ void PointToPoint::run() {
     Status why;
     {
       std::unique_lock lock(mu_);
-      if (pending.empty()) {
+      if (pending.empty() && any_.empty()) {
         // Nothing to drive: sleep until a post (bounded, so a lost wake-up costs 100 ms).
         cv_.wait_for(lock, std::chrono::milliseconds(100),
                      [&] { return closing_ || !incoming_.empty(); });
@@ -160,6 +230,8 @@ void PointToPoint::run() {
         (void)link_->wait(op.handle, Deadline{std::chrono::steady_clock::now()});
         op.done(failed_);
       }
+      for (Op& op : any_) op.done(failed_);
+      any_.clear();
       for (Op& op : fresh) op.done(failed_);
       return;
     }
@@ -168,11 +240,17 @@ void PointToPoint::run() {
         op.done(failed_);
         continue;
       }
-      op.handle = op.is_send ? link_->send(op.peer, op.tag, op.data) : link_->recv(op.peer, op.tag, op.data);
+      if (op.peer < 0) {
+        any_.push_back(std::move(op));
+        continue;
+      }
+      op.handle =
+          op.is_send ? pollable_->send_stamped(op.peer, op.tag, op.data, kStamp) : post_recv(op);
       pending.push_back(std::move(op));
     }
-    if (pending.empty()) continue;
+    if (pending.empty() && any_.empty()) continue;
     pollable_->drive(Deadline::after(kDriveSlice));
+    if (failed_.is_ok()) match_any(pending);
     for (auto it = pending.begin(); it != pending.end();) {
       const bool ready = pollable_->test(it->handle);
       if (!ready && !it->deadline.passed()) {
@@ -190,6 +268,10 @@ void PointToPoint::run() {
       }
       it->done(s);
       it = pending.erase(it);
+    }
+    if (!failed_.is_ok()) {
+      for (Op& op : any_) op.done(failed_);
+      any_.clear();
     }
   }
 }

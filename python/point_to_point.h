@@ -14,6 +14,13 @@
 //    link's bound per peer; beyond it the sender waits).
 //  - A receive names the exact byte count and the sender's `check` (the backend: the dtype):
 //    a message of another length or check fails with kMismatch on the receiver.
+//  - A receive from any member (recv_any, torch's recvAnysource) takes the first message with
+//    its tag that has arrived whole from anyone and is not claimed by a receive naming its
+//    sender; receives from any member are served in posting order, members in turn from the
+//    one after the last served. A message is claimed by a receive naming its sender if that
+//    receive was posted before it arrived whole: receives that name their sender come first.
+//    Only messages the link holds whole can be taken this way (the TCP link's bound per
+//    peer: 256 MiB by default; a larger one waits for its deadline).
 //  - Buffers belong to the operation until its callback ran; the callback runs once, on the
 //    engine's thread (or on close()'s), and must be quick (torch: mark a Work's Future).
 //  - Every operation has a deadline: one not done by then fails with kTimedOut.
@@ -68,13 +75,18 @@ class PointToPoint {
             Deadline deadline, Done done);
   void recv(int peer, std::uint32_t tag, std::uint32_t check, std::span<std::byte> data,
             Deadline deadline, Done done);
+  // A receive from any member: `from` gets the sender's rank (on the engine's thread) before
+  // `done` runs, when a message is matched.
+  void recv_any(std::uint32_t tag, std::uint32_t check, std::span<std::byte> data,
+                Deadline deadline, std::function<void(int)> from, Done done);
   // Fails what is queued and pending with `why` (kAborted), stops the engine. Idempotent.
   void close(const Status& why);
 
  private:
   struct Op {
     bool is_send = false;
-    int peer = -1;
+    int peer = -1;  // -1: a receive from any member, until it is matched
+    std::function<void(int)> from;
     algorithms::Tag tag;
     std::span<std::byte> data;
     Deadline deadline;
@@ -86,6 +98,14 @@ class PointToPoint {
   void run();
   // The first failure: aborts the link; every later operation fails with it.
   void fail(const Status& why);
+  // Posts a receive naming its sender on the link. A message of that peer and tag that is
+  // held whole is the one it takes (the link matches in order), so that message is no longer
+  // one a receive from any member may take.
+  algorithms::Link::Handle post_recv(Op& op);
+  // Records the messages of `peer` that the link newly holds whole.
+  void note_early(int peer);
+  // Matches the receives from any member, in order, to messages held whole; posts those.
+  void match_any(std::vector<Op>& pending);
 
   int rank_;
   int size_;
@@ -93,6 +113,13 @@ class PointToPoint {
   std::unique_ptr<algorithms::Link> link_;
   algorithms::PollableLink* pollable_ = nullptr;  // link_, driven by the engine thread only
   Status failed_;                                  // engine thread only
+  // Engine thread only: per peer, the messages the link holds whole that no receive has
+  // been posted for yet (sent stamped, so the link reports them: PollableLink::report_early),
+  // in arrival order; the receives from any member not matched yet, in posting order; the
+  // peer to look at first for the next of them.
+  std::vector<std::deque<algorithms::EarlyArrival>> early_;
+  std::deque<Op> any_;
+  int next_any_peer_ = 0;
 
   std::mutex mu_;
   std::condition_variable cv_;

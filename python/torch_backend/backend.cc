@@ -141,6 +141,14 @@ TributaryWork::TributaryWork(int rank, c10d::OpType type, std::vector<at::Tensor
           c10::ListType::create(c10::TensorType::get()), std::move(staged.devices))),
       abort_group_(std::move(abort_group)) {}
 
+int TributaryWork::sourceRank() const {
+  const int r = source_.load();
+  TORCH_CHECK(r >= 0,
+              "tributary: sourceRank() of a Work that received nothing (not a recv, or "
+              "no message matched yet)");
+  return r;
+}
+
 bool TributaryWork::wait(std::chrono::milliseconds timeout) {
   const auto bound = timeout == kNoTimeout ? default_timeout_ : timeout;
   std::unique_lock<std::mutex> lock(mutex_);

@@ -106,6 +106,9 @@ class TributaryWork final : public c10d::Work {
   void synchronize() override;
   void abort() override;
   std::vector<at::Tensor> result() override { return outputs_; }
+  // A receive's sender (recvAnysource: known once a message was matched; dist.recv returns it).
+  int sourceRank() const override;
+  void set_source(int rank) { source_.store(rank); }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   // Completes the Work and its Future (the outputs as its value), from the thread that ran it.
   void complete(const Status& status);
@@ -118,6 +121,7 @@ class TributaryWork final : public c10d::Work {
   std::chrono::milliseconds default_timeout_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::weak_ptr<AbortTarget> abort_group_;
+  std::atomic<int> source_{-1};
 };
 
 // How a group joins its cluster.

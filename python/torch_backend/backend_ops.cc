@@ -714,6 +714,7 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::recv(std::vector<at::Tensor>& t
   std::lock_guard lock(finish_mu_);
   PointToPoint& p = peers("recv from", src_rank);
   auto work = make_work(c10d::OpType::RECV, {t}, staging.seal());
+  work->set_source(src_rank);
   p.recv(src_rank, p2p_tag(tag), p2p_check(h),
          {static_cast<std::byte*>(h.data_ptr()), h.nbytes()}, deadline,
          [work, h, deadline](const Status& s) {
@@ -727,10 +728,28 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::recv(std::vector<at::Tensor>& t
   return work;
 }
 
-c10::intrusive_ptr<c10d::Work> TributaryBackend::recvAnysource(std::vector<at::Tensor>&, int) {
-  TORCH_CHECK(false,
-              "tributary: recv without a source (recvAnysource) is not supported: name the "
-              "sender (dist.recv(tensor, src=...))");
+c10::intrusive_ptr<c10d::Work> TributaryBackend::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                               int tag) {
+  at::Tensor t = single(tensors, "recv tensor");
+  TensorStaging staging({t}, "recv");
+  at::Tensor h = staging.write(t);
+  const Deadline deadline = op_deadline();
+  std::lock_guard lock(finish_mu_);
+  TORCH_CHECK(size_ > 1, "tributary: recv from any rank in a group of one: no one can send");
+  // Any peer: the checks that concern the group, not the rank.
+  PointToPoint& p = peers("recv from any rank:", rank_ == 0 ? 1 : 0);
+  auto work = make_work(c10d::OpType::RECVANYSOURCE, {t}, staging.seal());
+  p.recv_any(
+      p2p_tag(tag), p2p_check(h), {static_cast<std::byte*>(h.data_ptr()), h.nbytes()}, deadline,
+      [work](int source) { work->set_source(source); },
+      [work, h, deadline](const Status& s) {
+        if (const auto& staging = work->staging()) {
+          work->complete(staging->run([&] { return s; }, deadline));
+          return;
+        }
+        work->complete(s);
+      });
+  return work;
 }
 
 }  // namespace tributary::python::torch_backend

@@ -28,7 +28,7 @@ DIST_LOCAL = {
     "wrong_list_length": ("RuntimeError", "1 tensors for a group of 2"),
     "all_to_all_splits_not_the_rows": ("RuntimeError", "split sizes add up to 3"),
     "negative_tag": ("RuntimeError", "tags are >= 0"),
-    "recv_from_any_source": ("RuntimeError", "name the sender"),
+    "recv_from_any_source_negative_tag": ("RuntimeError", "tags are >= 0"),
     "root_out_of_range": ("RuntimeError", "root 5 is not a rank of this group of 2"),
 }
 MISMATCHES = ("dtype_float32_vs_float64", "dtype_float32_vs_int32", "count_8_vs_9")

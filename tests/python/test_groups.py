@@ -2,7 +2,7 @@
 with nothing started but the worker processes (env:// as torchrun sets it; each group starts
 its own coordinator): subgroups of every shape with their collectives interleaved with the
 default group's, point-to-point rings, coalesced collectives, uneven all-to-all, sparse
-all_reduce and abort() (workers/dist_groups.py holds the cases and their references); and
+all_reduce, receives from any rank and abort() (workers/dist_groups.py holds the cases and their references); and
 monitored_barrier (workers/dist_monitored_barrier.py)."""
 
 import pytest
@@ -48,6 +48,9 @@ def test_world_dependent_subgroups_ran(world):
         assert ("halves/p2p_ring" in cases) == (n >= 4 or (n == 3 and rank >= 1))
         assert ("abort/running_collective_fails" in cases) == (rank == 0)
         assert ("abort/later_calls_fail" in cases) == (rank == 0)
+        for case in ("p2p/recv_any_source", "p2p/irecv_any_source_posted_first",
+                     "p2p/recv_any_source_by_tag"):
+            assert (case in cases) == (rank == 0), (rank, case)
 
 
 def test_a_second_group_on_the_same_store_forms_its_own_cluster(tmp_path):

@@ -94,7 +94,7 @@ def dist_cases(me, init_file):
         "all_to_all_splits_not_the_rows": lambda: dist.all_to_all_single(
             torch.zeros(4), torch.ones(4), output_split_sizes=[1, 2], input_split_sizes=[3, 1]),
         "negative_tag": lambda: dist.send(torch.ones(4), dst=1 - me, tag=-1),
-        "recv_from_any_source": lambda: dist.recv(torch.ones(4)),
+        "recv_from_any_source_negative_tag": lambda: dist.recv(torch.ones(4), tag=-1),
         "root_out_of_range": lambda: dist.broadcast(torch.ones(4), group_src=5),
     }
     for name, fn in local.items():

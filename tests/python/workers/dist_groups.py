@@ -164,6 +164,52 @@ def p2p_cases(me, n):
     dist.send(torch.full((2,), float(me)), dst=nxt, tag=77)
     pending.wait()
     cases["p2p/completes_after_timeout"] = check(late, torch.full((2,), float(prv)))
+    cases.update(any_source_cases(me, n))
+    return cases
+
+
+def any_source_cases(me, n):
+    """Receives from any rank (dist.recv / irecv without src, torch's recvAnysource): rank 0
+    takes one message from every other rank in whatever order they come, each call returning
+    its sender; one posted before anything was sent, its sender read from the Work; one whose
+    tag is not the first to arrive (the earlier message, of another tag, is left for the
+    receive that names its sender)."""
+    cases = {}
+    if me == 0:
+        got = []
+        for _ in range(n - 1):
+            t = torch.zeros(4)
+            src = dist.recv(t, tag=90)
+            got.append((src, t))
+        wrong = [(src, t.tolist()) for src, t in got if not torch.equal(t, torch.full((4,), float(src)))]
+        senders = sorted(src for src, _ in got)
+        cases["p2p/recv_any_source"] = "ok" if senders == list(range(1, n)) and not wrong else \
+            f"senders {senders}, wrong {wrong}"
+        t = torch.zeros(3, dtype=torch.int64)
+        work = dist.irecv(t, tag=91)
+        dist.barrier()  # posted before anyone sends
+        work.wait()
+        src = work._source_rank()
+        cases["p2p/irecv_any_source_posted_first"] = "ok" if src == n - 1 and torch.equal(
+            t, torch.full((3,), 7 * src, dtype=torch.int64)) else f"from {src}: {t.tolist()}"
+        dist.barrier()  # rank 1's tag 92 has arrived (it sent it before this barrier)
+        second = torch.zeros(2)
+        src = dist.recv(second, tag=93)
+        first = torch.zeros(2)
+        dist.recv(first, src=1, tag=92)
+        cases["p2p/recv_any_source_by_tag"] = "ok" if src == n - 1 and torch.equal(
+            second, torch.full((2,), 93.0)) and torch.equal(first, torch.full((2,), 92.0)) else \
+            f"from {src}: {second.tolist()}, then {first.tolist()}"
+    else:
+        dist.send(torch.full((4,), float(me)), dst=0, tag=90)
+        dist.barrier()
+        if me == n - 1:
+            dist.send(torch.full((3,), 7 * me, dtype=torch.int64), dst=0, tag=91)
+        if me == 1:
+            dist.send(torch.full((2,), 92.0), dst=0, tag=92)
+        dist.barrier()
+        if me == n - 1:
+            dist.send(torch.full((2,), 93.0), dst=0, tag=93)
     return cases
 
 
