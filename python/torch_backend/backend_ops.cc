@@ -50,15 +50,33 @@ Elements elements(const at::Tensor& t) {
   return {DType::kUInt8, static_cast<std::size_t>(t.nbytes())};
 }
 
+// Bool tensors reduce as bytes (torch stores false / true as 0 / 1): reduce_op() maps their
+// operations onto MIN and MAX, which keep every byte 0 or 1.
 Elements reduction_elements(const at::Tensor& t) {
+  if (t.scalar_type() == c10::ScalarType::Bool) {
+    return {DType::kUInt8, static_cast<std::size_t>(t.numel())};
+  }
   auto d = dtype_of(t.scalar_type());
   TORCH_CHECK(d.has_value(), "tributary: cannot reduce ", t.scalar_type(),
               " tensors; reductions take float32, float64, float16, bfloat16, int8, uint8, "
-              "int32, int64");
+              "int32, int64, bool");
   return {*d, static_cast<std::size_t>(t.numel())};
 }
 
-ReduceOp reduce_op(const c10d::ReduceOp& op) {
+// The operation on tensors of dtype `s`. Bool, as torch (and gloo) compute it: SUM and MAX
+// are "any" (true + true is true), PRODUCT and MIN "all"; AVG has no bool result.
+ReduceOp reduce_op(const c10d::ReduceOp& op, c10::ScalarType s) {
+  if (s == c10::ScalarType::Bool) {
+    switch (op.op_) {
+      case c10d::ReduceOp::SUM:
+      case c10d::ReduceOp::MAX: return ReduceOp::kMax;
+      case c10d::ReduceOp::PRODUCT:
+      case c10d::ReduceOp::MIN: return ReduceOp::kMin;
+      default:
+        TORCH_CHECK(false, "tributary: reduction op ", static_cast<int>(op.op_),
+                    " is not supported on Bool tensors (SUM, PRODUCT, MIN, MAX)");
+    }
+  }
   switch (op.op_) {
     case c10d::ReduceOp::SUM: return ReduceOp::kSum;
     case c10d::ReduceOp::AVG: return ReduceOp::kAvg;
@@ -231,7 +249,7 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::allreduce(std::vector<at::Tenso
   }
   at::Tensor t = single(tensors, "all_reduce tensor");
   (void)reduction_elements(t);
-  const ReduceOp op = reduce_op(opts.reduceOp);
+  const ReduceOp op = reduce_op(opts.reduceOp, t.scalar_type());
   TensorStaging staging({t}, "all_reduce");
   at::Tensor h = staging.read_write(t);
   return enqueue(c10d::OpType::ALLREDUCE, {t}, staging.seal(),
@@ -242,7 +260,9 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::allreduce(std::vector<at::Tenso
 // largest count, and summed in torch's rank order, so every member holds the same bits.
 c10::intrusive_ptr<c10d::Work> TributaryBackend::allreduce_sparse_coo(const at::Tensor& input,
                                                                       const c10d::ReduceOp& rop) {
-  const ReduceOp op = reduce_op(rop);
+  TORCH_CHECK(input.scalar_type() != c10::ScalarType::Bool,
+              "tributary: sparse all_reduce of Bool tensors is not supported");
+  const ReduceOp op = reduce_op(rop, input.scalar_type());
   TORCH_CHECK(op == ReduceOp::kSum || op == ReduceOp::kAvg,
               "tributary: sparse all_reduce takes SUM or AVG");
   (void)reduction_elements(input);
@@ -297,36 +317,39 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::allreduce_coalesced(
     check_dense(t, "all_reduce_coalesced tensor");
     (void)reduction_elements(t);
   }
-  const ReduceOp op = reduce_op(opts.reduceOp);
+  std::map<c10::ScalarType, ReduceOp> ops;
+  for (const at::Tensor& t : tensors)
+    ops[t.scalar_type()] = reduce_op(opts.reduceOp, t.scalar_type());
   TensorStaging staging(tensors, "all_reduce_coalesced");
   std::vector<at::Tensor> list = staging.read_write(tensors);
   // One all-reduce per dtype, over the tensors of that dtype end to end.
   return enqueue(c10d::OpType::ALLREDUCE_COALESCED, tensors, staging.seal(),
-                 [list, op](agent::Worker& w) mutable {
-    std::map<c10::ScalarType, std::vector<at::Tensor>> by_dtype;
-    for (const at::Tensor& t : list) by_dtype[t.scalar_type()].push_back(t);
-    Result<agent::Outcome> r = error(StatusCode::kInternal, "no tensors");
-    for (auto& [dtype, group] : by_dtype) {
-      std::vector<at::Tensor> flat_views;
-      for (const at::Tensor& t : group) flat_views.push_back(t.reshape({-1}));
-      at::Tensor flat = at::cat(flat_views);
-      r = all_reduce_in_place(w, flat, op);
-      if (!r) return r;
-      std::int64_t offset = 0;
-      for (at::Tensor& t : group) {
-        t.reshape({-1}).copy_(flat.narrow(0, offset, t.numel()));
-        offset += t.numel();
-      }
-    }
-    return r;
-  });
+                 [list, ops](agent::Worker& w) mutable {
+                   std::map<c10::ScalarType, std::vector<at::Tensor>> by_dtype;
+                   for (const at::Tensor& t : list) by_dtype[t.scalar_type()].push_back(t);
+                   Result<agent::Outcome> r = error(StatusCode::kInternal, "no tensors");
+                   for (auto& [dtype, group] : by_dtype) {
+                     const ReduceOp op = ops.at(dtype);
+                     std::vector<at::Tensor> flat_views;
+                     for (const at::Tensor& t : group) flat_views.push_back(t.reshape({-1}));
+                     at::Tensor flat = at::cat(flat_views);
+                     r = all_reduce_in_place(w, flat, op);
+                     if (!r) return r;
+                     std::int64_t offset = 0;
+                     for (at::Tensor& t : group) {
+                       t.reshape({-1}).copy_(flat.narrow(0, offset, t.numel()));
+                       offset += t.numel();
+                     }
+                   }
+                   return r;
+                 });
 }
 
 c10::intrusive_ptr<c10d::Work> TributaryBackend::reduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::ReduceOptions& opts) {
   at::Tensor t = single(tensors, "reduce tensor");
   const Elements e = reduction_elements(t);
-  const ReduceOp op = reduce_op(opts.reduceOp);
+  const ReduceOp op = reduce_op(opts.reduceOp, t.scalar_type());
   const int root = worker_root(opts.rootRank);
   TensorStaging staging({t}, "reduce");
   at::Tensor h = staging.read_write(t);
@@ -525,7 +548,7 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::reduce_scatter(
   std::vector<at::Tensor> in = per_rank(one_list(inputs, "reduce_scatter inputs"), size_, out,
                                         "reduce_scatter inputs");
   const Elements e = reduction_elements(out);
-  const ReduceOp op = reduce_op(opts.reduceOp);
+  const ReduceOp op = reduce_op(opts.reduceOp, out.scalar_type());
   const RankMap& ranks = ranks_;
   std::vector<at::Tensor> all = in;
   all.push_back(out);
@@ -549,7 +572,7 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::_reduce_scatter_base(
       "tributary: reduce_scatter input must hold ", size_, " x ", output.numel(), " ",
       output.scalar_type(), " elements, got ", input.numel(), " ", input.scalar_type());
   const Elements e = reduction_elements(output);
-  const ReduceOp op = reduce_op(opts.reduceOp);
+  const ReduceOp op = reduce_op(opts.reduceOp, output.scalar_type());
   const RankMap& ranks = ranks_;
   TensorStaging staging({input, output}, "reduce_scatter_tensor");
   at::Tensor in = staging.read(input);
@@ -575,24 +598,26 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::reduce_scatter_tensor_coalesced
                 outputs[i].numel(), " ", outputs[i].scalar_type(), " elements");
     (void)reduction_elements(outputs[i]);
   }
-  const ReduceOp op = reduce_op(opts.reduceOp);
+  std::vector<ReduceOp> ops;
+  for (const at::Tensor& t : outputs) ops.push_back(reduce_op(opts.reduceOp, t.scalar_type()));
   std::vector<at::Tensor> all = outputs;
   all.insert(all.end(), inputs.begin(), inputs.end());
   TensorStaging staging(all, "reduce_scatter_tensor_coalesced");
   std::vector<at::Tensor> in = staging.read(inputs);
   std::vector<at::Tensor> out = staging.write(outputs);
   const RankMap& ranks = ranks_;
-  return enqueue(c10d::OpType::COALESCED, outputs, staging.seal(),
-                 [in, out, op, &ranks](agent::Worker& w) {
-    Result<agent::Outcome> r = error(StatusCode::kInternal, "no tensors");
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      const Elements e = reduction_elements(out[i]);
-      at::Tensor send = ranks.identity() ? in[i] : pack(blocks(in[i], ranks.size()), ranks);
-      r = w.reduce_scatter(send.data_ptr(), out[i].data_ptr(), e.count, e.dtype, op);
-      if (!r) return r;
-    }
-    return r;
-  });
+  return enqueue(
+      c10d::OpType::COALESCED, outputs, staging.seal(), [in, out, ops, &ranks](agent::Worker& w) {
+        Result<agent::Outcome> r = error(StatusCode::kInternal, "no tensors");
+        for (std::size_t i = 0; i < in.size(); ++i) {
+          const Elements e = reduction_elements(out[i]);
+          const ReduceOp op = ops[i];
+          at::Tensor send = ranks.identity() ? in[i] : pack(blocks(in[i], ranks.size()), ranks);
+          r = w.reduce_scatter(send.data_ptr(), out[i].data_ptr(), e.count, e.dtype, op);
+          if (!r) return r;
+        }
+        return r;
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> TributaryBackend::alltoall_base(

@@ -23,7 +23,8 @@ API_LOCAL = {
 }
 DIST_LOCAL = {
     "non_contiguous_torch": ("RuntimeError", "not contiguous"),
-    "unsupported_dtype_torch": ("RuntimeError", "cannot reduce Bool"),
+    "unsupported_dtype_torch": ("RuntimeError", "cannot reduce Short"),
+    "bool_avg": ("RuntimeError", "not supported on Bool tensors"),
     "unsupported_op": ("RuntimeError", "not supported"),
     "wrong_list_length": ("RuntimeError", "1 tensors for a group of 2"),
     "all_to_all_splits_not_the_rows": ("RuntimeError", "split sizes add up to 3"),

@@ -87,7 +87,8 @@ def dist_cases(me, init_file):
         cases[name] = attempt(lambda: dist.all_reduce(torch.from_numpy(mismatched(name, me))))
     local = {
         "non_contiguous_torch": lambda: dist.all_reduce(torch.ones(4, 3).t()),
-        "unsupported_dtype_torch": lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool)),
+        "unsupported_dtype_torch": lambda: dist.all_reduce(torch.ones(4, dtype=torch.int16)),
+        "bool_avg": lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool), op=dist.ReduceOp.AVG),
         "unsupported_op": lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32),
                                                   op=dist.ReduceOp.BAND),
         "wrong_list_length": lambda: dist.all_gather([torch.ones(4)], torch.ones(4)),

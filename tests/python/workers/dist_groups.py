@@ -289,11 +289,35 @@ def sparse_cases(me, n):
     return cases
 
 
+def bool_cases(me, n):
+    """Bool tensors, as torch computes them on one rank: SUM and MAX are "any", PRODUCT and
+    MIN "all"; in a coalesced all-reduce; and reduce_scatter."""
+    cases = {}
+    mine = torch.tensor([me == 0, True, False, me % 2 == 1])  # rank 0 alone, all, none, odd
+    stacked = torch.stack([torch.tensor([r == 0, True, False, r % 2 == 1]) for r in range(n)])
+    anyone, everyone = stacked.any(0), stacked.all(0)
+    for name, op, want in (("sum", dist.ReduceOp.SUM, anyone), ("max", dist.ReduceOp.MAX, anyone),
+                           ("product", dist.ReduceOp.PRODUCT, everyone),
+                           ("min", dist.ReduceOp.MIN, everyone)):
+        t = mine.clone()
+        dist.all_reduce(t, op=op)
+        cases[f"bool/all_reduce_{name}"] = check(t, want)
+    flags, more = mine.clone(), mine.clone().flip(0)
+    dist.all_reduce_coalesced([flags, more], op=dist.ReduceOp.MIN)
+    cases["bool/all_reduce_coalesced"] = "ok" if torch.equal(flags, everyone) and torch.equal(
+        more, everyone.flip(0)) else f"got {flags.tolist()} {more.tolist()}"
+    out = torch.zeros(4, dtype=torch.bool)
+    dist.reduce_scatter_tensor(out, mine.repeat(n))
+    cases["bool/reduce_scatter_tensor"] = check(out, anyone)
+    return cases
+
+
 def main():
     dist.init_process_group("tributary")
     me, n = dist.get_rank(), dist.get_world_size()
     cases = {}
-    for part in (subgroup_cases, p2p_cases, coalesced_cases, all_to_all_cases, sparse_cases):
+    for part in (subgroup_cases, p2p_cases, coalesced_cases, all_to_all_cases, sparse_cases,
+                 bool_cases):
         try:
             cases.update(part(me, n))
         except Exception:  # the test names the part that broke and shows why
