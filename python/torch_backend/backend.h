@@ -226,6 +226,7 @@ class TributaryBackend final : public c10d::Backend {
                                               Staged staged = {});
   c10::intrusive_ptr<c10d::Work> allreduce_sparse_coo(const at::Tensor& t,
                                                       const c10d::ReduceOp& op);
+  c10::intrusive_ptr<c10d::Work> allreduce_bitwise(const at::Tensor& t, const c10d::ReduceOp& op);
   PointToPoint& peers(const char* what, int peer);
   int worker_root(std::int64_t torch_root) const;
   Deadline op_deadline() const { return Deadline::after(setup_.timeout); }

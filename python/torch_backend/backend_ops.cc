@@ -74,7 +74,8 @@ ReduceOp reduce_op(const c10d::ReduceOp& op, c10::ScalarType s) {
       case c10d::ReduceOp::MIN: return ReduceOp::kMin;
       default:
         TORCH_CHECK(false, "tributary: reduction op ", static_cast<int>(op.op_),
-                    " is not supported on Bool tensors (SUM, PRODUCT, MIN, MAX)");
+                    " is not supported on Bool tensors (SUM, PRODUCT, MIN, MAX; all_reduce: "
+                    "BAND, BOR, BXOR)");
     }
   }
   switch (op.op_) {
@@ -85,7 +86,8 @@ ReduceOp reduce_op(const c10d::ReduceOp& op, c10::ScalarType s) {
     case c10d::ReduceOp::MAX: return ReduceOp::kMax;
     default:
       TORCH_CHECK(false, "tributary: reduction op ", static_cast<int>(op.op_),
-                  " is not supported (SUM, AVG, PRODUCT, MIN, MAX)");
+                  " is not supported (SUM, AVG, PRODUCT, MIN, MAX; all_reduce of integer or "
+                  "bool tensors: BAND, BOR, BXOR)");
   }
 }
 
@@ -248,12 +250,48 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::allreduce(std::vector<at::Tenso
     return allreduce_sparse_coo(tensors[0], opts.reduceOp);
   }
   at::Tensor t = single(tensors, "all_reduce tensor");
+  const auto kind = opts.reduceOp.op_;
+  if (kind == c10d::ReduceOp::BAND || kind == c10d::ReduceOp::BOR || kind == c10d::ReduceOp::BXOR) {
+    return allreduce_bitwise(t, opts.reduceOp);
+  }
   (void)reduction_elements(t);
   const ReduceOp op = reduce_op(opts.reduceOp, t.scalar_type());
   TensorStaging staging({t}, "all_reduce");
   at::Tensor h = staging.read_write(t);
   return enqueue(c10d::OpType::ALLREDUCE, {t}, staging.seal(),
                  [h, op](agent::Worker& w) { return all_reduce_in_place(w, h, op); });
+}
+
+// BAND, BOR, BXOR of integer or bool tensors (gloo's): rare (flags, masks), so not a
+// reduction of the Worker's: every member's tensor is gathered and folded locally (exact, in
+// any order), which costs N times the tensor in memory and on the wire.
+c10::intrusive_ptr<c10d::Work> TributaryBackend::allreduce_bitwise(const at::Tensor& t,
+                                                                   const c10d::ReduceOp& rop) {
+  const c10::ScalarType s = t.scalar_type();
+  TORCH_CHECK(at::isIntegralType(s, /*includeBool=*/true), "tributary: reduction op ",
+              static_cast<int>(rop.op_), " (bitwise) takes integer or bool tensors, got ", s);
+  const auto kind = rop.op_;
+  const Elements e = elements(t);
+  TensorStaging staging({t}, "all_reduce");
+  at::Tensor h = staging.read_write(t);
+  const int n = size_;
+  return enqueue(c10d::OpType::ALLREDUCE, {t}, staging.seal(), [h, e, n, kind](agent::Worker& w) {
+    at::Tensor all = at::empty({n, h.numel()}, h.options());
+    auto r = w.all_gather(h.data_ptr(), all.data_ptr(), e.count, e.dtype);
+    if (!r) return r;
+    at::Tensor acc = all[0].clone();
+    for (int i = 1; i < n; ++i) {
+      if (kind == c10d::ReduceOp::BAND) {
+        acc.bitwise_and_(all[i]);
+      } else if (kind == c10d::ReduceOp::BOR) {
+        acc.bitwise_or_(all[i]);
+      } else {
+        acc.bitwise_xor_(all[i]);
+      }
+    }
+    h.reshape({-1}).copy_(acc);
+    return r;
+  });
 }
 
 // As gloo does it: every member's (coalesced) indices and values are gathered, padded to the

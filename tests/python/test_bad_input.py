@@ -26,6 +26,7 @@ DIST_LOCAL = {
     "unsupported_dtype_torch": ("RuntimeError", "cannot reduce Short"),
     "bool_avg": ("RuntimeError", "not supported on Bool tensors"),
     "unsupported_op": ("RuntimeError", "not supported"),
+    "bitwise_of_floats": ("RuntimeError", "takes integer or bool tensors, got Float"),
     "wrong_list_length": ("RuntimeError", "1 tensors for a group of 2"),
     "all_to_all_splits_not_the_rows": ("RuntimeError", "split sizes add up to 3"),
     "negative_tag": ("RuntimeError", "tags are >= 0"),

@@ -2,7 +2,7 @@
 with nothing started but the worker processes (env:// as torchrun sets it; each group starts
 its own coordinator): subgroups of every shape with their collectives interleaved with the
 default group's, point-to-point rings, coalesced collectives, uneven all-to-all, sparse
-all_reduce, bool reductions, receives from any rank and abort() (workers/dist_groups.py holds the cases and their references); and
+all_reduce, bool and bitwise reductions, receives from any rank and abort() (workers/dist_groups.py holds the cases and their references); and
 monitored_barrier (workers/dist_monitored_barrier.py)."""
 
 import pytest
@@ -20,7 +20,8 @@ COMMON = ("halves/all_reduce", "halves/interleaved_world", "halves/broadcast",
           "reduce_scatter_tensor_coalesced", "all_to_all_single/uneven",
           "all_to_all/blocks_of_other_sizes", "sparse/all_reduce_sum", "bool/all_reduce_sum",
           "bool/all_reduce_max", "bool/all_reduce_product", "bool/all_reduce_min",
-          "bool/all_reduce_coalesced", "bool/reduce_scatter_tensor")
+          "bool/all_reduce_coalesced", "bool/reduce_scatter_tensor", "bitwise/all_reduce_band",
+          "bitwise/all_reduce_bor", "bitwise/all_reduce_bxor", "bitwise/all_reduce_bxor_bool")
 
 
 @pytest.fixture(scope="module", params=WORLDS, ids=lambda n: f"world{n}")

@@ -89,8 +89,9 @@ def dist_cases(me, init_file):
         "non_contiguous_torch": lambda: dist.all_reduce(torch.ones(4, 3).t()),
         "unsupported_dtype_torch": lambda: dist.all_reduce(torch.ones(4, dtype=torch.int16)),
         "bool_avg": lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool), op=dist.ReduceOp.AVG),
-        "unsupported_op": lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32),
-                                                  op=dist.ReduceOp.BAND),
+        "unsupported_op": lambda: dist.reduce(torch.ones(4, dtype=torch.int32), dst=0,
+                                              op=dist.ReduceOp.BAND),
+        "bitwise_of_floats": lambda: dist.all_reduce(torch.ones(4), op=dist.ReduceOp.BOR),
         "wrong_list_length": lambda: dist.all_gather([torch.ones(4)], torch.ones(4)),
         "all_to_all_splits_not_the_rows": lambda: dist.all_to_all_single(
             torch.zeros(4), torch.ones(4), output_split_sizes=[1, 2], input_split_sizes=[3, 1]),

@@ -291,7 +291,8 @@ def sparse_cases(me, n):
 
 def bool_cases(me, n):
     """Bool tensors, as torch computes them on one rank: SUM and MAX are "any", PRODUCT and
-    MIN "all"; in a coalesced all-reduce; and reduce_scatter."""
+    MIN "all"; in a coalesced all-reduce; and reduce_scatter. Then BAND, BOR and BXOR of integer
+    and bool tensors."""
     cases = {}
     mine = torch.tensor([me == 0, True, False, me % 2 == 1])  # rank 0 alone, all, none, odd
     stacked = torch.stack([torch.tensor([r == 0, True, False, r % 2 == 1]) for r in range(n)])
@@ -309,6 +310,20 @@ def bool_cases(me, n):
     out = torch.zeros(4, dtype=torch.bool)
     dist.reduce_scatter_tensor(out, mine.repeat(n))
     cases["bool/reduce_scatter_tensor"] = check(out, anyone)
+    # Bitwise operations (integers and bools): every rank's own bit, and a mask.
+    bits = torch.tensor([1 << me, 0xFF ^ (1 << me), me], dtype=torch.int64)
+    for name, op, fold in (("band", dist.ReduceOp.BAND, lambda a, b: a & b),
+                           ("bor", dist.ReduceOp.BOR, lambda a, b: a | b),
+                           ("bxor", dist.ReduceOp.BXOR, lambda a, b: a ^ b)):
+        want = torch.tensor([1, 0xFF ^ 1, 0], dtype=torch.int64)
+        for r in range(1, n):
+            want = fold(want, torch.tensor([1 << r, 0xFF ^ (1 << r), r], dtype=torch.int64))
+        t = bits.clone()
+        dist.all_reduce(t, op=op)
+        cases[f"bitwise/all_reduce_{name}"] = check(t, want)
+    t = mine.clone()
+    dist.all_reduce(t, op=dist.ReduceOp.BXOR)
+    cases["bitwise/all_reduce_bxor_bool"] = check(t, stacked.sum(0) % 2 == 1)
     return cases
 
 
