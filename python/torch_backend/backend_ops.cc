@@ -737,6 +737,23 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::barrier(const c10d::BarrierOpti
   return enqueue(c10d::OpType::BARRIER, {}, {}, [](agent::Worker& w) { return w.barrier(); });
 }
 
+namespace {
+
+// A receive's callback: completes `work`; a CUDA tensor is copied back (on the side stream)
+// only if the message came in. Holds the host buffer `h` until then.
+PointToPoint::Done complete_receive(const c10::intrusive_ptr<TributaryWork>& work,
+                                    const at::Tensor& h, Deadline deadline) {
+  return [work, h, deadline](const Status& s) {
+    if (const auto& staging = work->staging()) {
+      work->complete(staging->run([&] { return s; }, deadline));
+      return;
+    }
+    work->complete(s);
+  };
+}
+
+}  // namespace
+
 PointToPoint& TributaryBackend::peers(const char* what, int peer) {
   TORCH_CHECK(peer >= 0 && peer < size_, "tributary: ", what, " rank ", peer,
               " is not a rank of this group of ", size_);
@@ -778,16 +795,8 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::recv(std::vector<at::Tensor>& t
   PointToPoint& p = peers("recv from", src_rank);
   auto work = make_work(c10d::OpType::RECV, {t}, staging.seal());
   work->set_source(src_rank);
-  p.recv(src_rank, p2p_tag(tag), p2p_check(h),
-         {static_cast<std::byte*>(h.data_ptr()), h.nbytes()}, deadline,
-         [work, h, deadline](const Status& s) {
-           // A CUDA tensor: copied back (on the side stream) only if the message came in.
-           if (const auto& staging = work->staging()) {
-             work->complete(staging->run([&] { return s; }, deadline));
-             return;
-           }
-           work->complete(s);
-         });
+  p.recv(src_rank, p2p_tag(tag), p2p_check(h), {static_cast<std::byte*>(h.data_ptr()), h.nbytes()},
+         deadline, complete_receive(work, h, deadline));
   return work;
 }
 
@@ -804,14 +813,7 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::recvAnysource(std::vector<at::T
   auto work = make_work(c10d::OpType::RECVANYSOURCE, {t}, staging.seal());
   p.recv_any(
       p2p_tag(tag), p2p_check(h), {static_cast<std::byte*>(h.data_ptr()), h.nbytes()}, deadline,
-      [work](int source) { work->set_source(source); },
-      [work, h, deadline](const Status& s) {
-        if (const auto& staging = work->staging()) {
-          work->complete(staging->run([&] { return s; }, deadline));
-          return;
-        }
-        work->complete(s);
-      });
+      [work](int source) { work->set_source(source); }, complete_receive(work, h, deadline));
   return work;
 }
 
