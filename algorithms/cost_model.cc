@@ -70,6 +70,12 @@ CostModel CostModel::with_link(double alpha, double beta) const {
   return m;
 }
 
+CostModel CostModel::on_shared_memory() const {
+  CostModel m = with_link(kSharedMemoryAlpha, kSharedMemoryBeta);
+  m.single_copy_from_ranks_ = 2 * cores_;
+  return m;
+}
+
 CostModel::LinkTerms CostModel::link_terms(AllReduceAlgorithm algorithm, int world_size,
                                            std::size_t bytes) const {
   // One-sided differences: exact on a linear piece, and a step this small (relative
@@ -148,8 +154,11 @@ double CostModel::predict(AllReduceAlgorithm algorithm, int world_size, std::siz
       // With more ranks than cores a ring stalls at every step whose sender is not
       // running: each of its 2(n-1) hops per chunk waits for a wake-up (the trees' chains
       // are log n long). Measured on 2 cores, 16 MiB: ring 0.58 GB/s busbw against 0.63-0.96
-      // for the trees at n=4, 0.33 against 0.36-0.43 at n=8.
-      if (world_size > cores_) total += steps * alpha_ * (n - cores_) / cores_;
+      // for the trees at n=4, 0.33 against 0.36-0.43 at n=8. Under single copy each such
+      // stall is a wake-up (kSingleCopyRingStall).
+      const bool single_copy = single_copy_from_ranks_ > 0 && world_size >= single_copy_from_ranks_;
+      const double stall = single_copy ? kSingleCopyRingStall : alpha_;
+      if (world_size > cores_) total += steps * stall * (n - cores_) / cores_;
       return total;
     }
     case AllReduceAlgorithm::kTree: return std::max(t, work(2 * (n - 1) * msgs(s), moved, reduced));

@@ -55,6 +55,17 @@ class CostModel {
   // 1.8-2x slower than the ring there.
   static constexpr double kSharedMemoryAlpha = 1e-6;
   static constexpr double kSharedMemoryBeta = 1.0 / 3e9;
+  // Where a host runs at least twice as many of the group's ranks as it has cores, the
+  // shared-memory transport reads messages of 64 KiB and more straight from the sender's
+  // memory (--shm-single-copy auto), and such a send completes only once its receiver has
+  // read it: a ring's step can no longer run ahead into the ring buffer, it waits for the
+  // next rank to be scheduled. Each of the ring's steps then stalls for about a wake-up,
+  // not for alpha (fitted against forced all-reduces at N = 4 and 8, 4 KiB-64 MiB,
+  // bench/results/cost_model_single_copy_2026-12-08.md: the ring took 1.3-1.5x
+  // halving-doubling's time at N = 4, 1-4 MiB, and 1.13x the double tree's at N = 8, 4 MiB;
+  // 10-40 us all rank the same). Halving-doubling's exchanges and the trees' hops are
+  // rendezvous as well, but their partners are waiting for them already.
+  static constexpr double kSingleCopyRingStall = 20e-6;
 
   CostModel() = default;
   // Trusted values (>= 0, finite); see fit() for measured ones.
@@ -95,7 +106,13 @@ class CostModel {
   CostModel with_link(double alpha, double beta) const;
   // This model with the shared-memory link constants above: the base of a group that
   // shared memory carries (every member on one host), before its links are measured.
-  CostModel on_shared_memory() const { return with_link(kSharedMemoryAlpha, kSharedMemoryBeta); }
+  // Also from twice as many ranks as cores() on, the ring's steps stall as under single
+  // copy (kSingleCopyRingStall): the transport's automatic rule, read from the model's own
+  // cores() so that every rank prices it alike (a member whose flags force single copy off
+  // is priced as if it were on; its choice may be slower, never different from its peers').
+  CostModel on_shared_memory() const;
+  // The number of ranks from which the ring's steps stall as under single copy; 0: never.
+  int single_copy_from_ranks() const { return single_copy_from_ranks_; }
 
   // predict() as a linear function of alpha and beta around this model's constants:
   // predict = alpha * per_alpha + beta * per_beta + rest (rest: the reduction, and the
@@ -143,6 +160,7 @@ class CostModel {
   int cores_ = kDefaultCores;
   double wan_alpha_ = kDefaultWanAlpha;
   double wan_beta_ = kDefaultWanBeta;
+  int single_copy_from_ranks_ = 0;
 };
 
 }  // namespace tributary::algorithms
