@@ -150,7 +150,7 @@ Status Worker::Impl::start() {
   }
   configured_cost_model =
       algorithms::CostModel::default_model().with_wan(wan_seconds, 8.0 / config.wan_bandwidth_bps);
-  cost_model = configured_cost_model;
+  set_cost_model(configured_cost_model);
   const Deadline deadline = Deadline::after(config.join_timeout);
   if (!config.metrics_bind.empty()) {
     TRIB_ASSIGN_OR_RETURN(metrics, AgentMetrics::serve(config.metrics_bind, log.child("metrics")));

@@ -97,7 +97,7 @@ void Worker::Impl::apply(const runtime::Action& a, CallContext* call) {
     case ActionKind::kViewStarted:
       // The model in use starts as the view's fitted one, with no refit (what the last
       // view's links took says nothing of these).
-      cost_model = ctx->fitted;
+      set_cost_model(ctx->fitted);
       refit.clear();
       compression_state.on_view_change(ctx->size(), ctx->rank);
       adopt_wan_tier();
@@ -194,13 +194,13 @@ runtime::Actions Worker::Impl::attempt(const runtime::Action& a, CallContext& ca
   algorithms::CollectiveOptions& options = call.options;
   options = {};
   options.seq = a.seq;
-  call.deadline = collective_deadline(call.bytes);
+  call.t0 = std::chrono::steady_clock::now();
+  call.deadline = collective_deadline(call.bytes, call.t0);
   options.deadline = call.deadline.deadline;
   options.chunk_bytes = config.chunk_bytes;
   options.algorithm = call.algorithm;
   options.zones = ctx->zone_of_rank;
   options.cost_model = &cost_model;
-  call.t0 = std::chrono::steady_clock::now();
   Status status = ctx->link
                       ? (*call.fn)(*ctx->link, options)
                       : error(StatusCode::kAborted, "no link for view " + std::to_string(a.epoch));

@@ -5,6 +5,8 @@
 // on run() (worker_collectives.cc). Internal to agent/.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -184,16 +186,34 @@ class Worker::Impl {
     }
   }
 
-  AttemptDeadline collective_deadline(std::size_t bytes) const {
-    return attempt_deadline(std::chrono::steady_clock::now(), bytes, throughput,
-                            config.deadline_floor, config.deadline_slack,
+  AttemptDeadline collective_deadline(std::size_t bytes,
+                                      std::chrono::steady_clock::time_point now) const {
+    return attempt_deadline(now, bytes, throughput, config.deadline_floor, config.deadline_slack,
                             config.collective_timeout);
+  }
+  AttemptDeadline collective_deadline(std::size_t bytes) const {
+    return collective_deadline(bytes, std::chrono::steady_clock::now());
   }
 
   // Under call_mu (an attempt of run()).
   algorithms::AllReduceAlgorithm pick(std::size_t bytes) const {
     if (config.algorithm != algorithms::AllReduceAlgorithm::kAuto) return config.algorithm;
-    return cost_model.choose(ctx->layout, bytes);
+    if (picks.epoch != ctx->epoch() || picks.model_version != cost_model_version) {
+      picks = {.epoch = ctx->epoch(), .model_version = cost_model_version};
+    }
+    for (std::size_t i = 0; i < picks.used; ++i) {
+      if (picks.entries[i].bytes == bytes) return picks.entries[i].algorithm;
+    }
+    const algorithms::AllReduceAlgorithm a = cost_model.choose(ctx->layout, bytes);
+    picks.entries[picks.next] = {bytes, a};
+    picks.next = (picks.next + 1) % picks.entries.size();
+    picks.used = std::max(picks.used, picks.next == 0 ? picks.entries.size() : picks.next);
+    return a;
+  }
+  // The only way cost_model changes, so that pick() never answers from another model.
+  void set_cost_model(const algorithms::CostModel& m) {
+    cost_model = m;
+    ++cost_model_version;
   }
   // Logs the first all-reduce of each algorithm in each view, so the log says what the
   // cost model chose (flat or hierarchical by zone) without a line per collective.
@@ -304,7 +324,24 @@ class Worker::Impl {
   // with the alpha and beta the members agreed on (adopt_refit()). Equal on every member
   // of a view.
   algorithms::CostModel configured_cost_model;
-  algorithms::CostModel cost_model;
+  algorithms::CostModel cost_model;  // written through set_cost_model()
+  std::uint64_t cost_model_version = 0;
+  // pick()'s answers for the sizes seen since the view or the model last changed: a training
+  // loop's all-reduces repeat a few bucket sizes, and pricing every algorithm again cost
+  // about a twentieth of a 4 KiB all-reduce over shared memory. The same answers as
+  // choose(), so every member still chooses alike.
+  struct PickMemo {
+    membership::Epoch epoch = 0;
+    std::uint64_t model_version = 0;
+    struct Entry {
+      std::size_t bytes = 0;
+      algorithms::AllReduceAlgorithm algorithm = algorithms::AllReduceAlgorithm::kAuto;
+    };
+    std::array<Entry, 8> entries{};
+    std::size_t used = 0;
+    std::size_t next = 0;
+  };
+  mutable PickMemo picks;
   // This member's all-reduces that completed in the current view (cleared as it starts).
   algorithms::CostRefit refit;
   // The last pair measurement (order_ring()): the epoch of the view it ran in, that view's

@@ -79,7 +79,7 @@ void Worker::Impl::adopt_refit(const BoundaryVote& agreed) {
   };
   if (!moved(alpha, cost_model.alpha()) && !moved(beta, cost_model.beta())) return;
   const algorithms::CostModel before = cost_model;
-  cost_model = ctx->fitted.with_link(alpha, beta);
+  set_cost_model(ctx->fitted.with_link(alpha, beta));
   const int n = ctx->size();
   std::string changes;
   for (std::size_t bytes = 1024; bytes <= (std::size_t{1} << 30); bytes *= 4) {
