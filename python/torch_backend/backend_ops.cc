@@ -1,8 +1,8 @@
 // The operations of the "tributary" backend (backend.h): each checks its tensors at the call
 // (bad input raises before anything is queued), stages CUDA tensors into pinned host twins
 // (torch_staging.h: the job below only ever sees host tensors), lays them out for the Worker
-// (torch's rank order to the coordinator's, lists into flat buffers) and queues one job, or
-// posts its point-to-point message.
+// (torch's rank order to the coordinator's, lists into flat buffers) and queues one job.
+// Point-to-point messages are in point_to_point_ops.cc.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -12,17 +12,10 @@
 #include <string>
 
 #include "python/torch_backend/backend.h"
+#include "python/torch_backend/tensor_checks.h"
 
 namespace tributary::python::torch_backend {
 namespace {
-
-// Where a tensor is is checked by TensorStaging, once for all of an operation's tensors.
-void check_dense(const at::Tensor& t, const char* what) {
-  TORCH_CHECK(t.layout() == c10::kStrided, "tributary: ", what, " is not a dense tensor",
-              t.is_sparse() ? " (sparse tensors: all_reduce only)" : "");
-  TORCH_CHECK(t.is_contiguous(), "tributary: ", what, " is not contiguous (sizes ", t.sizes(),
-              ", strides ", t.strides(), "); pass .contiguous()");
-}
 
 std::optional<DType> dtype_of(c10::ScalarType s) {
   switch (s) {
@@ -89,13 +82,6 @@ ReduceOp reduce_op(const c10d::ReduceOp& op, c10::ScalarType s) {
                   " is not supported (SUM, AVG, PRODUCT, MIN, MAX; all_reduce of integer or "
                   "bool tensors: BAND, BOR, BXOR)");
   }
-}
-
-at::Tensor& single(std::vector<at::Tensor>& tensors, const char* what) {
-  TORCH_CHECK(tensors.size() == 1, "tributary: ", what, ": one tensor per process, got ",
-              tensors.size());
-  check_dense(tensors[0], what);
-  return tensors[0];
 }
 
 // `list` holds one tensor per rank, each like `like` (dtype, element count).
@@ -214,16 +200,6 @@ std::vector<std::size_t> row_splits(const std::vector<int64_t>& splits, const at
   TORCH_CHECK(sum == rows, "tributary: all_to_all ", what, " split sizes add up to ", sum,
               " but the tensor has ", rows, " rows");
   return out;
-}
-
-std::uint32_t p2p_check(const at::Tensor& t) {
-  // The dtype: a receiver that expects another one of the same byte size fails with Mismatch.
-  return static_cast<std::uint32_t>(t.scalar_type()) + 1;
-}
-
-std::uint32_t p2p_tag(int tag) {
-  TORCH_CHECK(tag >= 0, "tributary: send / recv tags are >= 0, got ", tag);
-  return static_cast<std::uint32_t>(tag);
 }
 
 }  // namespace
@@ -735,86 +711,6 @@ c10::intrusive_ptr<c10d::Work> TributaryBackend::alltoall(std::vector<at::Tensor
 
 c10::intrusive_ptr<c10d::Work> TributaryBackend::barrier(const c10d::BarrierOptions&) {
   return enqueue(c10d::OpType::BARRIER, {}, {}, [](agent::Worker& w) { return w.barrier(); });
-}
-
-namespace {
-
-// A receive's callback: completes `work`; a CUDA tensor is copied back (on the side stream)
-// only if the message came in. Holds the host buffer `h` until then.
-PointToPoint::Done complete_receive(const c10::intrusive_ptr<TributaryWork>& work,
-                                    const at::Tensor& h, Deadline deadline) {
-  return [work, h, deadline](const Status& s) {
-    if (const auto& staging = work->staging()) {
-      work->complete(staging->run([&] { return s; }, deadline));
-      return;
-    }
-    work->complete(s);
-  };
-}
-
-}  // namespace
-
-PointToPoint& TributaryBackend::peers(const char* what, int peer) {
-  TORCH_CHECK(peer >= 0 && peer < size_, "tributary: ", what, " rank ", peer,
-              " is not a rank of this group of ", size_);
-  TORCH_CHECK(peer != rank_, "tributary: ", what, " itself (rank ", rank_, ")");
-  TORCH_CHECK(!finished_ && p2p_ != nullptr, "tributary: ", what,
-              " on a process group that was shut down (destroy_process_group)");
-  return *p2p_;
-}
-
-c10::intrusive_ptr<c10d::Work> TributaryBackend::send(std::vector<at::Tensor>& tensors,
-                                                      int dst_rank, int tag) {
-  at::Tensor t = single(tensors, "send tensor");
-  TensorStaging staging({t}, "send");
-  at::Tensor h = staging.read(t);
-  Staged staged = staging.seal();
-  const Deadline deadline = op_deadline();
-  if (staged.staging) {
-    // The message is posted at once and read from the host twin while it goes: the copy
-    // must be done before (the caller waits for it, and only for it).
-    const Status s = staged.staging->run([] { return Status::ok(); }, deadline);
-    TORCH_CHECK(s.is_ok(), "tributary: send: ", s.to_string());
-  }
-  std::lock_guard lock(finish_mu_);
-  PointToPoint& p = peers("send to", dst_rank);
-  auto work = make_work(c10d::OpType::SEND, {t}, std::move(staged));
-  p.send(dst_rank, p2p_tag(tag), p2p_check(h),
-         {static_cast<const std::byte*>(h.data_ptr()), h.nbytes()}, deadline,
-         [work, h](const Status& s) { work->complete(s); });
-  return work;
-}
-
-c10::intrusive_ptr<c10d::Work> TributaryBackend::recv(std::vector<at::Tensor>& tensors,
-                                                      int src_rank, int tag) {
-  at::Tensor t = single(tensors, "recv tensor");
-  TensorStaging staging({t}, "recv");
-  at::Tensor h = staging.write(t);
-  const Deadline deadline = op_deadline();
-  std::lock_guard lock(finish_mu_);
-  PointToPoint& p = peers("recv from", src_rank);
-  auto work = make_work(c10d::OpType::RECV, {t}, staging.seal());
-  work->set_source(src_rank);
-  p.recv(src_rank, p2p_tag(tag), p2p_check(h), {static_cast<std::byte*>(h.data_ptr()), h.nbytes()},
-         deadline, complete_receive(work, h, deadline));
-  return work;
-}
-
-c10::intrusive_ptr<c10d::Work> TributaryBackend::recvAnysource(std::vector<at::Tensor>& tensors,
-                                                               int tag) {
-  at::Tensor t = single(tensors, "recv tensor");
-  TensorStaging staging({t}, "recv");
-  at::Tensor h = staging.write(t);
-  const Deadline deadline = op_deadline();
-  std::lock_guard lock(finish_mu_);
-  TORCH_CHECK(size_ > 1, "tributary: recv from any rank in a group of one: no one can send");
-  // Any peer: the checks that concern the group, not the rank.
-  PointToPoint& p = peers("recv from any rank:", rank_ == 0 ? 1 : 0);
-  auto work = make_work(c10d::OpType::RECVANYSOURCE, {t}, staging.seal());
-  p.recv_any(
-      p2p_tag(tag), p2p_check(h), {static_cast<std::byte*>(h.data_ptr()), h.nbytes()}, deadline,
-      [work](int source) { work->set_source(source); }, complete_receive(work, h, deadline));
-  return work;
 }
 
 }  // namespace tributary::python::torch_backend
