@@ -156,8 +156,7 @@ double CostModel::predict(AllReduceAlgorithm algorithm, int world_size, std::siz
       // are log n long). Measured on 2 cores, 16 MiB: ring 0.58 GB/s busbw against 0.63-0.96
       // for the trees at n=4, 0.33 against 0.36-0.43 at n=8. Under single copy each such
       // stall is a wake-up (kSingleCopyRingStall).
-      const bool single_copy = single_copy_from_ranks_ > 0 && world_size >= single_copy_from_ranks_;
-      const double stall = single_copy ? kSingleCopyRingStall : alpha_;
+      const double stall = single_copy(world_size) ? kSingleCopyRingStall : alpha_;
       if (world_size > cores_) total += steps * stall * (n - cores_) / cores_;
       return total;
     }
@@ -170,9 +169,12 @@ double CostModel::predict(AllReduceAlgorithm algorithm, int world_size, std::siz
       double m = 0;
       // Each step sends its whole range at once but posts only kRecvDepth receives
       // ahead, so what the partner sends beyond them arrives unexpected and is copied
-      // once more by the link: charged as that many more bytes moved.
+      // once more by the link: charged as that many more bytes moved. Under single copy
+      // nothing arrives unexpected (a send waits for its receive), but a part beyond
+      // kSingleCopyHalvingPart costs about as much again (see there).
       double copied = 0;
-      const double ahead = static_cast<double>(kRecvDepth) * c;
+      const double ahead =
+          single_copy(world_size) ? kSingleCopyHalvingPart : static_cast<double>(kRecvDepth) * c;
       double part = s;  // s / 2^i, halved exactly (no pow(): the choice runs every call)
       for (int i = 1; i <= log_p; ++i) {
         part /= 2;

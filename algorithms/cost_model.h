@@ -66,6 +66,14 @@ class CostModel {
   // 10-40 us all rank the same). Halving-doubling's exchanges and the trees' hops are
   // rendezvous as well, but their partners are waiting for them already.
   static constexpr double kSingleCopyRingStall = 20e-6;
+  // Under single copy halving-doubling's sends no longer arrive unexpected and copied (each
+  // waits for its receive), but a step whose part is larger than about a core's L2 (2 MiB
+  // on the development machines) no longer reduces in cache, and costs about what the
+  // copies did: priced as copies beyond this part instead of beyond kRecvDepth chunks.
+  // Fitted on the same sweep: halving-doubling 1.37x faster than the double tree at N = 4,
+  // 4 MiB (parts of 2 and 1 MiB), 1.05-1.34x slower than the best at 16-64 MiB; 2-4 MiB
+  // rank every cell the same.
+  static constexpr double kSingleCopyHalvingPart = 2.0 * 1024 * 1024;
 
   CostModel() = default;
   // Trusted values (>= 0, finite); see fit() for measured ones.
@@ -152,6 +160,10 @@ class CostModel {
  private:
   // One rank's critical path alone, without the shared-core work bound.
   double critical_path(AllReduceAlgorithm algorithm, int world_size, std::size_t bytes) const;
+  // Whether a group of `world_size` runs shared memory's single copy (single_copy_from_ranks).
+  bool single_copy(int world_size) const {
+    return single_copy_from_ranks_ > 0 && world_size >= single_copy_from_ranks_;
+  }
 
   double alpha_ = kDefaultAlpha;
   double beta_ = kDefaultBeta;
