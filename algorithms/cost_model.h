@@ -114,12 +114,13 @@ class CostModel {
   CostModel with_link(double alpha, double beta) const;
   // This model with the shared-memory link constants above: the base of a group that
   // shared memory carries (every member on one host), before its links are measured.
-  // Also from twice as many ranks as cores() on, the ring's steps stall as under single
-  // copy (kSingleCopyRingStall): the transport's automatic rule, read from the model's own
-  // cores() so that every rank prices it alike (a member whose flags force single copy off
-  // is priced as if it were on; its choice may be slower, never different from its peers').
+  // From twice as many ranks as cores() on it also prices single copy
+  // (kSingleCopyRingStall, kSingleCopyHalvingPart): the transport's automatic rule, read
+  // from the model's own cores() so that every rank prices it alike (a member whose flags
+  // force single copy off is priced as if it were on; its choice may be slower, never
+  // different from its peers').
   CostModel on_shared_memory() const;
-  // The number of ranks from which the ring's steps stall as under single copy; 0: never.
+  // The number of ranks from which the model prices shared memory's single copy; 0: never.
   int single_copy_from_ranks() const { return single_copy_from_ranks_; }
 
   // predict() as a linear function of alpha and beta around this model's constants:

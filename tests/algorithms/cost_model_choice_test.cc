@@ -110,8 +110,8 @@ TEST(CostModelChoice, SharedMemoryPicksAnAlgorithmAsFastAsTheBest) {
       "n=4 65536 B: chose double_tree (67.595 us), halving_doubling took 52.295 us (1.29257x)\n");
 }
 
-// The check has teeth: without the ring's stalls under single copy (the shared-memory
-// constants alone) the ring is chosen at N = 4, 4 MiB, 1.5x slower than halving-doubling.
+// The check has teeth: without single copy priced (the shared-memory constants alone) the
+// ring is chosen at N = 4, 4 MiB, 1.5x slower than halving-doubling.
 TEST(CostModelChoice, TheRingUnderSingleCopyIsCaught) {
   const Table table = read_table(kTable, "shm");
   const algorithms::CostModel without_stalls = algorithms::CostModel::default_model().with_link(
