@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -82,19 +83,22 @@ struct RankLog {
   // The fastest all-reduce of each (size index, algorithm), over every step, in seconds.
   std::map<std::pair<std::size_t, AllReduceAlgorithm>, double> fastest;
   std::vector<AllReduceAlgorithm> last_algorithm;  // by size index, in the last step
+  std::vector<std::set<AllReduceAlgorithm>> ran;   // by size index, every algorithm that ran
   bool ok = true;
 };
 
 // `steps` steps on every member, then one more step boundary: each step is a boundary and
 // one float32 sum all-reduce of each size.
-std::vector<RankLog> run_steps(std::vector<std::unique_ptr<Worker>>& workers, int steps) {
+std::vector<RankLog> run_steps(std::vector<std::unique_ptr<Worker>>& workers, int steps,
+                               const std::vector<std::size_t>& sizes = kSizes) {
   std::vector<RankLog> logs(workers.size());
   std::vector<std::thread> threads;
   for (std::size_t r = 0; r < workers.size(); ++r) {
     threads.emplace_back([&, r] {
       Worker& w = *workers[r];
       RankLog& log = logs[r];
-      log.last_algorithm.assign(kSizes.size(), AllReduceAlgorithm::kAuto);
+      log.last_algorithm.assign(sizes.size(), AllReduceAlgorithm::kAuto);
+      log.ran.assign(sizes.size(), {});
       for (int s = 0; s <= steps; ++s) {
         auto b = w.step_boundary();
         if (!b.is_ok() || b->view_changed) {
@@ -105,22 +109,29 @@ std::vector<RankLog> run_steps(std::vector<std::unique_ptr<Worker>>& workers, in
         }
         log.after_boundary.push_back(predictions(w));
         if (s == steps) return;
-        for (std::size_t i = 0; i < kSizes.size(); ++i) {
-          std::vector<float> data(kSizes[i] / sizeof(float), 1.0f);
+        for (std::size_t i = 0; i < sizes.size(); ++i) {
+          std::vector<float> data(sizes[i] / sizeof(float), 1.0f);
+          // What the model in use chooses: the all-reduce must run exactly that, also right
+          // after a refit or a view change (the Worker keeps its choices per size).
+          const double chosen = w.predicted_all_reduce_seconds(sizes[i], AllReduceAlgorithm::kAuto);
           const auto t0 = std::chrono::steady_clock::now();
           auto o =
               w.all_reduce(data.data(), data.data(), data.size(), DType::kFloat32, ReduceOp::kSum);
           const double seconds =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           if (!o.is_ok() || data[0] != static_cast<float>(workers.size())) {
-            ADD_FAILURE() << "rank " << r << " step " << s << " all_reduce of " << kSizes[i]
+            ADD_FAILURE() << "rank " << r << " step " << s << " all_reduce of " << sizes[i]
                           << " B: " << (o.is_ok() ? "wrong sum" : o.status().to_string());
             log.ok = false;
             return;
           }
+          EXPECT_EQ(w.predicted_all_reduce_seconds(sizes[i], o->algorithm), chosen)
+              << "rank " << r << " step " << s << " ran " << to_string(o->algorithm) << " for "
+              << sizes[i] << " B, not the choice of the model in use";
           auto [it, fresh] = log.fastest.try_emplace({i, o->algorithm}, seconds);
           if (!fresh) it->second = std::min(it->second, seconds);
           log.last_algorithm[i] = o->algorithm;
+          log.ran[i].insert(o->algorithm);
         }
       }
     });
@@ -219,6 +230,24 @@ TEST(WorkerCostRefit, MembersAgreeOnARefitTowardTheMeasuredTimes) {
   in_process::leave_all(stayed);
   std::printf("%.2f s of steps\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+}
+
+// The Worker keeps its choice per size until the model or the view changes: a refit that
+// changes the choice for 4 MiB (the delayed links make every message dear) must be followed
+// by the very next all-reduce of that size, on every member (else the members would run what
+// the model no longer prefers, or fail each other's checks).
+TEST(WorkerCostRefit, EveryAllReduceRunsTheChoiceOfTheModelInUse) {
+  constexpr int kN = 4;
+  MemoryCoordinator coordinator(in_process::membership_config(kN));
+  EpochFabrics fabrics = delayed_fabrics();
+  auto workers = start_world(coordinator, fabrics, kN, /*measure_links=*/true);
+  ASSERT_EQ(workers.size(), static_cast<std::size_t>(kN));
+  const std::vector<std::size_t> sizes = {1024, std::size_t{4} << 20};
+  std::vector<RankLog> logs = run_steps(workers, 8, sizes);
+  for (const RankLog& log : logs) ASSERT_TRUE(log.ok);
+  // The test means something only if a refit moved a choice.
+  EXPECT_GE(logs[0].ran[1].size(), 2u) << "no refit changed the choice for 4 MiB";
+  in_process::leave_all(workers);
 }
 
 // Without link measurement the model stays the default, whatever the all-reduces take.
