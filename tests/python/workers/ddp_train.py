@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.join(REPO, "examples", "pytorch"))
 import digits  # noqa: E402
 import model as models  # noqa: E402
 
-from reference import report  # noqa: E402
+from reference import leave_after_baseline, report  # noqa: E402
 
 
 def main():
@@ -51,6 +51,7 @@ def main():
     numpy.savez(out, *[p.detach().cpu().numpy() for p in net.parameters()])
     dist.destroy_process_group()
     report({"out": out})
+    leave_after_baseline(backend)
 
 
 if __name__ == "__main__":

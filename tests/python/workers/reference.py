@@ -71,3 +71,19 @@ def report(cases):
     """The RESULT line the test reads."""
     import json
     print("RESULT " + json.dumps({"cases": cases}), flush=True)
+
+
+def leave_after_baseline(backend):
+    """After the RESULT line of a run over another backend than tributary (the parity tests'
+    gloo baselines): leave without the interpreter's teardown. Torch's gloo can abort in its
+    own teardown at exit ("terminate called without an active exception", rank 1 of the 4-rank
+    fully_shard baseline once in 2026-12-08's suite, after destroy_process_group and the RESULT),
+    which is not what the tests compare. Tributary's runs exit normally, so a crash of its own
+    at exit still fails them."""
+    if backend == "tributary":
+        return
+    import os
+    import sys
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
