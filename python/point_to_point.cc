@@ -160,34 +160,34 @@ void PointToPoint::note_early(int peer) {
   early.insert(early.end(), fresh.begin(), fresh.end());
 }
 
-algorithms::Link::Handle PointToPoint::post_recv(Op& op) {
-  note_early(op.peer);
-  auto& early = early_[static_cast<std::size_t>(op.peer)];
+bool PointToPoint::take_early(int peer, const algorithms::Tag& tag) {
+  auto& early = early_[static_cast<std::size_t>(peer)];
   for (auto it = early.begin(); it != early.end(); ++it) {
-    if (it->tag == op.tag) {
+    if (it->tag == tag) {
       early.erase(it);
-      break;
+      return true;
     }
   }
+  return false;
+}
+
+algorithms::Link::Handle PointToPoint::post_recv(Op& op) {
+  note_early(op.peer);
+  (void)take_early(op.peer, op.tag);
   return link_->recv(op.peer, op.tag, op.data);
 }
 
 void PointToPoint::match_any(std::vector<Op>& pending) {
+  if (any_.empty()) return;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer != rank_) note_early(peer);
+  }
   // Each in posting order; one that finds nothing leaves nothing for a later one of its tag.
   for (auto op = any_.begin(); op != any_.end();) {
     int found = -1;
     for (int k = 0; k < size_ && found < 0; ++k) {
       const int peer = (next_any_peer_ + k) % size_;
-      if (peer == rank_) continue;
-      note_early(peer);
-      auto& early = early_[static_cast<std::size_t>(peer)];
-      for (auto it = early.begin(); it != early.end(); ++it) {
-        if (it->tag == op->tag) {
-          early.erase(it);
-          found = peer;
-          break;
-        }
-      }
+      if (peer != rank_ && take_early(peer, op->tag)) found = peer;
     }
     if (found < 0) {
       if (op->deadline.passed()) {

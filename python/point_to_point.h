@@ -104,6 +104,8 @@ class PointToPoint {
   algorithms::Link::Handle post_recv(Op& op);
   // Records the messages of `peer` that the link newly holds whole.
   void note_early(int peer);
+  // Takes the first recorded message of `peer` with `tag` (now claimed); false if none.
+  bool take_early(int peer, const algorithms::Tag& tag);
   // Matches the receives from any member, in order, to messages held whole; posts those.
   void match_any(std::vector<Op>& pending);
 
